@@ -1,0 +1,55 @@
+# Causeway build entry points. Everything here also works on a fresh machine
+# once .ci/run (or `make deps`) has installed protoc and iproute2.
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/bin
+TOOLBIN := $(CURDIR)/.bin
+MODULE := github.com/causeway-net/causeway
+BINARIES := $(notdir $(wildcard cmd/*))
+PROTOS := api/nsp/v1/model.proto api/nsp/v1/configurationmanager.proto api/ipam/v1/ipam.proto
+# Packages whose tests need no root and no network namespaces.
+TESTFLAGS ?= -race -count=1 -timeout 25m
+
+.PHONY: all build test test-short generate lint bench lab clean tools deps
+
+all: lint build test
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+
+# The README's test command. Kernel tests need root; with CAUSEWAY_REQUIRE_ROOT
+# set they fail instead of skipping when run unprivileged.
+test: build
+	$(GO) test $(TESTFLAGS) ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+tools:
+	@mkdir -p $(TOOLBIN)
+	GOBIN=$(TOOLBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+
+generate: tools
+	protoc -I . \
+		--plugin=protoc-gen-go=$(TOOLBIN)/protoc-gen-go \
+		--plugin=protoc-gen-go-grpc=$(TOOLBIN)/protoc-gen-go-grpc \
+		--go_out=. --go_opt=module=$(MODULE) \
+		--go-grpc_out=. --go-grpc_opt=module=$(MODULE) \
+		$(PROTOS)
+
+lint:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+bench:
+	./scripts/bench.sh
+
+lab: build
+	$(BIN)/lab run
+
+deps:
+	./scripts/install-deps.sh
+
+clean:
+	rm -rf $(BIN) $(TOOLBIN)

@@ -1,0 +1,86 @@
+package testutil
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netns"
+)
+
+// NetNS is a throw-away named network namespace owned by one test.
+type NetNS struct {
+	Name   string
+	Handle netns.NsHandle
+}
+
+// Path is the namespace's bind-mount path, usable as a file:// netns URL.
+func (n *NetNS) Path() string { return "/var/run/netns/" + n.Name }
+
+// Do runs fn on an OS thread switched into the namespace, and switches back.
+// The thread is locked for the duration, so fn must not start goroutines that
+// expect to inherit the namespace.
+func (n *NetNS) Do(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return fmt.Errorf("get current netns: %w", err)
+	}
+	defer orig.Close()
+	if err := netns.Set(n.Handle); err != nil {
+		return fmt.Errorf("enter netns %s: %w", n.Name, err)
+	}
+	defer func() { _ = netns.Set(orig) }()
+	return fn()
+}
+
+// Exec runs a command inside the namespace (`ip netns exec`) and returns its
+// combined output.
+func (n *NetNS) Exec(args ...string) (string, error) {
+	full := append([]string{"netns", "exec", n.Name}, args...)
+	out, err := exec.Command("ip", full...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ip netns exec %s %s: %w: %s", n.Name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// MustExec is Exec that fails the test on error.
+func (n *NetNS) MustExec(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := n.Exec(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// NewNetNS creates a named namespace with loopback up and registers its
+// removal with t.Cleanup, so it goes away even when the test fails. It
+// requires root (see RequireRoot).
+func NewNetNS(t testing.TB, prefix string) *NetNS {
+	t.Helper()
+	RequireRoot(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := fmt.Sprintf("cw-%s-%s", prefix, hex.EncodeToString(b))
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "netns", "del", name).Run()
+	})
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		t.Fatalf("open netns %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	ns := &NetNS{Name: name, Handle: h}
+	ns.MustExec(t, "ip", "link", "set", "lo", "up")
+	return ns
+}
