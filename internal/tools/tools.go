@@ -6,6 +6,7 @@
 package tools
 
 import (
+	_ "github.com/fsnotify/fsnotify"
 	_ "github.com/google/nftables"
 	_ "github.com/kelseyhightower/envconfig"
 	_ "github.com/mdlayher/arp"
