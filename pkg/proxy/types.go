@@ -1,0 +1,47 @@
+// Package proxy is the proxy's state machine: it assigns addresses from the
+// IPAM to NSM connections (IP contexts), turns interface events into bridge
+// ports and ECMP nexthops, keeps the VIP rules, and releases addresses after a
+// cancellable delay. It drives the kernel only through pkg/dataplane.
+package proxy
+
+import "net/netip"
+
+// ConnType says which side of an NSM connection the proxy is on.
+type ConnType int
+
+const (
+	// TargetConn is a connection from a target to the proxy (the proxy is
+	// the NSE; Meridio calls this type NSE).
+	TargetConn ConnType = iota
+	// LBConn is a connection from the proxy to a load balancer (the proxy
+	// is the NSC; Meridio calls this type NSC).
+	LBConn
+)
+
+func (t ConnType) String() string {
+	switch t {
+	case TargetConn:
+		return "target"
+	case LBConn:
+		return "lb"
+	default:
+		return "unknown"
+	}
+}
+
+// Interface is a kernel interface of an NSM connection, as seen in the
+// proxy's namespace once the forwarder has created it.
+type Interface struct {
+	// Index and Name identify the link in the proxy's namespace.
+	Index int
+	Name  string
+	// Type is the connection's type.
+	Type ConnType
+	// ConnID is the NSM connection id the interface belongs to.
+	ConnID string
+	// LocalAddrs are the proxy-side addresses of the connection.
+	LocalAddrs []netip.Prefix
+	// NeighborAddrs are the addresses of the other end; for an LBConn they
+	// are the ECMP nexthops toward that load balancer.
+	NeighborAddrs []netip.Addr
+}
