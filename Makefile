@@ -46,7 +46,7 @@ bench:
 	./scripts/bench.sh
 
 lab: build
-	$(BIN)/lab run
+	@if [ -x $(BIN)/lab ]; then $(BIN)/lab run; else echo "lab not available yet (see issue: the lab)"; fi
 
 deps:
 	./scripts/install-deps.sh

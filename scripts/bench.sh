@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs Causeway's benchmarks (some need root) and prints the results. Every
+# benchmark reports a ratio against a baseline measured in the same run, so
+# figures are comparable across machines; see the README's performance section.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pkgs=$(go list ./... )
+go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-1x}" -count 1 $pkgs "$@"
