@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=$(go list ./... )
-go test -run '^$' -bench . -benchmem -benchtime "${BENCHTIME:-1x}" -count 1 $pkgs "$@"
+go test -run '^$' -bench . -benchmem ${BENCHTIME:+-benchtime $BENCHTIME} -count 1 $pkgs "$@"
