@@ -1,0 +1,169 @@
+// Package proxyd assembles the proxy daemon: it reads the NSM_* environment,
+// and starts and stops the proxy's components (health, dataplane, IPAM and
+// NSP clients, the proxy state machine, the full-mesh NSM client, the NSE and
+// the VIP source) in a fixed order. cmd/proxy only calls it.
+package proxyd
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/causeway-net/causeway/internal/logging"
+)
+
+// Config is the proxy's configuration, read from NSM_* environment
+// variables with Meridio's names and defaults; the settings Causeway adds
+// carry new names in the same style.
+type Config struct {
+	Name                  string        `default:"proxy" desc:"pod name: NSE name, NSM client name, prefix of LB connection ids"`
+	ServiceName           string        `default:"proxy" desc:"network service the proxy serves to targets (proxy.<conduit>.<trench>.<ns>)" split_words:"true"`
+	ConnectTo             url.URL       `default:"unix:///var/lib/networkservicemesh/nsm.io.sock" desc:"NSMgr URL" split_words:"true"`
+	DialTimeout           time.Duration `default:"5s" desc:"NSMgr dial timeout" split_words:"true"`
+	RequestTimeout        time.Duration `default:"15s" desc:"timeout of one NSM request try, and of each LB connection close" split_words:"true"`
+	MaxTokenLifetime      time.Duration `default:"24h" desc:"lifetime of the NSM tokens the proxy issues" split_words:"true"`
+	IPAMService           string        `default:"ipam-service:7777" desc:"IPAM gRPC address" envconfig:"IPAM_SERVICE"`
+	Host                  string        `default:"" desc:"node name: IPAM node and NSE nodeName label"`
+	NetworkServiceName    string        `default:"load-balancer" desc:"LB network service to connect to in full mesh (<conduit>.<trench>.<ns>)" split_words:"true"`
+	Namespace             string        `default:"default" desc:"namespace, part of the NSP address"`
+	Trench                string        `default:"default" desc:"trench name"`
+	Conduit               string        `default:"load-balancer" desc:"conduit name"`
+	NSPServiceName        string        `default:"nsp-service" desc:"NSP service name prefix (<name>-<trench>.<namespace>)" envconfig:"NSP_SERVICE_NAME"`
+	NSPServicePort        int           `default:"7778" desc:"NSP port" envconfig:"NSP_SERVICE_PORT"`
+	IPFamily              string        `default:"dualstack" desc:"ipv4, ipv6 or dualstack (anything else means dualstack)" envconfig:"IP_FAMILY"`
+	LogLevel              string        `default:"DEBUG" desc:"TRACE, DEBUG, INFO, WARN or ERROR" split_words:"true"`
+	MTU                   int           `default:"1500" desc:"MTU of the NSM connections" envconfig:"MTU"`
+	GRPCKeepaliveTime     time.Duration `default:"30s" desc:"keepalive of the IPAM and NSP connections" envconfig:"GRPC_KEEPALIVE_TIME"`
+	GRPCProbeRPCTimeout   time.Duration `default:"1s" desc:"RPC timeout of the internal NSE health probe" envconfig:"GRPC_PROBE_RPC_TIMEOUT"`
+	GRPCMaxBackoff        time.Duration `default:"5s" desc:"gRPC connect backoff cap (IPAM, NSP, NSMgr)" envconfig:"GRPC_MAX_BACKOFF"`
+	IPReleaseDelay        time.Duration `default:"20s" desc:"delay before the addresses of a closed connection are released" envconfig:"IP_RELEASE_DELAY"`
+	BridgeIPRenewInterval time.Duration `default:"5m" desc:"period of the bridge address lease renewal" envconfig:"BRIDGE_IP_RENEW_INTERVAL"`
+
+	// Settings Causeway adds.
+
+	// NSPService, when set, is the NSP address used as is instead of the
+	// one built from NSPServiceName, Trench, Namespace and NSPServicePort.
+	NSPService string `default:"" desc:"NSP address; overrides the one built from NSM_NSP_SERVICE_NAME" envconfig:"NSP_SERVICE"`
+	// VIPFile, when set, takes the VIPs from this watched YAML file
+	// instead of the NSP.
+	VIPFile        string `default:"" desc:"take VIPs from this watched YAML file instead of the NSP" envconfig:"VIP_FILE"`
+	BridgeName     string `default:"bridge0" desc:"name of the bridge" envconfig:"BRIDGE_NAME"`
+	Table          int    `default:"1" desc:"routing table of the ECMP routes and VIP rules" envconfig:"TABLE"`
+	HealthSocket   string `default:"/tmp/health.sock" desc:"unix socket of the gRPC health service" envconfig:"HEALTH_SOCKET"`
+	MetricsAddress string `default:":9091" desc:"Prometheus metrics listen address (empty: off)" envconfig:"METRICS_ADDRESS"`
+	Insecure       bool   `default:"false" desc:"plain gRPC without SPIFFE (local use only; logged as a warning)" envconfig:"INSECURE"`
+	IPAMInsecure   bool   `default:"false" desc:"plain gRPC to the IPAM and NSP even when SPIFFE is used for NSM" envconfig:"IPAM_INSECURE"`
+	ListenOn       string `default:"" desc:"unix socket the NSE serves on (default: a fresh temporary directory)" envconfig:"LISTEN_ON"`
+}
+
+// EnvPrefix is the prefix of every proxy environment variable.
+const EnvPrefix = "nsm"
+
+// Load reads the configuration from the environment and validates it.
+func Load() (*Config, error) {
+	var c Config
+	if err := envconfig.Process(EnvPrefix, &c); err != nil {
+		return nil, fmt.Errorf("read NSM_* environment: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Families returns the IP families the proxy serves, IPv4 first.
+func (c *Config) Families() []Family {
+	switch strings.ToLower(c.IPFamily) {
+	case "ipv4":
+		return []Family{IPv4}
+	case "ipv6":
+		return []Family{IPv6}
+	default:
+		return []Family{IPv4, IPv6}
+	}
+}
+
+// NSPAddress is the address of the configuration server.
+func (c *Config) NSPAddress() string {
+	if c.NSPService != "" {
+		return c.NSPService
+	}
+	return fmt.Sprintf("%s-%s.%s:%d", c.NSPServiceName, c.Trench, c.Namespace, c.NSPServicePort)
+}
+
+// Validate checks the configuration and returns every problem found, each
+// naming its environment variable.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(env, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("NSM_%s: %s", env, fmt.Sprintf(format, args...)))
+	}
+	if c.ConnectTo.String() == "" || (c.ConnectTo.Scheme != "unix" && c.ConnectTo.Scheme != "tcp") {
+		bad("CONNECT_TO", "must be a unix:// or tcp:// URL, got %q", c.ConnectTo.String())
+	}
+	for env, v := range map[string]string{"NAME": c.Name, "SERVICE_NAME": c.ServiceName,
+		"NETWORK_SERVICE_NAME": c.NetworkServiceName, "TRENCH": c.Trench, "CONDUIT": c.Conduit} {
+		if strings.TrimSpace(v) == "" {
+			bad(env, "must not be empty")
+		}
+	}
+	if c.IPAMService == "" {
+		bad("IPAM_SERVICE", "must not be empty")
+	}
+	minMTU := 1280
+	if len(c.Families()) == 1 && c.Families()[0] == IPv4 {
+		minMTU = 576
+	}
+	if c.MTU < minMTU || c.MTU > 65535 {
+		bad("MTU", "%d is out of range [%d, 65535] for IP family %q", c.MTU, minMTU, c.IPFamily)
+	}
+	for env, d := range map[string]time.Duration{"DIAL_TIMEOUT": c.DialTimeout, "REQUEST_TIMEOUT": c.RequestTimeout,
+		"MAX_TOKEN_LIFETIME": c.MaxTokenLifetime, "GRPC_KEEPALIVE_TIME": c.GRPCKeepaliveTime,
+		"GRPC_PROBE_RPC_TIMEOUT": c.GRPCProbeRPCTimeout, "GRPC_MAX_BACKOFF": c.GRPCMaxBackoff,
+		"BRIDGE_IP_RENEW_INTERVAL": c.BridgeIPRenewInterval} {
+		if d <= 0 {
+			bad(env, "must be positive, got %s", d)
+		}
+	}
+	if c.IPReleaseDelay < 0 {
+		bad("IP_RELEASE_DELAY", "must not be negative, got %s", c.IPReleaseDelay)
+	}
+	if c.NSPServicePort <= 0 || c.NSPServicePort > 65535 {
+		bad("NSP_SERVICE_PORT", "%d is not a port", c.NSPServicePort)
+	}
+	if c.Table <= 0 || c.Table >= 253 {
+		bad("TABLE", "%d must be in [1, 252] (253-255 are the kernel's)", c.Table)
+	}
+	if n := len(c.BridgeName); n == 0 || n > 15 {
+		bad("BRIDGE_NAME", "%q must be 1 to 15 characters", c.BridgeName)
+	}
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		bad("LOG_LEVEL", "%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// Family is an IP family served by the proxy.
+type Family int
+
+const (
+	IPv4 Family = iota
+	IPv6
+)
+
+func (f Family) String() string {
+	if f == IPv6 {
+		return "ipv6"
+	}
+	return "ipv4"
+}
+
+// Contains reports whether addr belongs to the family.
+func (f Family) Contains(addr netip.Addr) bool {
+	return addr.Is4() == (f == IPv4)
+}

@@ -1,0 +1,106 @@
+package proxyd
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func setenv(t *testing.T, kv map[string]string) {
+	t.Helper()
+	for k, v := range kv {
+		t.Setenv(k, v)
+	}
+}
+
+func TestLoadDefaultsMatchMeridio(t *testing.T) {
+	c, err := Load()
+	if err != nil {
+		t.Fatalf("Load with an empty environment: %v", err)
+	}
+	checks := map[string][2]any{
+		"Name":                  {c.Name, "proxy"},
+		"ServiceName":           {c.ServiceName, "proxy"},
+		"ConnectTo":             {c.ConnectTo.String(), "unix:///var/lib/networkservicemesh/nsm.io.sock"},
+		"DialTimeout":           {c.DialTimeout, 5 * time.Second},
+		"RequestTimeout":        {c.RequestTimeout, 15 * time.Second},
+		"MaxTokenLifetime":      {c.MaxTokenLifetime, 24 * time.Hour},
+		"IPAMService":           {c.IPAMService, "ipam-service:7777"},
+		"NetworkServiceName":    {c.NetworkServiceName, "load-balancer"},
+		"Trench":                {c.Trench, "default"},
+		"Conduit":               {c.Conduit, "load-balancer"},
+		"NSPAddress":            {c.NSPAddress(), "nsp-service-default.default:7778"},
+		"IPFamily":              {c.IPFamily, "dualstack"},
+		"LogLevel":              {c.LogLevel, "DEBUG"},
+		"MTU":                   {c.MTU, 1500},
+		"GRPCMaxBackoff":        {c.GRPCMaxBackoff, 5 * time.Second},
+		"IPReleaseDelay":        {c.IPReleaseDelay, 20 * time.Second},
+		"BridgeIPRenewInterval": {c.BridgeIPRenewInterval, 5 * time.Minute},
+		"Table":                 {c.Table, 1},
+		"BridgeName":            {c.BridgeName, "bridge0"},
+	}
+	for name, gw := range checks {
+		if gw[0] != gw[1] {
+			t.Errorf("%s = %v, want %v", name, gw[0], gw[1])
+		}
+	}
+	if f := c.Families(); len(f) != 2 || f[0] != IPv4 || f[1] != IPv6 {
+		t.Errorf("Families = %v", f)
+	}
+}
+
+func TestLoadReadsMeridioNames(t *testing.T) {
+	setenv(t, map[string]string{
+		"NSM_NAME": "proxy-a", "NSM_SERVICE_NAME": "proxy.c.t.ns", "NSM_CONNECT_TO": "unix:///run/nsm.sock",
+		"NSM_IPAM_SERVICE": "ipam:1", "NSM_HOST": "worker-1", "NSM_NETWORK_SERVICE_NAME": "c.t.ns",
+		"NSM_NAMESPACE": "ns", "NSM_TRENCH": "t", "NSM_CONDUIT": "c", "NSM_NSP_SERVICE_NAME": "nsp",
+		"NSM_NSP_SERVICE_PORT": "1234", "NSM_IP_FAMILY": "IPv6", "NSM_MTU": "9000", "NSM_IP_RELEASE_DELAY": "3s",
+		"NSM_BRIDGE_IP_RENEW_INTERVAL": "1m", "NSM_MAX_TOKEN_LIFETIME": "10m", "NSM_LOG_LEVEL": "trace",
+	})
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "proxy-a" || c.ServiceName != "proxy.c.t.ns" || c.ConnectTo.Path != "/run/nsm.sock" ||
+		c.IPAMService != "ipam:1" || c.Host != "worker-1" || c.NetworkServiceName != "c.t.ns" ||
+		c.NSPAddress() != "nsp-t.ns:1234" || c.MTU != 9000 || c.IPReleaseDelay != 3*time.Second ||
+		c.BridgeIPRenewInterval != time.Minute || c.MaxTokenLifetime != 10*time.Minute {
+		t.Fatalf("unexpected config %+v", c)
+	}
+	if f := c.Families(); len(f) != 1 || f[0] != IPv6 {
+		t.Fatalf("Families = %v", f)
+	}
+}
+
+func TestValidateNamesEveryBadVariable(t *testing.T) {
+	cases := map[string]map[string]string{
+		"NSM_MTU":             {"NSM_MTU": "1000"}, // dualstack needs 1280
+		"NSM_CONNECT_TO":      {"NSM_CONNECT_TO": "http://x"},
+		"NSM_TRENCH":          {"NSM_TRENCH": " "},
+		"NSM_LOG_LEVEL":       {"NSM_LOG_LEVEL": "loud"},
+		"NSM_TABLE":           {"NSM_TABLE": "254"},
+		"NSM_REQUEST_TIMEOUT": {"NSM_REQUEST_TIMEOUT": "0s"},
+		"NSM_BRIDGE_NAME":     {"NSM_BRIDGE_NAME": "a-name-that-is-too-long"},
+	}
+	for want, env := range cases {
+		t.Run(want, func(t *testing.T) {
+			setenv(t, env)
+			_, err := Load()
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Load() error = %v, want one naming %s", err, want)
+			}
+		})
+	}
+	t.Run("ipv4 allows a small MTU", func(t *testing.T) {
+		setenv(t, map[string]string{"NSM_MTU": "1000", "NSM_IP_FAMILY": "ipv4"})
+		if _, err := Load(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("unparsable duration", func(t *testing.T) {
+		setenv(t, map[string]string{"NSM_DIAL_TIMEOUT": "soon"})
+		if _, err := Load(); err == nil || !strings.Contains(err.Error(), "DIAL_TIMEOUT") {
+			t.Fatalf("error = %v", err)
+		}
+	})
+}
