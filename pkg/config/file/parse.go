@@ -1,0 +1,228 @@
+package file
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Load reads and parses the configuration file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates one YAML document. It rejects unknown fields,
+// an empty document, more than one document, and every semantic problem that
+// Validate finds; each problem names the offending entry and its line.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var cfg Config
+	if err := dec.Decode(&cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the file is empty (write `trenches: []` for an empty configuration)")
+		}
+		return nil, fmt.Errorf("decode YAML: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("the file holds more than one YAML document")
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("decode YAML: %w", err)
+	}
+	if err := validate(&cfg, entryLines(&root)); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// Validate checks the semantic rules of a Config: non-empty names unique per
+// kind (trenches in the file, conduits and VIPs within their trench),
+// references to existing trenches and VIPs, VIP addresses that are prefixes
+// without host bits, and sane port NATs.
+func (c *Config) Validate() error {
+	return validate(c, nil)
+}
+
+// lines maps a top-level key to the line of each entry of its list.
+type lines map[string][]int
+
+func entryLines(root *yaml.Node) lines {
+	out := lines{}
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return out
+	}
+	m := root.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return out
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		seq := m.Content[i+1]
+		if seq.Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, item := range seq.Content {
+			out[m.Content[i].Value] = append(out[m.Content[i].Value], item.Line)
+		}
+	}
+	return out
+}
+
+// where names entry i of a list for error messages.
+func (l lines) where(kind string, i int, name string) string {
+	s := fmt.Sprintf("%s[%d]", kind, i)
+	if name != "" {
+		s += fmt.Sprintf(" %q", name)
+	}
+	if i < len(l[kind]) {
+		s += fmt.Sprintf(" (line %d)", l[kind][i])
+	}
+	return s
+}
+
+var protocols = map[string]bool{"tcp": true, "udp": true, "sctp": true}
+
+func validate(c *Config, l lines) error {
+	var errs []error
+	bad := func(where, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
+	}
+
+	trenches := map[string]int{}
+	for i, t := range c.Trenches {
+		w := l.where("trenches", i, t.Name)
+		switch first, dup := trenches[t.Name]; {
+		case t.Name == "":
+			bad(w, "name is empty")
+		case dup:
+			bad(w, "name is already used by trenches[%d]", first)
+		default:
+			trenches[t.Name] = i
+		}
+	}
+	checkTrench := func(w, trench string) bool {
+		if trench == "" {
+			bad(w, "trench is empty")
+			return false
+		}
+		if _, ok := trenches[trench]; !ok {
+			bad(w, "trench %q is not defined under trenches", trench)
+			return false
+		}
+		return true
+	}
+
+	type key struct{ trench, name string }
+	vipNames := map[key]int{}
+	vipAddrs := map[string]int{}
+	for i, v := range c.VIPs {
+		w := l.where("vips", i, v.Name)
+		if v.Name == "" {
+			bad(w, "name is empty")
+		}
+		okTrench := checkTrench(w, v.Trench)
+		if first, dup := vipNames[key{v.Trench, v.Name}]; dup && v.Name != "" {
+			bad(w, "name is already used by vips[%d] in trench %q", first, v.Trench)
+		} else if v.Name != "" && okTrench {
+			vipNames[key{v.Trench, v.Name}] = i
+		}
+		p, err := netip.ParsePrefix(v.Address)
+		switch {
+		case v.Address == "":
+			bad(w, "address is empty")
+		case err != nil:
+			hint := ""
+			if _, aerr := netip.ParseAddr(v.Address); aerr == nil {
+				hint = " (add /32 or /128 for a single address)"
+			}
+			bad(w, "address %q is not a prefix in CIDR notation%s", v.Address, hint)
+		case p.Masked() != p:
+			bad(w, "address %q has host bits set; did you mean %s?", v.Address, p.Masked())
+		default:
+			k := v.Trench + "\x00" + p.String()
+			if first, dup := vipAddrs[k]; dup {
+				bad(w, "address %s is already used by vips[%d] in trench %q", p, first, v.Trench)
+			} else {
+				vipAddrs[k] = i
+			}
+		}
+	}
+
+	conduits := map[key]int{}
+	for i, cd := range c.Conduits {
+		w := l.where("conduits", i, cd.Name)
+		if cd.Name == "" {
+			bad(w, "name is empty")
+		}
+		okTrench := checkTrench(w, cd.Trench)
+		if first, dup := conduits[key{cd.Trench, cd.Name}]; dup && cd.Name != "" {
+			bad(w, "name is already used by conduits[%d] in trench %q", first, cd.Trench)
+		} else if cd.Name != "" && okTrench {
+			conduits[key{cd.Trench, cd.Name}] = i
+		}
+		for j, pn := range cd.DestinationPortNats {
+			pw := fmt.Sprintf("%s destinationPortNats[%d]", w, j)
+			if pn.Port == 0 || pn.Port > 65535 {
+				bad(pw, "port %d is not in 1-65535", pn.Port)
+			}
+			if pn.TargetPort == 0 || pn.TargetPort > 65535 {
+				bad(pw, "targetPort %d is not in 1-65535", pn.TargetPort)
+			}
+			if !protocols[strings.ToLower(pn.Protocol)] {
+				bad(pw, "protocol %q is not one of tcp, udp, sctp", pn.Protocol)
+			}
+			if len(pn.VIPs) == 0 {
+				bad(pw, "vips is empty")
+			}
+			for _, name := range pn.VIPs {
+				if _, ok := vipNames[key{cd.Trench, name}]; !ok && okTrench {
+					bad(pw, "vip %q is not defined in trench %q", name, cd.Trench)
+				}
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &InvalidError{Problems: errs}
+}
+
+// InvalidError lists every semantic problem found in a configuration.
+type InvalidError struct {
+	Problems []error
+}
+
+func (e *InvalidError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid configuration (%d problem", len(e.Problems))
+	if len(e.Problems) > 1 {
+		b.WriteString("s")
+	}
+	b.WriteString("): ")
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap exposes the individual problems to errors.Is and errors.As.
+func (e *InvalidError) Unwrap() []error { return e.Problems }

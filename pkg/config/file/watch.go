@@ -1,0 +1,168 @@
+package file
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Defaults of Watch.
+const (
+	DefaultPollInterval = 10 * time.Second
+	DefaultDebounce     = 100 * time.Millisecond
+)
+
+type watchOptions struct {
+	logger   *slog.Logger
+	poll     time.Duration
+	debounce time.Duration
+	onReject func(error)
+}
+
+// WatchOption tunes Watch.
+type WatchOption func(*watchOptions)
+
+// WithLogger sets the logger for accepted and rejected versions of the file.
+func WithLogger(l *slog.Logger) WatchOption { return func(o *watchOptions) { o.logger = l } }
+
+// WithPollInterval sets the period of the backstop re-read that catches
+// changes the file-system notifications miss (for example when path is a
+// symlink into another directory). Zero or negative keeps the default.
+func WithPollInterval(d time.Duration) WatchOption {
+	return func(o *watchOptions) {
+		if d > 0 {
+			o.poll = d
+		}
+	}
+}
+
+// WithDebounce sets how long Watch waits after the last notification before it
+// reads the file, so that an editor's truncate-then-write is read once, whole.
+func WithDebounce(d time.Duration) WatchOption {
+	return func(o *watchOptions) {
+		if d > 0 {
+			o.debounce = d
+		}
+	}
+}
+
+// WithRejectHook is called, on the watch goroutine, with the reason each time a
+// new version of the file cannot be read or is invalid.
+func WithRejectHook(fn func(error)) WatchOption { return func(o *watchOptions) { o.onReject = fn } }
+
+// Watch follows the configuration file at path until ctx is done, and calls
+// onChange with every valid version that differs from the previous one. last
+// is the configuration the caller already has (nil if none): the first read
+// delivers only if it differs from last. A version that cannot be read or does
+// not validate is logged with its reason and skipped; the last good
+// configuration stays in force.
+//
+// Watch watches the parent directory rather than the file, so that it
+// survives editors that replace the file by renaming a new one over it and
+// Kubernetes ConfigMap volumes that swap a symlinked directory; a periodic
+// re-read is the backstop. onChange runs on the watch goroutine. Watch
+// returns nil when ctx is done, or an error if it cannot watch the directory.
+func Watch(ctx context.Context, path string, last *Config, onChange func(*Config), opts ...WatchOption) error {
+	o := watchOptions{logger: slog.Default(), poll: DefaultPollInterval, debounce: DefaultDebounce}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch config file: %w", err)
+	}
+	defer func() { _ = fsw.Close() }()
+	dir := filepath.Dir(path)
+	if err := fsw.Add(dir); err != nil {
+		return fmt.Errorf("watch config directory %s: %w", dir, err)
+	}
+
+	r := reloader{path: path, last: last, onChange: onChange, opts: &o}
+	r.reload()
+
+	poll := time.NewTicker(o.poll)
+	defer poll.Stop()
+	debounce := time.NewTimer(o.debounce)
+	debounce.Stop()
+	defer debounce.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-fsw.Events:
+			if !ok {
+				return errors.New("config file watcher closed")
+			}
+			// Any event in the directory may be the file itself, a rename over
+			// it, or a ConfigMap symlink swap: re-read once things settle.
+			debounce.Reset(o.debounce)
+		case err, ok := <-fsw.Errors:
+			if !ok {
+				return errors.New("config file watcher closed")
+			}
+			o.logger.Warn("config file watcher error; re-reading the file", "path", path, "error", err)
+			debounce.Reset(o.debounce)
+		case <-debounce.C:
+			r.reload()
+		case <-poll.C:
+			r.reload()
+		}
+	}
+}
+
+// reloader reads the file and decides what to deliver and what to report.
+type reloader struct {
+	path     string
+	last     *Config
+	onChange func(*Config)
+	opts     *watchOptions
+
+	lastData    []byte // content last parsed, valid or not
+	lastProblem string // last reported problem, to report each once
+}
+
+func (r *reloader) reload() {
+	data, err := os.ReadFile(r.path)
+	if err != nil {
+		r.lastData = nil
+		r.reject(fmt.Errorf("read config: %w", err))
+		return
+	}
+	if r.lastData != nil && bytes.Equal(data, r.lastData) {
+		return
+	}
+	r.lastData = data
+	cfg, err := Parse(data)
+	if err != nil {
+		r.reject(err)
+		return
+	}
+	r.lastProblem = ""
+	if r.last != nil && reflect.DeepEqual(cfg, r.last) {
+		return
+	}
+	r.last = cfg
+	r.opts.logger.Info("configuration loaded", "path", r.path,
+		"trenches", len(cfg.Trenches), "conduits", len(cfg.Conduits), "vips", len(cfg.VIPs))
+	r.onChange(cfg)
+}
+
+func (r *reloader) reject(err error) {
+	if err.Error() == r.lastProblem {
+		return
+	}
+	r.lastProblem = err.Error()
+	r.opts.logger.Error("configuration rejected; keeping the last good configuration",
+		"path", r.path, "error", err)
+	if r.opts.onReject != nil {
+		r.opts.onReject(err)
+	}
+}
