@@ -9,7 +9,7 @@ import "net/netip"
 // Config is the whole configuration file. The zero value is a valid, empty
 // configuration.
 type Config struct {
-	Trenches []Trench `yaml:"trenches"`
+	Trenches []Trench  `yaml:"trenches"`
 	Conduits []Conduit `yaml:"conduits"`
 	VIPs     []VIP     `yaml:"vips"`
 }
