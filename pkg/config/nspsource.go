@@ -1,0 +1,163 @@
+package config
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+)
+
+// Default retry delays of the NSP watches; MaxBackoff matches the default of
+// NSM_GRPC_MAX_BACKOFF.
+const (
+	DefaultMinBackoff = 250 * time.Millisecond
+	DefaultMaxBackoff = 5 * time.Second
+)
+
+// WatchOption tunes the NSP watch clients.
+type WatchOption func(*watchOpts)
+
+type watchOpts struct {
+	logger   *slog.Logger
+	min, max time.Duration
+}
+
+// WithLogger sets the logger of a watch client.
+func WithLogger(l *slog.Logger) WatchOption { return func(o *watchOpts) { o.logger = l } }
+
+// WithBackoff sets the first and the largest delay between attempts to
+// re-open a watch that failed. The delay doubles after each failure and goes
+// back to min once a message arrives. Non-positive values keep the defaults.
+func WithBackoff(minDelay, maxDelay time.Duration) WatchOption {
+	return func(o *watchOpts) {
+		if minDelay > 0 {
+			o.min = minDelay
+		}
+		if maxDelay > 0 {
+			o.max = maxDelay
+		}
+	}
+}
+
+func newWatchOpts(opts []WatchOption) watchOpts {
+	o := watchOpts{logger: slog.Default(), min: DefaultMinBackoff, max: DefaultMaxBackoff}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.max = max(o.max, o.min)
+	return o
+}
+
+// NSPSource is a VIPSource fed by ConfigurationManager.WatchVip for one
+// trench. It works over any gRPC connection to a server of the nsp.v1 API
+// (Causeway's cmd/nsp or Meridio's NSP): the caller dials (credentials,
+// keepalive) and owns the connection. When the stream breaks the source keeps
+// the last list and re-opens the watch with capped exponential backoff.
+// Addresses that do not parse are logged and skipped; the others are still
+// delivered.
+type NSPSource struct {
+	client nspv1.ConfigurationManagerClient
+	trench string
+	opts   watchOpts
+}
+
+// NewNSPSource returns a source of the VIPs of trench served over cc.
+func NewNSPSource(cc grpc.ClientConnInterface, trench string, opts ...WatchOption) *NSPSource {
+	return &NSPSource{client: nspv1.NewConfigurationManagerClient(cc), trench: trench, opts: newWatchOpts(opts)}
+}
+
+// Run implements VIPSource.
+func (s *NSPSource) Run(ctx context.Context, update func([]netip.Prefix)) error {
+	log := s.opts.logger.With("watch", "vip", "trench", s.trench)
+	filter := &nspv1.Vip{Trench: &nspv1.Trench{Name: s.trench}}
+	deliver := dedup(update)
+	watchStream(ctx, s.opts, log,
+		func(ctx context.Context) (grpc.ServerStreamingClient[nspv1.VipResponse], error) {
+			return s.client.WatchVip(ctx, filter, grpc.WaitForReady(true))
+		},
+		func(r *nspv1.VipResponse) {
+			ps := make([]netip.Prefix, 0, len(r.GetVips()))
+			for _, v := range r.GetVips() {
+				p, err := ParseVIP(v.GetAddress())
+				if err != nil {
+					log.Warn("skipping invalid VIP", "name", v.GetName(), "error", err)
+					continue
+				}
+				ps = append(ps, p)
+			}
+			deliver(ps)
+		})
+	return nil
+}
+
+// WatchConduits watches the conduits matching filter (unset fields match all)
+// over cc until ctx is done, and calls update with the complete list once it
+// is first known and again each time it changes. It re-opens a broken watch
+// with capped exponential backoff and keeps the last list meanwhile.
+func WatchConduits(ctx context.Context, cc grpc.ClientConnInterface, filter *nspv1.Conduit,
+	update func([]*nspv1.Conduit), opts ...WatchOption) {
+	o := newWatchOpts(opts)
+	client := nspv1.NewConfigurationManagerClient(cc)
+	var last []*nspv1.Conduit
+	sent := false
+	watchStream(ctx, o, o.logger.With("watch", "conduit", "filter", filter),
+		func(ctx context.Context) (grpc.ServerStreamingClient[nspv1.ConduitResponse], error) {
+			return client.WatchConduit(ctx, filter, grpc.WaitForReady(true))
+		},
+		func(r *nspv1.ConduitResponse) {
+			cs := r.GetConduits()
+			if sent && slices.EqualFunc(cs, last, func(a, b *nspv1.Conduit) bool { return proto.Equal(a, b) }) {
+				return
+			}
+			last, sent = cs, true
+			update(cs)
+		})
+}
+
+// watchStream opens a server stream and hands each message to onMsg until ctx
+// is done, re-opening it after a failure with capped, jittered exponential
+// backoff.
+func watchStream[T any](ctx context.Context, o watchOpts, log *slog.Logger,
+	open func(context.Context) (grpc.ServerStreamingClient[T], error), onMsg func(*T)) {
+	delay := o.min
+	for {
+		err := func() error {
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			stream, err := open(sctx)
+			if err != nil {
+				return err
+			}
+			for {
+				msg, err := stream.Recv()
+				if err != nil {
+					return err
+				}
+				delay = o.min
+				onMsg(msg)
+			}
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		// Up to 20% less than the nominal delay, so that proxies restarted
+		// together do not retry in lockstep.
+		wait := delay - time.Duration(rand.Int64N(int64(delay)/5+1))
+		log.Warn("watch failed; keeping the last list and retrying", "error", err, "retryIn", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, o.max)
+	}
+}

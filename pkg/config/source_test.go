@@ -1,0 +1,285 @@
+package config
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/pkg/config/nspserver"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const waitFor = 20 * time.Second
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func TestParseVIP(t *testing.T) {
+	for in, want := range map[string]string{
+		"20.0.0.1/32":     "20.0.0.1/32",
+		"20.0.0.1":        "20.0.0.1/32",
+		"40.0.0.1/24":     "40.0.0.0/24",
+		"2001:db8::1":     "2001:db8::1/128",
+		"2001:db8:0::/64": "2001:db8::/64",
+	} {
+		p, err := ParseVIP(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, p.String(), in)
+	}
+	for _, in := range []string{"", "20.0.0.1/33", "x", "fe80::1%eth0", "20.0.0/24"} {
+		_, err := ParseVIP(in)
+		assert.Error(t, err, in)
+	}
+}
+
+// updates collects what a VIPSource delivers.
+type updates chan []string
+
+func (u updates) fn(ps []netip.Prefix) {
+	s := []string{}
+	for _, p := range ps {
+		s = append(s, p.String())
+	}
+	u <- s
+}
+
+func (u updates) next(t *testing.T) []string {
+	t.Helper()
+	select {
+	case s := <-u:
+		return s
+	case <-time.After(waitFor):
+		t.Fatal("no VIP update")
+		return nil
+	}
+}
+
+// run starts src and stops it at the end of the test.
+func run(t *testing.T, src VIPSource) updates {
+	t.Helper()
+	u := make(updates, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx, u.fn) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return u
+}
+
+// grpcServer serves a ConfigurationManager on addr ("" picks a port).
+type grpcServer struct {
+	addr string
+	gs   *grpc.Server
+	done chan struct{}
+}
+
+func startServer(t *testing.T, addr string, impl nspv1.ConfigurationManagerServer) *grpcServer {
+	t.Helper()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	lis, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	s := &grpcServer{addr: lis.Addr().String(), gs: grpc.NewServer(), done: make(chan struct{})}
+	nspv1.RegisterConfigurationManagerServer(s.gs, impl)
+	go func() { defer close(s.done); _ = s.gs.Serve(lis) }()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *grpcServer) stop() {
+	s.gs.Stop()
+	<-s.done
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 500 * time.Millisecond},
+			MinConnectTimeout: 2 * time.Second,
+		}))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func nspWith(t *testing.T, doc string) *nspserver.Server {
+	t.Helper()
+	cfg, err := file.Parse([]byte(doc))
+	require.NoError(t, err)
+	srv := nspserver.New(quiet)
+	srv.SetConfig(cfg)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+const twoTrenches = `
+trenches: [{name: red}, {name: blue}]
+conduits: [{name: lb, trench: red}, {name: lb, trench: blue}]
+vips:
+  - {name: b, address: 2001:db8::1/128, trench: red}
+  - {name: a, address: 20.0.0.1/32, trench: red}
+  - {name: c, address: 30.0.0.1/32, trench: blue}
+`
+
+func TestNSPSourceDeliversAndFollowsChanges(t *testing.T) {
+	srv := nspWith(t, twoTrenches)
+	s := startServer(t, "", srv)
+	u := run(t, NewNSPSource(dial(t, s.addr), "red", WithLogger(quiet)))
+	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
+
+	cfg, err := file.Parse([]byte(strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.2/32", 1)))
+	require.NoError(t, err)
+	srv.SetConfig(cfg)
+	assert.Equal(t, []string{"20.0.0.2/32", "2001:db8::1/128"}, u.next(t))
+}
+
+func TestNSPSourceReconnectsAfterServerRestart(t *testing.T) {
+	s1 := startServer(t, "", nspWith(t, twoTrenches))
+	u := run(t, NewNSPSource(dial(t, s1.addr), "red", WithLogger(quiet), WithBackoff(20*time.Millisecond, 200*time.Millisecond)))
+	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
+
+	// Same port, same configuration: the source re-opens the watch but
+	// delivers nothing new.
+	s1.stop()
+	s2 := startServer(t, s1.addr, nspWith(t, twoTrenches))
+	s2.stop()
+	// Same port, new configuration: delivered. It being the next update also
+	// proves that the restart with the same list delivered nothing.
+	startServer(t, s1.addr, nspWith(t, strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.7/32", 1)))
+	assert.Equal(t, []string{"20.0.0.7/32", "2001:db8::1/128"}, u.next(t))
+}
+
+// fakeNSP answers WatchVip with scripted responses; a nil entry fails the call.
+type fakeNSP struct {
+	nspv1.UnimplementedConfigurationManagerServer
+	calls   chan *nspv1.Vip
+	answers chan *nspv1.VipResponse
+}
+
+func (f *fakeNSP) WatchVip(filter *nspv1.Vip, stream grpc.ServerStreamingServer[nspv1.VipResponse]) error {
+	f.calls <- filter
+	for {
+		select {
+		case r := <-f.answers:
+			if r == nil {
+				return status.Error(codes.Unavailable, "scripted failure")
+			}
+			if err := stream.Send(r); err != nil {
+				return err
+			}
+		case <-stream.Context().Done():
+			return nil
+		}
+	}
+}
+
+func TestNSPSourceSkipsInvalidAndRetriesFailedStreams(t *testing.T) {
+	f := &fakeNSP{calls: make(chan *nspv1.Vip, 8), answers: make(chan *nspv1.VipResponse, 8)}
+	s := startServer(t, "", f)
+	u := run(t, NewNSPSource(dial(t, s.addr), "red", WithLogger(quiet), WithBackoff(10*time.Millisecond, 50*time.Millisecond)))
+	filter := <-f.calls
+	assert.Equal(t, "red", filter.GetTrench().GetName())
+	assert.Empty(t, filter.GetName())
+	assert.Empty(t, filter.GetAddress())
+
+	vip := func(addr string) *nspv1.Vip { return &nspv1.Vip{Name: "v-" + addr, Address: addr} }
+	f.answers <- &nspv1.VipResponse{Vips: []*nspv1.Vip{
+		vip("20.0.0.2"), vip("bogus"), vip("20.0.0.1/32"), vip("20.0.0.1"), vip("20.0.0.1/33"), vip("40.0.0.9/24"),
+	}}
+	assert.Equal(t, []string{"20.0.0.1/32", "20.0.0.2/32", "40.0.0.0/24"}, u.next(t))
+
+	// An empty list is a real update (every VIP removed).
+	f.answers <- &nspv1.VipResponse{}
+	assert.Equal(t, []string{}, u.next(t))
+
+	// The server fails the stream: the source opens a new watch and the
+	// list is delivered again only if it changed.
+	f.answers <- nil
+	<-f.calls
+	f.answers <- &nspv1.VipResponse{}
+	f.answers <- nil
+	<-f.calls
+	f.answers <- &nspv1.VipResponse{Vips: []*nspv1.Vip{vip("2001:db8::5")}}
+	assert.Equal(t, []string{"2001:db8::5/128"}, u.next(t))
+}
+
+func TestWatchConduits(t *testing.T) {
+	srv := nspWith(t, twoTrenches)
+	s := startServer(t, "", srv)
+	conn := dial(t, s.addr)
+	got := make(chan []string, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		WatchConduits(ctx, conn, &nspv1.Conduit{Trench: &nspv1.Trench{Name: "blue"}}, func(cs []*nspv1.Conduit) {
+			names := []string{}
+			for _, c := range cs {
+				names = append(names, c.GetTrench().GetName()+"/"+c.GetName())
+			}
+			got <- names
+		}, WithLogger(quiet))
+	}()
+	defer func() { cancel(); <-done }()
+	next := func() []string {
+		select {
+		case n := <-got:
+			return n
+		case <-time.After(waitFor):
+			t.Fatal("no conduit update")
+			return nil
+		}
+	}
+	assert.Equal(t, []string{"blue/lb"}, next())
+	cfg, err := file.Parse([]byte(strings.Replace(twoTrenches, "{name: lb, trench: blue}", "{name: lb, trench: blue}, {name: lb2, trench: blue}", 1)))
+	require.NoError(t, err)
+	srv.SetConfig(cfg)
+	assert.Equal(t, []string{"blue/lb", "blue/lb2"}, next())
+}
+
+func TestFileSource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vips.yaml")
+	write := func(doc string) { require.NoError(t, os.WriteFile(path, []byte(doc), 0o644)) }
+	write(twoTrenches)
+	u := run(t, NewFileSource(path, "red", quiet, file.WithDebounce(20*time.Millisecond)))
+	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
+
+	// A change in another trench, a reordering and a broken edit deliver
+	// nothing; the next real change of the trench is the next update.
+	write(strings.Replace(twoTrenches, "30.0.0.1/32", "30.0.0.2/32", 1))
+	write(strings.Replace(twoTrenches, "2001:db8::1/128", "2001:db8::1/129", 1))
+	write(twoTrenches + "  - {name: d, address: 20.0.0.0/31, trench: red}\n")
+	assert.Equal(t, []string{"20.0.0.0/31", "20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
+}
+
+func TestFileSourceFailsOnInvalidStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vips.yaml")
+	err := NewFileSource(path, "red", quiet).Run(context.Background(), func([]netip.Prefix) {})
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.NoError(t, os.WriteFile(path, []byte("vips: [{name: a}]"), 0o644))
+	err = NewFileSource(path, "red", quiet).Run(context.Background(), func([]netip.Prefix) {})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "trench is empty")
+}
