@@ -45,3 +45,6 @@ type Interface struct {
 	// are the ECMP nexthops toward that load balancer.
 	NeighborAddrs []netip.Addr
 }
+
+// MarshalText makes ConnType readable in JSON dumps.
+func (t ConnType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }

@@ -1,0 +1,322 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/pkg/dataplane"
+)
+
+// fakeIPAM is a small IPAM server: each (trench, conduit, node, family) gets
+// a node subnet (172.16.<n>.0/24, fd00:0:0:<n>::/64), children are carved
+// first-fit from it (never the first or last address), idempotent by name.
+// hook, if set, runs before every call and may fail or block it.
+type fakeIPAM struct {
+	ipamv1.UnimplementedIpamServer
+
+	mu       sync.Mutex
+	nodes    map[string]*fakeNode
+	nextNode int
+	calls    []string // "Allocate <family>/<name>" / "Release <family>/<name>"
+	hook     func(ctx context.Context, method string, c *ipamv1.Child) error
+	latency  time.Duration
+}
+
+type fakeNode struct {
+	subnet netip.Prefix
+	byName map[string]netip.Addr
+	used   map[netip.Addr]bool
+}
+
+func newFakeIPAM() *fakeIPAM { return &fakeIPAM{nodes: map[string]*fakeNode{}} }
+
+func nodeKey(s *ipamv1.Subnet) string {
+	return fmt.Sprintf("%s/%s/%s/%d", s.GetConduit().GetTrench().GetName(), s.GetConduit().GetName(),
+		s.GetNode(), s.GetIpFamily())
+}
+
+func (f *fakeIPAM) setHook(h func(ctx context.Context, method string, c *ipamv1.Child) error) {
+	f.mu.Lock()
+	f.hook = h
+	f.mu.Unlock()
+}
+
+func (f *fakeIPAM) before(ctx context.Context, method string, c *ipamv1.Child) error {
+	f.mu.Lock()
+	h, lat := f.hook, f.latency
+	f.calls = append(f.calls, method+" "+c.GetSubnet().GetIpFamily().String()+"/"+c.GetName())
+	f.mu.Unlock()
+	if lat > 0 {
+		time.Sleep(lat)
+	}
+	if h != nil {
+		return h(ctx, method, c)
+	}
+	return nil
+}
+
+func (f *fakeIPAM) Allocate(ctx context.Context, c *ipamv1.Child) (*ipamv1.Prefix, error) {
+	if err := f.before(ctx, "Allocate", c); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, bits, err := f.allocateLocked(c.GetSubnet(), c.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &ipamv1.Prefix{Address: a.String(), PrefixLength: int32(bits)}, nil
+}
+
+func (f *fakeIPAM) allocateLocked(s *ipamv1.Subnet, name string) (netip.Addr, int, error) {
+	k := nodeKey(s)
+	n := f.nodes[k]
+	if n == nil {
+		f.nextNode++
+		var sub netip.Prefix
+		if s.GetIpFamily() == ipamv1.IPFamily_IPV4 {
+			sub = netip.MustParsePrefix(fmt.Sprintf("172.16.%d.0/24", f.nextNode-1))
+		} else {
+			sub = netip.MustParsePrefix(fmt.Sprintf("fd00:0:0:%x::/64", f.nextNode-1))
+		}
+		n = &fakeNode{subnet: sub, byName: map[string]netip.Addr{}, used: map[netip.Addr]bool{}}
+		f.nodes[k] = n
+	}
+	if a, ok := n.byName[name]; ok {
+		return a, n.subnet.Bits(), nil
+	}
+	for a := n.subnet.Addr().Next(); n.subnet.Contains(a.Next()); a = a.Next() {
+		if !n.used[a] {
+			n.used[a] = true
+			n.byName[name] = a
+			return a, n.subnet.Bits(), nil
+		}
+	}
+	return netip.Addr{}, 0, errors.New("node subnet full")
+}
+
+func (f *fakeIPAM) Release(ctx context.Context, c *ipamv1.Child) (*emptypb.Empty, error) {
+	if err := f.before(ctx, "Release", c); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := f.nodes[nodeKey(c.GetSubnet())]; n != nil {
+		if a, ok := n.byName[c.GetName()]; ok {
+			delete(n.byName, c.GetName())
+			delete(n.used, a)
+		}
+	}
+	return &emptypb.Empty{}, nil
+}
+
+// children lists the allocated "<family>/<name>" children of all nodes.
+func (f *fakeIPAM) children() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for k, n := range f.nodes {
+		fam := ipamv1.IPFamily_IPV4.String()
+		if n.subnet.Addr().Is6() {
+			fam = ipamv1.IPFamily_IPV6.String()
+		}
+		_ = k
+		for name := range n.byName {
+			out = append(out, fam+"/"+name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (f *fakeIPAM) callLog() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+func (f *fakeIPAM) countCalls(call string) int {
+	n := 0
+	for _, c := range f.callLog() {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
+// dropNodes forgets every node subnet, as after a trench re-creation: the
+// next allocations come from new subnets.
+func (f *fakeIPAM) dropNodes() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes = map[string]*fakeNode{}
+}
+
+// serveIPAM serves srv over bufconn and returns a client; everything is
+// stopped at the end of the test.
+func serveIPAM(t testing.TB, srv ipamv1.IpamServer) ipamv1.IpamClient {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	s := grpc.NewServer()
+	ipamv1.RegisterIpamServer(s, srv)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = s.Serve(lis)
+	}()
+	cc, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cc.Close()
+		s.Stop()
+		<-served
+	})
+	return ipamv1.NewIpamClient(cc)
+}
+
+// fakeDataplane records the states and flushes it is given.
+type fakeDataplane struct {
+	mu       sync.Mutex
+	states   []dataplane.State
+	flushed  []netip.Prefix
+	failNext int // fail that many Apply calls
+}
+
+func (d *fakeDataplane) Apply(s dataplane.State) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failNext > 0 {
+		d.failNext--
+		return errors.New("injected apply failure")
+	}
+	d.states = append(d.states, s)
+	return nil
+}
+
+func (d *fakeDataplane) FlushConntrackPrefix(p netip.Prefix) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.flushed = append(d.flushed, p)
+	return nil
+}
+
+func (d *fakeDataplane) last() (dataplane.State, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.states) == 0 {
+		return dataplane.State{}, false
+	}
+	return d.states[len(d.states)-1], true
+}
+
+func (d *fakeDataplane) flushes() []netip.Prefix {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.flushed)
+}
+
+// waitState waits until the last applied state satisfies ok.
+func (d *fakeDataplane) waitState(t *testing.T, ok func(dataplane.State) bool) dataplane.State {
+	t.Helper()
+	var s dataplane.State
+	require.Eventually(t, func() bool {
+		var have bool
+		s, have = d.last()
+		return have && ok(s)
+	}, waitFor, tick, "dataplane never reached the expected state")
+	return s
+}
+
+// fakeClock fires its timers only when advanced.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Duration
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	c        *fakeClock
+	deadline time.Duration
+	ch       chan time.Time
+	stopped  bool
+	fired    bool
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, deadline: c.now + d, ch: make(chan time.Time, 1)}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	active := !t.stopped && !t.fired
+	t.stopped = true
+	return active
+}
+
+// active counts the timers that are neither stopped nor fired.
+func (c *fakeClock) active() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.stopped && !t.fired {
+			n++
+		}
+	}
+	return n
+}
+
+// advance moves time forward and fires the timers that are due.
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now += d
+	for _, t := range c.timers {
+		if !t.stopped && !t.fired && t.deadline <= c.now {
+			t.fired = true
+			t.ch <- time.Unix(0, 0).Add(c.now)
+		}
+	}
+}
+
+const (
+	waitFor = 30 * time.Second
+	tick    = 5 * time.Millisecond
+)
+
+func testLogger() *slog.Logger {
+	if os.Getenv("PROXY_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+type dataplaneState = dataplane.State
+
+func sprint(v any) string { return fmt.Sprint(v) }

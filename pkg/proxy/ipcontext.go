@@ -1,0 +1,433 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+)
+
+// Child name suffixes of a connection's two addresses per family.
+const (
+	srcSuffix = "-src"
+	dstSuffix = "-dst"
+)
+
+// childKey names one IPAM allocation of the proxy.
+type childKey struct {
+	Family ipamv1.IPFamily
+	Name   string
+}
+
+// connState is what the proxy knows about one connection id.
+type connState struct {
+	id      string
+	typ     ConnType
+	allocs  map[childKey]netip.Prefix // addresses the IPAM gave this id and that are not released
+	release *pendingRelease           // non-nil while a release is scheduled or running
+}
+
+// connID returns the key of a connection: the connection id for an LB
+// connection, the target's own path segment id for a target connection (it
+// survives a proxy replacement).
+func connID(conn *networkservice.Connection, t ConnType) (string, error) {
+	if conn == nil {
+		return "", errors.New("nil connection")
+	}
+	var id string
+	switch t {
+	case LBConn:
+		id = conn.GetId()
+	case TargetConn:
+		if segs := conn.GetPath().GetPathSegments(); len(segs) > 0 {
+			id = segs[0].GetId()
+		}
+	default:
+		return "", fmt.Errorf("unknown connection type %d", t)
+	}
+	if id == "" {
+		return "", fmt.Errorf("%s connection %q has no key id", t, conn.GetId())
+	}
+	return id, nil
+}
+
+// children returns the IPAM children of id in family order, src before dst.
+func (p *Proxy) children(id string) []childKey {
+	var out []childKey
+	for _, f := range p.cfg.Families {
+		out = append(out, childKey{f, id + srcSuffix}, childKey{f, id + dstSuffix})
+	}
+	return out
+}
+
+// SetIPContext allocates (or renews) the addresses of a connection and
+// writes them into its IP context, with Meridio's contract:
+//
+//   - LBConn (key conn.Id): SrcIpAddrs = the "-dst" addresses (proxy side),
+//     DstIpAddrs = the "-src" addresses (LB side), always overwritten.
+//   - TargetConn (key Path.PathSegments[0].Id): SrcIpAddrs gets the "-src"
+//     addresses (target side), DstIpAddrs the "-dst" ones (proxy side),
+//     ExtraPrefixes the bridge addresses (the targets' gateways). On a
+//     refresh, addresses inside the old gateway subnets or the current node
+//     subnets that are not this connection's allocations are dropped
+//     (other addresses, e.g. VIPs, stay), and policy-route nexthops that
+//     point to an old gateway are moved to the current one.
+//
+// A pending release of the same id is cancelled first, so a reconnect within
+// the release delay keeps its addresses. Requests for different ids run in
+// parallel; requests for one id are serialized.
+//
+// If an allocation fails, the children this request created are released
+// (asynchronously, with retries) and conn is left unchanged. Children that
+// existed before the request — recorded by the proxy or already carried in
+// the connection's IP context (a refresh, or a heal after a proxy restart) —
+// are never released on failure: an interface may be using them, and
+// releasing them would let the IPAM hand them out twice. Closing the
+// connection releases them.
+func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connection, t ConnType) error {
+	id, err := connID(conn, t)
+	if err != nil {
+		return fmt.Errorf("set IP context: %w", err)
+	}
+	log := p.log.With("id", id, "type", t.String())
+	// Cancel before taking the id lock so that a running release (which
+	// holds it) stops; and again after, in case one was scheduled meanwhile.
+	if err := p.cancelRelease(id, log); err != nil {
+		return err
+	}
+	unlock, err := p.locks.lock(ctx, id)
+	if err != nil {
+		return fmt.Errorf("set IP context of %s: %w", id, err)
+	}
+	defer unlock()
+	if err := p.cancelRelease(id, log); err != nil {
+		return err
+	}
+
+	p.mu.Lock()
+	prior := map[childKey]netip.Prefix{}
+	if st := p.conns[id]; st != nil {
+		maps.Copy(prior, st.allocs)
+	}
+	p.mu.Unlock()
+
+	if conn.GetContext() == nil {
+		conn.Context = &networkservice.ConnectionContext{}
+	}
+	if conn.GetContext().GetIpContext() == nil {
+		conn.GetContext().IpContext = &networkservice.IPContext{}
+	}
+	ipc := conn.GetContext().GetIpContext()
+	inUse := addrSet(ipc.GetSrcIpAddrs(), ipc.GetDstIpAddrs())
+
+	got := map[childKey]netip.Prefix{}
+	for _, k := range p.children(id) {
+		pfx, err := p.allocate(ctx, k.Family, k.Name)
+		if err != nil {
+			p.rollback(id, t, prior, inUse, got, k, log)
+			log.Error("IP context not set", "error", err)
+			return fmt.Errorf("set IP context of %s: %w", id, err)
+		}
+		got[k] = pfx
+	}
+	p.followNodeSubnet(ctx, id, got, log)
+
+	p.mu.Lock()
+	st := p.conns[id]
+	if st == nil {
+		st = &connState{id: id}
+		p.conns[id] = st
+	}
+	st.typ = t
+	st.allocs = got
+	bridge := maps.Clone(p.bridge)
+	p.mu.Unlock()
+
+	var src, dst []netip.Prefix
+	for _, f := range p.cfg.Families {
+		src = append(src, got[childKey{f, id + srcSuffix}])
+		dst = append(dst, got[childKey{f, id + dstSuffix}])
+	}
+	before := ipContextString(ipc)
+	switch t {
+	case LBConn:
+		old := slices.Clone(ipc.GetSrcIpAddrs())
+		ipc.SrcIpAddrs = prefixStrings(dst)
+		ipc.DstIpAddrs = prefixStrings(src)
+		if len(old) > 0 && !slices.Equal(old, ipc.SrcIpAddrs) {
+			log.Warn("LB connection addresses changed", "old", old, "new", ipc.SrcIpAddrs)
+		}
+	case TargetConn:
+		setTargetIPContext(ipc, src, dst, p.orderedBridge(bridge))
+	}
+	after := ipContextString(ipc)
+	switch {
+	case len(prior) == 0:
+		log.Info("IP context set", "ipContext", after)
+	case before != after:
+		log.Info("IP context updated", "old", before, "new", after)
+	default:
+		log.Debug("IP context refreshed", "ipContext", after)
+	}
+	return nil
+}
+
+// followNodeSubnet renews the bridge address of a family when an allocation
+// falls outside the bridge's subnet: the node subnet changed (trench or
+// conduit re-created, IPAM data lost) and the gateways must follow.
+func (p *Proxy) followNodeSubnet(ctx context.Context, id string, got map[childKey]netip.Prefix, log *slog.Logger) {
+	for _, f := range p.cfg.Families {
+		a := got[childKey{f, id + srcSuffix}]
+		p.mu.Lock()
+		b, ok := p.bridge[f]
+		p.mu.Unlock()
+		if ok && b.Masked().Contains(a.Addr()) {
+			continue
+		}
+		log.Warn("allocation outside the bridge subnet, renewing the bridge address", "family", f.String(),
+			"allocation", a, "bridge", b)
+		if _, err := p.renewBridgeFamily(ctx, f); err != nil {
+			log.Error("bridge address renewal failed", "family", f.String(), "error", err)
+		}
+	}
+}
+
+// UnsetIPContext schedules the release of a connection's addresses after
+// ReleaseDelay and returns at once: a slow or unreachable IPAM never blocks
+// it. A SetIPContext for the same id before the release is done cancels it.
+// If a release is already pending for the id, it is kept as it is.
+func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connection, t ConnType) error {
+	id, err := connID(conn, t)
+	if err != nil {
+		return fmt.Errorf("unset IP context: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	st := p.conns[id]
+	if st == nil {
+		// Unknown id (e.g. a close after a proxy restart): release by name.
+		st = &connState{id: id, typ: t, allocs: map[childKey]netip.Prefix{}}
+		p.conns[id] = st
+	}
+	if st.release != nil {
+		if st.release.full {
+			return nil
+		}
+		st.release.cancel() // a rollback, superseded by the full release
+	}
+	p.scheduleReleaseLocked(st, p.children(id), true, p.cfg.ReleaseDelay)
+	p.log.Info("address release scheduled", "id", id, "type", t.String(), "delay", p.cfg.ReleaseDelay)
+	return nil
+}
+
+// rollback schedules the release of the children a failed SetIPContext
+// created; see SetIPContext for what is never released.
+func (p *Proxy) rollback(id string, t ConnType, prior map[childKey]netip.Prefix, inUse map[netip.Addr]bool,
+	got map[childKey]netip.Prefix, failed childKey, log *slog.Logger) {
+	var undo []childKey
+	for _, k := range p.children(id) {
+		if _, known := prior[k]; known {
+			continue
+		}
+		if pfx, ok := got[k]; ok {
+			if !inUse[pfx.Addr()] {
+				undo = append(undo, k)
+			}
+			continue
+		}
+		// The failed call may have allocated anyway (e.g. a timeout after
+		// the IPAM committed): release it too, unless the connection
+		// already carries addresses of which it could be one.
+		if k == failed && len(inUse) == 0 {
+			undo = append(undo, k)
+		}
+	}
+	if len(undo) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.conns[id]
+	if st == nil {
+		st = &connState{id: id, typ: t, allocs: map[childKey]netip.Prefix{}}
+		p.conns[id] = st
+	}
+	for _, k := range undo {
+		if pfx, ok := got[k]; ok {
+			st.allocs[k] = pfx
+		}
+	}
+	if st.release != nil {
+		return // a full release is already scheduled; it covers these
+	}
+	if p.scheduleReleaseLocked(st, undo, false, 0) {
+		p.counters.rollbacks++
+		log.Warn("rolling back allocations of the failed request", "children", childNames(undo))
+	} else if len(st.allocs) == 0 {
+		delete(p.conns, id)
+	}
+}
+
+// cancelRelease cancels the pending release of id, if any.
+func (p *Proxy) cancelRelease(id string, log *slog.Logger) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	st := p.conns[id]
+	if st == nil || st.release == nil {
+		return nil
+	}
+	st.release.cancel()
+	st.release = nil
+	p.counters.releaseCancel++
+	log.Info("pending address release cancelled by a new request")
+	return nil
+}
+
+// setTargetIPContext writes a target connection's addresses and gateways
+// into ipc, rewriting stale ones (see SetIPContext).
+func setTargetIPContext(ipc *networkservice.IPContext, src, dst, bridge []netip.Prefix) {
+	var gwNets []netip.Prefix
+	for _, s := range ipc.GetExtraPrefixes() {
+		if pfx, ok := parsePrefixOrAddr(s); ok {
+			gwNets = append(gwNets, pfx.Masked())
+		}
+	}
+	for _, b := range bridge {
+		gwNets = append(gwNets, b.Masked())
+	}
+	ipc.SrcIpAddrs = mergeAddrs(ipc.GetSrcIpAddrs(), src, gwNets)
+	ipc.DstIpAddrs = mergeAddrs(ipc.GetDstIpAddrs(), dst, gwNets)
+	ipc.ExtraPrefixes = prefixStrings(bridge)
+
+	gw := map[bool]netip.Addr{} // is4 → current gateway
+	for _, b := range bridge {
+		gw[b.Addr().Is4()] = b.Addr()
+	}
+	for _, pol := range ipc.GetPolicies() {
+		for _, r := range pol.GetRoutes() {
+			nh, ok := parsePrefixOrAddr(r.GetNextHop())
+			if !ok || !inAny(gwNets, nh.Addr()) {
+				continue
+			}
+			is4 := nh.Addr().Is4()
+			if from, ok := parsePrefixOrAddr(pol.GetFrom()); ok {
+				is4 = from.Addr().Is4()
+			}
+			if g, ok := gw[is4]; ok && g != nh.Addr() {
+				r.NextHop = g.String()
+			}
+		}
+	}
+}
+
+// mergeAddrs keeps the entries of cur that are not stale node-subnet
+// addresses (inside gwNets but not one of want) and appends the wanted ones
+// that are missing.
+func mergeAddrs(cur []string, want []netip.Prefix, gwNets []netip.Prefix) []string {
+	wantStr := prefixStrings(want)
+	out := make([]string, 0, len(cur)+len(want))
+	for _, s := range cur {
+		if slices.Contains(wantStr, s) {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+			continue
+		}
+		if pfx, ok := parsePrefixOrAddr(s); ok && inAny(gwNets, pfx.Addr()) {
+			continue // stale internal address
+		}
+		out = append(out, s)
+	}
+	for _, s := range wantStr {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (p *Proxy) orderedBridge(m map[ipamv1.IPFamily]netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, f := range p.cfg.Families {
+		if b, ok := m[f]; ok {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func inAny(nets []netip.Prefix, a netip.Addr) bool {
+	for _, n := range nets {
+		if n.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parsePrefixOrAddr accepts "addr/len" or a bare address.
+func parsePrefixOrAddr(s string) (netip.Prefix, bool) {
+	if pfx, err := netip.ParsePrefix(s); err == nil {
+		return netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()), true
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), true
+	}
+	return netip.Prefix{}, false
+}
+
+func addrSet(lists ...[]string) map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, l := range lists {
+		for _, s := range l {
+			if pfx, ok := parsePrefixOrAddr(s); ok {
+				m[pfx.Addr()] = true
+			}
+		}
+	}
+	return m
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+func childNames(ks []childKey) []string {
+	out := make([]string, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, k.Family.String()+"/"+k.Name)
+	}
+	return out
+}
+
+func ipContextString(ipc *networkservice.IPContext) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "src=%v dst=%v extra=%v", ipc.GetSrcIpAddrs(), ipc.GetDstIpAddrs(), ipc.GetExtraPrefixes())
+	for _, pol := range ipc.GetPolicies() {
+		fmt.Fprintf(&b, " policy(from=%s", pol.GetFrom())
+		for _, r := range pol.GetRoutes() {
+			fmt.Fprintf(&b, " %s via %s", r.GetPrefix(), r.GetNextHop())
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}

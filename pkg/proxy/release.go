@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"context"
+	"time"
+)
+
+// pendingRelease is a scheduled or running release of some children of one
+// connection id.
+type pendingRelease struct {
+	children []childKey
+	full     bool // all children of the id (UnsetIPContext), not a rollback
+	delay    time.Duration
+	cancel   context.CancelFunc
+}
+
+// scheduleReleaseLocked starts the release of children of st after delay.
+// p.mu must be held. It reports false if the proxy is closed.
+func (p *Proxy) scheduleReleaseLocked(st *connState, children []childKey, full bool, delay time.Duration) bool {
+	ctx, cancel := context.WithCancel(p.relCtx)
+	pr := &pendingRelease{children: children, full: full, delay: delay, cancel: cancel}
+	id := st.id
+	if !p.goReleaseLocked(func() { p.runRelease(ctx, id, pr) }) {
+		cancel()
+		return false
+	}
+	st.release = pr
+	return true
+}
+
+// runRelease waits for the delay (cut short by Close), then releases the
+// children one by one, retrying each until it succeeds or the release is
+// cancelled (by a new request for the id, or by Close's deadline). It holds
+// the id's lock while it calls the IPAM so that no request for the same id
+// interleaves.
+func (p *Proxy) runRelease(ctx context.Context, id string, pr *pendingRelease) {
+	defer pr.cancel()
+	log := p.log.With("id", id)
+	if pr.delay > 0 {
+		t := p.cfg.Clock.NewTimer(pr.delay)
+		select {
+		case <-t.C():
+		case <-p.force:
+			t.Stop()
+			log.Info("forcing pending address release on close")
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	unlock, err := p.locks.lock(ctx, id)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if ctx.Err() != nil {
+		return // cancelled while the timer fired or while waiting for the lock
+	}
+	for _, k := range pr.children {
+		for {
+			actx, cancel := context.WithTimeout(ctx, p.cfg.IPAMTimeout)
+			err := p.release(actx, k.Family, k.Name)
+			cancel()
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				log.Info("address release stopped", "reason", ctx.Err())
+				return
+			}
+			log.Warn("address release failed, retrying", "error", err)
+			if !sleep(ctx.Done(), p.cfg.RetryInterval) {
+				log.Info("address release stopped", "reason", ctx.Err())
+				return
+			}
+		}
+		p.mu.Lock()
+		if st := p.conns[id]; st != nil {
+			delete(st.allocs, k)
+		}
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	if st := p.conns[id]; st != nil && st.release == pr {
+		st.release = nil
+		if len(st.allocs) == 0 {
+			delete(p.conns, id)
+		}
+	}
+	p.counters.releases++
+	p.mu.Unlock()
+	log.Info("addresses released", "children", childNames(pr.children), "rollback", !pr.full)
+}

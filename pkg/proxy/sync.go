@@ -1,0 +1,87 @@
+package proxy
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+
+	"github.com/causeway-net/causeway/pkg/dataplane"
+)
+
+// desiredStateLocked computes the dataplane state from the model. p.mu must
+// be held. The result is sorted so that equal models give equal states.
+func (p *Proxy) desiredStateLocked() dataplane.State {
+	var s dataplane.State
+	for _, f := range p.cfg.Families {
+		if b, ok := p.bridge[f]; ok {
+			s.BridgeAddrs = append(s.BridgeAddrs, b)
+		}
+	}
+	hops := map[netip.Addr]struct{}{}
+	for idx, i := range p.ifaces {
+		s.Ports = append(s.Ports, idx)
+		if i.Type != LBConn {
+			continue
+		}
+		for _, a := range i.NeighborAddrs {
+			if a.IsValid() {
+				hops[a.Unmap()] = struct{}{}
+			}
+		}
+	}
+	slices.Sort(s.Ports)
+	for a := range hops {
+		s.Nexthops = append(s.Nexthops, a)
+	}
+	slices.SortFunc(s.Nexthops, func(a, b netip.Addr) int { return a.Compare(b) })
+	s.VIPs = slices.Clone(p.vips)
+	return s
+}
+
+// syncLoop is the only caller of the dataplane: it applies the full desired
+// state whenever the model changed (changes made during an Apply coalesce
+// into one more Apply), retrying failed applies every RetryInterval. After a
+// successful Apply it flushes the conntrack entries of removed VIPs.
+func (p *Proxy) syncLoop(ctx context.Context) {
+	defer p.bgWG.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.dirty:
+		}
+		p.mu.Lock()
+		state := p.desiredStateLocked()
+		flush := p.vipFlush
+		p.vipFlush = nil
+		p.mu.Unlock()
+
+		if err := p.cfg.Dataplane.Apply(state); err != nil {
+			p.mu.Lock()
+			p.counters.applyErrors++
+			p.vipFlush = append(flush, p.vipFlush...)
+			p.mu.Unlock()
+			p.log.Error("dataplane apply failed, will retry", "error", err)
+			if !sleep(ctx.Done(), p.cfg.RetryInterval) {
+				return
+			}
+			p.markDirty()
+			continue
+		}
+		p.mu.Lock()
+		p.counters.applies++
+		p.mu.Unlock()
+		p.log.Debug("dataplane state applied", "bridge", state.BridgeAddrs, "ports", state.Ports,
+			"nexthops", state.Nexthops, "vips", state.VIPs)
+		for _, v := range flush {
+			if err := p.cfg.Dataplane.FlushConntrackPrefix(v); err != nil {
+				p.mu.Lock()
+				p.counters.flushErrors++
+				p.mu.Unlock()
+				p.log.Warn("conntrack flush of removed VIP failed", "vip", v, "error", err)
+				continue
+			}
+			p.log.Info("conntrack flushed for removed VIP", "vip", v)
+		}
+	}
+}

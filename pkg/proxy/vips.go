@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// SetVIPs sets the VIPs whose traffic from the targets is routed to the load
+// balancers: the dataplane keeps one rule per VIP. Invalid entries (not a
+// prefix, a default route, or overlapping the node subnet of the bridge)
+// are rejected with a logged reason and do not stop the valid ones; the
+// returned error lists them. Removing a VIP flushes its conntrack entries
+// once the dataplane has dropped its rule.
+func (p *Proxy) SetVIPs(vips []netip.Prefix) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.vipWanted = slices.Clone(vips)
+	changed, errs := p.revalidateVIPsLocked()
+	p.mu.Unlock()
+	if changed {
+		p.markDirty()
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("set VIPs: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// SetVIPStrings parses VIPs given as strings ("20.0.0.1/32", or a bare
+// address meaning a host prefix) and sets them like SetVIPs; unparsable
+// entries are rejected the same way as invalid ones.
+func (p *Proxy) SetVIPStrings(vips []string) error {
+	parsed, perrs := ParseVIPs(vips)
+	for _, err := range perrs {
+		p.log.Warn("VIP rejected", "error", err)
+	}
+	p.mu.Lock()
+	p.counters.vipRejected += uint64(len(perrs))
+	p.mu.Unlock()
+	err := p.SetVIPs(parsed)
+	if len(perrs) > 0 {
+		return errors.Join(append(perrs, err)...)
+	}
+	return err
+}
+
+// ParseVIPs parses VIP strings; it returns the parsable ones and one error
+// per entry that is not.
+func ParseVIPs(vips []string) ([]netip.Prefix, []error) {
+	var out []netip.Prefix
+	var errs []error
+	for _, s := range vips {
+		s = strings.TrimSpace(s)
+		pfx, ok := parsePrefixOrAddr(s)
+		if !ok {
+			errs = append(errs, fmt.Errorf("VIP %q: not an address or prefix", s))
+			continue
+		}
+		out = append(out, pfx)
+	}
+	return out, errs
+}
+
+// revalidateVIPsLocked recomputes the accepted VIPs from the wanted ones and
+// the current bridge prefixes, and queues conntrack flushes for the VIPs
+// that are dropped. p.mu must be held. It reports whether the accepted set
+// changed, and returns one error per rejected entry.
+func (p *Proxy) revalidateVIPsLocked() (bool, []error) {
+	bridge := p.bridgePrefixesLocked()
+	var accepted []netip.Prefix
+	var errs []error
+	for _, v := range p.vipWanted {
+		if err := validateVIP(v, bridge); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		v = v.Masked()
+		if !slices.Contains(accepted, v) {
+			accepted = append(accepted, v)
+		}
+	}
+	slices.SortFunc(accepted, comparePrefix)
+	for _, err := range errs {
+		p.log.Warn("VIP rejected", "error", err)
+	}
+	p.counters.vipRejected += uint64(len(errs))
+	if slices.Equal(accepted, p.vips) {
+		return false, errs
+	}
+	for _, v := range accepted {
+		if !slices.Contains(p.vips, v) {
+			p.log.Info("VIP added", "vip", v)
+		}
+	}
+	for _, v := range p.vips {
+		if !slices.Contains(accepted, v) {
+			p.log.Info("VIP removed", "vip", v)
+			if !slices.Contains(p.vipFlush, v) {
+				p.vipFlush = append(p.vipFlush, v)
+			}
+		}
+	}
+	// A VIP added back before its flush ran must not lose its connections.
+	p.vipFlush = slices.DeleteFunc(p.vipFlush, func(v netip.Prefix) bool { return slices.Contains(accepted, v) })
+	p.vips = accepted
+	return true, errs
+}
+
+func validateVIP(v netip.Prefix, bridge []netip.Prefix) error {
+	if !v.IsValid() {
+		return fmt.Errorf("VIP %v: not a valid prefix", v)
+	}
+	if v.Bits() == 0 {
+		return fmt.Errorf("VIP %v: a default route is not a VIP", v)
+	}
+	for _, b := range bridge {
+		if b.Masked().Overlaps(v) {
+			return fmt.Errorf("VIP %v: overlaps the conduit's node subnet %v", v, b.Masked())
+		}
+	}
+	return nil
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
