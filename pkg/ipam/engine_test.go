@@ -271,11 +271,21 @@ func TestInvalidConfig(t *testing.T) {
 	bad := []func(c *Config){
 		func(c *Config) { c.Trench = "" },
 		func(c *Config) { c.IPv4, c.IPv6 = nil, nil },
-		func(c *Config) { c.IPv4 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.1/16"), ConduitLength: 20, NodeLength: 24} },
-		func(c *Config) { c.IPv4 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.0/16"), ConduitLength: 24, NodeLength: 24} },
-		func(c *Config) { c.IPv4 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.0/16"), ConduitLength: 16, NodeLength: 24} },
-		func(c *Config) { c.IPv4 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.0/16"), ConduitLength: 20, NodeLength: 31} },
-		func(c *Config) { c.IPv6 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.0/16"), ConduitLength: 20, NodeLength: 24} },
+		func(c *Config) {
+			c.IPv4 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.1/16"), ConduitLength: 20, NodeLength: 24}
+		},
+		func(c *Config) {
+			c.IPv4 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.0/16"), ConduitLength: 24, NodeLength: 24}
+		},
+		func(c *Config) {
+			c.IPv4 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.0/16"), ConduitLength: 16, NodeLength: 24}
+		},
+		func(c *Config) {
+			c.IPv4 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.0/16"), ConduitLength: 20, NodeLength: 31}
+		},
+		func(c *Config) {
+			c.IPv6 = &FamilyConfig{Pool: netip.MustParsePrefix("10.0.0.0/16"), ConduitLength: 20, NodeLength: 24}
+		},
 		func(c *Config) { c.GCInterval = time.Hour; c.GCThreshold = 0 },
 	}
 	for i, mutate := range bad {
