@@ -1,0 +1,160 @@
+// Package health serves the standard gRPC health service (grpc.health.v1)
+// with three probe services, Startup, Readiness and Liveness, each of which
+// aggregates named subservices: a probe is SERVING only while every
+// subservice registered to it is SERVING. Kubernetes probes query it with
+// grpc_health_probe -addr=unix:///tmp/health.sock -service=Readiness, as for
+// Meridio's proxy.
+package health
+
+import (
+	"log/slog"
+	"slices"
+	"sync"
+
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Probe services.
+const (
+	Startup   = "Startup"
+	Readiness = "Readiness"
+	Liveness  = "Liveness"
+)
+
+// Subservices of the proxy, with Meridio's names.
+const (
+	IPAMCli     = "IPAMCli"     // connection to the IPAM service
+	NSPCli      = "NSPCli"      // connection to the configuration server (NSP)
+	NSMEndpoint = "NSMEndpoint" // the proxy's own NSE answers its health check
+	Egress      = "Egress"      // at least one load balancer is connected
+)
+
+// Checker owns a gRPC health server and the aggregation of subservices into
+// probe services. It is safe for concurrent use.
+type Checker struct {
+	srv *health.Server
+	log *slog.Logger
+
+	mu      sync.Mutex
+	probes  map[string][]string // probe → its subservices, in registration order
+	serving map[string]bool     // subservice → serving
+	probeOK map[string]bool     // probe → last computed state
+}
+
+// Option tunes New.
+type Option func(*Checker)
+
+// WithLogger sets the logger of probe state changes.
+func WithLogger(l *slog.Logger) Option { return func(c *Checker) { c.log = l } }
+
+// New returns a checker whose probe services Startup, Readiness and Liveness
+// have no subservices yet and are therefore SERVING, as is the overall
+// service "".
+func New(opts ...Option) *Checker {
+	c := &Checker{
+		srv:     health.NewServer(),
+		log:     slog.Default(),
+		probes:  map[string][]string{},
+		serving: map[string]bool{},
+		probeOK: map[string]bool{},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	for _, p := range []string{Startup, Readiness, Liveness} {
+		c.probes[p] = nil
+		c.probeOK[p] = true
+		c.srv.SetServingStatus(p, healthpb.HealthCheckResponse_SERVING)
+	}
+	return c
+}
+
+// Server returns the grpc.health.v1 service to register on a gRPC server.
+func (c *Checker) Server() healthpb.HealthServer { return c.srv }
+
+// Register adds subservices to a probe (any probe name may be used; the
+// three standard ones exist from the start). A subservice not seen before
+// starts NOT_SERVING. A subservice may belong to several probes.
+func (c *Checker) Register(probe string, subservices ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, isSub := c.serving[probe]; isSub {
+		c.log.Error("health: a subservice cannot be a probe", "probe", probe)
+		return
+	}
+	if _, isProbe := c.probes[probe]; !isProbe {
+		c.probes[probe] = nil
+		c.probeOK[probe] = true // recomputed below
+	}
+	for _, s := range subservices {
+		if _, isProbe := c.probes[s]; isProbe || s == probe {
+			c.log.Error("health: a probe cannot be a subservice", "probe", probe, "subservice", s)
+			continue
+		}
+		if slices.Contains(c.probes[probe], s) {
+			continue
+		}
+		c.probes[probe] = append(c.probes[probe], s)
+		if _, known := c.serving[s]; !known {
+			c.serving[s] = false
+			c.srv.SetServingStatus(s, healthpb.HealthCheckResponse_NOT_SERVING)
+		}
+	}
+	c.recompute(probe, true)
+}
+
+// SetServing sets the state of a subservice and recomputes every probe it
+// belongs to. A probe's state is derived and cannot be set: such a call is
+// logged and ignored.
+func (c *Checker) SetServing(subservice string, serving bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, isProbe := c.probes[subservice]; isProbe {
+		c.log.Error("health: a probe service cannot be set directly", "probe", subservice)
+		return
+	}
+	if prev, known := c.serving[subservice]; known && prev == serving {
+		return
+	}
+	c.serving[subservice] = serving
+	c.srv.SetServingStatus(subservice, toStatus(serving))
+	for p, subs := range c.probes {
+		if slices.Contains(subs, subservice) {
+			c.recompute(p, false)
+		}
+	}
+}
+
+// recompute derives a probe's state from its subservices. Called with c.mu.
+func (c *Checker) recompute(probe string, force bool) {
+	ok := true
+	for _, s := range c.probes[probe] {
+		ok = ok && c.serving[s]
+	}
+	if !force && ok == c.probeOK[probe] {
+		return
+	}
+	changed := ok != c.probeOK[probe]
+	c.probeOK[probe] = ok
+	c.srv.SetServingStatus(probe, toStatus(ok))
+	if !changed {
+		return
+	}
+	if ok {
+		c.log.Info("health: probe is serving", "probe", probe)
+		return
+	}
+	states := make(map[string]string, len(c.probes[probe]))
+	for _, s := range c.probes[probe] {
+		states[s] = toStatus(c.serving[s]).String()
+	}
+	c.log.Warn("health: probe is not serving", "probe", probe, "subservices", states)
+}
+
+func toStatus(serving bool) healthpb.HealthCheckResponse_ServingStatus {
+	if serving {
+		return healthpb.HealthCheckResponse_SERVING
+	}
+	return healthpb.HealthCheckResponse_NOT_SERVING
+}

@@ -1,0 +1,168 @@
+package health
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const waitFor = 20 * time.Second
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// serveUnix serves c on a unix socket in a temp dir and returns a client.
+func serveUnix(t *testing.T, c *Checker) (healthpb.HealthClient, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "run", "health.sock")
+	lis, err := ListenUnix("unix://" + path)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Serve(ctx, lis) }()
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = conn.Close()
+		cancel()
+		require.NoError(t, <-done)
+		_, err := os.Stat(path)
+		assert.ErrorIs(t, err, os.ErrNotExist, "socket left behind")
+	})
+	return healthpb.NewHealthClient(conn), path
+}
+
+func check(t *testing.T, hc healthpb.HealthClient, service string) string {
+	t.Helper()
+	r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
+	require.NoError(t, err, service)
+	return r.GetStatus().String()
+}
+
+func TestProbesAggregateSubservices(t *testing.T) {
+	c := New(WithLogger(quiet))
+	hc, _ := serveUnix(t, c)
+	c.Register(Readiness, IPAMCli, NSPCli, NSMEndpoint, Egress)
+	c.Register(Liveness, NSMEndpoint)
+
+	assert.Equal(t, "SERVING", check(t, hc, ""))
+	assert.Equal(t, "SERVING", check(t, hc, Startup), "a probe without subservices serves")
+	assert.Equal(t, "NOT_SERVING", check(t, hc, Readiness))
+	assert.Equal(t, "NOT_SERVING", check(t, hc, Liveness))
+	assert.Equal(t, "NOT_SERVING", check(t, hc, IPAMCli))
+
+	c.SetServing(IPAMCli, true)
+	c.SetServing(NSPCli, true)
+	c.SetServing(NSMEndpoint, true)
+	assert.Equal(t, "SERVING", check(t, hc, IPAMCli))
+	assert.Equal(t, "SERVING", check(t, hc, Liveness))
+	assert.Equal(t, "NOT_SERVING", check(t, hc, Readiness), "Egress is still down")
+
+	c.SetServing(Egress, true)
+	assert.Equal(t, "SERVING", check(t, hc, Readiness))
+
+	c.SetServing(NSMEndpoint, false)
+	assert.Equal(t, "NOT_SERVING", check(t, hc, Readiness))
+	assert.Equal(t, "NOT_SERVING", check(t, hc, Liveness))
+	assert.Equal(t, "SERVING", check(t, hc, Startup))
+
+	// A probe cannot be set; a subservice cannot become a probe.
+	c.SetServing(Readiness, true)
+	assert.Equal(t, "NOT_SERVING", check(t, hc, Readiness))
+	c.Register(NSPCli, Egress)
+	c.SetServing(NSMEndpoint, true)
+	assert.Equal(t, "SERVING", check(t, hc, Readiness))
+
+	// Registering a new subservice takes the probe down until it serves;
+	// one set before registration keeps its state.
+	c.SetServing("Extra", true)
+	c.Register(Startup, "Extra", "Other")
+	assert.Equal(t, "NOT_SERVING", check(t, hc, Startup))
+	c.SetServing("Other", true)
+	assert.Equal(t, "SERVING", check(t, hc, Startup))
+
+	_, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "Nope"})
+	assert.Equal(t, codes.NotFound, status.Code(err))
+}
+
+func TestWatchFollowsProbe(t *testing.T) {
+	c := New(WithLogger(quiet))
+	hc, _ := serveUnix(t, c)
+	c.Register(Liveness, NSMEndpoint)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: Liveness})
+	require.NoError(t, err)
+	next := func() string {
+		r, err := w.Recv()
+		require.NoError(t, err)
+		return r.GetStatus().String()
+	}
+	assert.Equal(t, "NOT_SERVING", next())
+	c.SetServing(NSMEndpoint, true)
+	assert.Equal(t, "SERVING", next())
+	c.SetServing(NSMEndpoint, false)
+	assert.Equal(t, "NOT_SERVING", next())
+}
+
+func TestListenUnixReplacesStaleSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "health.sock")
+	require.NoError(t, os.WriteFile(path, []byte("stale"), 0o600))
+	c := New(WithLogger(quiet))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.ServeUnix(ctx, path) }()
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	require.Eventually(t, func() bool {
+		r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: Readiness})
+		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	}, waitFor, 20*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestMonitorConn(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	peer := grpc.NewServer()
+	served := make(chan struct{})
+	go func() { defer close(served); _ = peer.Serve(lis) }()
+	defer func() { peer.Stop(); <-served }()
+
+	c := New(WithLogger(quiet))
+	c.Register(Readiness, NSPCli)
+	hc, _ := serveUnix(t, c)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.MonitorConn(ctx, conn, NSPCli) }()
+	defer func() { cancel(); <-done }()
+
+	// The connection is idle (nothing called it); the monitor makes it
+	// connect, and the subservice and its probe serve.
+	require.Eventually(t, func() bool { return check(t, hc, Readiness) == "SERVING" }, waitFor, 20*time.Millisecond)
+	assert.Equal(t, "SERVING", check(t, hc, NSPCli))
+
+	peer.Stop()
+	require.Eventually(t, func() bool { return check(t, hc, NSPCli) == "NOT_SERVING" }, waitFor, 20*time.Millisecond)
+	assert.Equal(t, "NOT_SERVING", check(t, hc, Readiness))
+}
