@@ -1,0 +1,233 @@
+package fullmesh_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/chain"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/checks/checkrequest"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const (
+	wait = 20 * time.Second
+	tick = 10 * time.Millisecond
+)
+
+type harness struct {
+	reg    *fakeRegistry
+	client *fakeClient
+	pinner *fullmesh.Pinner
+	mesh   *fullmesh.FullMesh
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, reg *fakeRegistry, client *fakeClient, opts ...fullmesh.Option) *harness {
+	t.Helper()
+	h := &harness{reg: reg, client: client, pinner: fullmesh.NewPinner(), done: make(chan error, 1)}
+	opts = append([]fullmesh.Option{
+		fullmesh.WithPinner(h.pinner),
+		fullmesh.WithRetryInterval(10 * time.Millisecond),
+		fullmesh.WithWatchBackoff(10*time.Millisecond, 50*time.Millisecond),
+		fullmesh.WithLabels(map[string]string{"nodeName": "node-a"}),
+	}, opts...)
+	h.mesh = fullmesh.New("proxy-a", "lb", client, reg, opts...)
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- h.mesh.Run(ctx) }()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	h.cancel()
+	<-h.done
+	h.done <- nil // let a second stop return
+}
+
+func id(nse string) string { return fullmesh.ConnectionID("proxy-a", "lb", nse) }
+
+func (h *harness) requireOpen(t *testing.T, ids ...string) {
+	t.Helper()
+	if ids == nil {
+		ids = []string{}
+	}
+	require.Eventually(t, func() bool {
+		got := h.client.openIDs()
+		if got == nil {
+			got = []string{}
+		}
+		return assertEqual(got, ids)
+	}, wait, tick, "open connections should become %v, are %v", ids, h.client.openIDs())
+}
+
+func assertEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestOneConnectionPerEndpoint(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	for _, n := range []string{"lb-1", "lb-2"} {
+		_, _ = reg.Register(ctx, lb(n, time.Time{}))
+	}
+	h := start(t, reg, client)
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+
+	_, _ = reg.Register(ctx, lb("lb-3", time.Time{}))
+	h.requireOpen(t, id("lb-1"), id("lb-2"), id("lb-3"))
+	// Re-registrations (refreshes) do not create more connections.
+	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(time.Hour)))
+	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(2*time.Hour)))
+
+	require.Eventually(t, func() bool { return len(h.mesh.Connections()) == 3 }, wait, tick)
+	require.Equal(t, 3, client.requestCount())
+	client.mu.Lock()
+	for _, r := range client.requests {
+		c := r.GetConnection()
+		require.Equal(t, "lb", c.GetNetworkService())
+		require.Equal(t, id(c.GetNetworkServiceEndpointName()), c.GetId(), "connection id is <name>-<service>-<nse>")
+		require.Equal(t, "node-a", c.GetLabels()["nodeName"])
+	}
+	client.mu.Unlock()
+	nse, ok := h.pinner.Pinned(id("lb-2"))
+	require.True(t, ok)
+	require.Equal(t, "lb-2", nse)
+
+	h.stop()
+	require.Empty(t, client.openIDs(), "stop closes every connection")
+	for _, n := range []string{"lb-1", "lb-2", "lb-3"} {
+		require.Equal(t, 1, client.closeCount(id(n)))
+		_, ok := h.pinner.Pinned(id(n))
+		require.False(t, ok, "closed ids are forgotten")
+	}
+}
+
+func TestUnregisterClosesAndReRegisterReconnects(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
+	_, _ = reg.Register(ctx, lb("lb-2", time.Time{}))
+	h := start(t, reg, client)
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+
+	_, _ = reg.Unregister(ctx, lb("lb-1", time.Time{}))
+	h.requireOpen(t, id("lb-2"))
+	require.Equal(t, 1, client.closeCount(id("lb-1")))
+	require.Eventually(t, func() bool { _, ok := h.pinner.Pinned(id("lb-1")); return !ok }, wait, tick)
+
+	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+}
+
+func TestExpiredRegistrationIsEvicted(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	_, _ = reg.Register(ctx, lb("lb-short", time.Now().Add(300*time.Millisecond)))
+	_, _ = reg.Register(ctx, lb("lb-long", time.Now().Add(time.Hour)))
+	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, 0))
+	h.requireOpen(t, id("lb-long"), id("lb-short"))
+
+	// The registry loses lb-short without telling anyone.
+	reg.remove("lb-short", false)
+	h.requireOpen(t, id("lb-long"))
+	require.Equal(t, 1, client.closeCount(id("lb-short")))
+	require.Equal(t, 0, client.closeCount(id("lb-long")))
+}
+
+func TestRefreshPostponesExpiry(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(300*time.Millisecond)))
+	_, _ = reg.Register(ctx, lb("lb-2", time.Now().Add(300*time.Millisecond)))
+	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, 0))
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+	// lb-1 is refreshed, lb-2 is not.
+	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(time.Hour)))
+	h.requireOpen(t, id("lb-1"))
+	require.Equal(t, 0, client.closeCount(id("lb-1")))
+}
+
+func TestWatchReconnectResyncs(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
+	_, _ = reg.Register(ctx, lb("lb-2", time.Time{}))
+	h := start(t, reg, client)
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+	require.Equal(t, 1, reg.watchCount())
+
+	reg.setDown(true)
+	// While the watch is down, lb-1 goes away and lb-3 comes.
+	reg.remove("lb-1", false)
+	_, _ = reg.Register(ctx, lb("lb-3", time.Time{}))
+	reg.setDown(false)
+
+	h.requireOpen(t, id("lb-2"), id("lb-3"))
+	require.GreaterOrEqual(t, reg.watchCount(), 2)
+	require.Equal(t, 0, client.closeCount(id("lb-2")), "listed endpoints keep their connection")
+
+	// The new watch delivers events again.
+	_, _ = reg.Unregister(ctx, lb("lb-2", time.Time{}))
+	h.requireOpen(t, id("lb-3"))
+}
+
+func TestFailedRequestsAreRetried(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	client.failures = 3
+	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
+	h := start(t, reg, client)
+	h.requireOpen(t, id("lb-1"))
+	require.Equal(t, 4, client.requestCount())
+}
+
+func TestDeleteDuringRequestClosesAfterwards(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	gate := make(chan struct{})
+	client.gate = gate
+	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
+	h := start(t, reg, client)
+	// Wait until the member is blocked in Request, then unregister.
+	require.Eventually(t, func() bool { _, ok := h.pinner.Pinned(id("lb-1")); return ok }, wait, tick)
+	_, _ = reg.Unregister(ctx, lb("lb-1", time.Time{}))
+	close(gate)
+	require.Eventually(t, func() bool { return client.closeCount(id("lb-1")) == 1 }, wait, tick)
+	h.requireOpen(t)
+}
+
+func TestPinnerRestoresEndpointName(t *testing.T) {
+	p := fullmesh.NewPinner()
+	reg, client := newFakeRegistry(), newFakeClient()
+	_, _ = reg.Register(context.Background(), lb("lb-1", time.Time{}))
+	h := start(t, reg, client, fullmesh.WithPinner(p))
+	h.requireOpen(t, id("lb-1"))
+
+	cli := chain.NewNetworkServiceClient(p, checkrequest.NewClient(t, func(t *testing.T, r *networkservice.NetworkServiceRequest) {
+		require.Equal(t, "lb-1", r.GetConnection().GetNetworkServiceEndpointName())
+	}))
+	// As after a heal with reselect: the endpoint name was cleared.
+	_, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{
+		Connection: &networkservice.Connection{Id: id("lb-1"), State: networkservice.State_RESELECT_REQUESTED},
+	})
+	require.NoError(t, err)
+}

@@ -1,0 +1,116 @@
+package fullmesh
+
+import (
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+)
+
+// Option configures a FullMesh.
+type Option func(*options)
+
+type options struct {
+	labels         map[string]string
+	payload        string
+	mechanisms     []*networkservice.Mechanism
+	requestTimeout time.Duration
+	closeTimeout   time.Duration
+	retryInterval  time.Duration
+	expiryInterval time.Duration
+	expiryGrace    time.Duration
+	backoffInitial time.Duration
+	backoffMax     time.Duration
+	pinner         *Pinner
+	logger         *slog.Logger
+	now            func() time.Time
+}
+
+func newOptions(opts []Option) *options {
+	o := &options{
+		requestTimeout: 15 * time.Second,
+		retryInterval:  5 * time.Second,
+		expiryInterval: 5 * time.Second,
+		expiryGrace:    30 * time.Second,
+		backoffInitial: 500 * time.Millisecond,
+		backoffMax:     15 * time.Second,
+		logger:         slog.Default(),
+		now:            time.Now,
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if o.closeTimeout == 0 {
+		o.closeTimeout = o.requestTimeout
+	}
+	return o
+}
+
+// WithLabels sets the labels of every request (copied).
+func WithLabels(labels map[string]string) Option {
+	return func(o *options) { o.labels = maps.Clone(labels) }
+}
+
+// WithPayload sets the connection payload (e.g. payload.Ethernet).
+func WithPayload(payload string) Option {
+	return func(o *options) { o.payload = payload }
+}
+
+// WithMechanismPreferences sets the mechanism preferences of every request
+// (e.g. a LOCAL KERNEL mechanism).
+func WithMechanismPreferences(mechs ...*networkservice.Mechanism) Option {
+	return func(o *options) { o.mechanisms = mechs }
+}
+
+// WithRequestTimeout bounds each Request (default 15s). Requests do not
+// inherit the mesh's cancellation: an in-flight Request is finished, then
+// closed if its endpoint went away meanwhile.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(o *options) { o.requestTimeout = d }
+}
+
+// WithCloseTimeout bounds each Close (default: the request timeout).
+func WithCloseTimeout(d time.Duration) Option {
+	return func(o *options) { o.closeTimeout = d }
+}
+
+// WithRetryInterval sets the wait between failed Requests to an endpoint
+// (default 5s).
+func WithRetryInterval(d time.Duration) Option {
+	return func(o *options) { o.retryInterval = d }
+}
+
+// WithExpiry sets how often registrations are checked for expiry (default
+// 5s) and how long after its ExpirationTime an endpoint that got no refresh
+// is treated as deleted (default 30s).
+func WithExpiry(interval, grace time.Duration) Option {
+	return func(o *options) {
+		o.expiryInterval = interval
+		o.expiryGrace = grace
+	}
+}
+
+// WithWatchBackoff sets the first and the longest wait before the registry
+// watch is opened again after it broke (defaults 500ms and 15s).
+func WithWatchBackoff(initial, maxWait time.Duration) Option {
+	return func(o *options) {
+		o.backoffInitial = initial
+		o.backoffMax = maxWait
+	}
+}
+
+// WithPinner makes the mesh pin each connection id to its endpoint in p, an
+// element that must also be part of the client chain.
+func WithPinner(p *Pinner) Option {
+	return func(o *options) { o.pinner = p }
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
