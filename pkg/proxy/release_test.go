@@ -1,0 +1,227 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+)
+
+const releaseDelay = 20 * time.Second
+
+func TestReleaseAfterDelay(t *testing.T) {
+	e := newTestEnv(t)
+	conn := lbConn("lb-1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, LBConn))
+	require.Equal(t, 1, e.p.Stats().PendingReleases)
+	require.Equal(t, 0, e.p.Stats().Connections)
+	// A second close while pending changes nothing.
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, LBConn))
+
+	// Nothing is released before the delay (one timer: the release's,
+	// besides the bridge renewal's).
+	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
+	e.clk.advance(releaseDelay - time.Second)
+	require.Len(t, e.ipam.children(), 6)
+
+	e.clk.advance(time.Second)
+	require.Eventually(t, func() bool { return sprint(e.ipam.children()) == "[IPV4/bridge IPV6/bridge]" }, waitFor, tick)
+	require.Eventually(t, func() bool { return e.p.Stats().PendingReleases == 0 }, waitFor, tick)
+	s := e.p.Stats()
+	require.Equal(t, uint64(1), s.Releases)
+	require.Equal(t, 2, s.Allocations)
+	require.Empty(t, e.p.Snapshot().Connections)
+}
+
+func TestReconnectCancelsRelease(t *testing.T) {
+	e := newTestEnv(t)
+	conn := targetConn("t1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
+	addrs := sprint(ipcOf(conn).GetSrcIpAddrs())
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, TargetConn))
+	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
+
+	// The target heals through another path: a new connection id, the same
+	// path segment id.
+	healed := targetConn("t1")
+	healed.Id = "another-nse-side-id"
+	healed.Context = conn.Context
+	require.NoError(t, e.p.SetIPContext(context.Background(), healed, TargetConn))
+	require.Equal(t, addrs, sprint(ipcOf(healed).GetSrcIpAddrs()))
+	require.Eventually(t, func() bool { return e.clk.active() == 1 }, waitFor, tick, "release timer not stopped")
+
+	e.clk.advance(time.Hour)
+	require.Equal(t, uint64(1), e.p.Stats().ReleasesCancelled)
+	require.Equal(t, 1, e.p.Stats().Connections)
+	require.Equal(t, 0, e.p.Stats().PendingReleases)
+	for _, c := range e.ipam.callLog() {
+		require.NotContains(t, c, "Release")
+	}
+}
+
+// TestReleaseRetriesAndIsCancelledByRequest: a release that keeps failing
+// retries until a new request for the id stops it.
+func TestReleaseRetriesAndIsCancelledByRequest(t *testing.T) {
+	e := newTestEnv(t)
+	conn := lbConn("lb-1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
+	var mu sync.Mutex
+	failing := true
+	e.ipam.setHook(func(_ context.Context, m string, _ *ipamv1.Child) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if m == "Release" && failing {
+			return errInjected
+		}
+		return nil
+	})
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, LBConn))
+	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
+	e.clk.advance(releaseDelay)
+	require.Eventually(t, func() bool { return e.ipam.countCalls("Release IPV4/lb-1-src") >= 3 }, waitFor, tick)
+
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	require.Equal(t, 0, e.p.Stats().PendingReleases)
+	require.Len(t, e.ipam.children(), 6)
+}
+
+// TestUnsetAndCloseDoNotBlockOnHungIPAM: with an IPAM that never answers,
+// Unset returns at once and Close returns when its context ends, leaving no
+// goroutine behind.
+func TestUnsetAndCloseDoNotBlockOnHungIPAM(t *testing.T) {
+	ipam := newFakeIPAM()
+	clk := &fakeClock{}
+	client := serveIPAM(t, ipam)
+	p, err := New(context.Background(), Config{
+		Conduit: "c", Trench: "t", Node: "n", IPAM: client, Dataplane: &fakeDataplane{},
+		RetryInterval: time.Millisecond, Logger: testLogger(), Clock: clk,
+	})
+	require.NoError(t, err)
+	conn := lbConn("lb-1")
+	require.NoError(t, p.SetIPContext(context.Background(), conn, LBConn))
+
+	hung := make(chan struct{}, 100)
+	ipam.setHook(func(ctx context.Context, _ string, _ *ipamv1.Child) error {
+		hung <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	require.NoError(t, p.UnsetIPContext(context.Background(), conn, LBConn))
+	require.Equal(t, 1, p.Stats().PendingReleases)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(ctx) }()
+	<-hung // Close forced the release, which is now stuck in the IPAM
+	cancel()
+	err = <-closed
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "1 releases not done")
+
+	require.ErrorIs(t, p.SetIPContext(context.Background(), conn, LBConn), ErrClosed)
+	require.ErrorIs(t, p.UnsetIPContext(context.Background(), conn, LBConn), ErrClosed)
+	require.NoError(t, p.Close(context.Background()), "a second Close is a no-op")
+}
+
+// TestCloseForcesPendingReleasesInParallel: Close runs every pending
+// release at once; the fake holds each release until all of them are in
+// the IPAM together, which only happens if they run in parallel.
+func TestCloseForcesPendingReleasesInParallel(t *testing.T) {
+	const n = 4
+	ipam := newFakeIPAM()
+	p, err := New(context.Background(), Config{
+		Conduit: "c", Trench: "t", Node: "n", IPAM: serveIPAM(t, ipam), Dataplane: &fakeDataplane{},
+		ReleaseDelay: time.Hour, RetryInterval: time.Millisecond, Logger: testLogger(), Clock: &fakeClock{},
+	})
+	require.NoError(t, err)
+	ids := []string{"a", "b", "c", "d"}
+	for _, id := range ids {
+		require.NoError(t, p.SetIPContext(context.Background(), lbConn(id), LBConn))
+	}
+	// One more that stays connected: Close does not release it.
+	require.NoError(t, p.SetIPContext(context.Background(), targetConn("kept"), TargetConn))
+	for _, id := range ids {
+		require.NoError(t, p.UnsetIPContext(context.Background(), lbConn(id), LBConn))
+	}
+	require.Equal(t, n, p.Stats().PendingReleases)
+
+	var mu sync.Mutex
+	inside := 0
+	all := make(chan struct{})
+	ipam.setHook(func(ctx context.Context, m string, c *ipamv1.Child) error {
+		if m != "Release" || c.GetSubnet().GetIpFamily() != ipamv1.IPFamily_IPV4 || c.GetName()[1:] != "-src" {
+			return nil
+		}
+		mu.Lock()
+		inside++
+		if inside == n {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, p.Close(ctx))
+	require.Equal(t, []string{"IPV4/bridge", "IPV4/kept-dst", "IPV4/kept-src", "IPV6/bridge", "IPV6/kept-dst", "IPV6/kept-src"},
+		ipam.children())
+	require.Equal(t, 0, p.Stats().PendingReleases)
+}
+
+// TestUnsetUnknownIDReleasesByName: a close for a connection the proxy
+// does not know (e.g. after a restart) still releases its children.
+func TestUnsetUnknownIDReleasesByName(t *testing.T) {
+	e := newTestEnv(t)
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), lbConn("old"), LBConn))
+	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
+	e.clk.advance(releaseDelay)
+	require.Eventually(t, func() bool {
+		return e.ipam.countCalls("Release IPV4/old-src") == 1 && e.ipam.countCalls("Release IPV6/old-dst") == 1
+	}, waitFor, tick)
+	require.Eventually(t, func() bool { return e.p.Stats().PendingReleases == 0 }, waitFor, tick)
+}
+
+// TestUnsetSupersedesRollback: a close during a rollback turns it into a
+// full (delayed) release.
+func TestUnsetSupersedesRollback(t *testing.T) {
+	e := newTestEnv(t)
+	block := make(chan struct{})
+	e.ipam.setHook(func(ctx context.Context, m string, c *ipamv1.Child) error {
+		if m == "Allocate" && c.GetName() == "x-dst" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV6 {
+			return errInjected
+		}
+		if m == "Release" {
+			select {
+			case <-block:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	require.Error(t, e.p.SetIPContext(context.Background(), lbConn("x"), LBConn))
+	require.Eventually(t, func() bool { return e.ipam.countCalls("Release IPV4/x-src") == 1 }, waitFor, tick)
+	require.True(t, e.p.Snapshot().Connections[0].Rollback)
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), lbConn("x"), LBConn))
+	snap := e.p.Snapshot()
+	require.True(t, snap.Connections[0].PendingRelease)
+	require.False(t, snap.Connections[0].Rollback)
+	close(block)
+	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
+	e.clk.advance(releaseDelay)
+	require.Eventually(t, func() bool { return sprint(e.ipam.children()) == "[IPV4/bridge IPV6/bridge]" }, waitFor, tick)
+	require.Eventually(t, func() bool { return e.p.Stats().PendingReleases == 0 }, waitFor, tick)
+}
