@@ -19,6 +19,7 @@ import (
 //
 // Callers must only pass lists actually received from the server: nothing is
 // ever removed because the server is unreachable.
+// It returns the number of conduit subnets removed (one per family).
 func (e *Engine) SyncConduits(names []string) (removed int) {
 	set := make(map[string]struct{}, len(names))
 	for _, n := range names {

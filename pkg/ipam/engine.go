@@ -320,3 +320,9 @@ func (e *Engine) release(t *trench, cname, nname, chname string) (uint64, bool) 
 	e.log.Debug("released", "family", t.family, "conduit", cname, "node", nname, "child", chname, "address", ch.addr)
 	return e.w.enqueue(store.Op{Kind: store.OpDelete, Record: store.Record{Key: t.childKey(cname, nname, chname)}}), true
 }
+
+// Sync waits until every change queued so far (removals and lease flushes
+// included) is durable.
+func (e *Engine) Sync(ctx context.Context) error {
+	return e.w.wait(ctx, e.w.last())
+}

@@ -208,3 +208,10 @@ func isClosed(ch chan struct{}) bool {
 		return false
 	}
 }
+
+// last returns the sequence number of the last queued op.
+func (w *writer) last() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq
+}
