@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,10 +172,10 @@ func (f *fakeIPAM) dropNodes() {
 
 // serveIPAM serves srv over bufconn and returns a client; everything is
 // stopped at the end of the test.
-func serveIPAM(t testing.TB, srv ipamv1.IpamServer) ipamv1.IpamClient {
+func serveIPAM(t testing.TB, srv ipamv1.IpamServer, opts ...grpc.ServerOption) ipamv1.IpamClient {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	s := grpc.NewServer()
+	s := grpc.NewServer(opts...)
 	ipamv1.RegisterIpamServer(s, srv)
 	served := make(chan struct{})
 	go func() {
@@ -320,3 +321,32 @@ func testLogger() *slog.Logger {
 type dataplaneState = dataplane.State
 
 func sprint(v any) string { return fmt.Sprint(v) }
+
+// callHook is a settable failure/blocking hook run by a gRPC interceptor in
+// front of any IPAM server (used with the real engine).
+type callHook struct {
+	mu sync.Mutex
+	f  func(ctx context.Context, method string, c *ipamv1.Child) error
+}
+
+func (h *callHook) set(f func(ctx context.Context, method string, c *ipamv1.Child) error) {
+	h.mu.Lock()
+	h.f = f
+	h.mu.Unlock()
+}
+
+func (h *callHook) option() grpc.ServerOption {
+	return grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo,
+		handler grpc.UnaryHandler) (any, error) {
+		h.mu.Lock()
+		f := h.f
+		h.mu.Unlock()
+		if c, ok := req.(*ipamv1.Child); ok && f != nil {
+			method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
+			if err := f(ctx, method, c); err != nil {
+				return nil, err
+			}
+		}
+		return handler(ctx, req)
+	})
+}
