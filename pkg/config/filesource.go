@@ -37,11 +37,11 @@ func (s *FileSource) Run(ctx context.Context, update func([]netip.Prefix)) error
 	if err != nil {
 		return fmt.Errorf("static VIP source: %w", err)
 	}
-	log := s.logger.With("path", s.path, "trench", s.trench)
+	log := s.logger.With("trench", s.trench)
 	deliver := dedup(update)
 	apply := func(cfg *file.Config) {
 		if !slices.ContainsFunc(cfg.Trenches, func(t file.Trench) bool { return t.Name == s.trench }) {
-			log.Warn("trench is not defined in the VIP file; it has no VIPs")
+			log.Warn("trench is not defined in the VIP file; it has no VIPs", "path", s.path)
 		}
 		deliver(cfg.VIPPrefixes(s.trench))
 	}

@@ -131,3 +131,10 @@ func TestLoad(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "read config")
 }
+
+func TestExampleFileIsValid(t *testing.T) {
+	cfg, err := Load("testdata/example.yaml")
+	require.NoError(t, err)
+	assert.Len(t, cfg.VIPPrefixes("trench-a"), 3)
+	assert.Len(t, cfg.Conduits[0].DestinationPortNats, 1)
+}
