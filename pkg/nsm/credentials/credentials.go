@@ -1,0 +1,174 @@
+package credentials
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/edwarnicke/grpcfd"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
+	"github.com/networkservicemesh/sdk/pkg/tools/spiffejwt"
+	"github.com/networkservicemesh/sdk/pkg/tools/token"
+	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
+	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+	"github.com/spiffe/go-spiffe/v2/workloadapi"
+	"google.golang.org/grpc"
+	grpccreds "google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Source provides the workload's SVID and the trust bundles
+// (*workloadapi.X509Source is one).
+type Source interface {
+	x509svid.Source
+	x509bundle.Source
+}
+
+// Credentials hands out the gRPC options of one security mode.
+type Credentials struct {
+	source   Source // nil in insecure mode
+	closer   func() error
+	lifetime time.Duration
+}
+
+// FromWorkloadAPI connects to the SPIFFE workload API (the socket named by
+// SPIFFE_ENDPOINT_SOCKET) and waits, bounded by ctx, for the first SVID.
+// maxTokenLifetime bounds the NSM tokens. Close releases the source.
+func FromWorkloadAPI(ctx context.Context, maxTokenLifetime time.Duration) (*Credentials, error) {
+	src, err := workloadapi.NewX509Source(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("spiffe workload api x509 source: %w", err)
+	}
+	c := FromSource(src, maxTokenLifetime)
+	c.closer = src.Close
+	return c, nil
+}
+
+// FromSource uses an existing SVID and bundle source (not closed by Close).
+func FromSource(src Source, maxTokenLifetime time.Duration) *Credentials {
+	return &Credentials{source: src, lifetime: maxTokenLifetime}
+}
+
+// Insecure returns plaintext credentials with an opaque token, accepted only
+// by peers that authorize anything (authorize.Any()). It logs a warning: this
+// mode is for local labs and tests.
+func Insecure(logger *slog.Logger, maxTokenLifetime time.Duration) *Credentials {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.Warn("gRPC security is OFF: plaintext transport and unsigned NSM tokens; use only for local testing")
+	return &Credentials{lifetime: maxTokenLifetime}
+}
+
+// Secure says whether SPIFFE mTLS is in use.
+func (c *Credentials) Secure() bool { return c.source != nil }
+
+// Close releases the workload API source, if this package opened it.
+func (c *Credentials) Close() error {
+	if c.closer == nil {
+		return nil
+	}
+	return c.closer()
+}
+
+// TokenGenerator signs NSM tokens: ES256 JWTs with the SVID key, or an
+// opaque token in insecure mode.
+func (c *Credentials) TokenGenerator() token.GeneratorFunc {
+	if c.source != nil {
+		return spiffejwt.TokenGeneratorFunc(c.source, c.lifetime)
+	}
+	lifetime := c.lifetime
+	return func(grpccreds.AuthInfo) (string, time.Time, error) {
+		return "insecure", time.Now().Add(lifetime), nil
+	}
+}
+
+// ClientTLSConfig is the mTLS client configuration (nil in insecure mode).
+func (c *Credentials) ClientTLSConfig() *tls.Config {
+	if c.source == nil {
+		return nil
+	}
+	return tlsconfig.MTLSClientConfig(c.source, c.source, tlsconfig.AuthorizeAny())
+}
+
+// ServerTLSConfig is the mTLS server configuration (nil in insecure mode).
+func (c *Credentials) ServerTLSConfig() *tls.Config {
+	if c.source == nil {
+		return nil
+	}
+	return tlsconfig.MTLSServerConfig(c.source, c.source, tlsconfig.AuthorizeAny())
+}
+
+// ClientTransportCredentials are for plain gRPC clients (IPAM, configuration
+// server).
+func (c *Credentials) ClientTransportCredentials() grpccreds.TransportCredentials {
+	if c.source == nil {
+		return insecure.NewCredentials()
+	}
+	return grpccreds.NewTLS(c.ClientTLSConfig())
+}
+
+// ServerTransportCredentials are for plain gRPC servers.
+func (c *Credentials) ServerTransportCredentials() grpccreds.TransportCredentials {
+	if c.source == nil {
+		return insecure.NewCredentials()
+	}
+	return grpccreds.NewTLS(c.ServerTLSConfig())
+}
+
+// NSMDialOptions are the dial options toward NSM (NSMgr, registry): the
+// transport credentials wrapped for file-descriptor passing, the per-RPC
+// token, and the interceptors sendfd needs.
+func (c *Credentials) NSMDialOptions() []grpc.DialOption {
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(grpcfd.TransportCredentials(c.ClientTransportCredentials())),
+		grpc.WithDefaultCallOptions(grpc.PerRPCCredentials(token.NewPerRPCCredentials(c.TokenGenerator()))),
+		grpcfd.WithChainStreamInterceptor(),
+		grpcfd.WithChainUnaryInterceptor(),
+	}
+	if c.source == nil {
+		opts = append(opts, plaintextTokens()...)
+	}
+	return opts
+}
+
+// NSMServerOptions are the server options of an NSM endpoint.
+func (c *Credentials) NSMServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.Creds(grpcfd.TransportCredentials(c.ServerTransportCredentials()))}
+}
+
+// AuthorizeServer is the NSE authorization element: the SDK's OPA policies
+// with SPIFFE, anything in insecure mode.
+func (c *Credentials) AuthorizeServer() networkservice.NetworkServiceServer {
+	if c.source == nil {
+		return authorize.NewServer(authorize.Any())
+	}
+	return authorize.NewServer()
+}
+
+// AuthorizeClient is the NSC authorization element.
+func (c *Credentials) AuthorizeClient() networkservice.NetworkServiceClient {
+	if c.source == nil {
+		return authorize.NewClient(authorize.Any())
+	}
+	return authorize.NewClient()
+}
+
+// ErrNoSource is returned by Validate in insecure mode.
+var ErrNoSource = errors.New("no SPIFFE source (insecure mode)")
+
+// Validate fetches the current SVID, to check that the source works.
+func (c *Credentials) Validate() error {
+	if c.source == nil {
+		return ErrNoSource
+	}
+	if _, err := c.source.GetX509SVID(); err != nil {
+		return fmt.Errorf("get x509 svid: %w", err)
+	}
+	return nil
+}

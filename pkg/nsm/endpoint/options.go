@@ -1,0 +1,100 @@
+package endpoint
+
+import (
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
+	"google.golang.org/grpc"
+)
+
+// Config says what to serve and where to register it.
+type Config struct {
+	// Name is the endpoint's name (NSM_NAME).
+	Name string
+	// Service is the network service it serves, proxy.<conduit>.<trench>.<ns>.
+	Service string
+	// NodeName is the value of the endpoint's nodeName label (NSM_HOST);
+	// empty means no label.
+	NodeName string
+	// ConnectTo is the NSMgr's URL.
+	ConnectTo *url.URL
+	// TokenGenerator signs the tokens of the endpoint's path segments and
+	// registry calls; see pkg/nsm/credentials.
+	TokenGenerator TokenGenerator
+	// DialOptions are used to reach the NSMgr (registry calls).
+	DialOptions []grpc.DialOption
+	// ServerOptions are used for the endpoint's gRPC server (credentials).
+	ServerOptions []grpc.ServerOption
+	// Elements are the proxy's own server elements, placed after the SDK's
+	// endpoint chain (typically mechanisms, ipcontext, interfacemonitor,
+	// mtu). The package appends sendfd.
+	Elements []networkservice.NetworkServiceServer
+}
+
+// Option changes a default.
+type Option func(*options)
+
+type options struct {
+	listenURL       *url.URL
+	payload         string
+	lifetime        time.Duration
+	authorize       networkservice.NetworkServiceServer
+	registerTimeout time.Duration
+	logger          *slog.Logger
+}
+
+func newOptions(opts []Option) *options {
+	o := &options{
+		payload:         payload.Ethernet,
+		lifetime:        time.Minute,
+		registerTimeout: 15 * time.Second,
+		logger:          slog.Default(),
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
+
+// WithListenURL serves on the given unix:// or tcp:// URL (tcp port 0 picks
+// a free port) instead of a socket in a fresh temporary directory.
+func WithListenURL(u *url.URL) Option {
+	return func(o *options) { o.listenURL = u }
+}
+
+// WithPayload sets the network service payload (default ethernet, as the
+// proxy bridges the targets' interfaces).
+func WithPayload(p string) Option {
+	return func(o *options) { o.payload = p }
+}
+
+// WithRegistrationLifetime sets the expiration requested for the endpoint's
+// registration on every (re-)registration (default 1 minute); the registry
+// client refreshes it before it runs out.
+func WithRegistrationLifetime(d time.Duration) Option {
+	return func(o *options) { o.lifetime = d }
+}
+
+// WithAuthorizeServer sets the endpoint's authorization element (default:
+// the SDK's OPA policies, authorize.NewServer(); use authorize.Any() with
+// insecure credentials).
+func WithAuthorizeServer(a networkservice.NetworkServiceServer) Option {
+	return func(o *options) { o.authorize = a }
+}
+
+// WithRegisterTimeout bounds each registry call (default 15s).
+func WithRegisterTimeout(d time.Duration) Option {
+	return func(o *options) { o.registerTimeout = d }
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
