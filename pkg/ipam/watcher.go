@@ -46,7 +46,7 @@ func (w *ConduitWatcher) Run(ctx context.Context) {
 		if received {
 			backoff = minBackoff
 		}
-		log.Warn("conduit watch interrupted; retrying", "error", err, "retry_in", backoff)
+		log.Warn("conduit watch interrupted; retrying", "error", err, "retry_in", backoff.String())
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

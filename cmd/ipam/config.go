@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/ipam"
+)
+
+// Config is read from IPAM_* environment variables, with Meridio's names and
+// defaults; the ones marked "new" are Causeway's.
+type Config struct {
+	Port                       int           `default:"7777" desc:"gRPC port of ipam.v1.Ipam and grpc.health.v1 (0 picks a free port)"`
+	Datasource                 string        `default:"/run/ipam/data/registry.db" desc:"bbolt database file; its directory is created"`
+	TrenchName                 string        `default:"default" split_words:"true" desc:"the trench this IPAM serves"`
+	NSPService                 string        `default:"nsp-service:7778" envconfig:"NSP_SERVICE" desc:"configuration server (host:port) whose conduit list is followed; empty disables the watch"`
+	PrefixIPv4                 string        `default:"169.255.0.0/16" envconfig:"PREFIX_IPV4" desc:"IPv4 pool of the trench"`
+	ConduitPrefixLengthIPv4    int           `default:"20" envconfig:"CONDUIT_PREFIX_LENGTH_IPV4"`
+	NodePrefixLengthIPv4       int           `default:"24" envconfig:"NODE_PREFIX_LENGTH_IPV4"`
+	PrefixIPv6                 string        `default:"fd00::/48" envconfig:"PREFIX_IPV6" desc:"IPv6 pool of the trench"`
+	ConduitPrefixLengthIPv6    int           `default:"56" envconfig:"CONDUIT_PREFIX_LENGTH_IPV6"`
+	NodePrefixLengthIPv6       int           `default:"64" envconfig:"NODE_PREFIX_LENGTH_IPV6"`
+	IPFamily                   string        `default:"dualstack" envconfig:"IP_FAMILY" desc:"dualstack, ipv4 or ipv6"`
+	LogLevel                   string        `default:"DEBUG" split_words:"true" desc:"TRACE, DEBUG, INFO, WARN or ERROR"`
+	GRPCKeepaliveTime          time.Duration `default:"30s" envconfig:"GRPC_KEEPALIVE_TIME" desc:"keepalive ping period of the NSP connection and of the server"`
+	GRPCProbeRPCTimeout        time.Duration `default:"1s" envconfig:"GRPC_PROBE_RPC_TIMEOUT" desc:"accepted for compatibility; probes use grpc.health.v1 directly"`
+	GRPCMaxBackoff             time.Duration `default:"5s" envconfig:"GRPC_MAX_BACKOFF" desc:"maximum reconnect backoff towards the NSP"`
+	GarbageCollectionEnabled   bool          `default:"true" split_words:"true"`
+	GarbageCollectionInterval  time.Duration `default:"2h" split_words:"true" desc:"period of the lease collector; the first run is at start"`
+	GarbageCollectionThreshold time.Duration `default:"40m" split_words:"true" desc:"a node or non-bridge child not renewed for this long is collected"`
+
+	ListenAddress      string        `default:"" split_words:"true" desc:"new: address to bind the gRPC and metrics ports to; empty means all"`
+	MetricsPort        int           `default:"2112" split_words:"true" desc:"new: port of the Prometheus /metrics endpoint; 0 disables it"`
+	LeaseFlushInterval time.Duration `default:"1m" split_words:"true" desc:"new: how often renewed leases are written (write-behind); after a crash a lease may look this much older"`
+	GracePeriod        time.Duration `default:"10s" split_words:"true" desc:"new: how long a stop waits for calls in flight"`
+}
+
+// LogValue renders the configuration in a log line.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Int("port", c.Port), slog.String("datasource", c.Datasource), slog.String("trenchName", c.TrenchName),
+		slog.String("nspService", c.NSPService), slog.String("ipFamily", c.IPFamily),
+		slog.String("ipv4", fmt.Sprintf("%s conduit /%d node /%d", c.PrefixIPv4, c.ConduitPrefixLengthIPv4, c.NodePrefixLengthIPv4)),
+		slog.String("ipv6", fmt.Sprintf("%s conduit /%d node /%d", c.PrefixIPv6, c.ConduitPrefixLengthIPv6, c.NodePrefixLengthIPv6)),
+		slog.Bool("gc", c.GarbageCollectionEnabled), slog.String("gcInterval", c.GarbageCollectionInterval.String()),
+		slog.String("gcThreshold", c.GarbageCollectionThreshold.String()),
+		slog.String("leaseFlushInterval", c.LeaseFlushInterval.String()),
+		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort),
+		slog.String("logLevel", c.LogLevel),
+	)
+}
+
+// engineConfig validates c and returns the engine configuration and the log
+// level. Every problem is reported, one per line.
+func (c Config) engineConfig() (ipam.Config, slog.Level, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	level, err := logging.ParseLevel(c.LogLevel)
+	if err != nil {
+		bad("IPAM_LOG_LEVEL: %v", err)
+	}
+	out := ipam.Config{Trench: c.TrenchName, LeaseFlushInterval: c.LeaseFlushInterval}
+	if err := ipam.ValidateName("trench", c.TrenchName, false); err != nil {
+		bad("IPAM_TRENCH_NAME: %v", err)
+	}
+	family := func(name, prefix string, condLen, nodeLen int, v4 bool) *ipam.FamilyConfig {
+		p, err := netip.ParsePrefix(prefix)
+		if err != nil {
+			bad("IPAM_PREFIX_%s: %q is not a CIDR: %v", name, prefix, err)
+			return nil
+		}
+		if p.Addr().Is4() != v4 {
+			bad("IPAM_PREFIX_%s: %s is not an %s prefix", name, p, strings.ToLower(name))
+			return nil
+		}
+		fc := &ipam.FamilyConfig{Pool: p, ConduitLength: condLen, NodeLength: nodeLen}
+		if err := fc.Validate(); err != nil {
+			bad("IPAM_PREFIX_%s / IPAM_CONDUIT_PREFIX_LENGTH_%s / IPAM_NODE_PREFIX_LENGTH_%s: %v", name, name, name, err)
+			return nil
+		}
+		return fc
+	}
+	switch strings.ToLower(c.IPFamily) {
+	case "dualstack":
+		out.IPv4 = family("IPV4", c.PrefixIPv4, c.ConduitPrefixLengthIPv4, c.NodePrefixLengthIPv4, true)
+		out.IPv6 = family("IPV6", c.PrefixIPv6, c.ConduitPrefixLengthIPv6, c.NodePrefixLengthIPv6, false)
+	case "ipv4":
+		out.IPv4 = family("IPV4", c.PrefixIPv4, c.ConduitPrefixLengthIPv4, c.NodePrefixLengthIPv4, true)
+	case "ipv6":
+		out.IPv6 = family("IPV6", c.PrefixIPv6, c.ConduitPrefixLengthIPv6, c.NodePrefixLengthIPv6, false)
+	default:
+		bad("IPAM_IP_FAMILY: %q is not dualstack, ipv4 or ipv6", c.IPFamily)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		bad("IPAM_PORT: %d is not a port", c.Port)
+	}
+	if c.MetricsPort < 0 || c.MetricsPort > 65535 {
+		bad("IPAM_METRICS_PORT: %d is not a port", c.MetricsPort)
+	}
+	if c.Datasource == "" {
+		bad("IPAM_DATASOURCE: empty")
+	}
+	if c.LeaseFlushInterval <= 0 {
+		bad("IPAM_LEASE_FLUSH_INTERVAL: must be positive")
+	}
+	if c.GRPCKeepaliveTime <= 0 || c.GRPCMaxBackoff <= 0 || c.GracePeriod <= 0 {
+		bad("IPAM_GRPC_KEEPALIVE_TIME, IPAM_GRPC_MAX_BACKOFF and IPAM_GRACE_PERIOD must be positive")
+	}
+	if c.GarbageCollectionEnabled {
+		if c.GarbageCollectionInterval <= 0 || c.GarbageCollectionThreshold <= 0 {
+			bad("IPAM_GARBAGE_COLLECTION_INTERVAL and IPAM_GARBAGE_COLLECTION_THRESHOLD must be positive")
+		} else if c.GarbageCollectionThreshold < 2*c.LeaseFlushInterval {
+			bad("IPAM_GARBAGE_COLLECTION_THRESHOLD (%s) must be at least twice IPAM_LEASE_FLUSH_INTERVAL (%s): after a crash leases may look that much older",
+				c.GarbageCollectionThreshold, c.LeaseFlushInterval)
+		}
+		out.GCInterval = c.GarbageCollectionInterval
+		out.GCThreshold = c.GarbageCollectionThreshold
+	}
+	return out, level, errors.Join(errs...)
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// buildIPAM builds this command into a temporary directory.
+func buildIPAM(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ipam")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// proc is a running ipam binary.
+type proc struct {
+	cmd    *exec.Cmd
+	addr   string
+	conn   *grpc.ClientConn
+	client ipamv1.IpamClient
+	exited chan error
+}
+
+// startIPAM runs bin with env (on top of a clean IPAM_* set) and waits for its
+// "serving" log line.
+func startIPAM(t testing.TB, bin string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"IPAM_NSP_SERVICE=", "IPAM_PORT=0", "IPAM_LISTEN_ADDRESS=127.0.0.1",
+		"IPAM_METRICS_PORT=0", "IPAM_LOG_LEVEL=INFO",
+	}, env...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &proc{cmd: cmd, exited: make(chan error, 1)}
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ Msg, Address string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+				addrc <- line.Address
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+		p.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	select {
+	case p.addr = <-addrc:
+	case err := <-p.exited:
+		t.Fatalf("ipam exited before serving: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("ipam did not start serving")
+	}
+	p.conn, err = grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.conn.Close() })
+	p.client = ipamv1.NewIpamClient(p.conn)
+	return p
+}
+
+func (p *proc) kill(t testing.TB, sig syscall.Signal) error {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(sig))
+	select {
+	case err := <-p.exited:
+		_ = p.conn.Close()
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("ipam did not exit")
+		return nil
+	}
+}
+
+type childID struct {
+	family        ipamv1.IPFamily
+	conduit, node string
+	name          string
+}
+
+func (c childID) req() *ipamv1.Child {
+	return &ipamv1.Child{Name: c.name, Subnet: &ipamv1.Subnet{
+		Conduit:  &nspv1.Conduit{Name: c.conduit, Trench: &nspv1.Trench{Name: "default"}},
+		Node:     c.node,
+		IpFamily: c.family,
+	}}
+}
+
+// allocateAll allocates every child with 16 concurrent callers.
+func allocateAll(t testing.TB, c ipamv1.IpamClient, ids []childID) map[childID]string {
+	t.Helper()
+	var mu sync.Mutex
+	out := make(map[childID]string, len(ids))
+	work := make(chan childID)
+	var wg sync.WaitGroup
+	var firstErr error
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				p, err := c.Allocate(ctx, id.req())
+				cancel()
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("%v: %w", id, err)
+				} else if err == nil {
+					out[id] = p.GetAddress() + "/" + strconv.Itoa(int(p.GetPrefixLength()))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	require.NoError(t, firstErr)
+	return out
+}
+
+func children(prefix string, n int) []childID {
+	var ids []childID
+	for i := 0; i < n; i++ {
+		fam := ipamv1.IPFamily_IPV4
+		if i%5 == 4 {
+			fam = ipamv1.IPFamily_IPV6
+		}
+		ids = append(ids, childID{fam, fmt.Sprintf("conduit-%d", i%2), fmt.Sprintf("worker-%d", i/2%3), fmt.Sprintf("%s-%d-src", prefix, i)})
+	}
+	return ids
+}
+
+// TestDurabilityAfterKill: 1,000 acknowledged allocations survive kill -9;
+// after the restart every child gets its address back and new children never
+// collide with old ones.
+func TestDurabilityAfterKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the ipam binary")
+	}
+	bin := buildIPAM(t)
+	db := filepath.Join(t.TempDir(), "data", "registry.db")
+	env := "IPAM_DATASOURCE=" + db
+
+	p := startIPAM(t, bin, env)
+	old := allocateAll(t, p.client, children("old", 1000))
+	require.Len(t, old, 1000)
+	err := p.kill(t, syscall.SIGKILL)
+	require.Error(t, err, "killed")
+
+	p = startIPAM(t, bin, env)
+	var ids []childID
+	for id := range old {
+		ids = append(ids, id)
+	}
+	again := allocateAll(t, p.client, ids)
+	for id, addr := range old {
+		assert.Equal(t, addr, again[id], "%v", id)
+	}
+	taken := map[string]childID{}
+	for id, addr := range old {
+		taken[addr] = id
+	}
+	fresh := allocateAll(t, p.client, children("new", 500))
+	for id, addr := range fresh {
+		prev, dup := taken[addr]
+		assert.False(t, dup, "%v got %s, already held by %v", id, addr, prev)
+		taken[addr] = id
+	}
+
+	// Health is served; SIGTERM stops cleanly.
+	resp, err := healthpb.NewHealthClient(p.conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "ipam.v1.Ipam"})
+	require.NoError(t, err)
+	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
+	assert.NoError(t, p.kill(t, syscall.SIGTERM), "graceful stop exits 0")
+}
+
+func TestInvalidConfigurationExitsNonZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the ipam binary")
+	}
+	bin := buildIPAM(t)
+	for _, env := range []string{
+		"IPAM_PREFIX_IPV4=10.0.0.0/33",
+		"IPAM_PREFIX_IPV4=fd00::/48",
+		"IPAM_NODE_PREFIX_LENGTH_IPV4=20",
+		"IPAM_CONDUIT_PREFIX_LENGTH_IPV6=40",
+		"IPAM_IP_FAMILY=ipx",
+		"IPAM_LOG_LEVEL=loud",
+		"IPAM_TRENCH_NAME=a/b",
+		"IPAM_GARBAGE_COLLECTION_THRESHOLD=1m",
+		"IPAM_PORT=port",
+	} {
+		cmd := exec.Command(bin)
+		cmd.Env = []string{"IPAM_DATASOURCE=" + filepath.Join(t.TempDir(), "db"), env}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%s: %s", env, out)
+		assert.Equal(t, 2, exit.ExitCode(), "%s: %s", env, out)
+		assert.Contains(t, string(out), strings.SplitN(env, "=", 2)[0][:len("IPAM_")+4], "%s: the message names the variable", env)
+	}
+}
+
+// BenchmarkRSS10kAllocations reports the resident memory of an ipam process
+// that holds 10,000 allocations (the metric is RSS-MiB; b.N is ignored).
+func BenchmarkRSS10kAllocations(b *testing.B) {
+	bin := buildIPAM(b)
+	p := startIPAM(b, bin, "IPAM_DATASOURCE="+filepath.Join(b.TempDir(), "registry.db"),
+		"IPAM_PREFIX_IPV4=10.0.0.0/8", "IPAM_CONDUIT_PREFIX_LENGTH_IPV4=12", "IPAM_NODE_PREFIX_LENGTH_IPV4=16")
+	var ids []childID
+	for i := 0; i < 10000; i++ {
+		ids = append(ids, childID{ipamv1.IPFamily_IPV4, fmt.Sprintf("conduit-%d", i%4), fmt.Sprintf("worker-%d", i%10), fmt.Sprintf("pod-%d-proxy.conduit.trench.ns-0-src", i)})
+	}
+	b.ResetTimer()
+	allocateAll(b, p.client, ids)
+	b.StopTimer()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	require.NoError(b, err)
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.Atoi(f[1])
+			require.NoError(b, err)
+			b.ReportMetric(float64(kb)/1024, "RSS-MiB")
+		}
+	}
+	require.NoError(b, p.kill(b, syscall.SIGTERM))
+}
