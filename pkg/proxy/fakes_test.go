@@ -37,12 +37,14 @@ type fakeIPAM struct {
 	calls    []string // "Allocate <family>/<name>" / "Release <family>/<name>"
 	hook     func(ctx context.Context, method string, c *ipamv1.Child) error
 	latency  time.Duration
+	wide     bool // IPv4 node subnets are /16 (10.<n>.0.0/16), for benchmarks
 }
 
 type fakeNode struct {
 	subnet netip.Prefix
 	byName map[string]netip.Addr
 	used   map[netip.Addr]bool
+	hint   netip.Addr // no free address below it
 }
 
 func newFakeIPAM() *fakeIPAM { return &fakeIPAM{nodes: map[string]*fakeNode{}} }
@@ -91,7 +93,9 @@ func (f *fakeIPAM) allocateLocked(s *ipamv1.Subnet, name string) (netip.Addr, in
 	if n == nil {
 		f.nextNode++
 		var sub netip.Prefix
-		if s.GetIpFamily() == ipamv1.IPFamily_IPV4 {
+		if s.GetIpFamily() == ipamv1.IPFamily_IPV4 && f.wide {
+			sub = netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", f.nextNode-1))
+		} else if s.GetIpFamily() == ipamv1.IPFamily_IPV4 {
 			sub = netip.MustParsePrefix(fmt.Sprintf("172.16.%d.0/24", f.nextNode-1))
 		} else {
 			sub = netip.MustParsePrefix(fmt.Sprintf("fd00:0:0:%x::/64", f.nextNode-1))
@@ -102,10 +106,14 @@ func (f *fakeIPAM) allocateLocked(s *ipamv1.Subnet, name string) (netip.Addr, in
 	if a, ok := n.byName[name]; ok {
 		return a, n.subnet.Bits(), nil
 	}
-	for a := n.subnet.Addr().Next(); n.subnet.Contains(a.Next()); a = a.Next() {
+	if !n.hint.IsValid() {
+		n.hint = n.subnet.Addr().Next()
+	}
+	for a := n.hint; n.subnet.Contains(a.Next()); a = a.Next() {
 		if !n.used[a] {
 			n.used[a] = true
 			n.byName[name] = a
+			n.hint = a.Next()
 			return a, n.subnet.Bits(), nil
 		}
 	}
@@ -122,6 +130,9 @@ func (f *fakeIPAM) Release(ctx context.Context, c *ipamv1.Child) (*emptypb.Empty
 		if a, ok := n.byName[c.GetName()]; ok {
 			delete(n.byName, c.GetName())
 			delete(n.used, a)
+			if a.Less(n.hint) {
+				n.hint = a
+			}
 		}
 	}
 	return &emptypb.Empty{}, nil
@@ -200,11 +211,27 @@ type fakeDataplane struct {
 	states   []dataplane.State
 	flushed  []netip.Prefix
 	failNext int // fail that many Apply calls
+	// gate, if set, holds each Apply until it yields; entered gets a value
+	// when an Apply starts waiting.
+	gate     chan struct{}
+	entered  chan struct{}
+	inApply  int
+	maxApply int
 }
 
 func (d *fakeDataplane) Apply(s dataplane.State) error {
 	d.mu.Lock()
+	d.inApply++
+	d.maxApply = max(d.maxApply, d.inApply)
+	gate, entered := d.gate, d.entered
+	d.mu.Unlock()
+	if gate != nil {
+		entered <- struct{}{}
+		<-gate
+	}
+	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.inApply--
 	if d.failNext > 0 {
 		d.failNext--
 		return errors.New("injected apply failure")

@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDataplaneAppliesAreSerializedAndCoalesced: changes made while an
+// Apply runs are pushed in one more Apply with the latest state; Apply
+// never runs twice at once.
+func TestDataplaneAppliesAreSerializedAndCoalesced(t *testing.T) {
+	e := newTestEnv(t)
+	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.BridgeAddrs) == 2 })
+	gate := make(chan struct{})
+	e.dp.mu.Lock()
+	e.dp.gate, e.dp.entered = gate, make(chan struct{}, 10)
+	e.dp.mu.Unlock()
+
+	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
+	<-e.dp.entered // the first Apply is running
+	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.2/32")}))
+	e.p.InterfaceCreated(Interface{Index: 4, Name: "lb", Type: LBConn, NeighborAddrs: addrs("172.16.0.9")})
+	e.p.InterfaceCreated(Interface{Index: 5, Name: "tg", Type: TargetConn})
+	e.p.InterfaceDeleted(Interface{Index: 5})
+	gate <- struct{}{} // finish the first
+	<-e.dp.entered     // one more, with everything
+	gate <- struct{}{}
+	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 1 })
+	require.Equal(t, "[20.0.0.2/32]", sprint(s.VIPs))
+	require.Equal(t, "[172.16.0.9]", sprint(s.Nexthops))
+
+	e.dp.mu.Lock()
+	defer e.dp.mu.Unlock()
+	require.Len(t, e.dp.states, 3, "initial, first change, coalesced rest")
+	require.Equal(t, 1, e.dp.maxApply)
+	require.Empty(t, e.dp.entered)
+	e.dp.gate = nil
+}
+
+func TestStatsAndSnapshot(t *testing.T) {
+	e := newTestEnv(t)
+	require.NoError(t, e.p.SetIPContext(t.Context(), lbConn("lb-1"), LBConn))
+	require.NoError(t, e.p.SetIPContext(t.Context(), targetConn("t1"), TargetConn))
+	require.NoError(t, e.p.UnsetIPContext(t.Context(), lbConn("gone"), LBConn))
+	e.p.InterfaceCreated(Interface{Index: 3, Name: "nsm-lb", Type: LBConn, ConnID: "lb-1", NeighborAddrs: addrs("172.16.0.3")})
+	require.Error(t, e.p.SetVIPStrings([]string{"20.0.0.1/32", "bad"}))
+
+	st := e.p.Stats()
+	require.Equal(t, 2, st.Connections)
+	require.Equal(t, 2+8, st.Allocations)
+	require.Equal(t, 1, st.PendingReleases)
+	require.Equal(t, 1, st.Ports)
+	require.Equal(t, 1, st.Nexthops)
+	require.Equal(t, 1, st.VIPs)
+	require.Equal(t, uint64(1), st.VIPsRejected)
+
+	snap := e.p.Snapshot()
+	raw, err := json.Marshal(snap)
+	require.NoError(t, err)
+	var back map[string]any
+	require.NoError(t, json.Unmarshal(raw, &back))
+	require.Equal(t, "conduit-a", back["conduit"])
+	require.Len(t, back["connections"], 3)
+	require.Contains(t, string(raw), `"IPV4/lb-1-dst":"172.16.0.3/24"`)
+	require.Contains(t, string(raw), `"Type":"lb"`)
+	require.Contains(t, string(raw), `"pendingRelease":true`)
+}
