@@ -63,11 +63,17 @@ func New(opts ...Option) *Checker {
 		o(c)
 	}
 	for _, p := range []string{Startup, Readiness, Liveness} {
-		c.probes[p] = nil
-		c.probeOK[p] = true
-		c.srv.SetServingStatus(p, healthpb.HealthCheckResponse_SERVING)
+		c.addProbe(p)
 	}
 	return c
+}
+
+// addProbe creates a probe without subservices, hence SERVING. Called with
+// c.mu held or before c is shared.
+func (c *Checker) addProbe(probe string) {
+	c.probes[probe] = nil
+	c.probeOK[probe] = true
+	c.srv.SetServingStatus(probe, healthpb.HealthCheckResponse_SERVING)
 }
 
 // Server returns the grpc.health.v1 service to register on a gRPC server.
@@ -84,11 +90,10 @@ func (c *Checker) Register(probe string, subservices ...string) {
 		return
 	}
 	if _, isProbe := c.probes[probe]; !isProbe {
-		c.probes[probe] = nil
-		c.probeOK[probe] = true // recomputed below
+		c.addProbe(probe)
 	}
 	for _, s := range subservices {
-		if _, isProbe := c.probes[s]; isProbe || s == probe {
+		if _, isProbe := c.probes[s]; isProbe {
 			c.log.Error("health: a probe cannot be a subservice", "probe", probe, "subservice", s)
 			continue
 		}
@@ -101,7 +106,7 @@ func (c *Checker) Register(probe string, subservices ...string) {
 			c.srv.SetServingStatus(s, healthpb.HealthCheckResponse_NOT_SERVING)
 		}
 	}
-	c.recompute(probe, true)
+	c.recompute(probe)
 }
 
 // SetServing sets the state of a subservice and recomputes every probe it
@@ -121,26 +126,23 @@ func (c *Checker) SetServing(subservice string, serving bool) {
 	c.srv.SetServingStatus(subservice, toStatus(serving))
 	for p, subs := range c.probes {
 		if slices.Contains(subs, subservice) {
-			c.recompute(p, false)
+			c.recompute(p)
 		}
 	}
 }
 
-// recompute derives a probe's state from its subservices. Called with c.mu.
-func (c *Checker) recompute(probe string, force bool) {
+// recompute derives a probe's state from its subservices and publishes a
+// change. Called with c.mu held.
+func (c *Checker) recompute(probe string) {
 	ok := true
 	for _, s := range c.probes[probe] {
 		ok = ok && c.serving[s]
 	}
-	if !force && ok == c.probeOK[probe] {
+	if ok == c.probeOK[probe] {
 		return
 	}
-	changed := ok != c.probeOK[probe]
 	c.probeOK[probe] = ok
 	c.srv.SetServingStatus(probe, toStatus(ok))
-	if !changed {
-		return
-	}
 	if ok {
 		c.log.Info("health: probe is serving", "probe", probe)
 		return
