@@ -129,19 +129,22 @@ func validate(c *Config, l lines) error {
 	}
 
 	type key struct{ trench, name string }
+	// claim records entry i as the holder of its name in its trench.
+	claim := func(seen map[key]int, kind, w, trench, name string, i int, okTrench bool) {
+		k := key{trench, name}
+		if first, dup := seen[k]; name == "" {
+			bad(w, "name is empty")
+		} else if dup {
+			bad(w, "name is already used by %s[%d] in trench %q", kind, first, trench)
+		} else if okTrench {
+			seen[k] = i
+		}
+	}
 	vipNames := map[key]int{}
 	vipAddrs := map[string]int{}
 	for i, v := range c.VIPs {
 		w := l.where("vips", i, v.Name)
-		if v.Name == "" {
-			bad(w, "name is empty")
-		}
-		okTrench := checkTrench(w, v.Trench)
-		if first, dup := vipNames[key{v.Trench, v.Name}]; dup && v.Name != "" {
-			bad(w, "name is already used by vips[%d] in trench %q", first, v.Trench)
-		} else if v.Name != "" && okTrench {
-			vipNames[key{v.Trench, v.Name}] = i
-		}
+		claim(vipNames, "vips", w, v.Trench, v.Name, i, checkTrench(w, v.Trench))
 		p, err := netip.ParsePrefix(v.Address)
 		switch {
 		case v.Address == "":
@@ -167,15 +170,8 @@ func validate(c *Config, l lines) error {
 	conduits := map[key]int{}
 	for i, cd := range c.Conduits {
 		w := l.where("conduits", i, cd.Name)
-		if cd.Name == "" {
-			bad(w, "name is empty")
-		}
 		okTrench := checkTrench(w, cd.Trench)
-		if first, dup := conduits[key{cd.Trench, cd.Name}]; dup && cd.Name != "" {
-			bad(w, "name is already used by conduits[%d] in trench %q", first, cd.Trench)
-		} else if cd.Name != "" && okTrench {
-			conduits[key{cd.Trench, cd.Name}] = i
-		}
+		claim(conduits, "conduits", w, cd.Trench, cd.Name, i, okTrench)
 		for j, pn := range cd.DestinationPortNats {
 			pw := fmt.Sprintf("%s destinationPortNats[%d]", w, j)
 			if pn.Port == 0 || pn.Port > 65535 {
