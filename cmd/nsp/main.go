@@ -21,6 +21,8 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"google.golang.org/grpc"
+	grpccreds "google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -29,6 +31,7 @@ import (
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/config/file"
 	"github.com/causeway-net/causeway/pkg/config/nspserver"
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
 
 var version = "dev"
@@ -94,6 +97,11 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("initial configuration (fix the file; nothing is served without one): %w", err)
 	}
+	creds, closeCreds, err := serverCredentials(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer closeCreds()
 	lis, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -111,6 +119,7 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	logger.Info("configuration loaded", "path", cfg.ConfigFile,
 		"trenches", len(initial.Trenches), "conduits", len(initial.Conduits), "vips", len(initial.VIPs))
 	gs := grpc.NewServer(
+		grpc.Creds(creds),
 		// Meridio's proxy pings every NSM_GRPC_KEEPALIVE_TIME (30s); the
 		// default policy (5 min) would drop it for "too many pings".
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -178,4 +187,22 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		_ = metricsSrv.Shutdown(sctx)
 	}
 	return failure
+}
+
+// serverCredentials returns SPIFFE mTLS (any SPIFFE ID authorized, as the
+// proxy and Meridio's NSP expect) when SPIFFE_ENDPOINT_SOCKET is set, and
+// plain text otherwise.
+func serverCredentials(ctx context.Context, logger *slog.Logger) (grpccreds.TransportCredentials, func(), error) {
+	if os.Getenv("SPIFFE_ENDPOINT_SOCKET") == "" {
+		logger.Warn("SPIFFE_ENDPOINT_SOCKET is not set: serving without TLS")
+		return insecure.NewCredentials(), func() {}, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c, err := credentials.FromWorkloadAPI(sctx, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	logger.Info("using SPIFFE mTLS")
+	return c.ServerTransportCredentials(), func() { _ = c.Close() }, nil
 }
