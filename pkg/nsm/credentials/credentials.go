@@ -54,7 +54,7 @@ func FromSource(src Source, maxTokenLifetime time.Duration) *Credentials {
 	return &Credentials{source: src, lifetime: maxTokenLifetime}
 }
 
-// Insecure returns plaintext credentials with an opaque token, accepted only
+// Insecure returns plaintext credentials with unsigned tokens, accepted only
 // by peers that authorize anything (authorize.Any()). It logs a warning: this
 // mode is for local labs and tests.
 func Insecure(logger *slog.Logger, maxTokenLifetime time.Duration) *Credentials {
@@ -76,16 +76,14 @@ func (c *Credentials) Close() error {
 	return c.closer()
 }
 
-// TokenGenerator signs NSM tokens: ES256 JWTs with the SVID key, or an
-// opaque token in insecure mode.
+// TokenGenerator signs NSM tokens: ES256 JWTs with the SVID key, or
+// unsigned JWTs (alg "none", subject spiffe://causeway.local/insecure) in
+// insecure mode, which the SDK can still read its path ids from.
 func (c *Credentials) TokenGenerator() token.GeneratorFunc {
 	if c.source != nil {
 		return spiffejwt.TokenGeneratorFunc(c.source, c.lifetime)
 	}
-	lifetime := c.lifetime
-	return func(grpccreds.AuthInfo) (string, time.Time, error) {
-		return "insecure", time.Now().Add(lifetime), nil
-	}
+	return unsignedTokens(insecureSubject, c.lifetime)
 }
 
 // ClientTLSConfig is the mTLS client configuration (nil in insecure mode).

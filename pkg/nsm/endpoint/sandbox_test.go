@@ -1,0 +1,252 @@
+package endpoint_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
+	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
+	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/internal/sandboxtest"
+	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/mtu"
+	"github.com/causeway-net/causeway/pkg/proxy"
+)
+
+func TestMain(m *testing.M) {
+	sandboxtest.Quiet()
+	goleak.VerifyTestMain(m)
+}
+
+const service = "proxy.conduit-a.trench-a.ns"
+
+// targetSetter plays the proxy: each target connection gets a -src address
+// (the target's), a -dst address (the proxy side) and the bridge as gateway.
+type targetSetter struct {
+	base   int
+	mu     sync.Mutex
+	addrs  map[string][2]string
+	sets   int
+	unsets int
+}
+
+func (s *targetSetter) SetIPContext(_ context.Context, conn *networkservice.Connection, t proxy.ConnType) error {
+	if t != proxy.TargetConn {
+		return fmt.Errorf("unexpected type %v", t)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sets++
+	a, ok := s.addrs[conn.GetId()]
+	if !ok {
+		n := s.base + 2*len(s.addrs)
+		a = [2]string{fmt.Sprintf("172.16.0.%d/24", n), fmt.Sprintf("172.16.0.%d/24", n+1)}
+		s.addrs[conn.GetId()] = a
+	}
+	if conn.GetContext() == nil {
+		conn.Context = &networkservice.ConnectionContext{}
+	}
+	conn.GetContext().IpContext = &networkservice.IPContext{
+		SrcIpAddrs:    []string{a[0]},
+		DstIpAddrs:    []string{a[1]},
+		ExtraPrefixes: []string{"172.16.0.1/24"},
+	}
+	return nil
+}
+
+func (s *targetSetter) UnsetIPContext(context.Context, *networkservice.Connection, proxy.ConnType) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsets++
+	return nil
+}
+
+func (s *targetSetter) counts() (int, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sets, s.unsets
+}
+
+type handler struct {
+	mu     sync.Mutex
+	events []string
+	last   proxy.Interface
+}
+
+func (h *handler) InterfaceCreated(i proxy.Interface) { h.add("created", i) }
+func (h *handler) InterfaceDeleted(i proxy.Interface) { h.add("deleted", i) }
+func (h *handler) add(op string, i proxy.Interface) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, fmt.Sprintf("%s %d", op, i.Index))
+	h.last = i
+}
+func (h *handler) snapshot() ([]string, proxy.Interface) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.events...), h.last
+}
+
+// ifnames records the interface name the forwarder will give the proxy's
+// side of each connection.
+type ifnames struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *ifnames) Request(ctx context.Context, req *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
+	conn, err := next.Server(ctx).Request(ctx, req)
+	if err == nil {
+		r.mu.Lock()
+		r.names = append(r.names, kernelmech.ToMechanism(conn.GetMechanism()).GetInterfaceName())
+		r.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (r *ifnames) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
+	return next.Server(ctx).Close(ctx, conn)
+}
+
+func (r *ifnames) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.names) == 0 {
+		return ""
+	}
+	return r.names[len(r.names)-1]
+}
+
+type proxyUnderTest struct {
+	ep      *endpoint.Endpoint
+	setter  *targetSetter
+	handler *handler
+	monitor *interfacemonitor.Monitor
+	names   *ifnames
+}
+
+func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node string, base int) *proxyUnderTest {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	creds := credentials.Insecure(quiet, time.Hour)
+	p := &proxyUnderTest{setter: &targetSetter{base: base, addrs: map[string][2]string{}}, handler: &handler{}, names: &ifnames{}}
+	p.monitor = interfacemonitor.New(p.handler, interfacemonitor.WithLogger(quiet))
+	ep, err := endpoint.Start(ctx, endpoint.Config{
+		Name:           name,
+		Service:        service,
+		NodeName:       node,
+		ConnectTo:      nsmgrURL,
+		TokenGenerator: creds.TokenGenerator(),
+		DialOptions:    creds.NSMDialOptions(),
+		ServerOptions:  creds.NSMServerOptions(),
+		Elements: []networkservice.NetworkServiceServer{
+			sandboxtest.KernelServer(),
+			ipcontext.NewServer(p.setter, ipcontext.WithLogger(quiet)),
+			interfacemonitor.NewServer(p.monitor, interfacemonitor.WithLogger(quiet)),
+			mtu.NewServer(mtu.WithMTU(1450)),
+			p.names,
+		},
+	},
+		endpoint.WithListenURL(&url.URL{Scheme: "tcp", Host: "127.0.0.1:0"}),
+		endpoint.WithAuthorizeServer(creds.AuthorizeServer()),
+		endpoint.WithLogger(quiet),
+	)
+	require.NoError(t, err)
+	p.ep = ep
+	return p
+}
+
+func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	domain := sandboxtest.NewDomain(ctx, t, 0)
+	nsmgrURL := domain.Nodes[0].NSMgr.URL
+
+	proxyA := startProxy(ctx, t, nsmgrURL, "proxy-a", "node-a", 10)
+	proxyB := startProxy(ctx, t, nsmgrURL, "proxy-b", "node-b", 100)
+	require.Equal(t, "node-a", proxyA.ep.Registration().GetNetworkServiceLabels()[service].GetLabels()[endpoint.NodeNameLabel])
+
+	nsc := domain.Nodes[0].NewClient(ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(kernel.NewClient()))
+	request := func(id, node string) *networkservice.NetworkServiceRequest {
+		return &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+			Id: id, NetworkService: service, Labels: map[string]string{endpoint.NodeNameLabel: node},
+		}}
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+
+	connA, err := nsc.Request(rctx, request("target-1", "node-a"))
+	require.NoError(t, err)
+	require.Equal(t, "proxy-a", connA.GetNetworkServiceEndpointName(), "a target is routed to the proxy of its node")
+	ipc := connA.GetContext().GetIpContext()
+	require.Equal(t, []string{"172.16.0.10/24"}, ipc.GetSrcIpAddrs())
+	require.Equal(t, []string{"172.16.0.11/24"}, ipc.GetDstIpAddrs())
+	require.Equal(t, []string{"172.16.0.1/24"}, ipc.GetExtraPrefixes(), "the gateways reach the target")
+	require.Equal(t, uint32(1450), connA.GetContext().GetMTU())
+	require.Equal(t, kernelmech.MECHANISM, connA.GetMechanism().GetType())
+
+	connB, err := nsc.Request(rctx, request("target-2", "node-b"))
+	require.NoError(t, err)
+	require.Equal(t, "proxy-b", connB.GetNetworkServiceEndpointName())
+	require.Equal(t, []string{"172.16.0.100/24"}, connB.GetContext().GetIpContext().GetSrcIpAddrs())
+
+	// The forwarder creates the proxy-side link after the Request.
+	ifname := proxyA.names.last()
+	require.NotEmpty(t, ifname)
+	proxyA.monitor.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 42, Name: ifname})
+	events, last := proxyA.handler.snapshot()
+	require.Equal(t, []string{"created 42"}, events)
+	require.Equal(t, proxy.TargetConn, last.Type)
+	require.Equal(t, "172.16.0.11/24", last.LocalAddrs[0].String())
+	require.Equal(t, "172.16.0.10", last.NeighborAddrs[0].String())
+
+	// A refresh keeps the addresses and releases nothing.
+	refreshed, err := nsc.Request(rctx, &networkservice.NetworkServiceRequest{Connection: connA.Clone()})
+	require.NoError(t, err)
+	require.Equal(t, ipc.GetSrcIpAddrs(), refreshed.GetContext().GetIpContext().GetSrcIpAddrs())
+	require.Equal(t, ipc.GetDstIpAddrs(), refreshed.GetContext().GetIpContext().GetDstIpAddrs())
+	sets, unsets := proxyA.setter.counts()
+	require.Equal(t, 2, sets)
+	require.Equal(t, 0, unsets)
+	events, _ = proxyA.handler.snapshot()
+	require.Equal(t, []string{"created 42"}, events, "an unchanged refresh announces nothing")
+
+	_, err = nsc.Close(rctx, refreshed)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, u := proxyA.setter.counts(); return u == 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		ev, _ := proxyA.handler.snapshot()
+		return len(ev) == 2 && ev[1] == "deleted 42"
+	}, 20*time.Second, 20*time.Millisecond)
+	_, err = nsc.Close(rctx, connB)
+	require.NoError(t, err)
+
+	// Stop unregisters the endpoint.
+	require.NoError(t, proxyA.ep.Stop(ctx))
+	require.NoError(t, proxyB.ep.Stop(ctx))
+	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
+		registryclient.WithClientURL(nsmgrURL), registryclient.WithDialOptions(sandbox.DialOptions()...))
+	stream, err := reg.Find(rctx, &registryapi.NetworkServiceEndpointQuery{
+		NetworkServiceEndpoint: &registryapi.NetworkServiceEndpoint{NetworkServiceNames: []string{service}},
+	})
+	require.NoError(t, err)
+	require.Empty(t, registryapi.ReadNetworkServiceEndpointList(stream))
+}
