@@ -48,17 +48,15 @@ func BenchmarkSetIPContext(b *testing.B) {
 		}},
 	}
 	for _, be := range backends {
-		for _, global := range []bool{false, true} {
-			mode := "parallel"
-			if global {
-				mode = "global-lock"
-			}
+		for _, mode := range []string{"parallel", "global-lock", "meridio"} {
+			global := mode != "parallel"
 			b.Run(be.name+"/"+mode, func(b *testing.B) {
 				p, err := New(context.Background(), Config{
 					Conduit: "conduit-a", Trench: "trench-a", Node: "bench",
 					IPAM: be.ipam(b), Dataplane: &fakeDataplane{}, Logger: testLogger(),
 				})
 				require.NoError(b, err)
+				p.serialFamilies = mode == "meridio"
 				defer func() { require.NoError(b, p.Close(context.Background())) }()
 				benchSetups(b, p, global, 64)
 			})

@@ -37,7 +37,7 @@ func TestNewRetriesBridgeWithoutDuplicates(t *testing.T) {
 	defer func() { require.NoError(t, p.Close(context.Background())) }()
 	require.Equal(t, 1, ipam.countCalls("Allocate IPV4/bridge"))
 	require.Equal(t, 4, ipam.countCalls("Allocate IPV6/bridge"))
-	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("172.16.0.1/24"), netip.MustParsePrefix("fd00:0:0:1::1/64")},
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("172.16.0.1/24"), netip.MustParsePrefix("fd00::1/64")},
 		p.bridgePrefixes())
 	require.Equal(t, uint64(3), p.Stats().IPAMErrors)
 }

@@ -33,7 +33,7 @@ type fakeIPAM struct {
 
 	mu       sync.Mutex
 	nodes    map[string]*fakeNode
-	nextNode int
+	nextNode map[ipamv1.IPFamily]int
 	calls    []string // "Allocate <family>/<name>" / "Release <family>/<name>"
 	hook     func(ctx context.Context, method string, c *ipamv1.Child) error
 	latency  time.Duration
@@ -48,6 +48,17 @@ type fakeNode struct {
 }
 
 func newFakeIPAM() *fakeIPAM { return &fakeIPAM{nodes: map[string]*fakeNode{}} }
+
+// nextNodeIndex numbers node subnets per family, so that the subnets do not
+// depend on the order in which families are first asked for.
+func (f *fakeIPAM) nextNodeIndex(fam ipamv1.IPFamily) int {
+	if f.nextNode == nil {
+		f.nextNode = map[ipamv1.IPFamily]int{}
+	}
+	i := f.nextNode[fam]
+	f.nextNode[fam]++
+	return i
+}
 
 func nodeKey(s *ipamv1.Subnet) string {
 	return fmt.Sprintf("%s/%s/%s/%d", s.GetConduit().GetTrench().GetName(), s.GetConduit().GetName(),
@@ -91,14 +102,14 @@ func (f *fakeIPAM) allocateLocked(s *ipamv1.Subnet, name string) (netip.Addr, in
 	k := nodeKey(s)
 	n := f.nodes[k]
 	if n == nil {
-		f.nextNode++
+		i := f.nextNodeIndex(s.GetIpFamily())
 		var sub netip.Prefix
 		if s.GetIpFamily() == ipamv1.IPFamily_IPV4 && f.wide {
-			sub = netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", f.nextNode-1))
+			sub = netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", i))
 		} else if s.GetIpFamily() == ipamv1.IPFamily_IPV4 {
-			sub = netip.MustParsePrefix(fmt.Sprintf("172.16.%d.0/24", f.nextNode-1))
+			sub = netip.MustParsePrefix(fmt.Sprintf("172.16.%d.0/24", i))
 		} else {
-			sub = netip.MustParsePrefix(fmt.Sprintf("fd00:0:0:%x::/64", f.nextNode-1))
+			sub = netip.MustParsePrefix(fmt.Sprintf("fd00:0:0:%x::/64", i))
 		}
 		n = &fakeNode{subnet: sub, byName: map[string]netip.Addr{}, used: map[netip.Addr]bool{}}
 		f.nodes[k] = n

@@ -20,14 +20,14 @@ func TestInterfaceEventsDriveDataplane(t *testing.T) {
 	e.p.InterfaceCreated(Interface{Index: 7, Name: "tgt-1", Type: TargetConn, ConnID: "t1",
 		LocalAddrs: []netip.Prefix{netip.MustParsePrefix("172.16.0.3/24")}, NeighborAddrs: addrs("172.16.0.2")})
 	e.p.InterfaceCreated(Interface{Index: 9, Name: "lb-1", Type: LBConn, ConnID: "lb1",
-		NeighborAddrs: addrs("172.16.0.5", "fd00:0:0:1::5")})
+		NeighborAddrs: addrs("172.16.0.5", "fd00::5")})
 	e.p.InterfaceCreated(Interface{Index: 8, Name: "lb-2", Type: LBConn, ConnID: "lb2",
 		NeighborAddrs: addrs("172.16.0.7")})
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 3 })
 	require.Equal(t, []int{7, 8, 9}, s.Ports)
 	// Target neighbours are not nexthops.
-	require.Equal(t, "[172.16.0.5 172.16.0.7 fd00:0:0:1::5]", sprint(s.Nexthops))
-	require.Equal(t, "[172.16.0.1/24 fd00:0:0:1::1/64]", sprint(s.BridgeAddrs))
+	require.Equal(t, "[172.16.0.5 172.16.0.7 fd00::5]", sprint(s.Nexthops))
+	require.Equal(t, "[172.16.0.1/24 fd00::1/64]", sprint(s.BridgeAddrs))
 
 	// A kernel delete knows only the index: port and nexthops go.
 	e.p.InterfaceDeleted(Interface{Index: 9})

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 
@@ -91,7 +92,11 @@ func (p *Proxy) children(id string) []childKey {
 // the connection's IP context (a refresh, or a heal after a proxy restart) —
 // are never released on failure: an interface may be using them, and
 // releasing them would let the IPAM hand them out twice. Closing the
-// connection releases them.
+// connection releases them. (A call that timed out may be committed by the
+// IPAM after the rollback's release; such an address is held until the
+// connection's close or the IPAM's lease collection frees it.)
+//
+// The families are allocated in parallel, "-src" before "-dst" in each.
 func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connection, t ConnType) error {
 	id, err := connID(conn, t)
 	if err != nil {
@@ -128,15 +133,11 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	ipc := conn.GetContext().GetIpContext()
 	inUse := addrSet(ipc.GetSrcIpAddrs(), ipc.GetDstIpAddrs())
 
-	got := map[childKey]netip.Prefix{}
-	for _, k := range p.children(id) {
-		pfx, err := p.allocate(ctx, k.Family, k.Name)
-		if err != nil {
-			p.rollback(id, t, prior, inUse, got, k, log)
-			log.Error("IP context not set", "error", err)
-			return fmt.Errorf("set IP context of %s: %w", id, err)
-		}
-		got[k] = pfx
+	got, failed, err := p.allocateChildren(ctx, id)
+	if err != nil {
+		p.rollback(id, t, prior, inUse, got, failed, log)
+		log.Error("IP context not set", "error", err)
+		return fmt.Errorf("set IP context of %s: %w", id, err)
 	}
 	p.followNodeSubnet(ctx, id, got, log)
 
@@ -178,6 +179,61 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 		log.Debug("IP context refreshed", "ipContext", after)
 	}
 	return nil
+}
+
+// allocateChildren allocates the children of id: the families in parallel,
+// "-src" before "-dst" within a family (so that addresses are handed out in
+// a deterministic order). After an error no new call is started, but calls
+// in flight are not cancelled: a cancelled call may still be committed by
+// the IPAM after the rollback's release, while a call that completes has a
+// definite outcome. It returns what was allocated, and the children whose
+// call failed (the IPAM may have allocated them anyway, e.g. on a timeout).
+func (p *Proxy) allocateChildren(ctx context.Context, id string) (got map[childKey]netip.Prefix, failed []childKey, err error) {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	got = map[childKey]netip.Prefix{}
+	family := func(f ipamv1.IPFamily) {
+		for _, k := range []childKey{{f, id + srcSuffix}, {f, id + dstSuffix}} {
+			mu.Lock()
+			stop := len(errs) > 0
+			mu.Unlock()
+			if stop {
+				return
+			}
+			pfx, err := p.allocate(ctx, k.Family, k.Name)
+			mu.Lock()
+			if err != nil {
+				failed = append(failed, k)
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			got[k] = pfx
+			mu.Unlock()
+		}
+	}
+	if p.serialFamilies {
+		for _, f := range p.cfg.Families {
+			family(f)
+		}
+		return got, failed, errors.Join(errs...)
+	}
+	for _, f := range p.cfg.Families[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			family(f)
+		}()
+	}
+	family(p.cfg.Families[0])
+	wg.Wait()
+	if len(errs) > 0 {
+		return got, failed, errors.Join(errs...)
+	}
+	return got, nil, nil
 }
 
 // followNodeSubnet renews the bridge address of a family when an allocation
@@ -234,7 +290,7 @@ func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connectio
 // rollback schedules the release of the children a failed SetIPContext
 // created; see SetIPContext for what is never released.
 func (p *Proxy) rollback(id string, t ConnType, prior map[childKey]netip.Prefix, inUse map[netip.Addr]bool,
-	got map[childKey]netip.Prefix, failed childKey, log *slog.Logger) {
+	got map[childKey]netip.Prefix, failed []childKey, log *slog.Logger) {
 	var undo []childKey
 	for _, k := range p.children(id) {
 		if _, known := prior[k]; known {
@@ -246,10 +302,10 @@ func (p *Proxy) rollback(id string, t ConnType, prior map[childKey]netip.Prefix,
 			}
 			continue
 		}
-		// The failed call may have allocated anyway (e.g. a timeout after
-		// the IPAM committed): release it too, unless the connection
-		// already carries addresses of which it could be one.
-		if k == failed && len(inUse) == 0 {
+		// A failed or cancelled call may have allocated anyway (e.g. a
+		// timeout after the IPAM committed): release it too, unless the
+		// connection already carries addresses of which it could be one.
+		if slices.Contains(failed, k) && len(inUse) == 0 {
 			undo = append(undo, k)
 		}
 	}

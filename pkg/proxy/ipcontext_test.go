@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 )
 
 // After New, the fake IPAM has given the bridge 172.16.0.1/24 and
-// fd00:0:0:1::1/64; a connection's -src and -dst children then get .2 and
+// fd00::1/64; a connection's -src and -dst children then get .2 and
 // .3 (::2 and ::3) of the same node subnets.
 
 func TestSetIPContextLB(t *testing.T) {
@@ -24,21 +25,27 @@ func TestSetIPContextLB(t *testing.T) {
 
 	ipc := ipcOf(conn)
 	// The LB side gets the -src addresses, the proxy side the -dst ones.
-	require.Equal(t, []string{"172.16.0.3/24", "fd00:0:0:1::3/64"}, ipc.GetSrcIpAddrs())
-	require.Equal(t, []string{"172.16.0.2/24", "fd00:0:0:1::2/64"}, ipc.GetDstIpAddrs())
+	require.Equal(t, []string{"172.16.0.3/24", "fd00::3/64"}, ipc.GetSrcIpAddrs())
+	require.Equal(t, []string{"172.16.0.2/24", "fd00::2/64"}, ipc.GetDstIpAddrs())
 	require.Empty(t, ipc.GetExtraPrefixes())
-	require.Equal(t, []string{
-		"Allocate IPV4/bridge", "Allocate IPV6/bridge",
-		"Allocate IPV4/proxy-a-lb-1-src", "Allocate IPV4/proxy-a-lb-1-dst",
-		"Allocate IPV6/proxy-a-lb-1-src", "Allocate IPV6/proxy-a-lb-1-dst",
-	}, e.ipam.callLog())
+	// Families are allocated in parallel, -src before -dst in each.
+	var v4, v6 []string
+	for _, c := range e.ipam.callLog() {
+		if strings.Contains(c, "IPV4") {
+			v4 = append(v4, c)
+		} else {
+			v6 = append(v6, c)
+		}
+	}
+	require.Equal(t, []string{"Allocate IPV4/bridge", "Allocate IPV4/proxy-a-lb-1-src", "Allocate IPV4/proxy-a-lb-1-dst"}, v4)
+	require.Equal(t, []string{"Allocate IPV6/bridge", "Allocate IPV6/proxy-a-lb-1-src", "Allocate IPV6/proxy-a-lb-1-dst"}, v6)
 
 	// A refresh renews the same children and gives the same addresses, even
 	// if the request carries something else (LB addresses are overwritten).
 	ipc.SrcIpAddrs = []string{"10.9.9.9/24"}
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
-	require.Equal(t, []string{"172.16.0.3/24", "fd00:0:0:1::3/64"}, ipc.GetSrcIpAddrs())
-	require.Equal(t, []string{"172.16.0.2/24", "fd00:0:0:1::2/64"}, ipc.GetDstIpAddrs())
+	require.Equal(t, []string{"172.16.0.3/24", "fd00::3/64"}, ipc.GetSrcIpAddrs())
+	require.Equal(t, []string{"172.16.0.2/24", "fd00::2/64"}, ipc.GetDstIpAddrs())
 	require.Equal(t, 1, e.p.Stats().Connections)
 	require.Equal(t, 2+4, e.p.Stats().Allocations)
 }
@@ -49,9 +56,9 @@ func TestSetIPContextTargetFirstRequest(t *testing.T) {
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
 
 	ipc := ipcOf(conn)
-	require.Equal(t, []string{"172.16.0.2/24", "fd00:0:0:1::2/64"}, ipc.GetSrcIpAddrs())
-	require.Equal(t, []string{"172.16.0.3/24", "fd00:0:0:1::3/64"}, ipc.GetDstIpAddrs())
-	require.Equal(t, []string{"172.16.0.1/24", "fd00:0:0:1::1/64"}, ipc.GetExtraPrefixes())
+	require.Equal(t, []string{"172.16.0.2/24", "fd00::2/64"}, ipc.GetSrcIpAddrs())
+	require.Equal(t, []string{"172.16.0.3/24", "fd00::3/64"}, ipc.GetDstIpAddrs())
+	require.Equal(t, []string{"172.16.0.1/24", "fd00::1/64"}, ipc.GetExtraPrefixes())
 	// Keyed by the target's path segment id, not by the connection id.
 	require.Contains(t, e.ipam.children(), "IPV4/target-1-proxy.conduit-a.trench-a.ns-0-src")
 	require.NotContains(t, sprint(e.ipam.children()), "nse-side")
@@ -61,12 +68,12 @@ func TestSetIPContextTargetUpdateStillValid(t *testing.T) {
 	e := newTestEnv(t)
 	conn := targetConn("t1")
 	conn.Context = &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{
-		SrcIpAddrs:    []string{"20.0.0.1/32", "172.16.0.2/24", "2000::1/128", "fd00:0:0:1::2/64"},
-		DstIpAddrs:    []string{"172.16.0.3/24", "fd00:0:0:1::3/64"},
-		ExtraPrefixes: []string{"172.16.0.1/24", "fd00:0:0:1::1/64"},
+		SrcIpAddrs:    []string{"20.0.0.1/32", "172.16.0.2/24", "2000::1/128", "fd00::2/64"},
+		DstIpAddrs:    []string{"172.16.0.3/24", "fd00::3/64"},
+		ExtraPrefixes: []string{"172.16.0.1/24", "fd00::1/64"},
 		Policies: []*networkservice.PolicyRoute{
 			{From: "20.0.0.1/32", Routes: []*networkservice.Route{{Prefix: "0.0.0.0/0", NextHop: "172.16.0.1"}}},
-			{From: "2000::1/128", Routes: []*networkservice.Route{{Prefix: "::/0", NextHop: "fd00:0:0:1::1"}}},
+			{From: "2000::1/128", Routes: []*networkservice.Route{{Prefix: "::/0", NextHop: "fd00::1"}}},
 		},
 	}}
 	want := proto.Clone(conn).(*networkservice.Connection)
@@ -92,11 +99,11 @@ func TestSetIPContextTargetUpdateNewIPs(t *testing.T) {
 	}}
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
 	ipc := ipcOf(conn)
-	require.Equal(t, []string{"20.0.0.1/32", "2000::1/128", "172.16.0.2/24", "fd00:0:0:1::2/64"}, ipc.GetSrcIpAddrs())
-	require.Equal(t, []string{"172.16.0.3/24", "fd00:0:0:1::3/64"}, ipc.GetDstIpAddrs())
-	require.Equal(t, []string{"172.16.0.1/24", "fd00:0:0:1::1/64"}, ipc.GetExtraPrefixes())
+	require.Equal(t, []string{"20.0.0.1/32", "2000::1/128", "172.16.0.2/24", "fd00::2/64"}, ipc.GetSrcIpAddrs())
+	require.Equal(t, []string{"172.16.0.3/24", "fd00::3/64"}, ipc.GetDstIpAddrs())
+	require.Equal(t, []string{"172.16.0.1/24", "fd00::1/64"}, ipc.GetExtraPrefixes())
 	require.Equal(t, "172.16.0.1", ipc.GetPolicies()[0].GetRoutes()[0].GetNextHop())
-	require.Equal(t, "fd00:0:0:1::1", ipc.GetPolicies()[1].GetRoutes()[0].GetNextHop())
+	require.Equal(t, "fd00::1", ipc.GetPolicies()[1].GetRoutes()[0].GetNextHop())
 	require.Equal(t, "192.0.2.1", ipc.GetPolicies()[2].GetRoutes()[0].GetNextHop())
 }
 
@@ -114,13 +121,13 @@ func TestSetIPContextFollowsNodeSubnetChange(t *testing.T) {
 	// out new ones. The refresh notices, renews the bridge and rewrites.
 	e.ipam.dropNodes()
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
-	// The new subnets are 172.16.2.0/24 and fd00:0:0:3::/64; the
+	// The new subnets are 172.16.1.0/24 and fd00:0:0:1::/64; the
 	// connection's children come first, the bridge's renewal after.
-	require.Equal(t, []string{"20.0.0.1/32", "172.16.2.1/24", "fd00:0:0:3::1/64"}, ipc.GetSrcIpAddrs())
-	require.Equal(t, []string{"172.16.2.2/24", "fd00:0:0:3::2/64"}, ipc.GetDstIpAddrs())
-	require.Equal(t, []string{"172.16.2.3/24", "fd00:0:0:3::3/64"}, ipc.GetExtraPrefixes())
-	require.Equal(t, "172.16.2.3", ipc.GetPolicies()[0].GetRoutes()[0].GetNextHop())
-	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.BridgeAddrs) == "[172.16.2.3/24 fd00:0:0:3::3/64]" })
+	require.Equal(t, []string{"20.0.0.1/32", "172.16.1.1/24", "fd00:0:0:1::1/64"}, ipc.GetSrcIpAddrs())
+	require.Equal(t, []string{"172.16.1.2/24", "fd00:0:0:1::2/64"}, ipc.GetDstIpAddrs())
+	require.Equal(t, []string{"172.16.1.3/24", "fd00:0:0:1::3/64"}, ipc.GetExtraPrefixes())
+	require.Equal(t, "172.16.1.3", ipc.GetPolicies()[0].GetRoutes()[0].GetNextHop())
+	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.BridgeAddrs) == "[172.16.1.3/24 fd00:0:0:1::3/64]" })
 	require.Equal(t, uint64(2), e.p.Stats().BridgeAddrChanges)
 }
 

@@ -25,6 +25,9 @@ type Proxy struct {
 	log     *slog.Logger
 	subnets map[ipamv1.IPFamily]*ipamv1.Subnet
 	locks   keyLocks
+	// serialFamilies allocates the families one after the other (only the
+	// benchmark's Meridio-like baseline sets it).
+	serialFamilies bool
 
 	mu         sync.Mutex
 	closed     bool

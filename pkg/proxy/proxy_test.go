@@ -73,5 +73,5 @@ func TestNewAllocatesBridgeInFamilyOrder(t *testing.T) {
 	})
 	require.Equal(t, []string{"Allocate IPV4/bridge", "Allocate IPV6/bridge"}, e.ipam.callLog())
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.BridgeAddrs) == 2 })
-	require.Equal(t, "[172.16.0.1/24 fd00:0:0:1::1/64]", sprint(s.BridgeAddrs))
+	require.Equal(t, "[172.16.0.1/24 fd00::1/64]", sprint(s.BridgeAddrs))
 }
