@@ -1,47 +1,13 @@
 package proxy
 
-// tombstoneLimit bounds the memory of deleted interfaces.
-const tombstoneLimit = 256
-
-// tombstones remembers recently deleted interfaces by (index, name) so that
-// a create event delivered after the delete of the same link is ignored.
-// Kernel indexes and NSM interface names are not reused together in
-// practice, so the pair identifies one link.
-type tombstones struct {
-	order []tombKey
-	set   map[tombKey]struct{}
-}
-
-type tombKey struct {
-	index int
-	name  string
-}
-
-func (t *tombstones) add(k tombKey) {
-	if t.set == nil {
-		t.set = map[tombKey]struct{}{}
-	}
-	if _, ok := t.set[k]; ok {
-		return
-	}
-	t.set[k] = struct{}{}
-	t.order = append(t.order, k)
-	if len(t.order) > tombstoneLimit {
-		delete(t.set, t.order[0])
-		t.order = t.order[1:]
-	}
-}
-
-func (t *tombstones) has(k tombKey) bool {
-	_, ok := t.set[k]
-	return ok
-}
-
 // InterfaceCreated records an NSM interface of the proxy's namespace: it
 // becomes a bridge port, and for an LB connection its NeighborAddrs become
 // ECMP nexthops. A second create for the same index replaces the first (a
-// refresh may change the addresses). A create for a link already reported
-// deleted is ignored.
+// refresh may change the addresses). Events are applied in the order they
+// arrive, the last one wins: a create after a delete of the same link adds
+// it again (the interface monitor announces an address change as a delete
+// followed by a create of the same link). The dataplane ignores ports whose
+// link no longer exists.
 func (p *Proxy) InterfaceCreated(i Interface) {
 	log := p.log.With("index", i.Index, "name", i.Name, "type", i.Type.String(), "connID", i.ConnID)
 	if i.Index <= 0 || (i.Type != TargetConn && i.Type != LBConn) {
@@ -49,11 +15,6 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 		return
 	}
 	p.mu.Lock()
-	if p.tombstones.has(tombKey{i.Index, i.Name}) {
-		p.mu.Unlock()
-		log.Info("interface create ignored: the link was already deleted")
-		return
-	}
 	old, had := p.ifaces[i.Index]
 	p.ifaces[i.Index] = i
 	p.mu.Unlock()
@@ -76,14 +37,7 @@ func (p *Proxy) InterfaceDeleted(i Interface) {
 	}
 	p.mu.Lock()
 	old, had := p.ifaces[i.Index]
-	name := i.Name
-	if had {
-		name = old.Name
-		delete(p.ifaces, i.Index)
-	}
-	if name != "" {
-		p.tombstones.add(tombKey{i.Index, name})
-	}
+	delete(p.ifaces, i.Index)
 	p.mu.Unlock()
 	if !had {
 		p.log.Debug("interface delete of an unknown interface", "index", i.Index, "name", i.Name)

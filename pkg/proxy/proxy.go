@@ -29,16 +29,15 @@ type Proxy struct {
 	// benchmark's Meridio-like baseline sets it).
 	serialFamilies bool
 
-	mu         sync.Mutex
-	closed     bool
-	bridge     map[ipamv1.IPFamily]netip.Prefix
-	conns      map[string]*connState
-	ifaces     map[int]Interface
-	tombstones tombstones
-	vipWanted  []netip.Prefix
-	vips       []netip.Prefix
-	vipFlush   []netip.Prefix // removed VIPs whose conntrack entries are still to flush
-	counters   counters
+	mu        sync.Mutex
+	closed    bool
+	bridge    map[ipamv1.IPFamily]netip.Prefix
+	conns     map[string]*connState
+	ifaces    map[int]Interface
+	vipWanted []netip.Prefix
+	vips      []netip.Prefix
+	vipFlush  []netip.Prefix // removed VIPs whose conntrack entries are still to flush
+	counters  counters
 
 	dirty chan struct{} // capacity 1: a sync is due
 
