@@ -259,7 +259,8 @@ func (p *Proxy) followNodeSubnet(ctx context.Context, id string, got map[childKe
 // UnsetIPContext schedules the release of a connection's addresses after
 // ReleaseDelay and returns at once: a slow or unreachable IPAM never blocks
 // it. A SetIPContext for the same id before the release is done cancels it.
-// If a release is already pending for the id, it is kept as it is.
+// If a release is already pending for the id, it is kept as it is. After a
+// failed first request (a rollback is running), the release is immediate.
 func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connection, t ConnType) error {
 	id, err := connID(conn, t)
 	if err != nil {
@@ -276,15 +277,33 @@ func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connectio
 		st = &connState{id: id, typ: t, allocs: map[childKey]netip.Prefix{}}
 		p.conns[id] = st
 	}
+	delay := p.cfg.ReleaseDelay
 	if st.release != nil {
 		if st.release.full {
 			return nil
 		}
-		st.release.cancel() // a rollback, superseded by the full release
+		// A rollback is running: superseded by a full release. If the id
+		// holds nothing but what the failed request took, the connection
+		// was never established and nobody can be using its addresses:
+		// release them at once.
+		if onlyChildren(st.allocs, st.release.children) {
+			delay = 0
+		}
+		st.release.cancel()
 	}
-	p.scheduleReleaseLocked(st, p.children(id), true, p.cfg.ReleaseDelay)
-	p.log.Info("address release scheduled", "id", id, "type", t.String(), "delay", p.cfg.ReleaseDelay)
+	p.scheduleReleaseLocked(st, p.children(id), true, delay)
+	p.log.Info("address release scheduled", "id", id, "type", t.String(), "delay", delay)
 	return nil
+}
+
+// onlyChildren reports whether every allocation in allocs is one of ks.
+func onlyChildren(allocs map[childKey]netip.Prefix, ks []childKey) bool {
+	for k := range allocs {
+		if !slices.Contains(ks, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // rollback schedules the release of the children a failed SetIPContext

@@ -195,7 +195,8 @@ func TestUnsetUnknownIDReleasesByName(t *testing.T) {
 }
 
 // TestUnsetSupersedesRollback: a close during a rollback turns it into a
-// full (delayed) release.
+// full release: immediate when the connection was never established,
+// delayed when it holds addresses of an earlier request.
 func TestUnsetSupersedesRollback(t *testing.T) {
 	e := newTestEnv(t)
 	block := make(chan struct{})
@@ -220,8 +221,42 @@ func TestUnsetSupersedesRollback(t *testing.T) {
 	require.True(t, snap.Connections[0].PendingRelease)
 	require.False(t, snap.Connections[0].Rollback)
 	close(block)
-	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
-	e.clk.advance(releaseDelay)
+	// No clock advance needed.
 	require.Eventually(t, func() bool { return sprint(e.ipam.children()) == "[IPV4/bridge IPV6/bridge]" }, waitFor, tick)
 	require.Eventually(t, func() bool { return e.p.Stats().PendingReleases == 0 }, waitFor, tick)
+	require.Equal(t, 1, e.ipam.countCalls("Release IPV6/x-src"), "the rollback was cancelled")
+}
+
+func TestUnsetAfterFailedRefreshIsDelayed(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.Families = []ipamv1.IPFamily{ipamv1.IPFamily_IPV4} })
+	conn := lbConn("x")
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
+	// Dual-stack is enabled for a running connection (a new proxy on the
+	// same IPAM), and the new family fails: the IPv6 -src is rolled back,
+	// the IPv4 addresses are kept.
+	block := make(chan struct{})
+	defer close(block)
+	e.ipam.setHook(func(ctx context.Context, m string, c *ipamv1.Child) error {
+		if m == "Allocate" && c.GetName() == "x-dst" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV6 {
+			return errInjected
+		}
+		if m == "Release" {
+			select {
+			case <-block:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	e.p.mu.Lock()
+	e.p.cfg.Families = append(e.p.cfg.Families, ipamv1.IPFamily_IPV6)
+	e.p.subnets[ipamv1.IPFamily_IPV6] = &ipamv1.Subnet{Conduit: e.p.subnets[ipamv1.IPFamily_IPV4].Conduit,
+		Node: "worker-1", IpFamily: ipamv1.IPFamily_IPV6}
+	e.p.mu.Unlock()
+	conn.Context = nil // not carried: only the proxy's record says it existed
+	require.Error(t, e.p.SetIPContext(context.Background(), conn, LBConn))
+	require.Eventually(t, func() bool { return e.ipam.countCalls("Release IPV6/x-src") == 1 }, waitFor, tick)
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, LBConn))
+	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick, "a delayed release")
 }
