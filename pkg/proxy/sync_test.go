@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -67,4 +69,24 @@ func TestStatsAndSnapshot(t *testing.T) {
 	require.Contains(t, string(raw), `"IPV4/lb-1-dst":"172.16.0.3/24"`)
 	require.Contains(t, string(raw), `"Type":"lb"`)
 	require.Contains(t, string(raw), `"pendingRelease":true`)
+}
+
+func TestPrometheusCollector(t *testing.T) {
+	e := newTestEnv(t)
+	require.NoError(t, e.p.SetIPContext(t.Context(), lbConn("lb-1"), LBConn))
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(e.p))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			require.Equal(t, "conduit-a", m.GetLabel()[0].GetValue())
+			got[mf.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	require.Len(t, got, len(proxyMetrics))
+	require.Equal(t, 6.0, got["causeway_proxy_allocations"])
+	require.Equal(t, 1.0, got["causeway_proxy_connections"])
+	require.Equal(t, 0.0, got["causeway_proxy_rollbacks_total"])
 }
