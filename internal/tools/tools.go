@@ -16,6 +16,7 @@ import (
 	_ "github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
 	_ "github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	_ "github.com/prometheus/client_golang/prometheus"
+	_ "github.com/prometheus/client_golang/prometheus/promhttp"
 	_ "github.com/spiffe/go-spiffe/v2/workloadapi"
 	_ "github.com/stretchr/testify/require"
 	_ "github.com/ti-mo/conntrack"
