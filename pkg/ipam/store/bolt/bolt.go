@@ -1,15 +1,26 @@
-// Package bolt is the durable, embedded store.Store of the IPAM, on bbolt. A
-// batch is one read-write transaction, so one Apply costs one commit (with
-// fsync); the engine groups concurrent changes into one batch.
+// Package bolt is the durable, embedded store.Store of the IPAM, on bbolt.
+//
+// A B+tree rewrites every leaf page a transaction touches, so committing a
+// batch of changes scattered over many nodes would write (and fsync) one 4 KiB
+// page per change. Apply therefore appends the batch to a journal bucket with
+// sequential keys (a few pages per commit, whatever the batch size), and a
+// background compactor moves journal entries, oldest first and in bounded
+// chunks, into the main bucket. Load reads the main bucket and replays the
+// journal, so the state is the same at any point of a compaction.
 package bolt
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -17,17 +28,35 @@ import (
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 )
 
-var bucketName = []byte("prefixes")
+var (
+	mainBucket    = []byte("prefixes")
+	journalBucket = []byte("journal")
+)
+
+const (
+	// compactAfter is the journal length that triggers a compaction.
+	compactAfter = 4096
+	// compactChunk bounds the entries moved per transaction, so that a
+	// compaction never delays an Apply for long.
+	compactChunk = 512
+)
 
 // Store is a bbolt-backed store.Store.
 type Store struct {
-	db *bbolt.DB
+	db      *bbolt.DB
+	log     *slog.Logger
+	journal atomic.Int64 // entries in the journal (approximate)
+	kick    chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed, with its parent directory) the database at
-// path. It fails after lockTimeout if another process holds the file.
+// path, compacts its journal and starts the background compactor. It fails
+// after lockTimeout if another process holds the file.
 func Open(path string, lockTimeout time.Duration) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("create directory of %s: %w", path, err)
@@ -43,59 +72,95 @@ func Open(path string, lockTimeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	if err := db.Update(func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketName)
+		if _, err := tx.CreateBucketIfNotExists(mainBucket); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(journalBucket)
 		return err
 	}); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("create bucket in %s: %w", path, err)
+		return nil, fmt.Errorf("create buckets in %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	s := &Store{db: db, log: slog.Default(), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	if err := s.compact(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("compact journal of %s: %w", path, err)
+	}
+	s.wg.Add(1)
+	go s.compactor()
+	return s, nil
 }
 
-// Load returns every record in key order. Undecodable entries are an error.
+// Load returns every record in key order: the main bucket with the journal
+// replayed on top.
 func (s *Store) Load(context.Context) ([]store.Record, error) {
-	var out []store.Record
+	state := map[string][]byte{}
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucketName).ForEach(func(k, v []byte) error {
-			key, err := store.DecodeKey(k)
+		if err := tx.Bucket(mainBucket).ForEach(func(k, v []byte) error {
+			state[string(k)] = bytes.Clone(v)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(journalBucket).ForEach(func(_, e []byte) error {
+			kind, key, val, err := decodeEntry(e)
 			if err != nil {
 				return err
 			}
-			r, err := store.DecodeValue(key, v)
-			if err != nil {
-				return fmt.Errorf("key %q: %w", k, err)
+			switch kind {
+			case store.OpPut:
+				state[string(key)] = bytes.Clone(val)
+			case store.OpDelete:
+				delete(state, string(key))
+				sub := string(key) + "\x00"
+				for k := range state {
+					if len(k) > len(sub) && k[:len(sub)] == sub {
+						delete(state, k)
+					}
+				}
 			}
-			out = append(out, r)
 			return nil
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
+	keys := make([]string, 0, len(state))
+	for k := range state {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]store.Record, 0, len(keys))
+	for _, k := range keys {
+		key, err := store.DecodeKey([]byte(k))
+		if err != nil {
+			return nil, fmt.Errorf("load: %w", err)
+		}
+		r, err := store.DecodeValue(key, state[k])
+		if err != nil {
+			return nil, fmt.Errorf("load: key %q: %w", k, err)
+		}
+		out = append(out, r)
+	}
 	return out, nil
 }
 
-// Apply applies ops in one transaction and commits it (with fsync).
+// Apply appends ops to the journal in one transaction and commits it (with
+// fsync).
 func (s *Store) Apply(_ context.Context, ops []store.Op) error {
 	err := s.db.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketName)
+		j := tx.Bucket(journalBucket)
 		for _, op := range ops {
-			key := store.EncodeKey(op.Record.Key)
-			switch op.Kind {
-			case store.OpPut:
-				v, err := store.EncodeValue(op.Record)
-				if err != nil {
-					return err
-				}
-				if err := b.Put(key, v); err != nil {
-					return fmt.Errorf("put %q: %w", key, err)
-				}
-			case store.OpDelete:
-				if err := deleteTree(b, key, store.SubtreePrefix(op.Record.Key)); err != nil {
-					return err
-				}
-			default:
-				return errors.New("unknown op")
+			e, err := encodeEntry(op)
+			if err != nil {
+				return err
+			}
+			seq, err := j.NextSequence()
+			if err != nil {
+				return err
+			}
+			if err := j.Put(binary.BigEndian.AppendUint64(nil, seq), e); err != nil {
+				return fmt.Errorf("journal put: %w", err)
 			}
 		}
 		return nil
@@ -103,13 +168,74 @@ func (s *Store) Apply(_ context.Context, ops []store.Op) error {
 	if err != nil {
 		return fmt.Errorf("apply %d ops: %w", len(ops), err)
 	}
+	if s.journal.Add(int64(len(ops))) >= compactAfter {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 
-func deleteTree(b *bbolt.Bucket, key, sub []byte) error {
+func (s *Store) compactor() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+			if err := s.compact(); err != nil {
+				s.log.Error("ipam store: journal compaction failed", "error", err)
+			}
+		}
+	}
+}
+
+// compact moves the whole journal into the main bucket, in chunks.
+func (s *Store) compact() error {
+	for {
+		moved := 0
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			m, j := tx.Bucket(mainBucket), tx.Bucket(journalBucket)
+			c := j.Cursor()
+			for k, e := c.First(); k != nil && moved < compactChunk; k, e = c.First() {
+				kind, key, val, err := decodeEntry(e)
+				if err != nil {
+					return fmt.Errorf("journal entry %x: %w", k, err)
+				}
+				switch kind {
+				case store.OpPut:
+					err = m.Put(key, val)
+				case store.OpDelete:
+					err = deleteTree(m, key)
+				}
+				if err != nil {
+					return err
+				}
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				moved++
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		s.journal.Add(-int64(moved))
+		if moved < compactChunk {
+			s.journal.Store(0)
+			return nil
+		}
+	}
+}
+
+// deleteTree deletes key and every key below it.
+func deleteTree(b *bbolt.Bucket, key []byte) error {
 	if err := b.Delete(key); err != nil {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}
+	sub := append(bytes.Clone(key), 0)
 	c := b.Cursor()
 	for k, _ := c.Seek(sub); k != nil && bytes.HasPrefix(k, sub); k, _ = c.Seek(sub) {
 		if err := c.Delete(); err != nil {
@@ -119,7 +245,48 @@ func deleteTree(b *bbolt.Bucket, key, sub []byte) error {
 	return nil
 }
 
-// Close closes the database.
+// A journal entry is the op kind, the key length (uvarint), the key and, for
+// puts, the encoded value.
+func encodeEntry(op store.Op) ([]byte, error) {
+	key := store.EncodeKey(op.Record.Key)
+	e := []byte{byte(op.Kind)}
+	e = binary.AppendUvarint(e, uint64(len(key)))
+	e = append(e, key...)
+	switch op.Kind {
+	case store.OpPut:
+		v, err := store.EncodeValue(op.Record)
+		if err != nil {
+			return nil, err
+		}
+		e = append(e, v...)
+	case store.OpDelete:
+	default:
+		return nil, errors.New("unknown op")
+	}
+	return e, nil
+}
+
+func decodeEntry(e []byte) (store.OpKind, []byte, []byte, error) {
+	if len(e) < 2 {
+		return 0, nil, nil, errors.New("short journal entry")
+	}
+	kind := store.OpKind(e[0])
+	n, w := binary.Uvarint(e[1:])
+	if w <= 0 || uint64(len(e)-1-w) < n {
+		return 0, nil, nil, errors.New("malformed journal entry")
+	}
+	key := e[1+w : 1+w+int(n)]
+	val := e[1+w+int(n):]
+	if kind != store.OpPut && kind != store.OpDelete {
+		return 0, nil, nil, fmt.Errorf("unknown journal op %d", kind)
+	}
+	return kind, key, val, nil
+}
+
+// Close stops the compactor and closes the database. The journal is kept;
+// the next Open compacts it.
 func (s *Store) Close() error {
+	s.once.Do(func() { close(s.stop) })
+	s.wg.Wait()
 	return s.db.Close()
 }

@@ -3,9 +3,9 @@
 package memory
 
 import (
-	"bytes"
 	"context"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/causeway-net/causeway/pkg/ipam/store"
@@ -59,23 +59,41 @@ func (s *Store) Load(context.Context) ([]store.Record, error) {
 	return out, nil
 }
 
-// Apply applies ops atomically.
+// Apply applies ops atomically. Records go through the codec, as in a
+// durable store, so that Load returns what a bolt store returns.
 func (s *Store) Apply(_ context.Context, ops []store.Op) error {
+	recs := make([]store.Record, len(ops))
+	for i, op := range ops {
+		key, err := store.DecodeKey(store.EncodeKey(op.Record.Key))
+		if err != nil {
+			return err
+		}
+		recs[i].Key = key
+		if op.Kind == store.OpPut {
+			v, err := store.EncodeValue(op.Record)
+			if err != nil {
+				return err
+			}
+			if recs[i], err = store.DecodeValue(key, v); err != nil {
+				return err
+			}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
 		return s.fail
 	}
-	for _, op := range ops {
-		k := store.EncodeKey(op.Record.Key)
+	for i, op := range ops {
+		k := string(store.EncodeKey(recs[i].Key))
 		switch op.Kind {
 		case store.OpPut:
-			s.records[string(k)] = op.Record
+			s.records[k] = recs[i]
 		case store.OpDelete:
-			delete(s.records, string(k))
-			sub := store.SubtreePrefix(op.Record.Key)
+			delete(s.records, k)
+			sub := string(store.SubtreePrefix(recs[i].Key))
 			for key := range s.records {
-				if bytes.HasPrefix([]byte(key), sub) {
+				if strings.HasPrefix(key, sub) {
 					delete(s.records, key)
 				}
 			}
