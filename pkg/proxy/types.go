@@ -1,7 +1,3 @@
-// Package proxy is the proxy's state machine: it assigns addresses from the
-// IPAM to NSM connections (IP contexts), turns interface events into bridge
-// ports and ECMP nexthops, keeps the VIP rules, and releases addresses after a
-// cancellable delay. It drives the kernel only through pkg/dataplane.
 package proxy
 
 import "net/netip"
