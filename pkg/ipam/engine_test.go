@@ -196,6 +196,50 @@ func TestGCFirstRunAtStartAndDowntimeNotCounted(t *testing.T) {
 	}
 }
 
+// TestDowntimeExtensionIsPersisted: leases extended by one downtime are not
+// aged by it again after the next restart.
+func TestDowntimeExtensionIsPersisted(t *testing.T) {
+	for _, sc := range stores {
+		t.Run(sc.name, func(t *testing.T) {
+			open := sc.open(t)
+			clk := newClock()
+			cfg := baseConfig()
+			cfg.Now = clk.Now
+			cfg.GCInterval = time.Hour
+			cfg.GCThreshold = 10 * time.Minute
+			s := sub(IPv6, "c1", "w1")
+			restart := func(e *Engine, st store.Store, down time.Duration) (*Engine, store.Store) {
+				if e != nil {
+					e.Close()
+					require.NoError(t, closeIfBolt(st))
+				}
+				clk.Advance(down)
+				st = open()
+				e, err := New(context.Background(), st, cfg)
+				require.NoError(t, err)
+				return e, st
+			}
+			e, st := restart(nil, nil, 0)
+			alloc(t, e, s, "a-src")
+			e, st = restart(e, st, 3*time.Hour)
+			clk.Advance(time.Minute)
+			e, st = restart(e, st, time.Minute)
+			_, ok := e.lookup(s, "a-src")
+			assert.True(t, ok, "1 minute of uptime since the allocation")
+			clk.Advance(9*time.Minute - time.Second)
+			e.CollectGarbage()
+			_, ok = e.lookup(s, "a-src")
+			assert.True(t, ok, "just under 10 minutes of uptime")
+			clk.Advance(2 * time.Second)
+			e.CollectGarbage()
+			_, ok = e.lookup(s, "a-src")
+			assert.False(t, ok, "just over 10 minutes of uptime without renewal")
+			e.Close()
+			require.NoError(t, closeIfBolt(st))
+		})
+	}
+}
+
 func closeIfBolt(st store.Store) error {
 	if _, ok := st.(interface{ Applies() int }); ok {
 		return nil // memory store: reopened as is
@@ -295,4 +339,43 @@ func TestInvalidConfig(t *testing.T) {
 	}
 	cfg := baseConfig()
 	assert.NoError(t, cfg.Validate())
+}
+
+// TestLeasesAreWrittenBehind: renewals touch memory only; FlushLeases (and
+// Close) persist them.
+func TestLeasesAreWrittenBehind(t *testing.T) {
+	clk := newClock()
+	cfg := baseConfig()
+	cfg.Now = clk.Now
+	cfg.LeaseFlushInterval = time.Hour
+	st := memory.New()
+	e := newEngine(t, st, cfg)
+	s := sub(IPv4, "c1", "w1")
+	alloc(t, e, s, "a-src")
+	stored := func() time.Time {
+		recs, err := st.Load(context.Background())
+		require.NoError(t, err)
+		for _, r := range recs {
+			if r.Key.Child == "a-src" {
+				return r.Updated
+			}
+		}
+		t.Fatal("a-src not stored")
+		return time.Time{}
+	}
+	t0 := clk.Now()
+	assert.True(t, stored().Equal(t0))
+	applies := st.Applies()
+	clk.Advance(time.Minute)
+	alloc(t, e, s, "a-src")
+	require.NoError(t, e.Sync(context.Background()))
+	assert.Equal(t, applies, st.Applies(), "a renewal writes nothing")
+	assert.True(t, stored().Equal(t0))
+	e.FlushLeases()
+	require.NoError(t, e.Sync(context.Background()))
+	assert.True(t, stored().Equal(t0.Add(time.Minute)), "flushed")
+	clk.Advance(time.Minute)
+	alloc(t, e, s, "a-src")
+	e.Close()
+	assert.True(t, stored().Equal(t0.Add(2*time.Minute)), "Close flushes")
 }

@@ -106,8 +106,7 @@ func (e *Engine) loadTrench(f Family, fc FamilyConfig, records []store.Record, n
 				continue
 			}
 			n := &node{name: r.Key.Node, prefix: r.Prefix, index: i, children: map[string]*child{}}
-			n.updated.Store(r.Updated.Add(shift).UnixNano())
-			n.flushed.Store(n.updated.Load())
+			n.loaded(r.Updated, shift)
 			c.nodes[n.name] = n
 		case store.LevelChild:
 			var n *node
@@ -127,8 +126,7 @@ func (e *Engine) loadTrench(f Family, fc FamilyConfig, records []store.Record, n
 				continue
 			}
 			ch := &child{name: r.Key.Child, addr: r.Prefix.Addr(), index: i}
-			ch.updated.Store(r.Updated.Add(shift).UnixNano())
-			ch.flushed.Store(ch.updated.Load())
+			ch.loaded(r.Updated, shift)
 			n.children[ch.name] = ch
 		}
 	}
@@ -177,4 +175,13 @@ func (s indexSet) list() []uint64 {
 
 func geometry(p netip.Prefix, c, n int) string {
 	return fmt.Sprintf("%s conduit /%d node /%d", p, c, n)
+}
+
+// loaded sets a lease read from the store, extended by the downtime. The
+// extension makes the lease dirty, so that the next flush persists it before
+// (in the same ordered queue) the heartbeat that no longer covers the
+// downtime.
+func (l *lease) loaded(stored time.Time, shift time.Duration) {
+	l.updated.Store(stored.Add(shift).UnixNano())
+	l.flushed.Store(stored.UnixNano())
 }

@@ -77,22 +77,27 @@ func (e *Engine) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector: the allocation gauges are read
 // from the in-memory index at scrape time, so the hot path pays nothing.
+// Values are gathered under the locks and sent after.
 func (e *Engine) Collect(ch chan<- prometheus.Metric) {
+	var out []prometheus.Metric
 	for _, t := range e.trenches {
 		fam := t.family.String()
 		conduits := t.conduitList()
-		ch <- prometheus.MustNewConstMetric(descConduits, prometheus.GaugeValue, float64(len(conduits)), t.name, fam)
+		out = append(out, prometheus.MustNewConstMetric(descConduits, prometheus.GaugeValue, float64(len(conduits)), t.name, fam))
 		for _, c := range conduits {
 			c.mu.RLock()
-			ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(len(c.nodes)), t.name, fam, c.name)
+			out = append(out, prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(len(c.nodes)), t.name, fam, c.name))
 			for _, n := range c.nodes {
 				n.mu.RLock()
 				k := len(n.children)
 				n.mu.RUnlock()
-				ch <- prometheus.MustNewConstMetric(descChildren, prometheus.GaugeValue, float64(k), t.name, fam, c.name, n.name)
+				out = append(out, prometheus.MustNewConstMetric(descChildren, prometheus.GaugeValue, float64(k), t.name, fam, c.name, n.name))
 			}
 			c.mu.RUnlock()
 		}
+	}
+	for _, m := range out {
+		ch <- m
 	}
 	e.stats.commits.Collect(ch)
 	e.stats.ops.Collect(ch)

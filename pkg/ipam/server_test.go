@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -217,4 +219,15 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		}
 	}
 	return out
+}
+
+func TestMetricsHandler(t *testing.T) {
+	e := newEngine(t, memory.New(), baseConfig())
+	alloc(t, e, sub(IPv4, "c1", "w1"), "bridge")
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(e))
+	rec := httptest.NewRecorder()
+	MetricsHandler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.Contains(t, rec.Body.String(), `causeway_ipam_allocations{conduit="c1",family="ipv4",node="w1",trench="trench-a"} 1`)
 }
