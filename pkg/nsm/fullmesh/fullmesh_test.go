@@ -12,9 +12,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
+	"github.com/causeway-net/causeway/pkg/nsm/internal/sandboxtest"
 )
 
 func TestMain(m *testing.M) {
+	sandboxtest.Quiet()
 	goleak.VerifyTestMain(m)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/tools/log"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
+	"github.com/sirupsen/logrus"
 )
 
 // Quiet silences the SDK's logs (and the standard logger, which backs the
@@ -28,6 +29,7 @@ func Quiet() {
 	log.EnableTracing(false)
 	if os.Getenv("CAUSEWAY_NSM_TEST_LOGS") == "" {
 		stdlog.SetOutput(io.Discard)
+		logrus.SetOutput(io.Discard)
 	}
 }
 

@@ -1,0 +1,314 @@
+package fullmesh_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edwarnicke/grpcfd"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
+	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
+	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
+	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/causeway-net/causeway/pkg/nsm/egress"
+	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/internal/sandboxtest"
+	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/mtu"
+	"github.com/causeway-net/causeway/pkg/proxy"
+)
+
+const lbService = "conduit-a.trench-a.ns"
+
+// lbSetter plays the proxy on the LB side: the proxy gets a -dst address
+// (Src), the LB a -src address (Dst).
+type lbSetter struct {
+	mu    sync.Mutex
+	addrs map[string][2]string
+}
+
+func (s *lbSetter) SetIPContext(_ context.Context, conn *networkservice.Connection, t proxy.ConnType) error {
+	if t != proxy.LBConn {
+		return fmt.Errorf("unexpected type %v", t)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.addrs[conn.GetId()]
+	if !ok {
+		n := 10 + 2*len(s.addrs)
+		a = [2]string{fmt.Sprintf("172.16.1.%d/24", n), fmt.Sprintf("172.16.1.%d/24", n+1)}
+		s.addrs[conn.GetId()] = a
+	}
+	if conn.GetContext() == nil {
+		conn.Context = &networkservice.ConnectionContext{}
+	}
+	conn.GetContext().IpContext = &networkservice.IPContext{SrcIpAddrs: []string{a[0]}, DstIpAddrs: []string{a[1]}}
+	return nil
+}
+
+func (s *lbSetter) UnsetIPContext(context.Context, *networkservice.Connection, proxy.ConnType) error {
+	return nil
+}
+
+// lbEndpoint is an LB's own element: it counts the proxy's connections.
+type lbEndpoint struct {
+	mu   sync.Mutex
+	open map[string]bool
+}
+
+func (l *lbEndpoint) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
+	conn, err := next.Server(ctx).Request(ctx, r)
+	if err == nil {
+		l.mu.Lock()
+		l.open[conn.GetId()] = true
+		l.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (l *lbEndpoint) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
+	l.mu.Lock()
+	delete(l.open, conn.GetId())
+	l.mu.Unlock()
+	return next.Server(ctx).Close(ctx, conn)
+}
+
+func (l *lbEndpoint) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.open)
+}
+
+type ifaceEvents struct {
+	mu     sync.Mutex
+	events map[string][]string // interface name → ops
+	ifaces map[string]proxy.Interface
+}
+
+func (h *ifaceEvents) InterfaceCreated(i proxy.Interface) { h.add("created", i) }
+func (h *ifaceEvents) InterfaceDeleted(i proxy.Interface) { h.add("deleted", i) }
+func (h *ifaceEvents) add(op string, i proxy.Interface) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events[i.Name] = append(h.events[i.Name], fmt.Sprintf("%s %d", op, i.Index))
+	h.ifaces[i.Name] = i
+}
+func (h *ifaceEvents) of(name string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.events[name]...)
+}
+
+func TestSandboxFullMesh(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	domain := sandboxtest.NewDomain(ctx, t, 0)
+	node := domain.Nodes[0]
+	nsmgrURL := node.NSMgr.URL
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
+		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
+	require.NoError(t, err)
+
+	lbs := map[string]*lbEndpoint{}
+	entries := map[string]*sandbox.EndpointEntry{}
+	nses := map[string]*registryapi.NetworkServiceEndpoint{}
+	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {
+		lbs[name] = &lbEndpoint{open: map[string]bool{}}
+		nses[name] = &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
+		entries[name] = node.NewEndpoint(ctx, nses[name], sandbox.GenerateTestToken, sandboxtest.KernelServer(), lbs[name])
+	}
+	// lb-x registers once, for a few seconds, and never refreshes.
+	lbs["lb-x"] = &lbEndpoint{open: map[string]bool{}}
+	serveShortLived(ctx, t, nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
+
+	handler := &ifaceEvents{events: map[string][]string{}, ifaces: map[string]proxy.Interface{}}
+	monitor := interfacemonitor.New(handler, interfacemonitor.WithLogger(quiet))
+	var egressMu sync.Mutex
+	var egressReports []bool
+	pinner := fullmesh.NewPinner()
+	nsc := client.NewClient(ctx,
+		client.WithClientURL(sandbox.CloneURL(nsmgrURL)),
+		client.WithName("proxy-a"),
+		client.WithDialOptions(sandbox.DialOptions()...),
+		client.WithDialTimeout(5*time.Second),
+		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
+		client.WithHealClient(heal.NewClient(ctx)),
+		client.WithAdditionalFunctionality(
+			kernel.NewClient(),
+			ipcontext.NewClient(&lbSetter{addrs: map[string][2]string{}}, ipcontext.WithLogger(quiet)),
+			interfacemonitor.NewClient(monitor, interfacemonitor.WithLogger(quiet)),
+			mtu.NewClient(mtu.WithMTU(1500)),
+			egress.NewClient(func(s bool) {
+				egressMu.Lock()
+				egressReports = append(egressReports, s)
+				egressMu.Unlock()
+			}),
+			pinner,
+		),
+	)
+	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
+		registryclient.WithClientURL(sandbox.CloneURL(nsmgrURL)),
+		registryclient.WithDialOptions(sandbox.DialOptions()...))
+	// The registry's delete of lb-x gets lost on its way to the mesh.
+	mesh := fullmesh.New("proxy-a", lbService, nsc, &lossyRegistry{reg, "lb-x"},
+		fullmesh.WithPinner(pinner),
+		fullmesh.WithRequestTimeout(15*time.Second),
+		fullmesh.WithRetryInterval(100*time.Millisecond),
+		fullmesh.WithExpiry(100*time.Millisecond, 500*time.Millisecond),
+		fullmesh.WithLogger(quiet),
+	)
+	runCtx, stopMesh := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- mesh.Run(runCtx) }()
+	defer func() {
+		stopMesh()
+		<-runDone
+	}()
+
+	const wait, tick = 30 * time.Second, 20 * time.Millisecond
+	require.Eventually(t, func() bool { return len(mesh.Connections()) == 4 }, wait, tick)
+	conns := mesh.Connections()
+	for nse, conn := range conns {
+		require.Equal(t, fullmesh.ConnectionID("proxy-a", lbService, nse), conn.GetId())
+		require.Equal(t, nse, conn.GetNetworkServiceEndpointName())
+		require.Equal(t, kernelmech.MECHANISM, conn.GetMechanism().GetType())
+		require.Len(t, conn.GetContext().GetIpContext().GetDstIpAddrs(), 1, "the LB side got its address")
+		require.Equal(t, 1, lbs[nse].count(), "exactly one connection per LB")
+	}
+	egressMu.Lock()
+	require.Equal(t, []bool{true}, egressReports)
+	egressMu.Unlock()
+
+	// The forwarder creates the three links in the proxy's namespace.
+	ifname := map[string]string{}
+	index := map[string]int{}
+	for i, nse := range []string{"lb-1", "lb-2", "lb-3"} {
+		ifname[nse] = kernelmech.ToMechanism(conns[nse].GetMechanism()).GetInterfaceName()
+		index[nse] = 20 + i
+		monitor.HandleLinkEvent(interfacemonitor.LinkEvent{Index: index[nse], Name: ifname[nse]})
+		require.Equal(t, []string{fmt.Sprintf("created %d", index[nse])}, handler.of(ifname[nse]))
+		lbAddr := conns[nse].GetContext().GetIpContext().GetDstIpAddrs()[0]
+		handler.mu.Lock()
+		require.Equal(t, []netip.Addr{netip.MustParsePrefix(lbAddr).Addr()}, handler.ifaces[ifname[nse]].NeighborAddrs)
+		handler.mu.Unlock()
+	}
+
+	// lb-2 is unregistered: its connection is closed and its interface withdrawn.
+	_, err = entries["lb-2"].Unregister(ctx, nses["lb-2"])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := mesh.Connections()["lb-2"]; return !ok }, wait, tick)
+	require.Eventually(t, func() bool { return lbs["lb-2"].count() == 0 }, wait, tick)
+	require.Eventually(t, func() bool { return len(handler.of(ifname["lb-2"])) == 2 }, wait, tick)
+	require.Equal(t, fmt.Sprintf("deleted %d", index["lb-2"]), handler.of(ifname["lb-2"])[1])
+	monitor.HandleLinkEvent(interfacemonitor.LinkEvent{Index: index["lb-2"], Name: ifname["lb-2"], Deleted: true})
+	require.Len(t, handler.of(ifname["lb-2"]), 2, "the kernel delete of a closed connection is not announced again")
+
+	// The kernel deletes lb-3's link while its connection lives on.
+	monitor.HandleLinkEvent(interfacemonitor.LinkEvent{Index: index["lb-3"], Name: ifname["lb-3"], Deleted: true})
+	require.Equal(t, []string{fmt.Sprintf("created %d", index["lb-3"]), fmt.Sprintf("deleted %d", index["lb-3"])}, handler.of(ifname["lb-3"]))
+
+	// lb-x's registration runs out without a refresh and the mesh hears of
+	// no delete: it evicts lb-x on its own.
+	require.Eventually(t, func() bool { _, ok := mesh.Connections()["lb-x"]; return !ok }, wait, tick)
+	require.Eventually(t, func() bool { return lbs["lb-x"].count() == 0 }, wait, tick)
+	require.Len(t, mesh.Connections(), 2, "lb-1 and lb-3 are kept")
+	require.Equal(t, 1, lbs["lb-1"].count())
+
+	// Stopping the mesh closes what is left.
+	stopMesh()
+	require.NoError(t, <-runDone)
+	runDone <- nil
+	require.Equal(t, 0, lbs["lb-1"].count())
+	require.Equal(t, 0, lbs["lb-3"].count())
+	egressMu.Lock()
+	require.Equal(t, []bool{true, false}, egressReports)
+	egressMu.Unlock()
+	_, pinned := pinner.Pinned(fullmesh.ConnectionID("proxy-a", lbService, "lb-3"))
+	require.False(t, pinned)
+}
+
+// serveShortLived serves an LB endpoint and registers it once, with a short
+// lifetime, through a bare registry client (no refresh): the registry lets
+// the registration expire.
+func serveShortLived(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name string, lifetime time.Duration, elem networkservice.NetworkServiceServer) {
+	t.Helper()
+	nse := endpoint.NewServer(ctx, sandbox.GenerateTestToken, endpoint.WithName(name),
+		endpoint.WithAdditionalFunctionality(sandboxtest.KernelServer(), elem))
+	srv := grpc.NewServer(grpc.Creds(grpcfd.TransportCredentials(insecure.NewCredentials())))
+	nse.Register(srv)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+
+	cc, err := grpc.NewClient(grpcutils.URLToTarget(nsmgrURL), sandbox.DialOptions()...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cc.Close() })
+	_, err = registryapi.NewNetworkServiceEndpointRegistryClient(cc).Register(ctx, &registryapi.NetworkServiceEndpoint{
+		Name:                name,
+		NetworkServiceNames: []string{lbService},
+		Url:                 "tcp://" + l.Addr().String(),
+		ExpirationTime:      timestamppb.New(time.Now().Add(lifetime)),
+	})
+	require.NoError(t, err)
+}
+
+// lossyRegistry drops the delete events of one endpoint.
+type lossyRegistry struct {
+	registryapi.NetworkServiceEndpointRegistryClient
+	drop string
+}
+
+func (r *lossyRegistry) Find(ctx context.Context, q *registryapi.NetworkServiceEndpointQuery, opts ...grpc.CallOption) (registryapi.NetworkServiceEndpointRegistry_FindClient, error) {
+	s, err := r.NetworkServiceEndpointRegistryClient.Find(ctx, q, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &lossyStream{s, r.drop}, nil
+}
+
+type lossyStream struct {
+	registryapi.NetworkServiceEndpointRegistry_FindClient
+	drop string
+}
+
+func (s *lossyStream) Recv() (*registryapi.NetworkServiceEndpointResponse, error) {
+	for {
+		resp, err := s.NetworkServiceEndpointRegistry_FindClient.Recv()
+		if err != nil || !resp.GetDeleted() || resp.GetNetworkServiceEndpoint().GetName() != s.drop {
+			return resp, err
+		}
+	}
+}
