@@ -15,6 +15,7 @@ import (
 	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
@@ -143,7 +144,7 @@ type proxyUnderTest struct {
 	names   *ifnames
 }
 
-func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node string, base int) *proxyUnderTest {
+func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node string, base int, opts ...endpoint.Option) *proxyUnderTest {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
@@ -164,11 +165,10 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 			mtu.NewServer(mtu.WithMTU(1450)),
 			p.names,
 		},
-	},
-		endpoint.WithListenURL(&url.URL{Scheme: "tcp", Host: "127.0.0.1:0"}),
+	}, append([]endpoint.Option{
 		endpoint.WithAuthorizeServer(creds.AuthorizeServer()),
 		endpoint.WithLogger(quiet),
-	)
+	}, opts...)...)
 	require.NoError(t, err)
 	p.ep = ep
 	return p
@@ -177,11 +177,12 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := sandboxtest.NewDomain(ctx, t, 0)
+	domain := sandboxtest.NewDomain(ctx, t)
 	nsmgrURL := domain.Nodes[0].NSMgr.URL
 
-	proxyA := startProxy(ctx, t, nsmgrURL, "proxy-a", "node-a", 10)
-	proxyB := startProxy(ctx, t, nsmgrURL, "proxy-b", "node-b", 100)
+	tcp := endpoint.WithListenURL(&url.URL{Scheme: "tcp", Host: "127.0.0.1:0"})
+	proxyA := startProxy(ctx, t, nsmgrURL, "proxy-a", "node-a", 10, tcp)
+	proxyB := startProxy(ctx, t, nsmgrURL, "proxy-b", "node-b", 100, tcp)
 	require.Equal(t, "node-a", proxyA.ep.Registration().GetNetworkServiceLabels()[service].GetLabels()[endpoint.NodeNameLabel])
 
 	nsc := domain.Nodes[0].NewClient(ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(kernel.NewClient()))
@@ -249,4 +250,39 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Empty(t, registryapi.ReadNetworkServiceEndpointList(stream))
+}
+
+// TestUnixSocketEndpoint runs the deployment shape: the endpoint on a unix
+// socket in a temporary directory, registered with its socket passed as a
+// file descriptor (sendfd), the NSMgr on a unix socket too.
+func TestUnixSocketEndpoint(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	domain := sandboxtest.NewDomain(ctx, t, sandboxtest.WithUnixSockets())
+	nsmgrURL := domain.Nodes[0].NSMgr.URL
+	require.Equal(t, "unix", nsmgrURL.Scheme)
+
+	p := startProxy(ctx, t, nsmgrURL, "proxy-a", "node-a", 10)
+	require.Equal(t, "unix", p.ep.URL().Scheme)
+	socket := p.ep.URL().Path
+	require.FileExists(t, socket)
+
+	nsc := domain.Nodes[0].NewClient(ctx, sandbox.GenerateTestToken,
+		client.WithAdditionalFunctionality(kernel.NewClient(), sendfd.NewClient()))
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	conn, err := nsc.Request(rctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+		Id: "target-1", NetworkService: service, Labels: map[string]string{endpoint.NodeNameLabel: "node-a"},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, "proxy-a", conn.GetNetworkServiceEndpointName())
+	require.Equal(t, []string{"172.16.0.10/24"}, conn.GetContext().GetIpContext().GetSrcIpAddrs())
+
+	_, err = nsc.Close(rctx, conn)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, u := p.setter.counts(); return u == 1 }, 20*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, p.ep.Stop(ctx))
+	require.NoFileExists(t, socket, "stop removes the socket directory")
+	require.NoError(t, p.ep.Stop(ctx), "stop is idempotent")
 }

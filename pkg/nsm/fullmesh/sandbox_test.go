@@ -125,7 +125,7 @@ func (h *ifaceEvents) of(name string) []string {
 func TestSandboxFullMesh(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := sandboxtest.NewDomain(ctx, t, 0)
+	domain := sandboxtest.NewDomain(ctx, t)
 	node := domain.Nodes[0]
 	nsmgrURL := node.NSMgr.URL
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -33,12 +33,26 @@ func Quiet() {
 	}
 }
 
+// Option changes the domain.
+type Option func(*sandbox.Builder) *sandbox.Builder
+
+// WithUnixSockets serves every component on a unix socket (the NSMgr then
+// keeps the registry itself), so that file descriptors can be passed as in
+// a real deployment.
+func WithUnixSockets() Option {
+	return func(b *sandbox.Builder) *sandbox.Builder { return b.UseUnixSockets() }
+}
+
+// WithRegistryExpiration sets the registry's default registration lifetime
+// (the sandbox default is one minute).
+func WithRegistryExpiration(d time.Duration) Option {
+	return func(b *sandbox.Builder) *sandbox.Builder { return b.SetRegistryDefaultExpiration(d) }
+}
+
 // NewDomain builds a one-node sandbox whose forwarder speaks the kernel
 // mechanism on both sides (the default fake forwarder offers none, and an
-// endpoint that requires one would never be reached). registryExpiration
-// is the registry's default registration lifetime (0: the sandbox default,
-// one minute).
-func NewDomain(ctx context.Context, t *testing.T, registryExpiration time.Duration) *sandbox.Domain {
+// endpoint that requires one would never be reached).
+func NewDomain(ctx context.Context, t *testing.T, opts ...Option) *sandbox.Domain {
 	t.Helper()
 	b := sandbox.NewBuilder(ctx, t).
 		SetNodesCount(1).
@@ -59,8 +73,8 @@ func NewDomain(ctx context.Context, t *testing.T, registryExpiration time.Durati
 				)),
 			)
 		})
-	if registryExpiration > 0 {
-		b = b.SetRegistryDefaultExpiration(registryExpiration)
+	for _, opt := range opts {
+		b = opt(b)
 	}
 	return b.Build()
 }
