@@ -6,9 +6,12 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
 )
 
 // TestConcurrentAllocations: 64 goroutines allocating 100 distinct children
@@ -78,5 +81,65 @@ func TestConcurrentAllocations(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestRenewalRacingGC: renewals race with the collector, in rounds where
+// every child is stale; every child whose renewal succeeded must still hold
+// the address that renewal returned (the clock stands still in a round).
+func TestRenewalRacingGC(t *testing.T) {
+	clk := newClock()
+	cfg := baseConfig()
+	cfg.Now = clk.Now
+	cfg.GCInterval = time.Hour
+	cfg.GCThreshold = 10 * time.Minute
+	e := newEngine(t, memory.New(), cfg)
+	const nodes, perNode, workers = 16, 40, 4
+	name := func(i int) (Subnet, string) {
+		return sub(IPv6, "c1", fmt.Sprintf("w%d", i%nodes)), fmt.Sprintf("x%d", i)
+	}
+	for round := 0; round < 20; round++ {
+		for i := 0; i < nodes*perNode; i++ {
+			s, n := name(i)
+			alloc(t, e, s, n)
+		}
+		clk.Advance(11 * time.Minute)
+		for i := 0; i < nodes; i++ {
+			s, _ := name(i)
+			alloc(t, e, s, "bridge") // keeps the nodes
+		}
+		var mu sync.Mutex
+		last := map[int]netip.Prefix{}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			e.CollectGarbage()
+		}()
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := nodes*perNode - 1 - w; i >= 0; i -= workers {
+					s, n := name(i)
+					if p, err := e.Allocate(context.Background(), s, n); err == nil {
+						mu.Lock()
+						last[i] = p
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, p := range last {
+			s, n := name(i)
+			a, ok := e.lookup(s, n)
+			require.True(t, ok, "round %d: %s was renewed, then collected", round, n)
+			require.Equal(t, p.Addr(), a, n)
+		}
 	}
 }

@@ -209,11 +209,15 @@ func (e *Engine) allocate(t *trench, cname, nname, chname string, now int64) (*c
 	}
 	n.renew(now)
 
+	// Renewed under the node's lock: the collector, which holds it for
+	// writing, either sees the renewal or has removed the child before.
 	n.mu.RLock()
 	ch := n.children[chname]
-	n.mu.RUnlock()
 	if ch != nil {
 		ch.renew(now)
+	}
+	n.mu.RUnlock()
+	if ch != nil {
 		return ch, nil
 	}
 
