@@ -145,6 +145,21 @@ func (e *Endpoint) register(ctx context.Context) error {
 // URL is where the endpoint serves.
 func (e *Endpoint) URL() *url.URL { return e.url }
 
+// Done is closed when the gRPC server stops serving: after Stop, or when
+// the listener fails (then Err says why and the endpoint should be
+// stopped and the process restarted or the endpoint started again).
+func (e *Endpoint) Done() <-chan struct{} { return e.serveDone }
+
+// Err is the serving error once Done is closed (nil after a Stop).
+func (e *Endpoint) Err() error {
+	select {
+	case <-e.serveDone:
+		return e.serveErr
+	default:
+		return nil
+	}
+}
+
 // Registration is the endpoint as last registered.
 func (e *Endpoint) Registration() *registry.NetworkServiceEndpoint { return e.nse.Clone() }
 
