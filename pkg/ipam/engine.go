@@ -110,26 +110,6 @@ func (e *Engine) Close() {
 
 func (e *Engine) closed() bool { return isClosed(e.stop) }
 
-// Families returns the served families.
-func (e *Engine) Families() []Family {
-	var out []Family
-	for _, f := range []Family{IPv4, IPv6} {
-		if e.trenches[f] != nil {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// NodeLength returns the node prefix length of a served family (the stored
-// geometry, which may differ from the configured one), or 0.
-func (e *Engine) NodeLength(f Family) int {
-	if t := e.trenches[f]; t != nil {
-		return t.nodeLen
-	}
-	return 0
-}
-
 func (e *Engine) validate(s Subnet, childName string) (*trench, error) {
 	if err := ValidateName("trench", s.Trench, false); err != nil {
 		return nil, err

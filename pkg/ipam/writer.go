@@ -92,30 +92,25 @@ func (w *writer) wait(ctx context.Context, seq uint64) error {
 	}
 	w.mu.Lock()
 	failures := w.failures
-	ch := w.changed
 	w.mu.Unlock()
 	for {
-		if w.durable(seq) {
+		w.mu.Lock()
+		ch := w.changed
+		failed := w.failures != failures && w.failedTo >= seq
+		lastErr, stopped := w.lastErr, w.stopped
+		w.mu.Unlock()
+		switch {
+		case w.durable(seq):
 			return nil
+		case failed:
+			return fmt.Errorf("%w: %v", ErrUnavailable, lastErr)
+		case stopped:
+			return fmt.Errorf("%w: shutting down", ErrUnavailable)
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
-		}
-		w.mu.Lock()
-		ch = w.changed
-		failed := w.failures != failures && w.failedTo >= seq
-		lastErr, stopped := w.lastErr, w.stopped
-		w.mu.Unlock()
-		if w.durable(seq) {
-			return nil
-		}
-		if failed {
-			return fmt.Errorf("%w: %v", ErrUnavailable, lastErr)
-		}
-		if stopped {
-			return fmt.Errorf("%w: shutting down", ErrUnavailable)
 		}
 	}
 }
