@@ -36,6 +36,25 @@ type Credentials struct {
 	lifetime time.Duration
 }
 
+// Config selects the security mode.
+type Config struct {
+	// Insecure selects plaintext and unsigned tokens (local use only).
+	Insecure bool
+	// MaxTokenLifetime bounds the NSM tokens.
+	MaxTokenLifetime time.Duration
+	// Logger receives the insecure-mode warning.
+	Logger *slog.Logger
+}
+
+// New returns insecure credentials when cfg.Insecure is set, and otherwise
+// SPIFFE credentials from the workload API (FromWorkloadAPI).
+func New(ctx context.Context, cfg Config) (*Credentials, error) {
+	if cfg.Insecure {
+		return Insecure(cfg.Logger, cfg.MaxTokenLifetime), nil
+	}
+	return FromWorkloadAPI(ctx, cfg.MaxTokenLifetime)
+}
+
 // FromWorkloadAPI connects to the SPIFFE workload API (the socket named by
 // SPIFFE_ENDPOINT_SOCKET) and waits, bounded by ctx, for the first SVID.
 // maxTokenLifetime bounds the NSM tokens. Close releases the source.

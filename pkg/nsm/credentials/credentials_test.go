@@ -166,3 +166,15 @@ func TestInsecureSendsTokenOverPlaintext(t *testing.T) {
 	require.Contains(t, string(claims), `"sub":"spiffe://causeway.local/insecure"`)
 	require.Empty(t, parts[2], "no signature")
 }
+
+func TestNewWithoutWorkloadAPIFails(t *testing.T) {
+	t.Setenv("SPIFFE_ENDPOINT_SOCKET", "unix:///nonexistent/causeway-test.sock")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := credentials.New(ctx, credentials.Config{MaxTokenLifetime: time.Hour})
+	require.Error(t, err, "without a reachable workload API there are no SPIFFE credentials")
+
+	c, err := credentials.New(ctx, credentials.Config{Insecure: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	require.False(t, c.Secure())
+}

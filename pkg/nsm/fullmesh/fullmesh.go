@@ -50,14 +50,15 @@ func New(name, service string, client networkservice.NetworkServiceClient, regis
 	}
 }
 
-// Connections returns the established connections, by endpoint name.
+// Connections returns copies of the established connections, by endpoint
+// name.
 func (f *FullMesh) Connections() map[string]*networkservice.Connection {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make(map[string]*networkservice.Connection, len(f.members))
 	for nse, m := range f.members {
 		if c := m.connection(); c != nil {
-			out[nse] = c
+			out[nse] = c.Clone()
 		}
 	}
 	return out

@@ -243,3 +243,6 @@ func TestElementWithoutKernelMechanismRecordsNothing(t *testing.T) {
 	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 1, Name: ""})
 	require.Empty(t, r.take())
 }
+
+// The proxy is the Handler the monitor is built for.
+var _ interfacemonitor.Handler = (*proxy.Proxy)(nil)

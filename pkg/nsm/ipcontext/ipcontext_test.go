@@ -213,3 +213,6 @@ func TestSetterFailureOnNewConnectionReleases(t *testing.T) {
 		})
 	}
 }
+
+// The proxy is the Setter the elements are built for.
+var _ ipcontext.Setter = (*proxy.Proxy)(nil)
