@@ -54,12 +54,23 @@ func (f *FullMesh) runMember(base context.Context, m *member, prev <-chan struct
 		defer f.opts.pinner.unpin(m.id)
 	}
 	log := f.opts.logger.With("nse", m.nse, "conn", m.id)
+	var recovered *networkservice.Connection
+	if f.opts.recovery != nil {
+		recovered = f.recover(base, m)
+		if recovered != nil {
+			log.Info("recovering the connection of a previous run with reselect")
+		}
+	}
 	for {
 		if m.stopped() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), f.opts.requestTimeout)
-		conn, err := f.client.Request(ctx, f.newRequest(m))
+		req := f.newRequest(m)
+		if recovered != nil {
+			req.Connection = reselect(recovered, req.GetConnection())
+		}
+		conn, err := f.client.Request(ctx, req)
 		cancel()
 		if err == nil {
 			m.mu.Lock()
@@ -103,4 +114,49 @@ func (f *FullMesh) newRequest(m *member) *networkservice.NetworkServiceRequest {
 		req.MechanismPreferences = append(req.MechanismPreferences, mech.Clone())
 	}
 	return req
+}
+
+// recover returns the connection with the member's id that the NSMgr still
+// has from a previous run of the proxy (the NSMgr's view: path index 1,
+// segment 0 ours), or nil.
+func (f *FullMesh) recover(base context.Context, m *member) *networkservice.Connection {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(base), f.opts.requestTimeout)
+	defer cancel()
+	stream, err := f.opts.recovery.MonitorConnections(ctx, &networkservice.MonitorScopeSelector{
+		PathSegments: []*networkservice.PathSegment{{Id: m.id}},
+	})
+	if err != nil {
+		f.opts.logger.Warn("connection monitor unavailable, no recovery", "conn", m.id, "error", err)
+		return nil
+	}
+	ev, err := stream.Recv()
+	if err != nil {
+		f.opts.logger.Warn("connection monitor failed, no recovery", "conn", m.id, "error", err)
+		return nil
+	}
+	for _, conn := range ev.GetConnections() {
+		segs := conn.GetPath().GetPathSegments()
+		if conn.GetPath().GetIndex() == 1 && len(segs) > 1 && segs[0].GetId() == m.id {
+			return conn.Clone()
+		}
+	}
+	return nil
+}
+
+// reselect turns a recovered connection into a request for a new data
+// path to the same endpoint: our path segment first, no mechanism, the
+// reselect state, and the identity and labels of a fresh request.
+func reselect(old, fresh *networkservice.Connection) *networkservice.Connection {
+	conn := old.Clone()
+	conn.Id = fresh.GetId()
+	conn.NetworkService = fresh.GetNetworkService()
+	conn.NetworkServiceEndpointName = fresh.GetNetworkServiceEndpointName()
+	conn.Payload = fresh.GetPayload()
+	conn.Labels = fresh.GetLabels()
+	conn.Mechanism = nil
+	conn.State = networkservice.State_RESELECT_REQUESTED
+	if conn.GetPath() != nil {
+		conn.GetPath().Index = 0
+	}
+	return conn
 }

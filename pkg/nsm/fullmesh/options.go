@@ -23,6 +23,7 @@ type options struct {
 	backoffInitial time.Duration
 	backoffMax     time.Duration
 	pinner         *Pinner
+	recovery       networkservice.MonitorConnectionClient
 	logger         *slog.Logger
 	now            func() time.Time
 }
@@ -104,6 +105,15 @@ func WithWatchBackoff(initial, maxWait time.Duration) Option {
 // element that must also be part of the client chain.
 func WithPinner(p *Pinner) Option {
 	return func(o *options) { o.pinner = p }
+}
+
+// WithRecovery makes the mesh look, before the first Request to an
+// endpoint, for a connection with the same id left in the NSMgr by a
+// previous run of the proxy (through the NSMgr's connection monitor), and
+// request that connection again with reselect, so that the forwarder
+// replaces its interfaces instead of leaving stale ones behind.
+func WithRecovery(monitor networkservice.MonitorConnectionClient) Option {
+	return func(o *options) { o.recovery = monitor }
 }
 
 // WithLogger sets the logger.

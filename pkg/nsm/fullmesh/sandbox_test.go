@@ -312,3 +312,67 @@ func (s *lossyStream) Recv() (*registryapi.NetworkServiceEndpointResponse, error
 		}
 	}
 }
+
+// TestSandboxRecoveryAfterRestart: a proxy that crashed left its connection
+// to lb-1 in the NSMgr; the next run finds it through the connection
+// monitor and reselects it, so the LB ends up with one connection from the
+// proxy, not a stale one beside a new one.
+func TestSandboxRecoveryAfterRestart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	domain := sandboxtest.NewDomain(ctx, t)
+	node := domain.Nodes[0]
+	nsmgrURL := node.NSMgr.URL
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
+		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
+	require.NoError(t, err)
+	lb1 := &lbEndpoint{open: map[string]bool{}}
+	node.NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: "lb-1", NetworkServiceNames: []string{lbService}},
+		sandbox.GenerateTestToken, sandboxtest.KernelServer(), lb1)
+
+	newClient := func(ctx context.Context) networkservice.NetworkServiceClient {
+		return client.NewClient(ctx,
+			client.WithClientURL(sandbox.CloneURL(nsmgrURL)),
+			client.WithName("proxy-a"),
+			client.WithDialOptions(sandbox.DialOptions()...),
+			client.WithDialTimeout(5*time.Second),
+			client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
+			client.WithAdditionalFunctionality(kernel.NewClient()),
+		)
+	}
+	id := fullmesh.ConnectionID("proxy-a", lbService, "lb-1")
+
+	// The previous run: connected, then gone without a Close.
+	firstCtx, crash := context.WithCancel(ctx)
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	_, err = newClient(firstCtx).Request(rctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+		Id: id, NetworkService: lbService, NetworkServiceEndpointName: "lb-1",
+	}})
+	require.NoError(t, err)
+	crash()
+	require.Equal(t, 1, lb1.count())
+
+	cc, err := grpc.NewClient(grpcutils.URLToTarget(nsmgrURL), sandbox.DialOptions()...)
+	require.NoError(t, err)
+	defer func() { _ = cc.Close() }()
+	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
+		registryclient.WithClientURL(sandbox.CloneURL(nsmgrURL)),
+		registryclient.WithDialOptions(sandbox.DialOptions()...))
+	mesh := fullmesh.New("proxy-a", lbService, newClient(ctx), reg,
+		fullmesh.WithRecovery(networkservice.NewMonitorConnectionClient(cc)),
+		fullmesh.WithRetryInterval(100*time.Millisecond),
+		fullmesh.WithLogger(quiet),
+	)
+	runCtx, stopMesh := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- mesh.Run(runCtx) }()
+
+	require.Eventually(t, func() bool { return len(mesh.Connections()) == 1 }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, 1, lb1.count(), "the leftover connection was replaced, not duplicated")
+
+	stopMesh()
+	require.NoError(t, <-runDone)
+	require.Equal(t, 0, lb1.count())
+}
