@@ -5,6 +5,37 @@
 // conntrack clean-up and the link monitor. Callers describe the desired State;
 // the package computes the difference against what it owns and applies the
 // fewest netlink operations.
+//
+// # Model
+//
+// A Dataplane keeps an internal model of what it applied. Apply diffs the
+// desired State against that model and issues only the netlink writes needed
+// (an identical Apply issues none, and reads nothing). Kernel events (link,
+// address, route and rule notifications) are compared against the model; an
+// event that does not match triggers a targeted read of that kind of object
+// and, when the kernel really diverged (someone deleted a rule or route,
+// released a port, took the bridge down or deleted it), the object is
+// restored. A periodic resync (Options.ResyncInterval) is the backstop for
+// anything an event could not tell.
+//
+// # Ownership
+//
+// Every route and rule the package creates carries the rtnetlink protocol
+// number Options.Protocol (default ProtocolCauseway, 202). On start the
+// package removes the routes and rules of its table that carry that protocol
+// (leftovers of an earlier run; with Options.AdoptLeftovers the first Apply
+// replaces them instead, without a gap) and nothing else: rules and routes
+// of other owners in the same table stay. The bridge is the package's own: its
+// addresses (other than IPv6 link-local ones) and its ports are exactly the
+// ones asked for after the first Apply; ports and addresses found on an
+// adopted bridge are kept until then.
+//
+// # Namespaces
+//
+// All kernel access goes through netlink sockets opened in Options.NetNS, and
+// sysctls and packet sockets are opened on an OS thread switched into that
+// namespace, so one process can drive several namespaces at once (the tests
+// do).
 package dataplane
 
 import "net/netip"
@@ -23,4 +54,14 @@ type State struct {
 	Nexthops []netip.Addr
 	// VIPs each get a rule `from <VIP> lookup <table>`.
 	VIPs []netip.Prefix
+
+	// NexthopPorts optionally ties a nexthop to the port (interface index)
+	// its load balancer is reached through. While a tied port does not exist
+	// in the kernel, its nexthops are left out of the ECMP route: when the
+	// port's link is deleted the Dataplane rewrites the route at once, from
+	// its link monitor, without waiting for the caller's next Apply (a
+	// failover takes about a millisecond instead of a control-plane round
+	// trip). Nexthops without an entry are always in the route. Entries for
+	// addresses that are not in Nexthops are ignored.
+	NexthopPorts map[netip.Addr]int
 }

@@ -1,0 +1,417 @@
+package dataplane
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// RandomMAC returns a random locally administered unicast MAC address.
+func RandomMAC() net.HardwareAddr {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	b[0] = (b[0] | 0x02) &^ 0x01
+	return b
+}
+
+func (dp *Dataplane) bridgeObject() string {
+	return "bridge " + dp.opts.BridgeName
+}
+
+func (dp *Dataplane) bridgeLink() netlink.Link {
+	return &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Index: dp.m.bridgeIndex, Name: dp.opts.BridgeName}}
+}
+
+// ensureBridgeLocked makes the bridge exist and be up. It adopts an existing
+// bridge of that name with its MAC, or creates one. When the bridge's index
+// changed (it was deleted and re-created) the model of everything that
+// lived on it is reset, so that the caller's converge re-creates it.
+func (dp *Dataplane) ensureBridgeLocked() error {
+	name := dp.opts.BridgeName
+	dp.read()
+	l, err := dp.h.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if !errors.As(err, &nf) && !errors.Is(err, unix.ENODEV) {
+			return fmt.Errorf("look up %s: %w", dp.bridgeObject(), err)
+		}
+		l = nil
+	}
+	if l == nil {
+		mac := dp.bridgeMAC
+		if mac == nil {
+			mac = dp.loadMAC()
+		}
+		if mac == nil {
+			mac = RandomMAC()
+		}
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name, HardwareAddr: mac}}
+		err := dp.write(opLinkAdd, fmt.Sprintf("%s (mac %s)", dp.bridgeObject(), mac), func() error { return dp.h.LinkAdd(br) })
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return err
+		}
+		dp.read()
+		if l, err = dp.h.LinkByName(name); err != nil {
+			return fmt.Errorf("look up %s after creating it: %w", dp.bridgeObject(), err)
+		}
+		dp.log.Info("created bridge", "index", l.Attrs().Index, "mac", l.Attrs().HardwareAddr.String())
+	} else if l.Type() != "bridge" {
+		return fmt.Errorf("%s: the link exists and is a %s, not a bridge", dp.bridgeObject(), l.Type())
+	}
+	a := l.Attrs()
+	if a.Index != dp.m.bridgeIndex {
+		if dp.m.bridgeIndex != 0 {
+			dp.log.Warn("bridge was re-created; restoring its addresses, ports and routes",
+				"oldIndex", dp.m.bridgeIndex, "index", a.Index)
+			dp.m.addrs = map[netip.Prefix]struct{}{}
+			for _, ps := range dp.m.ports {
+				ps.enslaved = false
+			}
+			// Routes over the old device went with it.
+			dp.m.routes = [2]routeState{}
+		}
+		dp.m.bridgeIndex = a.Index
+		dp.bridgeIdx.Store(int64(a.Index))
+		if _, err := setSysctls(dp.ns, name, bridgeSysctls(name)); err != nil {
+			if dp.started {
+				dp.log.Error("bridge sysctls", "error", err)
+			} else {
+				dp.sysctlErrs = append(dp.sysctlErrs, err) // New reports them
+			}
+		}
+	}
+	if a.Flags&net.FlagUp == 0 {
+		if err := dp.write(opLinkSetUp, dp.bridgeObject(), func() error { return dp.h.LinkSetUp(l) }); err != nil {
+			return err
+		}
+	}
+	if !bytes.Equal(a.HardwareAddr, dp.bridgeMAC) {
+		if dp.bridgeMAC != nil {
+			dp.log.Warn("bridge MAC changed", "old", dp.bridgeMAC.String(), "new", a.HardwareAddr.String())
+		}
+		dp.bridgeMAC = slices.Clone(a.HardwareAddr)
+		dp.saveMAC(dp.bridgeMAC)
+		dp.ann.kick()
+	}
+	return nil
+}
+
+func (dp *Dataplane) loadMAC() net.HardwareAddr {
+	if dp.opts.MACFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(dp.opts.MACFile)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			dp.log.Warn("read MAC file", "file", dp.opts.MACFile, "error", err)
+		}
+		return nil
+	}
+	mac, err := net.ParseMAC(strings.TrimSpace(string(b)))
+	if err != nil || len(mac) != 6 || mac[0]&1 != 0 {
+		dp.log.Warn("MAC file holds no unicast Ethernet MAC; using a random one", "file", dp.opts.MACFile, "content", string(b))
+		return nil
+	}
+	return mac
+}
+
+func (dp *Dataplane) saveMAC(mac net.HardwareAddr) {
+	if dp.opts.MACFile == "" {
+		return
+	}
+	if cur := dp.loadMACQuiet(); bytes.Equal(cur, mac) {
+		return
+	}
+	dir := filepath.Dir(dp.opts.MACFile)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		dp.log.Warn("write MAC file", "file", dp.opts.MACFile, "error", err)
+		return
+	}
+	tmp, err := os.CreateTemp(dir, ".bridge-mac-*")
+	if err == nil {
+		_, err = tmp.WriteString(mac.String() + "\n")
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), dp.opts.MACFile)
+		}
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}
+	if err != nil {
+		dp.log.Warn("write MAC file", "file", dp.opts.MACFile, "error", err)
+	}
+}
+
+func (dp *Dataplane) loadMACQuiet() net.HardwareAddr {
+	b, err := os.ReadFile(dp.opts.MACFile)
+	if err != nil {
+		return nil
+	}
+	mac, _ := net.ParseMAC(strings.TrimSpace(string(b)))
+	return mac
+}
+
+// announcement returns what the announcer should send now.
+func (dp *Dataplane) announcement() (announcement, bool) {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if dp.closed || dp.m.bridgeIndex == 0 {
+		return announcement{}, false
+	}
+	an := announcement{ifindex: dp.m.bridgeIndex, mac: slices.Clone(dp.bridgeMAC)}
+	for p := range dp.m.addrs {
+		an.addrs = append(an.addrs, p.Addr())
+	}
+	slices.SortFunc(an.addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+	return an, true
+}
+
+// ---- addresses ----
+
+func prefixToIPNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+func ipNetToPrefix(n *net.IPNet) (netip.Prefix, bool) {
+	if n == nil {
+		return netip.Prefix{}, false
+	}
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	a = a.Unmap()
+	ones, bits := n.Mask.Size()
+	if bits == 0 {
+		ones = 0
+	}
+	return netip.PrefixFrom(a, ones), true
+}
+
+func managedAddr(p netip.Prefix) bool {
+	return !(p.Addr().Is6() && p.Addr().IsLinkLocalUnicast())
+}
+
+// loadAddrsLocked reads the bridge's addresses into the model.
+func (dp *Dataplane) loadAddrsLocked() error {
+	dp.read()
+	addrs, err := dp.h.AddrList(dp.bridgeLink(), netlink.FAMILY_ALL)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", dp.bridgeObject(), err)
+	}
+	set := map[netip.Prefix]struct{}{}
+	for _, a := range addrs {
+		if p, ok := ipNetToPrefix(a.IPNet); ok && managedAddr(p) {
+			set[p] = struct{}{}
+		}
+	}
+	dp.m.addrs = set
+	return nil
+}
+
+// applyAddrsLocked adds the missing addresses, then removes the unwanted
+// ones (add first: with promote_secondaries a same-subnet change never
+// leaves the bridge without an address).
+func (dp *Dataplane) applyAddrsLocked(target map[netip.Prefix]struct{}) error {
+	var errs []error
+	added := false
+	for _, p := range missing(target, dp.m.addrs) {
+		a := &netlink.Addr{IPNet: prefixToIPNet(p)}
+		if p.Addr().Is6() {
+			a.Flags = unix.IFA_F_NODAD
+		}
+		err := dp.write(opAddrAdd, fmt.Sprintf("%s dev %s", p, dp.opts.BridgeName), func() error { return dp.h.AddrAdd(dp.bridgeLink(), a) })
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			errs = append(errs, err)
+			continue
+		}
+		dp.m.addrs[p] = struct{}{}
+		added = true
+	}
+	for _, p := range missing(dp.m.addrs, target) {
+		a := &netlink.Addr{IPNet: prefixToIPNet(p)}
+		err := dp.write(opAddrDel, fmt.Sprintf("%s dev %s", p, dp.opts.BridgeName), func() error { return dp.h.AddrDel(dp.bridgeLink(), a) })
+		if err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, err)
+			continue
+		}
+		delete(dp.m.addrs, p)
+	}
+	if added {
+		dp.ann.kick()
+	}
+	return errors.Join(errs...)
+}
+
+// missing returns the prefixes of want that have lacks, sorted (only those
+// are sorted: an Apply that changes little costs little).
+func missing(want, have map[netip.Prefix]struct{}) []netip.Prefix {
+	var out []netip.Prefix
+	for p := range want {
+		if _, ok := have[p]; !ok {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, comparePrefix)
+	return out
+}
+
+// ---- ports ----
+
+func (dp *Dataplane) portObject(idx int) string {
+	if l, ok := dp.mon.link(idx); ok {
+		return fmt.Sprintf("port %d (%s)", idx, l.Name)
+	}
+	return fmt.Sprintf("port %d", idx)
+}
+
+// loadPortsLocked reads which links exist and which are enslaved to the
+// bridge. With adopt, links enslaved to the bridge become owned ports (the
+// first Apply releases those not wanted).
+func (dp *Dataplane) loadPortsLocked(adopt bool) error {
+	dp.read()
+	links, err := dp.h.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
+	byIndex := make(map[int]netlink.Link, len(links))
+	for _, l := range links {
+		byIndex[l.Attrs().Index] = l
+		if adopt && l.Attrs().MasterIndex == dp.m.bridgeIndex && dp.m.bridgeIndex != 0 {
+			if _, ok := dp.m.ports[l.Attrs().Index]; !ok {
+				dp.m.ports[l.Attrs().Index] = &portState{}
+			}
+		}
+	}
+	for idx, ps := range dp.m.ports {
+		l, ok := byIndex[idx]
+		ps.absent = !ok
+		ps.enslaved = ok && l.Attrs().MasterIndex == dp.m.bridgeIndex
+	}
+	return nil
+}
+
+// applyPortsLocked releases the ports no longer wanted and enslaves the
+// wanted ones that are not yet (skipping links known to be absent). It
+// reports whether the set of enslaved ports changed.
+func (dp *Dataplane) applyPortsLocked(target map[int]struct{}) (bool, error) {
+	var errs []error
+	changed := false
+	for _, idx := range sortedKeys(dp.m.ports) {
+		if _, ok := target[idx]; ok {
+			continue
+		}
+		ps := dp.m.ports[idx]
+		if ps.enslaved && !ps.absent {
+			if l, ok := dp.mon.link(idx); ok && l.MasterIndex != 0 && l.MasterIndex != dp.m.bridgeIndex {
+				// Someone moved it to another master: not ours to release.
+				delete(dp.m.ports, idx)
+				continue
+			}
+			link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
+			err := dp.write(opLinkSetNoMaster, dp.portObject(idx), func() error { return dp.h.LinkSetNoMaster(link) })
+			if err != nil && !errors.Is(err, unix.ENODEV) {
+				errs = append(errs, err)
+				continue
+			}
+			changed = true
+		}
+		delete(dp.m.ports, idx)
+	}
+	for _, idx := range sortedKeys(target) {
+		ps := dp.m.ports[idx]
+		if ps != nil && (ps.absent || ps.enslaved) {
+			continue
+		}
+		if idx == dp.m.bridgeIndex {
+			errs = append(errs, &OpError{Op: opLinkSetMaster.String(), Object: dp.portObject(idx), Err: errors.New("the bridge cannot be its own port")})
+			continue
+		}
+		if ps == nil {
+			ps = &portState{}
+		}
+		link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
+		err := dp.write(opLinkSetMaster, dp.portObject(idx), func() error { return dp.h.LinkSetMasterByIndex(link, dp.m.bridgeIndex) })
+		switch {
+		case err == nil:
+			ps.enslaved = true
+			changed = true
+		case errors.Is(err, unix.ENODEV):
+			// Vanished (or never here): remember, so that the next Apply
+			// does not retry; the link monitor tells if it appears.
+			ps.absent = true
+			dp.log.Debug("port does not exist; skipped", "port", idx)
+		default:
+			errs = append(errs, err)
+			continue
+		}
+		dp.m.ports[idx] = ps
+	}
+	if changed {
+		dp.ann.kick()
+	}
+	return changed, errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[int]V) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// syncMTULocked makes the bridge's MTU the minimum of its ports' MTUs. The
+// kernel does so by itself unless the bridge's MTU was ever set by hand, so
+// in the usual case this reads and writes nothing more than the bridge.
+func (dp *Dataplane) syncMTULocked() error {
+	if dp.m.bridgeIndex == 0 {
+		return nil
+	}
+	minMTU := 0
+	for idx, ps := range dp.m.ports {
+		if !ps.enslaved || ps.absent {
+			continue
+		}
+		mtu := 0
+		if l, ok := dp.mon.link(idx); ok && l.MasterIndex == dp.m.bridgeIndex {
+			mtu = l.MTU
+		} else {
+			dp.read()
+			nl, err := dp.h.LinkByIndex(idx)
+			if err != nil {
+				continue
+			}
+			mtu = nl.Attrs().MTU
+		}
+		if mtu > 0 && (minMTU == 0 || mtu < minMTU) {
+			minMTU = mtu
+		}
+	}
+	if minMTU == 0 {
+		return nil
+	}
+	dp.read()
+	br, err := dp.h.LinkByIndex(dp.m.bridgeIndex)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dp.bridgeObject(), err)
+	}
+	if br.Attrs().MTU == minMTU {
+		return nil
+	}
+	return dp.write(opLinkSetMTU, fmt.Sprintf("%s mtu %d", dp.bridgeObject(), minMTU), func() error { return dp.h.LinkSetMTU(br, minMTU) })
+}

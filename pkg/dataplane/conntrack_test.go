@@ -1,0 +1,65 @@
+package dataplane
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// ctInsert creates a UDP conntrack entry in ns with the conntrack tool.
+func ctInsert(t *testing.T, ns *testutil.NetNS, src, dst string, sport, dport string) {
+	t.Helper()
+	ns.MustExec(t, "conntrack", "-I", "-p", "udp", "-s", src, "-d", dst, "--sport", sport, "--dport", dport, "-t", "300")
+}
+
+// ctList returns the conntrack table of ns, one entry a line.
+func ctList(t *testing.T, ns *testutil.NetNS) string {
+	t.Helper()
+	out := ns.MustExec(t, "conntrack", "-L", "-f", "ipv4")
+	out += ns.MustExec(t, "conntrack", "-L", "-f", "ipv6")
+	return out
+}
+
+func TestConntrackFlush(t *testing.T) {
+	ns := testutil.NewNetNS(t, "ct")
+	dp := newDP(t, ns, Options{})
+	s := State{
+		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")},
+		Nexthops:    []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12")},
+		VIPs:        []netip.Prefix{mp("203.0.113.10/32"), mp("203.0.113.11/32"), mp("2001:db8:100::10/128")},
+	}
+	require.NoError(t, dp.Apply(s))
+	// Flows from and to each VIP, and one to an LB.
+	ctInsert(t, ns, "203.0.113.10", "198.51.100.1", "1000", "53")
+	ctInsert(t, ns, "198.51.100.2", "203.0.113.10", "1001", "53")
+	ctInsert(t, ns, "203.0.113.11", "198.51.100.1", "1002", "53")
+	ctInsert(t, ns, "2001:db8:100::10", "2001:db8:ffff::1", "1003", "53")
+	ctInsert(t, ns, "192.0.2.21", "192.0.2.11", "1004", "53")
+	ctInsert(t, ns, "192.0.2.21", "192.0.2.12", "1005", "53")
+	require.Equal(t, 6, strings.Count(ctList(t, ns), "udp"))
+
+	// Removing a VIP and an LB flushes their entries; the others stay.
+	s.VIPs = []netip.Prefix{mp("203.0.113.11/32"), mp("2001:db8:100::10/128")}
+	s.Nexthops = []netip.Addr{ma("192.0.2.12")}
+	require.NoError(t, dp.Apply(s))
+	out := ctList(t, ns)
+	require.NotContains(t, out, "203.0.113.10", "entries of the removed VIP are gone")
+	require.NotContains(t, out, "192.0.2.11 ", "entries of the removed LB are gone")
+	require.Contains(t, out, "src=203.0.113.11")
+	require.Contains(t, out, "src=2001:db8:100::10")
+	require.Contains(t, out, "dst=192.0.2.12 ")
+	require.Equal(t, 3, strings.Count(out, "udp"))
+
+	// Explicit flushes: by address (as reply destination too) and prefix.
+	require.NoError(t, dp.FlushConntrack(ma("2001:db8:100::10")))
+	require.NotContains(t, ctList(t, ns), "2001:db8:100::10")
+	require.NoError(t, dp.FlushConntrackPrefix(mp("192.0.2.0/24")))
+	out = ctList(t, ns)
+	require.NotContains(t, out, "192.0.2.")
+	require.Contains(t, out, "src=203.0.113.11")
+	require.Equal(t, uint64(5), dp.Stats().ConntrackDeleted)
+}

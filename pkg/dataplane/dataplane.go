@@ -1,0 +1,684 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// ProtocolCauseway is the rtnetlink protocol number (rtm_protocol /
+// FRA_PROTOCOL) that marks the routes and rules Causeway creates. 202 (0xCA)
+// is not assigned in Linux's rtnetlink.h nor in iproute2's rt_protos; `ip`
+// shows it as "proto 202".
+const ProtocolCauseway = 202
+
+// Defaults of Options.
+const (
+	DefaultBridgeName       = "bridge0"
+	DefaultTable            = 1
+	DefaultResyncInterval   = time.Minute
+	DefaultAnnounceCount    = 3
+	DefaultAnnounceInterval = 500 * time.Millisecond
+	// DefaultReceiveBuffer is the receive buffer of the netlink
+	// subscription sockets (SO_RCVBUFFORCE): large enough for a burst of
+	// thousands of notifications; an overrun costs a re-subscription and
+	// a full re-sync, never a lost change.
+	DefaultReceiveBuffer = 4 << 20
+)
+
+// ErrClosed is returned by calls on a closed Dataplane.
+var ErrClosed = errors.New("dataplane: closed")
+
+// Options configure a Dataplane. The zero value is usable: the current
+// namespace, bridge "bridge0", table 1, protocol ProtocolCauseway.
+type Options struct {
+	// NetNS is the network namespace to manage. The Dataplane duplicates
+	// the handle, so the caller may close its own. Zero (or
+	// netns.None()) means the namespace of the thread calling New.
+	NetNS netns.NsHandle
+	// BridgeName is the bridge's name (default "bridge0").
+	BridgeName string
+	// Table is the routing table of the ECMP default routes and the VIP
+	// rules (default 1). The local (255), main (254) and default (253)
+	// tables are refused.
+	Table int
+	// Protocol marks the routes and rules the Dataplane owns (default
+	// ProtocolCauseway). It must be above RTPROT_STATIC (4).
+	Protocol int
+	// RulePriority is the priority of the VIP rules; 0 lets the kernel
+	// choose (each new rule goes just before the previous lowest one, as
+	// in Meridio).
+	RulePriority int
+	// Logger receives the Dataplane's logs (default: discarded).
+	Logger *slog.Logger
+	// ResyncInterval is the period of the backstop re-sync that reads the
+	// kernel state and repairs it (default DefaultResyncInterval); a
+	// negative value disables it. Kernel events trigger targeted re-syncs
+	// regardless.
+	ResyncInterval time.Duration
+	// MACFile, when set, is where the bridge's MAC is kept across restarts:
+	// a bridge created by New takes the MAC stored there (when the bridge
+	// itself was deleted, e.g. in a new pod), and the MAC of a created or
+	// adopted bridge is written there. An existing bridge always keeps its
+	// own MAC.
+	MACFile string
+	// AdoptLeftovers keeps the routes and rules left by an earlier run (the
+	// ones carrying Protocol in Table) until the first Apply, which then
+	// keeps those still wanted and removes the others, so egress is not
+	// interrupted across a restart. By default New removes them at once.
+	AdoptLeftovers bool
+	// TolerateSysctlErrors makes New log the sysctls it cannot set instead
+	// of failing. Either way they are reported in Snapshot.
+	TolerateSysctlErrors bool
+	// DisableConntrackFlush stops Apply from flushing the conntrack entries
+	// of removed VIPs and removed nexthops (FlushConntrack still works).
+	DisableConntrackFlush bool
+	// AnnounceCount is how many gratuitous ARP / unsolicited NA rounds are
+	// sent after the bridge's address or MAC is set or changes, or a port
+	// joins (default DefaultAnnounceCount; negative disables them), and
+	// AnnounceInterval the time between rounds (default
+	// DefaultAnnounceInterval).
+	AnnounceCount    int
+	AnnounceInterval time.Duration
+	// ReceiveBuffer is the receive buffer size of the netlink
+	// subscriptions (default DefaultReceiveBuffer). Tests set it small to
+	// force overruns.
+	ReceiveBuffer int
+}
+
+func (o *Options) setDefaults() error {
+	if o.BridgeName == "" {
+		o.BridgeName = DefaultBridgeName
+	}
+	if len(o.BridgeName) >= unix.IFNAMSIZ {
+		return fmt.Errorf("bridge name %q: longer than %d bytes", o.BridgeName, unix.IFNAMSIZ-1)
+	}
+	if o.Table == 0 {
+		o.Table = DefaultTable
+	}
+	switch {
+	case o.Table < 0:
+		return fmt.Errorf("table %d: invalid", o.Table)
+	case o.Table == unix.RT_TABLE_LOCAL || o.Table == unix.RT_TABLE_MAIN || o.Table == unix.RT_TABLE_DEFAULT:
+		return fmt.Errorf("table %d: a reserved table (local, main or default) cannot be owned", o.Table)
+	}
+	if o.Protocol == 0 {
+		o.Protocol = ProtocolCauseway
+	}
+	if o.Protocol <= unix.RTPROT_STATIC || o.Protocol > 255 {
+		return fmt.Errorf("protocol %d: must be in 5..255", o.Protocol)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.ResyncInterval == 0 {
+		o.ResyncInterval = DefaultResyncInterval
+	}
+	if o.AnnounceCount == 0 {
+		o.AnnounceCount = DefaultAnnounceCount
+	}
+	if o.AnnounceInterval <= 0 {
+		o.AnnounceInterval = DefaultAnnounceInterval
+	}
+	if o.ReceiveBuffer == 0 {
+		o.ReceiveBuffer = DefaultReceiveBuffer
+	}
+	return nil
+}
+
+// Dataplane owns the kernel state of one namespace. It is safe for
+// concurrent use.
+type Dataplane struct {
+	opts  Options
+	log   *slog.Logger
+	ns    netns.NsHandle // owned duplicate
+	h     *netlink.Handle
+	table int
+	proto int
+
+	mon *monitor
+	ann *announcer
+	ct  conntrackConn
+	pen pending
+	// kick wakes the reconciler.
+	kick chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex // guards everything below and serialises kernel writes
+	closed     bool
+	m          *model
+	want       *desired // the last applied State; nil before the first Apply
+	bridgeMAC  net.HardwareAddr
+	sysctlErrs []error // sysctls New could not set
+	retry      dirty   // kinds whose last convergence failed
+	started    bool    // New has returned
+
+	ctr counters
+	// bridgeIdx mirrors m.bridgeIndex for the monitors, which must not
+	// take mu.
+	bridgeIdx atomic.Int64
+}
+
+// New prepares the namespace and starts the Dataplane: it sets the sysctls,
+// adopts the bridge (with its MAC) or creates it (with a random locally
+// administered MAC, or the one in Options.MACFile) and sets it up, removes
+// the routes and rules left by an earlier run (see Options.AdoptLeftovers),
+// and starts the link, address, route and rule monitors. ctx bounds the
+// start-up only; the Dataplane runs until Close or Teardown.
+//
+// Nothing else changes until the first Apply: the addresses and ports of an
+// adopted bridge stay as they are.
+func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	dp := &Dataplane{
+		opts:  opts,
+		log:   opts.Logger.With("bridge", opts.BridgeName, "table", opts.Table),
+		table: opts.Table,
+		proto: opts.Protocol,
+		kick:  make(chan struct{}, 1),
+		m:     newModel(),
+	}
+	dp.pen.init()
+	if opts.NetNS > 0 {
+		fd, err := unix.Dup(int(opts.NetNS))
+		if err != nil {
+			return nil, fmt.Errorf("duplicate netns handle: %w", err)
+		}
+		dp.ns = netns.NsHandle(fd)
+	} else {
+		if dp.ns, err = netns.Get(); err != nil {
+			return nil, fmt.Errorf("get current netns: %w", err)
+		}
+	}
+	dp.ctx, dp.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			dp.cancel()
+			if dp.mon != nil {
+				dp.mon.closeSubscribers()
+			}
+			dp.wg.Wait()
+			dp.release()
+		}
+	}()
+	if dp.h, err = netlink.NewHandleAt(dp.ns); err != nil {
+		return nil, fmt.Errorf("netlink handle in namespace: %w", err)
+	}
+	// Namespace-wide sysctls first, so the bridge inherits the defaults.
+	if _, serr := setSysctls(dp.ns, "", globalSysctls()); serr != nil {
+		dp.sysctlErrs = append(dp.sysctlErrs, serr)
+	}
+	if dp.ann, err = newAnnouncer(dp.ns, opts.AnnounceCount, opts.AnnounceInterval); err != nil {
+		return nil, err
+	}
+	dp.ann.current = dp.announcement
+	dp.ann.sent = func(n int) { dp.ctr.announcements.Add(uint64(n)) }
+	dp.ann.logf = func(msg string, args ...any) { dp.log.Debug(msg, args...) }
+
+	// Subscribe before reading the kernel state, so that no change between
+	// the read and the subscription goes unseen.
+	dp.mon = newMonitor(dp.ns, dp.h, dp.log, opts.ReceiveBuffer)
+	dp.mon.internal = dp.onLinkEvent
+	dp.goRun(dp.mon.run)
+	dp.goRun(dp.runAddrSubscription)
+	dp.goRun(dp.runRouteSubscription)
+	dp.goRun(dp.runRuleSubscription)
+	select {
+	case <-dp.mon.syncedCh:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the link monitor: %w", ctx.Err())
+	}
+
+	dp.mu.Lock()
+	err = dp.startLocked()
+	dp.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if len(dp.sysctlErrs) > 0 {
+		serr := errors.Join(dp.sysctlErrs...)
+		if !opts.TolerateSysctlErrors {
+			return nil, serr
+		}
+		dp.log.Error("some sysctls could not be set", "error", serr)
+	}
+	dp.mu.Lock()
+	dp.started = true
+	dp.mu.Unlock()
+	dp.goRun(dp.reconcileLoop)
+	dp.goRun(dp.ann.run)
+	return dp, nil
+}
+
+// startLocked adopts or creates the bridge and loads the model of what the
+// Dataplane owns from the kernel, removing leftovers unless asked to adopt
+// them.
+func (dp *Dataplane) startLocked() error {
+	if err := dp.ensureBridgeLocked(); err != nil {
+		return err
+	}
+	if err := dp.loadAddrsLocked(); err != nil {
+		return err
+	}
+	if err := dp.loadPortsLocked(true); err != nil {
+		return err
+	}
+	for _, f := range families {
+		if err := dp.loadRoutesLocked(f); err != nil {
+			return err
+		}
+	}
+	if err := dp.loadRulesLocked(); err != nil {
+		return err
+	}
+	if !dp.opts.AdoptLeftovers {
+		var errs []error
+		n := 0
+		for _, f := range families {
+			if dp.m.routes[f].present {
+				errs = append(errs, dp.applyRouteLocked(f, nil))
+				n++
+			}
+		}
+		if len(dp.m.rules) > 0 {
+			n += len(dp.m.rules)
+			errs = append(errs, dp.applyRulesLocked(map[netip.Prefix]struct{}{}))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("remove leftovers: %w", err)
+		}
+		if n > 0 {
+			dp.log.Info("removed leftovers of an earlier run", "objects", n)
+		}
+	}
+	if len(dp.m.addrs) > 0 {
+		// A restart: tell the neighbours the bridge's MAC again (Meridio
+		// #466).
+		dp.ann.kick()
+	}
+	return nil
+}
+
+func (dp *Dataplane) goRun(fn func(context.Context)) {
+	dp.wg.Add(1)
+	go func() {
+		defer dp.wg.Done()
+		fn(dp.ctx)
+	}()
+}
+
+// Apply makes the kernel look like s, with the fewest netlink writes: the
+// difference between s and what the Dataplane applied before. An identical
+// Apply issues no netlink operation at all. Ports that do not exist are
+// skipped without error (and enslaved if they appear later). Apply goes on
+// after a failed operation and returns all failures joined, each wrapped in
+// an *OpError naming its object; a later Apply (or the reconciler) retries
+// what failed.
+//
+// When a VIP or a nexthop is removed, Apply then flushes its conntrack
+// entries (unless Options.DisableConntrackFlush), after its rule or route is
+// gone.
+func (dp *Dataplane) Apply(s State) error {
+	want, err := normalize(s)
+	if err != nil {
+		return err
+	}
+	dp.mu.Lock()
+	if dp.closed {
+		dp.mu.Unlock()
+		return ErrClosed
+	}
+	var flush []netip.Prefix
+	if !dp.opts.DisableConntrackFlush {
+		flush = removedAddrs(dp.want, dp.m, want)
+	}
+	dp.want = want
+	err = dp.convergeLocked()
+	dp.mu.Unlock()
+	dp.ctr.applies.Add(1)
+	if len(flush) > 0 {
+		if n, ferr := dp.flushConntrack(flush); ferr != nil {
+			dp.log.Warn("conntrack flush after apply failed", "prefixes", flush, "error", ferr)
+		} else if n > 0 {
+			dp.log.Debug("flushed conntrack entries of removed VIPs and nexthops", "entries", n)
+		}
+	}
+	return err
+}
+
+// removedAddrs lists the VIPs and nexthops that were applied (or adopted)
+// and are no longer wanted.
+func removedAddrs(prev *desired, m *model, next *desired) []netip.Prefix {
+	var out []netip.Prefix
+	seen := map[netip.Prefix]struct{}{}
+	addVIP := func(p netip.Prefix) {
+		if _, ok := next.vips[p]; ok {
+			return
+		}
+		if _, ok := seen[p]; ok {
+			return
+		}
+		seen[p] = struct{}{}
+		out = append(out, p)
+	}
+	for p := range m.rules {
+		addVIP(p)
+	}
+	if prev == nil {
+		return out
+	}
+	for p := range prev.vips {
+		addVIP(p)
+	}
+	for _, f := range families {
+		for _, a := range prev.nexthops[f] {
+			p := netip.PrefixFrom(a, a.BitLen())
+			if _, ok := seen[p]; ok {
+				continue
+			}
+			keep := false
+			for _, b := range next.nexthops[f] {
+				if a == b {
+					keep = true
+					break
+				}
+			}
+			if !keep {
+				seen[p] = struct{}{}
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// convergeLocked brings the kernel from the model to the target, in
+// dependency order: bridge, addresses, ports (and MTU), routes, rules. It
+// returns the errors, and marks the kinds that failed for the reconciler to
+// retry (an IPv6 route over an address that is not ready yet, say).
+func (dp *Dataplane) convergeLocked() error {
+	if dp.m.bridgeIndex == 0 {
+		if err := dp.ensureBridgeLocked(); err != nil {
+			dp.retryLocked(dAll)
+			return err
+		}
+	}
+	var errs []error
+	var failed dirty
+	note := func(d dirty, err error) {
+		if err != nil {
+			errs = append(errs, err)
+			failed |= d
+		}
+	}
+	note(dAddrs, dp.applyAddrsLocked(dp.targetAddrsLocked()))
+	changed, err := dp.applyPortsLocked(dp.targetPortsLocked())
+	note(dPorts, err)
+	if changed {
+		note(dMTU, dp.syncMTULocked())
+	}
+	note(dRoutes4, dp.applyRouteLocked(v4, dp.targetNexthopsLocked(v4)))
+	note(dRoutes6, dp.applyRouteLocked(v6, dp.targetNexthopsLocked(v6)))
+	note(dRules, dp.applyRulesLocked(dp.targetRulesLocked()))
+	dp.retryLocked(failed)
+	return errors.Join(errs...)
+}
+
+// The targets: what Apply asked for, or, before the first Apply, what the
+// model holds (what was adopted), so that the reconciler restores rather
+// than changes.
+
+func (dp *Dataplane) targetAddrsLocked() map[netip.Prefix]struct{} {
+	if dp.want == nil {
+		return dp.m.addrs
+	}
+	return dp.want.addrs
+}
+
+func (dp *Dataplane) targetPortsLocked() map[int]struct{} {
+	if dp.want == nil {
+		out := make(map[int]struct{}, len(dp.m.ports))
+		for idx := range dp.m.ports {
+			out[idx] = struct{}{}
+		}
+		return out
+	}
+	return dp.want.ports
+}
+
+func (dp *Dataplane) targetNexthopsLocked(f family) []netip.Addr {
+	if dp.want == nil {
+		return dp.m.routes[f].nexthops
+	}
+	return dp.effectiveNexthopsLocked(f)
+}
+
+func (dp *Dataplane) targetRulesLocked() map[netip.Prefix]struct{} {
+	if dp.want == nil {
+		return dp.m.rules
+	}
+	return dp.want.vips
+}
+
+// Subscribe returns the link events of the namespace from now on, and a
+// function that ends the subscription (closing the channel). Each
+// subscriber has its own unbounded queue: a slow subscriber delays only
+// itself, never the monitor or other subscribers. The channel is also
+// closed by Close. See Links for the current links.
+func (dp *Dataplane) Subscribe() (<-chan LinkEvent, func()) {
+	return dp.mon.subscribe(&dp.wg)
+}
+
+// Links returns the link monitor's current view of the namespace's links,
+// sorted by index (no kernel read).
+func (dp *Dataplane) Links() []Link { return dp.mon.list() }
+
+// Link returns the link monitor's view of link index (no kernel read).
+func (dp *Dataplane) Link(index int) (Link, bool) { return dp.mon.link(index) }
+
+// BridgeIndex returns the bridge's interface index.
+func (dp *Dataplane) BridgeIndex() int {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	return dp.m.bridgeIndex
+}
+
+// BridgeMAC returns the bridge's MAC address.
+func (dp *Dataplane) BridgeMAC() net.HardwareAddr {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	return append(net.HardwareAddr(nil), dp.bridgeMAC...)
+}
+
+// Close stops the Dataplane's goroutines and releases its sockets. It does
+// not change the kernel: the bridge, its ports, routes and rules stay (a
+// restarted Dataplane adopts the bridge with its MAC, addresses and ports,
+// and replaces the routes and rules, see Options.AdoptLeftovers).
+// Subscription channels are closed. A second Close returns nil.
+func (dp *Dataplane) Close() error {
+	if !dp.stop() {
+		return nil
+	}
+	dp.release()
+	return nil
+}
+
+// Teardown stops the Dataplane like Close and removes what it owns from the
+// kernel: its rules and routes (those carrying its protocol in its table,
+// including ones it did not create in this run) and the bridge, which
+// releases the ports. The MAC file, if any, is kept.
+func (dp *Dataplane) Teardown() error {
+	if !dp.stop() {
+		return ErrClosed
+	}
+	dp.mu.Lock()
+	err := dp.teardownLocked()
+	dp.mu.Unlock()
+	dp.release()
+	return err
+}
+
+// stop marks the Dataplane closed and waits for its goroutines; it returns
+// false if it was already closed.
+func (dp *Dataplane) stop() bool {
+	dp.mu.Lock()
+	if dp.closed {
+		dp.mu.Unlock()
+		return false
+	}
+	dp.closed = true
+	dp.mu.Unlock()
+	dp.cancel()
+	dp.mon.closeSubscribers()
+	dp.wg.Wait()
+	return true
+}
+
+func (dp *Dataplane) release() {
+	if dp.ann != nil {
+		dp.ann.close()
+	}
+	dp.ct.close()
+	if dp.h != nil {
+		dp.h.Close()
+	}
+	if dp.ns.IsOpen() {
+		_ = dp.ns.Close()
+	}
+}
+
+// OpError is the error of one kernel operation on one object.
+type OpError struct {
+	Op     string // e.g. "rule add"
+	Object string // e.g. "from 192.0.2.1/32 table 1"
+	Err    error
+}
+
+func (e *OpError) Error() string { return e.Op + " " + e.Object + ": " + e.Err.Error() }
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// op names the kinds of netlink writes, for OpError and Stats.
+type op int
+
+const (
+	opLinkAdd op = iota
+	opLinkDel
+	opLinkSetUp
+	opLinkSetMaster
+	opLinkSetNoMaster
+	opLinkSetMTU
+	opAddrAdd
+	opAddrDel
+	opRouteReplace
+	opRouteDel
+	opRuleAdd
+	opRuleDel
+	numOps
+)
+
+var opNames = [numOps]string{
+	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu",
+	"addr add", "addr del", "route replace", "route del", "rule add", "rule del",
+}
+
+func (o op) String() string { return opNames[o] }
+
+// write runs one netlink write, counting it, and wraps its error.
+func (dp *Dataplane) write(o op, object string, fn func() error) error {
+	dp.ctr.writes.Add(1)
+	dp.ctr.byOp[o].Add(1)
+	if err := fn(); err != nil {
+		return &OpError{Op: o.String(), Object: object, Err: err}
+	}
+	return nil
+}
+
+// read counts one netlink read (a get or a dump).
+func (dp *Dataplane) read() { dp.ctr.reads.Add(1) }
+
+type counters struct {
+	writes, reads, applies       atomic.Uint64
+	byOp                         [numOps]atomic.Uint64
+	restores, reconciles         atomic.Uint64
+	announcements, ctDeleted     atomic.Uint64
+	ruleEvents, routeEvents      atomic.Uint64
+	addrEvents, ruleResubscribes atomic.Uint64
+	routeResubscribes            atomic.Uint64
+	addrResubscribes             atomic.Uint64
+}
+
+// Stats are the Dataplane's counters since New.
+type Stats struct {
+	// Writes counts rtnetlink write operations (link, address, route and
+	// rule changes), successful or not; WritesByOp splits them by kind.
+	Writes     uint64            `json:"writes"`
+	WritesByOp map[string]uint64 `json:"writesByOp"`
+	// Reads counts rtnetlink reads (gets and dumps) made by the Dataplane
+	// itself, not by its monitors' subscriptions.
+	Reads   uint64 `json:"reads"`
+	Applies uint64 `json:"applies"`
+	// Restores counts writes made to repair the kernel after it diverged
+	// from what was applied (someone deleted a rule, released a port...).
+	Restores uint64 `json:"restores"`
+	// Reconciles counts reconciler passes that read the kernel.
+	Reconciles uint64 `json:"reconciles"`
+	// LinkEvents counts link notifications; Resubscribes counts lost
+	// subscriptions (all kinds) that were re-established with a full
+	// re-sync; LinkResyncs counts link listings (one per (re)subscription).
+	LinkEvents   uint64 `json:"linkEvents"`
+	RouteEvents  uint64 `json:"routeEvents"`
+	RuleEvents   uint64 `json:"ruleEvents"`
+	AddrEvents   uint64 `json:"addrEvents"`
+	Resubscribes uint64 `json:"resubscribes"`
+	LinkResyncs  uint64 `json:"linkResyncs"`
+	// Announcements counts gratuitous ARPs and unsolicited NAs sent.
+	Announcements uint64 `json:"announcements"`
+	// ConntrackDeleted counts conntrack entries deleted.
+	ConntrackDeleted uint64 `json:"conntrackDeleted"`
+}
+
+// Stats returns the Dataplane's counters.
+func (dp *Dataplane) Stats() Stats {
+	s := Stats{
+		Writes:           dp.ctr.writes.Load(),
+		WritesByOp:       map[string]uint64{},
+		Reads:            dp.ctr.reads.Load(),
+		Applies:          dp.ctr.applies.Load(),
+		Restores:         dp.ctr.restores.Load(),
+		Reconciles:       dp.ctr.reconciles.Load(),
+		RouteEvents:      dp.ctr.routeEvents.Load(),
+		RuleEvents:       dp.ctr.ruleEvents.Load(),
+		AddrEvents:       dp.ctr.addrEvents.Load(),
+		Announcements:    dp.ctr.announcements.Load(),
+		ConntrackDeleted: dp.ctr.ctDeleted.Load(),
+	}
+	if dp.mon != nil {
+		s.LinkEvents = dp.mon.events.Load()
+		s.LinkResyncs = dp.mon.resyncs.Load()
+		s.Resubscribes = dp.mon.resubscribes.Load()
+	}
+	s.Resubscribes += dp.ctr.ruleResubscribes.Load() + dp.ctr.routeResubscribes.Load() + dp.ctr.addrResubscribes.Load()
+	for i := range numOps {
+		if n := dp.ctr.byOp[i].Load(); n > 0 {
+			s.WritesByOp[op(i).String()] = n
+		}
+	}
+	return s
+}

@@ -1,0 +1,86 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+func TestNormalize(t *testing.T) {
+	d, err := normalize(State{
+		BridgeAddrs: []netip.Prefix{mp("::ffff:192.0.2.1/24"), mp("fd00::1/64"), mp("fd00::1/64")},
+		Ports:       []int{3, 2, 3},
+		Nexthops:    []netip.Addr{ma("fd00::3"), ma("192.0.2.12"), ma("::ffff:192.0.2.11"), ma("192.0.2.12"), ma("fd00::2")},
+		VIPs:        []netip.Prefix{mp("203.0.113.10/24"), mp("203.0.113.0/24"), mp("2001:db8::1/128")},
+	})
+	require.NoError(t, err)
+	require.Equal(t, map[netip.Prefix]struct{}{mp("192.0.2.1/24"): {}, mp("fd00::1/64"): {}}, d.addrs)
+	require.Equal(t, map[int]struct{}{2: {}, 3: {}}, d.ports)
+	require.Equal(t, []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12")}, d.nexthops[v4])
+	require.Equal(t, []netip.Addr{ma("fd00::2"), ma("fd00::3")}, d.nexthops[v6])
+	require.Equal(t, map[netip.Prefix]struct{}{mp("203.0.113.0/24"): {}, mp("2001:db8::1/128"): {}}, d.vips, "VIPs are masked")
+
+	for name, s := range map[string]State{
+		"two IPv4 bridge addresses": {BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("192.0.2.2/24")}},
+		"invalid address":           {BridgeAddrs: []netip.Prefix{{}}},
+		"multicast nexthop":         {Nexthops: []netip.Addr{ma("ff02::1")}},
+		"zero nexthop":              {Nexthops: []netip.Addr{{}}},
+		"default VIP":               {VIPs: []netip.Prefix{mp("0.0.0.0/0")}},
+		"bad port":                  {Ports: []int{0}},
+	} {
+		_, err := normalize(s)
+		require.Error(t, err, name)
+	}
+}
+
+func TestRemovedAddrs(t *testing.T) {
+	prev, err := normalize(State{
+		Nexthops: []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12"), ma("fd00::11")},
+		VIPs:     []netip.Prefix{mp("203.0.113.10/32"), mp("203.0.113.11/32")},
+	})
+	require.NoError(t, err)
+	next, err := normalize(State{
+		Nexthops: []netip.Addr{ma("192.0.2.12")},
+		VIPs:     []netip.Prefix{mp("203.0.113.11/32")},
+	})
+	require.NoError(t, err)
+	m := newModel()
+	m.rules[mp("198.51.100.1/32")] = struct{}{} // adopted, not wanted
+	require.ElementsMatch(t, []netip.Prefix{
+		mp("198.51.100.1/32"), mp("203.0.113.10/32"), mp("192.0.2.11/32"), mp("fd00::11/128"),
+	}, removedAddrs(prev, m, next))
+}
+
+func TestParseRuleMsg(t *testing.T) {
+	hdr := make([]byte, 12)
+	hdr[0] = unix.AF_INET6
+	hdr[2] = 64  // src_len
+	hdr[4] = 252 // table (the attribute wins)
+	b := append(hdr, nl.NewRtAttr(nl.FRA_SRC, ma("2001:db8::").AsSlice()).Serialize()...)
+	tbl := make([]byte, 4)
+	binary.NativeEndian.PutUint32(tbl, 1000)
+	b = append(b, nl.NewRtAttr(nl.FRA_TABLE, tbl).Serialize()...)
+	b = append(b, nl.NewRtAttr(nl.FRA_PROTOCOL, []byte{202}).Serialize()...)
+	ev, err := parseRuleMsg(unix.RTM_DELRULE, b)
+	require.NoError(t, err)
+	require.Equal(t, ruleEvent{del: true, family: unix.AF_INET6, src: mp("2001:db8::/64"), table: 1000, protocol: 202}, ev)
+	_, err = parseRuleMsg(unix.RTM_NEWRULE, hdr[:5])
+	require.Error(t, err)
+}
+
+func TestRandomMAC(t *testing.T) {
+	for range 100 {
+		m := RandomMAC()
+		require.Len(t, m, 6)
+		require.Equal(t, byte(0x02), m[0]&0x03, "locally administered, unicast: %s", m)
+	}
+}
+
+func TestIfacePath(t *testing.T) {
+	require.Equal(t, "/proc/sys/net/ipv4/conf/br.100/rp_filter", ifacePath("net.ipv4.conf.br.100.rp_filter", "br.100"))
+	require.Equal(t, "/proc/sys/net/ipv6/conf/bridge0/accept_dad", ifacePath("net.ipv6.conf.bridge0.accept_dad", "bridge0"))
+}

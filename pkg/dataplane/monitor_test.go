@@ -1,0 +1,165 @@
+package dataplane
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// eventLog collects a subscription's events.
+type eventLog struct {
+	mu      sync.Mutex
+	deleted map[int]LinkEvent
+	added   map[int]LinkEvent
+	resync  int
+	wg      sync.WaitGroup
+}
+
+func collect(ch <-chan LinkEvent) *eventLog {
+	l := &eventLog{deleted: map[int]LinkEvent{}, added: map[int]LinkEvent{}}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for ev := range ch {
+			l.mu.Lock()
+			switch ev.Type {
+			case LinkDeleted:
+				l.deleted[ev.Index] = ev
+			case LinkAdded:
+				l.added[ev.Index] = ev
+			}
+			if ev.Resync {
+				l.resync++
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *eventLog) missingDeletes(idxs []int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, i := range idxs {
+		if _, ok := l.deleted[i]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+func TestMonitorBurst(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rcvbuf int
+	}{
+		{"default buffer", 0},
+		// A tiny socket buffer overruns during the burst: the monitor must
+		// re-subscribe and re-sync, synthesising the deletes it missed.
+		{"overrun", 2048},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := testutil.NewNetNS(t, "mon")
+			dp := newDP(t, ns, Options{ReceiveBuffer: tc.rcvbuf})
+			ch, cancel := dp.Subscribe()
+			log := collect(ch)
+			defer func() {
+				cancel()
+				log.wg.Wait()
+			}()
+			// A subscriber that never reads must not hold anyone up.
+			_, cancelStuck := dp.Subscribe()
+			defer cancelStuck()
+
+			const n = 500
+			var add, del strings.Builder
+			// All in link group 7, so that most can go in one
+			// `ip link del group` (one RCU grace period instead of one
+			// per link: deleting 500 veths one by one takes the kernel
+			// about 8 s); the first 50 go one by one, in a batch.
+			for i := range n {
+				fmt.Fprintf(&add, "link add bv%d group 7 type veth peer name bw%d group 7\n", i, i)
+				if i < 50 {
+					fmt.Fprintf(&del, "link del bv%d\n", i)
+				}
+			}
+			dir := t.TempDir()
+			addFile, delFile := filepath.Join(dir, "add"), filepath.Join(dir, "del")
+			require.NoError(t, os.WriteFile(addFile, []byte(add.String()), 0o644))
+			require.NoError(t, os.WriteFile(delFile, []byte(del.String()), 0o644))
+
+			start := time.Now()
+			ns.MustExec(t, "ip", "-batch", addFile)
+			links, err := handle(t, ns).LinkList()
+			require.NoError(t, err)
+			var idxs []int
+			for _, l := range links {
+				if strings.HasPrefix(l.Attrs().Name, "bv") || strings.HasPrefix(l.Attrs().Name, "bw") {
+					idxs = append(idxs, l.Attrs().Index)
+				}
+			}
+			require.Len(t, idxs, 2*n)
+			ns.MustExec(t, "ip", "-batch", delFile)
+			ns.MustExec(t, "ip", "link", "del", "group", "7")
+			require.Eventually(t, func() bool { return log.missingDeletes(idxs) == 0 }, 30*time.Second, 10*time.Millisecond,
+				"every delete is delivered")
+			st := dp.Stats()
+			t.Logf("%d links created and deleted; all %d deletes delivered %v after the first create; resubscriptions %d, synthesised events %d",
+				2*n, 2*n, time.Since(start).Round(time.Millisecond), st.Resubscribes, log.resync)
+			log.mu.Lock()
+			for _, i := range idxs {
+				ev := log.deleted[i]
+				require.Equal(t, "veth", ev.Kind, "event %+v", ev)
+				require.True(t, strings.HasPrefix(ev.Name, "bv") || strings.HasPrefix(ev.Name, "bw"), "event %+v", ev)
+			}
+			log.mu.Unlock()
+			if tc.rcvbuf != 0 {
+				require.Positive(t, st.Resubscribes, "the small buffer overran")
+			}
+			// The monitor's view agrees with the kernel.
+			for _, l := range dp.Links() {
+				require.False(t, strings.HasPrefix(l.Name, "bv"), "stale link %+v", l)
+			}
+		})
+	}
+}
+
+func TestSubscribeClose(t *testing.T) {
+	ns := testutil.NewNetNS(t, "sc")
+	dp, err := New(ctx, Options{NetNS: ns.Handle, Logger: testLogger(t)})
+	require.NoError(t, err)
+	ch, cancel := dp.Subscribe()
+	ns.MustExec(t, "ip", "link", "add", "x0", "type", "veth", "peer", "name", "x1")
+	timeout := time.After(5 * time.Second)
+	for found := false; !found; {
+		select {
+		case ev := <-ch:
+			if ev.Type == LinkAdded && (ev.Name == "x0" || ev.Name == "x1") {
+				require.Equal(t, "veth", ev.Kind)
+				require.Positive(t, ev.Index)
+				found = true
+			}
+		case <-timeout:
+			t.Fatal("no event")
+		}
+	}
+	require.NoError(t, dp.Close())
+	// Close ends subscriptions: the channel drains and closes.
+	for range ch {
+	}
+	cancel() // harmless after Close
+	ch2, cancel2 := dp.Subscribe()
+	_, open := <-ch2
+	require.False(t, open, "subscribing after Close gives a closed channel")
+	cancel2()
+	require.NoError(t, dp.Close(), "a second Close is fine")
+}
