@@ -45,8 +45,10 @@ func Example() {
 		client.WithHealClient(heal.NewClient(ctx)),
 		client.WithAdditionalFunctionality(
 			kernel.NewClient(),
-			ipcontext.NewClient(setter),
+			// Before ipcontext, so that on Close the interface (and its
+			// nexthop) is withdrawn before the addresses are released.
 			interfacemonitor.NewClient(monitor),
+			ipcontext.NewClient(setter),
 			mtu.NewClient(mtu.WithMTU(1500)),
 			egress.NewClient(report),
 			pinner,

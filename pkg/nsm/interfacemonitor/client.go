@@ -20,7 +20,9 @@ type client struct {
 // NewClient returns the element for connections to load balancers: after a
 // successful Request it records the connection's interface in the monitor,
 // and on Close it forgets it (announcing the delete if the link was seen),
-// before the Close travels on.
+// before the Close travels on. Place it before the ipcontext element, so
+// that a closing connection loses its nexthop before its addresses are
+// released.
 func NewClient(monitor *Monitor, opts ...Option) networkservice.NetworkServiceClient {
 	return &client{monitor: monitor, logger: newOptions(opts).logger}
 }
