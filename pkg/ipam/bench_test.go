@@ -17,9 +17,11 @@ import (
 )
 
 // benchEngine serves an engine on a bolt store in a temporary directory
-// (fsync on) over gRPC on loopback. maxBatch 1 is the baseline: one commit,
-// and so one fsync, per allocation.
-func benchEngine(b *testing.B, maxBatch int) (ipamv1.IpamClient, *Engine) {
+// (fsync on) over gRPC on loopback, with the RPC metrics interceptor as in
+// cmd/ipam, and returns one client connection per 8 callers (a proxy has
+// its own connection). maxBatch 1 is the baseline: one commit, and so one
+// fsync, per allocation.
+func benchEngine(b *testing.B, maxBatch, callers int) ([]ipamv1.IpamClient, *Engine) {
 	st, err := bolt.Open(filepath.Join(b.TempDir(), "registry.db"), time.Second)
 	require.NoError(b, err)
 	cfg := baseConfig()
@@ -30,7 +32,7 @@ func benchEngine(b *testing.B, maxBatch int) (ipamv1.IpamClient, *Engine) {
 		e.Close()
 		_ = st.Close()
 	})
-	return serve(b, e, nil), e
+	return serveConns(b, e, NewRPCMetrics(), max(1, callers/8)), e
 }
 
 // reportCommits reports the mean changes per store commit and commit time.
@@ -93,15 +95,15 @@ func BenchmarkAllocateNew(b *testing.B) {
 	}{{"group-commit", 0}, {"fsync-per-allocation", 1}} {
 		for _, callers := range []int{8, 64} {
 			b.Run(fmt.Sprintf("%s/callers-%d", mode.name, callers), func(b *testing.B) {
-				c, e := benchEngine(b, mode.maxBatch)
+				cs, e := benchEngine(b, mode.maxBatch, callers)
 				ctx := context.Background()
 				// Nodes exist before the clock starts; IPv6 /64 nodes never fill.
 				for k := 0; k < callers; k++ {
-					_, err := c.Allocate(ctx, req("bridge", testTrench, "c1", fmt.Sprintf("w%d", k), ipamv1.IPFamily_IPV6))
+					_, err := cs[0].Allocate(ctx, req("bridge", testTrench, "c1", fmt.Sprintf("w%d", k), ipamv1.IPFamily_IPV6))
 					require.NoError(b, err)
 				}
 				runCallers(b, callers, func(k int, i int64) error {
-					_, err := c.Allocate(ctx, req(fmt.Sprintf("p%d-src", i), testTrench, "c1", fmt.Sprintf("w%d", k), ipamv1.IPFamily_IPV6))
+					_, err := cs[k%len(cs)].Allocate(ctx, req(fmt.Sprintf("p%d-src", i), testTrench, "c1", fmt.Sprintf("w%d", k), ipamv1.IPFamily_IPV6))
 					return err
 				})
 				reportCommits(b, e)
@@ -114,18 +116,50 @@ func BenchmarkAllocateNew(b *testing.B) {
 func BenchmarkAllocateRenew(b *testing.B) {
 	for _, callers := range []int{8, 64} {
 		b.Run(fmt.Sprintf("callers-%d", callers), func(b *testing.B) {
-			c, _ := benchEngine(b, 0)
+			cs, _ := benchEngine(b, 0, callers)
 			ctx := context.Background()
 			reqs := make([]*ipamv1.Child, 1000)
 			for i := range reqs {
 				reqs[i] = req(fmt.Sprintf("p%d-src", i), testTrench, "c1", fmt.Sprintf("w%d", i%16), ipamv1.IPFamily_IPV4)
-				_, err := c.Allocate(ctx, reqs[i])
+				_, err := cs[0].Allocate(ctx, reqs[i])
 				require.NoError(b, err)
 			}
-			runCallers(b, callers, func(_ int, i int64) error {
-				_, err := c.Allocate(ctx, reqs[i%int64(len(reqs))])
+			runCallers(b, callers, func(k int, i int64) error {
+				_, err := cs[k%len(cs)].Allocate(ctx, reqs[i%int64(len(reqs))])
 				return err
 			})
 		})
 	}
+}
+
+// BenchmarkEngineRenew is the renewal path without gRPC: what the engine
+// itself costs per call.
+func BenchmarkEngineRenew(b *testing.B) {
+	st, err := bolt.Open(filepath.Join(b.TempDir(), "registry.db"), time.Second)
+	require.NoError(b, err)
+	e, err := New(context.Background(), st, baseConfig())
+	require.NoError(b, err)
+	defer func() {
+		e.Close()
+		_ = st.Close()
+	}()
+	ctx := context.Background()
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("p%d-src", i)
+		_, err := e.Allocate(ctx, sub(IPv4, "c1", fmt.Sprintf("w%d", i%16)), names[i])
+		require.NoError(b, err)
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := int(next.Add(1)) % len(names)
+			if _, err := e.Allocate(ctx, sub(IPv4, "c1", fmt.Sprintf("w%d", i%16)), names[i]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "allocs/s")
 }

@@ -26,6 +26,11 @@ import (
 
 // serve starts the gRPC service of e on 127.0.0.1:0 and returns a client.
 func serve(t testing.TB, e *Engine, m *RPCMetrics) ipamv1.IpamClient {
+	return serveConns(t, e, m, 1)[0]
+}
+
+// serveConns is serve with n client connections.
+func serveConns(t testing.TB, e *Engine, m *RPCMetrics, n int) []ipamv1.IpamClient {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var opts []grpc.ServerOption
@@ -35,13 +40,15 @@ func serve(t testing.TB, e *Engine, m *RPCMetrics) ipamv1.IpamClient {
 	srv := grpc.NewServer(opts...)
 	ipamv1.RegisterIpamServer(srv, NewServer(e))
 	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = conn.Close()
-		srv.Stop()
-	})
-	return ipamv1.NewIpamClient(conn)
+	t.Cleanup(srv.Stop)
+	var out []ipamv1.IpamClient
+	for i := 0; i < n; i++ {
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		out = append(out, ipamv1.NewIpamClient(conn))
+	}
+	return out
 }
 
 func req(name, trench, conduit, node string, f ipamv1.IPFamily) *ipamv1.Child {
