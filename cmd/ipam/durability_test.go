@@ -42,6 +42,8 @@ func buildIPAM(t testing.TB) string {
 
 // proc is a running ipam binary.
 type proc struct {
+	mu     sync.Mutex
+	msgs   []string // "msg" of every log line so far
 	cmd    *exec.Cmd
 	addr   string
 	conn   *grpc.ClientConn
@@ -68,7 +70,13 @@ func startIPAM(t testing.TB, bin string, env ...string) *proc {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			var line struct{ Msg, Address string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			p.mu.Lock()
+			p.msgs = append(p.msgs, line.Msg)
+			p.mu.Unlock()
+			if line.Msg == "serving" {
 				addrc <- line.Address
 			}
 		}
@@ -93,6 +101,19 @@ func startIPAM(t testing.TB, bin string, env ...string) *proc {
 	t.Cleanup(func() { _ = p.conn.Close() })
 	p.client = ipamv1.NewIpamClient(p.conn)
 	return p
+}
+
+// logged reports how many log lines had the message msg.
+func (p *proc) logged(msg string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, m := range p.msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
 }
 
 func (p *proc) kill(t testing.TB, sig syscall.Signal) error {

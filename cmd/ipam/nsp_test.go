@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+)
+
+// fakeNSP streams every list sent on lists to the (single) watcher.
+type fakeNSP struct {
+	nspv1.UnimplementedConfigurationManagerServer
+	lists chan []string
+}
+
+func (f *fakeNSP) WatchConduit(_ *nspv1.Conduit, stream nspv1.ConfigurationManager_WatchConduitServer) error {
+	for {
+		select {
+		case names := <-f.lists:
+			resp := &nspv1.ConduitResponse{}
+			for _, n := range names {
+				resp.Conduits = append(resp.Conduits, &nspv1.Conduit{Name: n, Trench: &nspv1.Trench{Name: "default"}})
+			}
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+		case <-stream.Context().Done():
+			return nil
+		}
+	}
+}
+
+func allocate(t *testing.T, c ipamv1.IpamClient, conduit string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := c.Allocate(ctx, childID{ipamv1.IPFamily_IPV4, conduit, "worker", "bridge"}.req())
+	require.NoError(t, err)
+	return p.GetAddress()
+}
+
+// TestFollowsNSPConduits: the binary serves while the configuration server
+// is down, and removes a conduit once the server drops it.
+func TestFollowsNSPConduits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the ipam binary")
+	}
+	bin := buildIPAM(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := lis.Addr().String()
+	require.NoError(t, lis.Close()) // down for now
+
+	p := startIPAM(t, bin, "IPAM_DATASOURCE="+filepath.Join(t.TempDir(), "registry.db"), "IPAM_NSP_SERVICE="+addr)
+	assert.Equal(t, "169.255.0.1", allocate(t, p.client, "a"), "served with the NSP down")
+	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "b"))
+	require.Eventually(t, func() bool { return p.logged("conduit watch interrupted; retrying") > 0 }, 30*time.Second, 20*time.Millisecond)
+
+	lis, err = net.Listen("tcp", addr)
+	require.NoError(t, err)
+	nsp := &fakeNSP{lists: make(chan []string)}
+	srv := grpc.NewServer()
+	nspv1.RegisterConfigurationManagerServer(srv, nsp)
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	nsp.lists <- []string{"a", "b"}
+	nsp.lists <- []string{"a"}
+	require.Eventually(t, func() bool { return p.logged("conduit removed") > 0 }, 30*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "c"), "b's subnet is free again")
+	assert.Equal(t, "169.255.0.1", allocate(t, p.client, "a"))
+	assert.NoError(t, p.kill(t, syscall.SIGTERM))
+}
