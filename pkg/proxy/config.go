@@ -28,6 +28,8 @@ type Dataplane interface {
 	FlushConntrackPrefix(netip.Prefix) error
 }
 
+var _ Dataplane = (*dataplane.Dataplane)(nil)
+
 // Config configures a Proxy.
 type Config struct {
 	// Conduit and Trench name the conduit whose node subnets the proxy

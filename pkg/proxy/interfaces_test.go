@@ -28,6 +28,10 @@ func TestInterfaceEventsDriveDataplane(t *testing.T) {
 	// Target neighbours are not nexthops.
 	require.Equal(t, "[172.16.0.5 172.16.0.7 fd00::5]", sprint(s.Nexthops))
 	require.Equal(t, "[172.16.0.1/24 fd00::1/64]", sprint(s.BridgeAddrs))
+	// Each LB address is tied to its port.
+	require.Equal(t, map[netip.Addr]int{
+		netip.MustParseAddr("172.16.0.5"): 9, netip.MustParseAddr("fd00::5"): 9, netip.MustParseAddr("172.16.0.7"): 8,
+	}, s.NexthopPorts)
 
 	// A kernel delete knows only the index: port and nexthops go.
 	e.p.InterfaceDeleted(Interface{Index: 9})
@@ -54,6 +58,7 @@ func TestInterfaceEventsDuplicatesAndDisorder(t *testing.T) {
 	e.p.InterfaceCreated(lb2)
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 2 })
 	require.Equal(t, "[172.16.0.5]", sprint(s.Nexthops))
+	require.Empty(t, s.NexthopPorts, "an address behind two ports is not tied to either")
 
 	// The NSM close reports the delete with metadata, then the kernel with
 	// the index only: one removal. The nexthop stays while lb2 has it.
@@ -62,6 +67,7 @@ func TestInterfaceEventsDuplicatesAndDisorder(t *testing.T) {
 	s = e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 1 })
 	require.Equal(t, []int{11}, s.Ports)
 	require.Equal(t, "[172.16.0.5]", sprint(s.Nexthops))
+	require.Equal(t, map[netip.Addr]int{netip.MustParseAddr("172.16.0.5"): 11}, s.NexthopPorts)
 
 	// A refresh that changes lb2's addresses, as a create replacing the
 	// first, or as the interface monitor announces it: a delete, then a

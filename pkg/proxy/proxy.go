@@ -100,7 +100,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	p.bgWG.Add(2)
 	go p.syncLoop(bgCtx)
 	go p.renewLoop(bgCtx)
-	p.markDirty()
+	// The bridge allocation marked the state dirty: the syncer's first
+	// Apply pushes it.
 	p.log.Info("proxy started", "bridge", p.bridgePrefixes())
 	return p, nil
 }

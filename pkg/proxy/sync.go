@@ -17,21 +17,36 @@ func (p *Proxy) desiredStateLocked() dataplane.State {
 			s.BridgeAddrs = append(s.BridgeAddrs, b)
 		}
 	}
-	hops := map[netip.Addr]struct{}{}
+	// A nexthop is tied to the port it is reached through, so that the
+	// dataplane drops it as soon as the link goes; an address announced by
+	// two interfaces is not tied (the control plane removes it).
+	hops := map[netip.Addr]int{} // address → port, or 0 when ambiguous
 	for idx, i := range p.ifaces {
 		s.Ports = append(s.Ports, idx)
 		if i.Type != LBConn {
 			continue
 		}
 		for _, a := range i.NeighborAddrs {
-			if a.IsValid() {
-				hops[a.Unmap()] = struct{}{}
+			if !a.IsValid() {
+				continue
+			}
+			a = a.Unmap()
+			if port, seen := hops[a]; seen && port != idx {
+				hops[a] = 0
+			} else {
+				hops[a] = idx
 			}
 		}
 	}
 	slices.Sort(s.Ports)
-	for a := range hops {
+	for a, port := range hops {
 		s.Nexthops = append(s.Nexthops, a)
+		if port > 0 {
+			if s.NexthopPorts == nil {
+				s.NexthopPorts = map[netip.Addr]int{}
+			}
+			s.NexthopPorts[a] = port
+		}
 	}
 	slices.SortFunc(s.Nexthops, func(a, b netip.Addr) int { return a.Compare(b) })
 	s.VIPs = slices.Clone(p.vips)
