@@ -1,0 +1,87 @@
+package proxy
+
+import (
+	"context"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/ipam"
+	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
+)
+
+// TestKernelProxyWithRealDataplane wires the proxy to the real dataplane in
+// a throw-away namespace and the real IPAM engine: the bridge gets the IPAM's
+// address, an LB interface becomes a port and the ECMP nexthop, a VIP gets
+// its rule, and a delete known only by index removes port and route.
+func TestKernelProxyWithRealDataplane(t *testing.T) {
+	ns := testutil.NewNetNS(t, "proxy")
+	dp, err := dataplane.New(context.Background(), dataplane.Options{NetNS: ns.Handle, Logger: testLogger()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dp.Close()) }()
+
+	engine := realEngine(t, memory.New())
+	p, err := New(context.Background(), Config{
+		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1",
+		IPAM: serveIPAM(t, ipam.NewServer(engine)), Dataplane: dp,
+		RetryInterval: time.Millisecond, Logger: testLogger(),
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close(context.Background())) }()
+
+	eventually := func(what string, cmd []string, ok func(string) bool) {
+		t.Helper()
+		var out string
+		require.Eventually(t, func() bool {
+			out, _ = ns.Exec(cmd...)
+			return ok(out)
+		}, waitFor, 20*time.Millisecond, "%s; last output:\n%s", what, out)
+	}
+	eventually("bridge addresses", []string{"ip", "addr", "show", "bridge0"}, func(s string) bool {
+		return strings.Contains(s, "172.16.0.1/24") && strings.Contains(s, "fd00::1/64")
+	})
+
+	// An LB connection: its addresses, then its interface.
+	conn := lbConn("proxy-lb-1")
+	require.NoError(t, p.SetIPContext(context.Background(), conn, LBConn))
+	lbAddr := netip.MustParsePrefix(ipcOf(conn).GetDstIpAddrs()[0]).Addr()
+	ns.MustExec(t, "ip", "link", "add", "nsm-lb0", "type", "veth", "peer", "name", "lb-peer0")
+	ns.MustExec(t, "ip", "link", "set", "nsm-lb0", "up")
+	ns.MustExec(t, "ip", "link", "set", "lb-peer0", "up")
+	idx := linkIndex(t, ns, "nsm-lb0")
+	p.InterfaceCreated(Interface{Index: idx, Name: "nsm-lb0", Type: LBConn, ConnID: conn.GetId(),
+		NeighborAddrs: []netip.Addr{lbAddr}})
+	eventually("port", []string{"ip", "link", "show", "nsm-lb0"}, func(s string) bool {
+		return strings.Contains(s, "master bridge0")
+	})
+	eventually("ECMP route", []string{"ip", "route", "show", "table", "1"}, func(s string) bool {
+		return strings.Contains(s, "default via "+lbAddr.String())
+	})
+
+	require.NoError(t, p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
+	eventually("VIP rule", []string{"ip", "rule", "show"}, func(s string) bool {
+		return strings.Contains(s, "from 20.0.0.1 lookup 1")
+	})
+
+	// The link goes; the kernel event knows only its index.
+	ns.MustExec(t, "ip", "link", "del", "nsm-lb0")
+	p.InterfaceDeleted(Interface{Index: idx})
+	eventually("route removed", []string{"ip", "route", "show", "table", "1"}, func(s string) bool {
+		return !strings.Contains(s, lbAddr.String())
+	})
+	require.Equal(t, 0, p.Stats().Nexthops)
+}
+
+func linkIndex(t *testing.T, ns *testutil.NetNS, name string) int {
+	t.Helper()
+	out := ns.MustExec(t, "cat", "/sys/class/net/"+name+"/ifindex")
+	idx, err := strconv.Atoi(strings.TrimSpace(out))
+	require.NoError(t, err)
+	return idx
+}
