@@ -246,7 +246,7 @@ func TestInvalidConfigurationExitsNonZero(t *testing.T) {
 		"IPAM_CONDUIT_PREFIX_LENGTH_IPV6=40",
 		"IPAM_IP_FAMILY=ipx",
 		"IPAM_LOG_LEVEL=loud",
-		"IPAM_TRENCH_NAME=a/b",
+		"IPAM_TRENCH_NAME=a b",
 		"IPAM_GARBAGE_COLLECTION_THRESHOLD=1m",
 		"IPAM_PORT=port",
 	} {

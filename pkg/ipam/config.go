@@ -135,10 +135,11 @@ const (
 	MaxChildNameLength  = 1024
 )
 
-// ValidateName checks a name: printable ASCII letters, digits, '.', '-', '_'
-// only, at most MaxObjectNameLength (MaxChildNameLength for children).
-// Empty is allowed only when allowEmpty (node names: Meridio's proxies with
-// no NSM_HOST all share the node "").
+// ValidateName checks a name: visible ASCII characters only (no spaces,
+// control characters or non-ASCII: names come from Kubernetes objects and
+// NSM connection ids, which never need them), at most MaxObjectNameLength
+// (MaxChildNameLength for children). Empty is allowed only when allowEmpty
+// (node names: Meridio's proxies without NSM_HOST all share the node "").
 func ValidateName(what, name string, allowEmpty bool) error {
 	limit := MaxObjectNameLength
 	if what == "child" {
@@ -155,8 +156,8 @@ func ValidateName(what, name string, allowEmpty bool) error {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
-			return fmt.Errorf("%w: %s name %.64q has a character outside [A-Za-z0-9._-] at %d", ErrInvalidArgument, what, name, i)
+		if c <= ' ' || c > '~' {
+			return fmt.Errorf("%w: %s name %.64q has a character that is not visible ASCII at %d", ErrInvalidArgument, what, name, i)
 		}
 	}
 	return nil

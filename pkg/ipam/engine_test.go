@@ -25,6 +25,7 @@ func TestCarvingFirstFit(t *testing.T) {
 			assert.Equal(t, "169.255.1.1/24", alloc(t, e, sub(IPv4, "c1", "w2"), "bridge"))
 			assert.Equal(t, "169.255.16.1/24", alloc(t, e, sub(IPv4, "c2", "w1"), "bridge"))
 			assert.Equal(t, "169.255.2.1/24", alloc(t, e, sub(IPv4, "c1", ""), "bridge"), "empty node name is a node")
+			assert.Equal(t, "169.255.2.2/24", alloc(t, e, sub(IPv4, "c1", ""), "nsc:4f2a/load-balancer.c1@x-dst"), "any visible ASCII")
 			// IPv6: conduit /56, node /64.
 			assert.Equal(t, "fd00::1/64", alloc(t, e, sub(IPv6, "c1", "w1"), "bridge"))
 			assert.Equal(t, "fd00::2/64", alloc(t, e, sub(IPv6, "c1", "w1"), "p1-src"))
