@@ -71,7 +71,8 @@ type Options struct {
 	// a bridge created by New takes the MAC stored there (when the bridge
 	// itself was deleted, e.g. in a new pod), and the MAC of a created or
 	// adopted bridge is written there. An existing bridge always keeps its
-	// own MAC.
+	// own MAC; if someone changes it, the Dataplane adopts and announces
+	// the new one.
 	MACFile string
 	// AdoptLeftovers keeps the routes and rules left by an earlier run (the
 	// ones carrying Protocol in Table) until the first Apply, which then

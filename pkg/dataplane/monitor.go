@@ -86,6 +86,10 @@ func toLink(l netlink.Link) Link {
 	}
 }
 
+// linkChanBuffer is the buffer between the netlink reader and the monitor
+// (a variable so that tests can make the reader stall).
+var linkChanBuffer = 4096
+
 // monitor keeps a model of the namespace's links from a netlink link
 // subscription, re-subscribing and re-syncing whenever the subscription is
 // lost, and fans the changes out to subscribers without ever blocking its
@@ -125,7 +129,7 @@ func newMonitor(ns netns.NsHandle, h *netlink.Handle, log *slog.Logger, rcvbuf i
 }
 
 func (m *monitor) run(ctx context.Context) {
-	runSubscription(ctx, "link", m.log, 4096,
+	runSubscription(ctx, "link", m.log, linkChanBuffer,
 		func(ch chan netlink.LinkUpdate, done chan struct{}, cb func(error)) error {
 			ns := m.ns
 			err := netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 )
@@ -43,7 +44,22 @@ func listenFlows(t *testing.T, ns *testutil.NetNS, network string, port int) *fl
 	require.NoError(t, ns.Do(func() error {
 		var err error
 		conn, err = net.ListenUDP(network, &net.UDPAddr{Port: port})
-		return err
+		if err != nil {
+			return err
+		}
+		// Room for every datagram of a burst even if the reader lags on
+		// a loaded machine.
+		rc, err := conn.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
+		}); err != nil {
+			return err
+		}
+		return serr
 	}))
 	c := &flowCounter{ports: map[int]struct{}{}, done: make(chan struct{})}
 	go func() {
