@@ -83,6 +83,16 @@ func serve(ctx context.Context, cfg Config, ecfg ipam.Config, logger *slog.Logge
 			logger.Error("closing the store", "error", err)
 		}
 	}()
+	// "" is the process; ipam.v1.Ipam turns NOT_SERVING while store commits fail.
+	hs := grpchealth.NewServer()
+	hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	ecfg.OnStoreHealth = func(ok bool) {
+		status := healthpb.HealthCheckResponse_SERVING
+		if !ok {
+			status = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, status)
+	}
 	engine, err := ipam.New(ctx, st, ecfg)
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
@@ -109,8 +119,6 @@ func serve(ctx context.Context, cfg Config, ecfg ipam.Config, logger *slog.Logge
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	ipamv1.RegisterIpamServer(gs, ipam.NewServer(engine))
-	hs := grpchealth.NewServer()
-	hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- gs.Serve(lis) }()

@@ -82,6 +82,10 @@ type Config struct {
 	// MaxBatch caps the changes committed in one store transaction.
 	// Default 4096; 1 gives one commit per change (no group commit).
 	MaxBatch int
+	// OnStoreHealth, if set, is called (from the writer goroutine) with false
+	// when a store commit fails after succeeding, and with true when commits
+	// succeed again.
+	OnStoreHealth func(ok bool)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger (default slog.Default()).

@@ -66,7 +66,7 @@ func New(ctx context.Context, st store.Store, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: load: %v", ErrUnavailable, err)
 	}
-	e.w = newWriter(st, cfg.MaxBatch, e.log, e.stats.observe)
+	e.w = newWriter(st, cfg.MaxBatch, e.log, e.stats.observe, cfg.OnStoreHealth)
 	seq := e.load(records)
 	if err := e.w.wait(ctx, seq); err != nil {
 		e.w.close()

@@ -297,7 +297,10 @@ func TestReloadKeepsAddressesAndAvoidsCollisions(t *testing.T) {
 
 func TestStoreFailureIsUnavailableAndHeals(t *testing.T) {
 	st := memory.New()
-	e := newEngine(t, st, baseConfig())
+	cfg := baseConfig()
+	health := make(chan bool, 10)
+	cfg.OnStoreHealth = func(ok bool) { health <- ok }
+	e := newEngine(t, st, cfg)
 	ctx := context.Background()
 	s := sub(IPv4, "c1", "w1")
 	assert.Equal(t, "169.255.0.1/24", alloc(t, e, s, "bridge"))
@@ -309,6 +312,8 @@ func TestStoreFailureIsUnavailableAndHeals(t *testing.T) {
 	// The failed allocation is kept and retried: the same name gets the
 	// same address once it is durable.
 	assert.Equal(t, "169.255.0.2/24", alloc(t, e, s, "new-src"))
+	assert.False(t, <-health)
+	assert.True(t, <-health)
 	assert.Contains(t, storedKeys(t, st), string(store.EncodeKey(store.Key{Level: store.LevelChild, Trench: testTrench, Family: 4, Conduit: "c1", Node: "w1", Child: "new-src"}))+"=169.255.0.2/32")
 }
 

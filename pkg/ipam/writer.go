@@ -22,6 +22,7 @@ type writer struct {
 	maxBatch int
 	log      *slog.Logger
 	observe  func(batch int, d time.Duration, err error)
+	onHealth func(ok bool) // called on every change of commit success
 
 	mu        sync.Mutex
 	queue     []queuedOp
@@ -43,15 +44,18 @@ type queuedOp struct {
 	seq uint64
 }
 
-func newWriter(s store.Store, maxBatch int, log *slog.Logger, observe func(int, time.Duration, error)) *writer {
+func newWriter(s store.Store, maxBatch int, log *slog.Logger, observe func(int, time.Duration, error), onHealth func(bool)) *writer {
 	if maxBatch <= 0 {
 		maxBatch = 4096
 	}
 	if observe == nil {
 		observe = func(int, time.Duration, error) {}
 	}
+	if onHealth == nil {
+		onHealth = func(bool) {}
+	}
 	w := &writer{
-		store: s, maxBatch: maxBatch, log: log, observe: observe,
+		store: s, maxBatch: maxBatch, log: log, observe: observe, onHealth: onHealth,
 		changed: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
@@ -119,6 +123,7 @@ func (w *writer) run() {
 	defer close(w.done)
 	var batch []store.Op
 	backoff := time.Duration(0)
+	healthy := true
 	for {
 		if backoff > 0 {
 			t := time.NewTimer(backoff)
@@ -164,6 +169,10 @@ func (w *writer) run() {
 			close(w.changed)
 			w.changed = make(chan struct{})
 			w.mu.Unlock()
+			if healthy != (err == nil) {
+				healthy = err == nil
+				w.onHealth(healthy)
+			}
 			if err != nil {
 				w.log.Error("store commit failed; retrying", "ops", n, "error", err)
 				backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
