@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
@@ -60,7 +59,6 @@ func Example() {
 		registryclient.WithDialOptions(creds.NSMDialOptions()...))
 	mesh := fullmesh.New("proxy-a", "conduit-a.trench-a.ns", nsc, registry,
 		fullmesh.WithPinner(pinner),
-		fullmesh.WithPayload(payload.Ethernet),
 		fullmesh.WithRequestTimeout(15*time.Second),
 	)
 	_ = mesh.Run // go mesh.Run(ctx); cancel and wait for Run to return on shutdown

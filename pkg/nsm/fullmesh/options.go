@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
 )
 
 // Option configures a FullMesh.
@@ -30,6 +31,7 @@ type options struct {
 
 func newOptions(opts []Option) *options {
 	o := &options{
+		payload:        payload.Ethernet,
 		requestTimeout: 15 * time.Second,
 		retryInterval:  5 * time.Second,
 		expiryInterval: 5 * time.Second,
@@ -53,7 +55,8 @@ func WithLabels(labels map[string]string) Option {
 	return func(o *options) { o.labels = maps.Clone(labels) }
 }
 
-// WithPayload sets the connection payload (e.g. payload.Ethernet).
+// WithPayload sets the connection payload (default payload.Ethernet: the
+// proxy bridges its interfaces).
 func WithPayload(payload string) Option {
 	return func(o *options) { o.payload = payload }
 }

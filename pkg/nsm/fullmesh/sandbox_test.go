@@ -376,3 +376,60 @@ func TestSandboxRecoveryAfterRestart(t *testing.T) {
 	require.NoError(t, <-runDone)
 	require.Equal(t, 0, lb1.count())
 }
+
+// TestSandboxWatchSurvivesNSMgrRestart: the NSMgr restarts under the
+// mesh; the watch comes back and new endpoints are still joined.
+func TestSandboxWatchSurvivesNSMgrRestart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	domain := sandboxtest.NewDomain(ctx, t)
+	node := domain.Nodes[0]
+	nsmgrURL := node.NSMgr.URL
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
+		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
+	require.NoError(t, err)
+	lbs := map[string]*lbEndpoint{}
+	addLB := func(name string) {
+		lbs[name] = &lbEndpoint{open: map[string]bool{}}
+		node.NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}},
+			sandbox.GenerateTestToken, sandboxtest.KernelServer(), lbs[name])
+	}
+	addLB("lb-1")
+
+	nsc := client.NewClient(ctx,
+		client.WithClientURL(sandbox.CloneURL(nsmgrURL)),
+		client.WithName("proxy-a"),
+		client.WithDialOptions(sandbox.DialOptions()...),
+		client.WithDialTimeout(5*time.Second),
+		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
+		client.WithHealClient(heal.NewClient(ctx)),
+		client.WithAdditionalFunctionality(kernel.NewClient()),
+	)
+	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
+		registryclient.WithClientURL(sandbox.CloneURL(nsmgrURL)),
+		registryclient.WithDialOptions(sandbox.DialOptions()...))
+	mesh := fullmesh.New("proxy-a", lbService, nsc, reg,
+		fullmesh.WithRetryInterval(100*time.Millisecond),
+		fullmesh.WithWatchBackoff(50*time.Millisecond, 500*time.Millisecond),
+		fullmesh.WithLogger(quiet),
+	)
+	runCtx, stopMesh := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- mesh.Run(runCtx) }()
+	defer func() {
+		stopMesh()
+		<-runDone
+	}()
+	const wait, tick = 30 * time.Second, 20 * time.Millisecond
+	require.Eventually(t, func() bool { return len(mesh.Connections()) == 1 }, wait, tick)
+
+	node.NSMgr.Restart()
+	addLB("lb-2")
+	require.Eventually(t, func() bool {
+		conns := mesh.Connections()
+		return len(conns) == 2 && conns["lb-2"] != nil
+	}, wait, tick)
+	// What the LBs see across an NSMgr restart is up to NSM's heal; the
+	// mesh's part is that its watch came back.
+}
