@@ -88,11 +88,7 @@ func TestConcurrentAllocations(t *testing.T) {
 // every child is stale; every child whose renewal succeeded must still hold
 // the address that renewal returned (the clock stands still in a round).
 func TestRenewalRacingGC(t *testing.T) {
-	clk := newClock()
-	cfg := baseConfig()
-	cfg.Now = clk.Now
-	cfg.GCInterval = time.Hour
-	cfg.GCThreshold = 10 * time.Minute
+	clk, cfg := gcConfig()
 	e := newEngine(t, memory.New(), cfg)
 	const nodes, perNode, workers = 16, 40, 4
 	name := func(i int) (Subnet, string) {

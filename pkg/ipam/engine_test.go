@@ -113,11 +113,7 @@ func TestExhaustionAtEveryLevel(t *testing.T) {
 func TestLeaseRenewalAndGC(t *testing.T) {
 	for _, sc := range stores {
 		t.Run(sc.name, func(t *testing.T) {
-			clk := newClock()
-			cfg := baseConfig()
-			cfg.Now = clk.Now
-			cfg.GCInterval = time.Hour // the loop never fires; the test collects by hand
-			cfg.GCThreshold = 10 * time.Minute
+			clk, cfg := gcConfig()
 			e := newEngine(t, sc.open(t)(), cfg)
 			s := sub(IPv4, "c1", "w1")
 			alloc(t, e, s, "bridge")
@@ -163,11 +159,7 @@ func TestGCFirstRunAtStartAndDowntimeNotCounted(t *testing.T) {
 	for _, sc := range stores {
 		t.Run(sc.name, func(t *testing.T) {
 			open := sc.open(t)
-			clk := newClock()
-			cfg := baseConfig()
-			cfg.Now = clk.Now
-			cfg.GCInterval = time.Hour
-			cfg.GCThreshold = 10 * time.Minute
+			clk, cfg := gcConfig()
 			s := sub(IPv4, "c1", "w1")
 
 			st := open()
@@ -203,11 +195,7 @@ func TestDowntimeExtensionIsPersisted(t *testing.T) {
 	for _, sc := range stores {
 		t.Run(sc.name, func(t *testing.T) {
 			open := sc.open(t)
-			clk := newClock()
-			cfg := baseConfig()
-			cfg.Now = clk.Now
-			cfg.GCInterval = time.Hour
-			cfg.GCThreshold = 10 * time.Minute
+			clk, cfg := gcConfig()
 			s := sub(IPv6, "c1", "w1")
 			restart := func(e *Engine, st store.Store, down time.Duration) (*Engine, store.Store) {
 				if e != nil {

@@ -71,6 +71,18 @@ func baseConfig() Config {
 	return Config{Trench: testTrench, IPv4: &v4, IPv6: &v6, Logger: quietLogger()}
 }
 
+// gcConfig is baseConfig on a test clock with a 10-minute GC threshold and
+// an interval so long that the loop never fires: tests collect by hand
+// (the first collection still runs in New).
+func gcConfig() (*clock, Config) {
+	clk := newClock()
+	cfg := baseConfig()
+	cfg.Now = clk.Now
+	cfg.GCInterval = time.Hour
+	cfg.GCThreshold = 10 * time.Minute
+	return clk, cfg
+}
+
 // newEngine starts an engine on st; it is closed (and st closed, unless it
 // is a memory store that the test may reopen) at cleanup.
 func newEngine(t *testing.T, st store.Store, cfg Config) *Engine {
