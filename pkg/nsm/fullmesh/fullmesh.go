@@ -91,7 +91,7 @@ loop:
 			break loop
 		case msg := <-msgs:
 			if msg.resync != nil {
-				f.resync(ctx, msg.resync)
+				f.resync(msg.resync)
 			} else {
 				f.handle(ctx, msg.event)
 			}
@@ -178,7 +178,7 @@ func (f *FullMesh) remove(nse, reason string) {
 	close(m.stop)
 }
 
-func (f *FullMesh) resync(_ context.Context, listed []string) {
+func (f *FullMesh) resync(listed []string) {
 	present := make(map[string]bool, len(listed))
 	for _, n := range listed {
 		present[n] = true

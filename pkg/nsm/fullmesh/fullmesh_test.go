@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/chain"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/checks/checkrequest"
 	"github.com/stretchr/testify/require"
@@ -108,6 +109,7 @@ func TestOneConnectionPerEndpoint(t *testing.T) {
 		require.Equal(t, "lb", c.GetNetworkService())
 		require.Equal(t, id(c.GetNetworkServiceEndpointName()), c.GetId(), "connection id is <name>-<service>-<nse>")
 		require.Equal(t, "node-a", c.GetLabels()["nodeName"])
+		require.Equal(t, payload.Ethernet, c.GetPayload())
 	}
 	client.mu.Unlock()
 	nse, ok := h.pinner.Pinned(id("lb-2"))
