@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,7 +36,11 @@ func TestMain(m *testing.M) {
 func buildIPAM(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ipam")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // the toolchain running this test
+	}
+	out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
 }
