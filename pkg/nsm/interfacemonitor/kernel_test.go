@@ -10,42 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/internal/sandboxtest"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
-
-// subscribe feeds the link events of ns (existing links first) to the
-// returned channel until the test ends, as pkg/dataplane's link monitor does
-// for the proxy.
-func subscribe(t *testing.T, ns *testutil.NetNS) <-chan interfacemonitor.LinkEvent {
-	t.Helper()
-	updates := make(chan netlink.LinkUpdate)
-	stop := make(chan struct{})
-	handle := ns.Handle
-	require.NoError(t, netlink.LinkSubscribeWithOptions(updates, stop, netlink.LinkSubscribeOptions{
-		Namespace: &handle, ListExisting: true,
-	}))
-	events := make(chan interfacemonitor.LinkEvent)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for u := range updates {
-			ev := interfacemonitor.LinkEvent{Index: int(u.Index), Name: u.Attrs().Name, Deleted: u.Header.Type == unix.RTM_DELLINK}
-			select {
-			case events <- ev:
-			case <-stop:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		close(stop)
-		<-done // the subscription closes updates once its socket is closed
-	})
-	return events
-}
 
 func ifindex(t *testing.T, ns *testutil.NetNS, name string) int {
 	t.Helper()
@@ -66,7 +36,7 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	m := interfacemonitor.New(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
-	go func() { runDone <- m.Run(ctx, subscribe(t, proxyNS)) }()
+	go func() { runDone <- m.Run(ctx, sandboxtest.LinkEvents(t, proxyNS)) }()
 	t.Cleanup(func() {
 		cancel()
 		<-runDone
