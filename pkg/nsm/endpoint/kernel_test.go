@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,10 +111,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 
 func ifindex(t *testing.T, ns *testutil.NetNS, name string) int {
 	t.Helper()
-	var idx int
-	out := strings.TrimSpace(ns.MustExec(t, "cat", "/sys/class/net/"+name+"/ifindex"))
-	for _, c := range out {
-		idx = idx*10 + int(c-'0')
-	}
+	idx, err := strconv.Atoi(strings.TrimSpace(ns.MustExec(t, "cat", "/sys/class/net/"+name+"/ifindex")))
+	require.NoError(t, err)
 	return idx
 }
