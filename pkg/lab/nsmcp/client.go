@@ -1,0 +1,53 @@
+package nsmcp
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
+)
+
+// ClientConfig describes a kernel-mechanism NSC of the lab.
+type ClientConfig struct {
+	// Name of the client (its path segment name).
+	Name string
+	// NSMgrURL is the NSMgr it requests through.
+	NSMgrURL *url.URL
+	// InterfaceName is the name of its kernel interface (at most 15 chars).
+	InterfaceName string
+	// NetNSPath, when set, is the namespace the interface goes to (default:
+	// the namespace of the process).
+	NetNSPath string
+	// Elements run before the kernel mechanism.
+	Elements []networkservice.NetworkServiceClient
+	// TokenLifetime of the client's tokens (default DefaultTokenLifetime).
+	TokenLifetime time.Duration
+}
+
+// NewClient returns the SDK client chain (begin, refresh, heal, ...) with a
+// kernel mechanism and sendfd, dialing the NSMgr with the lab's credentials.
+// ctx bounds refresh and heal.
+func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServiceClient {
+	gen := TokenGenerator(cfg.Name, cfg.TokenLifetime)
+	elements := append(append([]networkservice.NetworkServiceClient{}, cfg.Elements...),
+		kernel.NewClient(kernel.WithInterfaceName(cfg.InterfaceName)),
+		NetNSClient(cfg.NetNSPath),
+		sendfd.NewClient(),
+	)
+	return client.NewClient(ctx,
+		client.WithName(cfg.Name),
+		client.WithClientURL(cfg.NSMgrURL),
+		client.WithDialOptions(DialOptions(gen)...),
+		client.WithDialTimeout(5*time.Second),
+		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
+		client.WithHealClient(heal.NewClient(ctx)),
+		client.WithAdditionalFunctionality(elements...),
+	)
+}
