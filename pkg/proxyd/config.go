@@ -53,6 +53,8 @@ type Config struct {
 	// instead of the NSP.
 	VIPFile        string `default:"" desc:"take VIPs from this watched YAML file instead of the NSP" envconfig:"VIP_FILE"`
 	BridgeName     string `default:"bridge0" desc:"name of the bridge" envconfig:"BRIDGE_NAME"`
+	BridgeMACFile  string `default:"" desc:"file keeping the bridge MAC across pod restarts (empty: none)" envconfig:"BRIDGE_MAC_FILE"`
+	DebugSocket    string `default:"/tmp/causeway-proxy-debug.sock" desc:"unix socket where the running proxy serves its state for -debug" envconfig:"DEBUG_SOCKET"`
 	Table          int    `default:"1" desc:"routing table of the ECMP routes and VIP rules" envconfig:"TABLE"`
 	HealthSocket   string `default:"/tmp/health.sock" desc:"unix socket of the gRPC health service" envconfig:"HEALTH_SOCKET"`
 	MetricsAddress string `default:":9091" desc:"Prometheus metrics listen address (empty: off)" envconfig:"METRICS_ADDRESS"`

@@ -1,0 +1,114 @@
+package proxyd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/proxy"
+)
+
+// DebugState is what `proxy -debug` prints: the proxy's model and the
+// kernel state of its namespace, as the running daemon sees them.
+type DebugState struct {
+	Version   string              `json:"version"`
+	Config    *Config             `json:"config"`
+	Proxy     proxy.Snapshot      `json:"proxy"`
+	Dataplane *dataplane.Snapshot `json:"dataplane,omitempty"`
+	Error     string              `json:"error,omitempty"`
+}
+
+// Version is set by cmd/proxy from its build information.
+var Version = "dev"
+
+func (d *daemon) debugState() DebugState {
+	st := DebugState{Version: Version, Config: d.cfg, Proxy: d.proxy.Snapshot()}
+	snap, err := d.dp.Snapshot()
+	st.Dataplane = &snap
+	if err != nil {
+		st.Error = err.Error()
+	}
+	return st
+}
+
+// serveObservability starts the Prometheus endpoint and the debug socket.
+func (d *daemon) serveObservability(ctx context.Context) error {
+	if d.cfg.MetricsAddress != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), d.proxy)
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		lis, err := net.Listen("tcp", d.cfg.MetricsAddress)
+		if err != nil {
+			return fmt.Errorf("metrics listener %s: %w", d.cfg.MetricsAddress, err)
+		}
+		d.serveHTTP(ctx, lis, mux, "metrics")
+	}
+	if d.cfg.DebugSocket != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/state", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(d.debugState())
+		})
+		_ = os.MkdirAll(filepath.Dir(d.cfg.DebugSocket), 0o755)
+		_ = os.Remove(d.cfg.DebugSocket)
+		lis, err := net.Listen("unix", d.cfg.DebugSocket)
+		if err != nil {
+			return fmt.Errorf("debug socket %s: %w", d.cfg.DebugSocket, err)
+		}
+		d.serveHTTP(ctx, lis, mux, "debug")
+	}
+	return nil
+}
+
+func (d *daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	d.background(ctx, func(ctx context.Context) {
+		go func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("http server stopped", "server", what, "error", err)
+		}
+	})
+}
+
+// PrintDebug asks the running proxy listening on socket for its state and
+// copies the JSON to w.
+func PrintDebug(ctx context.Context, socket string, w io.Writer) error {
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", socket)
+	}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://proxy/state", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the running proxy on %s (is it running?): %w", socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("debug socket %s answered %s", socket, resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
