@@ -1,0 +1,155 @@
+package targetstub
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
+
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+)
+
+// DefaultInterfaceName is the target's NSM interface unless configured.
+const DefaultInterfaceName = "nsm-0"
+
+// Config describes one target stub.
+type Config struct {
+	// Name identifies the target: echo replies, publication file, NSM names.
+	Name string
+	// NSMgrURL is the NSMgr to request through.
+	NSMgrURL *url.URL
+	// Service is the proxy's network service, proxy.<conduit>.<trench>.<ns>.
+	Service string
+	// Labels go on the request (e.g. nodeName, which the proxy's service
+	// matches on).
+	Labels map[string]string
+	// VIPs are carried as source addresses with a policy route via the gateway.
+	VIPs []netip.Addr
+	// Port is the TCP and UDP echo port on every VIP.
+	Port int
+	// PublishDir is where the target publishes its address (see pubdir);
+	// empty disables publishing.
+	PublishDir string
+	// InterfaceName of the NSM interface (default DefaultInterfaceName).
+	InterfaceName string
+	// NetNSPath, when set, is the target's namespace for a stub run in-process
+	// for another namespace (default: the process's namespace).
+	NetNSPath string
+	// RequestTimeout bounds each try of a Request (default 15s); tries repeat
+	// until Start's context ends.
+	RequestTimeout time.Duration
+}
+
+// Target is a running target stub.
+type Target struct {
+	cfg    Config
+	cancel context.CancelFunc
+	client networkservice.NetworkServiceClient
+	echo   *echoServer
+
+	mu   sync.Mutex
+	conn *networkservice.Connection
+	once sync.Once
+}
+
+// Start opens the echo service, connects to the proxy's service and, once
+// the proxy has answered with its gateways, re-requests with the VIPs and
+// their policy routes. It returns when the connection carries the VIPs or
+// fails when ctx ends first. The connection lives (refresh, heal) until Stop.
+func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
+	if cfg.Name == "" || cfg.NSMgrURL == nil || cfg.Service == "" {
+		return nil, fmt.Errorf("target stub: name, NSMgr URL and service are required")
+	}
+	if cfg.InterfaceName == "" {
+		cfg.InterfaceName = DefaultInterfaceName
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 15 * time.Second
+	}
+	t := &Target{cfg: cfg}
+	if cfg.Port != 0 && len(cfg.VIPs) > 0 {
+		if t.echo, err = startEcho(cfg.NetNSPath, cfg.Name, cfg.VIPs, cfg.Port); err != nil {
+			return nil, fmt.Errorf("target %s: %w", cfg.Name, err)
+		}
+	}
+	// The connection outlives Start's ctx: it is bound to the stub's own.
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t.cancel = cancel
+	defer func() {
+		if err != nil {
+			t.cancel()
+			if t.echo != nil {
+				t.echo.stop()
+			}
+		}
+	}()
+	t.client = retry.NewClient(nsmcp.NewClient(life, nsmcp.ClientConfig{
+		Name:          cfg.Name,
+		NSMgrURL:      cfg.NSMgrURL,
+		InterfaceName: cfg.InterfaceName,
+		NetNSPath:     cfg.NetNSPath,
+		Elements: []networkservice.NetworkServiceClient{
+			&publishClient{dir: cfg.PublishDir, name: cfg.Name, vips: cfg.VIPs},
+		},
+	}), retry.WithTryTimeout(cfg.RequestTimeout), retry.WithInterval(time.Second))
+
+	conn, err := t.client.Request(ctx, &networkservice.NetworkServiceRequest{
+		Connection: &networkservice.Connection{
+			Id:             cfg.Name + "-" + cfg.Service,
+			NetworkService: cfg.Service,
+			Labels:         cfg.Labels,
+			Payload:        payload.Ethernet,
+			Context:        &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{}},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("target %s: request %s: %w", cfg.Name, cfg.Service, err)
+	}
+	if next := conn.Clone(); withVIPs(next, cfg.VIPs) {
+		if conn, err = t.client.Request(ctx, &networkservice.NetworkServiceRequest{Connection: next}); err != nil {
+			return nil, fmt.Errorf("target %s: request with VIPs: %w", cfg.Name, err)
+		}
+	}
+	t.conn = conn
+	slog.Info("target connected", "target", cfg.Name, "service", cfg.Service,
+		"src", conn.GetContext().GetIpContext().GetSrcIpAddrs(), "gateways", conn.GetContext().GetIpContext().GetExtraPrefixes())
+	return t, nil
+}
+
+// Connection is the target's current connection.
+func (t *Target) Connection() *networkservice.Connection {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.conn.Clone()
+}
+
+// Addrs are the addresses the proxy handed out to the target (VIPs excluded).
+func (t *Target) Addrs() []netip.Addr { return ownAddrs(t.Connection(), t.cfg.VIPs) }
+
+// Stop withdraws the target's publication, closes its connection ("target
+// leaves") and stops the echo service. It is safe to call more than once.
+func (t *Target) Stop(ctx context.Context) error {
+	var err error
+	t.once.Do(func() {
+		if t.cfg.PublishDir != "" {
+			err = pubdir.Withdraw(t.cfg.PublishDir, t.cfg.Name)
+		}
+		if _, cerr := t.client.Close(ctx, t.Connection()); cerr != nil && err == nil {
+			err = fmt.Errorf("target %s: close: %w", t.cfg.Name, cerr)
+		}
+		t.cancel()
+		if t.echo != nil {
+			t.echo.stop()
+		}
+	})
+	return err
+}

@@ -1,0 +1,179 @@
+package targetstub_test
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang/protobuf/ptypes/empty"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+	"github.com/causeway-net/causeway/pkg/lab/topo"
+)
+
+// fakeProxy hands out the target address and the gateway like the proxy
+// does, keeping whatever else (VIPs, policies) the target asks for.
+type fakeProxy struct{}
+
+func (fakeProxy) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
+	c := r.GetConnection()
+	if c.GetContext() == nil {
+		c.Context = &networkservice.ConnectionContext{}
+	}
+	if c.Context.IpContext == nil {
+		c.Context.IpContext = &networkservice.IPContext{}
+	}
+	ipc := c.Context.IpContext
+	if !slices.Contains(ipc.SrcIpAddrs, "172.16.1.5/24") {
+		ipc.SrcIpAddrs = append(ipc.SrcIpAddrs, "172.16.1.5/24")
+	}
+	ipc.DstIpAddrs = []string{"172.16.1.1/24"}
+	ipc.ExtraPrefixes = []string{"172.16.1.1/24"}
+	return next.Server(ctx).Request(ctx, r)
+}
+
+func (fakeProxy) Close(ctx context.Context, c *networkservice.Connection) (*empty.Empty, error) {
+	return next.Server(ctx).Close(ctx, c)
+}
+
+func TestTargetStub(t *testing.T) {
+	tgtNS := testutil.NewNetNS(t, "tgt")
+	prxNS := testutil.NewNetNS(t, "prx")
+	dir := t.TempDir()
+	pubDir := filepath.Join(dir, "targets")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
+	require.NoError(t, err)
+	defer cp.Stop()
+	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+		Name: "fake-proxy", Service: "proxy.c.t.ns", NSMgrURL: cp.NSMgrURL,
+		SocketPath: filepath.Join(dir, "proxy.sock"), NetNSPath: prxNS.Path(),
+		Elements: []networkservice.NetworkServiceServer{fakeProxy{}},
+	})
+	require.NoError(t, err)
+	defer nse.Stop()
+
+	vip := netip.MustParseAddr("20.0.0.1")
+	tgt, err := targetstub.Start(ctx, targetstub.Config{
+		Name: "target-a", NSMgrURL: cp.NSMgrURL, Service: "proxy.c.t.ns",
+		Labels: map[string]string{"nodeName": "lab"}, VIPs: []netip.Addr{vip}, Port: 5000,
+		PublishDir: pubDir, NetNSPath: tgtNS.Path(),
+	})
+	require.NoError(t, err)
+	defer func() { _ = tgt.Stop(context.Background()) }()
+
+	require.Equal(t, []netip.Addr{netip.MustParseAddr("172.16.1.5")}, tgt.Addrs())
+	pubs, err := pubdir.Read(pubDir)
+	require.NoError(t, err)
+	require.Equal(t, map[string][]netip.Addr{"target-a": {netip.MustParseAddr("172.16.1.5")}}, pubs)
+
+	// Kernel state of the target: VIP on the NSM interface, policy route.
+	h, err := netlink.NewHandleAt(tgtNS.Handle)
+	require.NoError(t, err)
+	defer h.Close()
+	link, err := h.LinkByName(targetstub.DefaultInterfaceName)
+	require.NoError(t, err)
+	addrs, err := h.AddrList(link, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	var got []string
+	for _, a := range addrs {
+		got = append(got, a.IPNet.String())
+	}
+	require.ElementsMatch(t, []string{"172.16.1.5/24", "20.0.0.1/32"}, got)
+	rules, err := h.RuleList(netlink.FAMILY_V4)
+	require.NoError(t, err)
+	table := -1
+	for _, r := range rules {
+		if r.Src != nil && r.Src.String() == "20.0.0.1/32" {
+			table = r.Table
+		}
+	}
+	require.Positive(t, table, "rule from the VIP")
+	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	require.NoError(t, err)
+	require.Len(t, routes, 1)
+	require.Equal(t, "172.16.1.1", routes[0].Gw.String())
+	require.True(t, routes[0].Dst == nil || routes[0].Dst.String() == "0.0.0.0/0", "default route in the VIP's table, got %v", routes[0].Dst)
+
+	// A peer outside the target subnet reaches the VIP: the reply only finds
+	// its way back through the policy route.
+	prxNS.MustExec(t, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
+	prxNS.MustExec(t, "ip", "route", "replace", "20.0.0.1/32", "via", "172.16.1.5")
+	local := netip.MustParseAddr("10.99.0.1")
+	require.Eventually(t, func() bool {
+		name, err := askTCP(prxNS.Path(), local, "20.0.0.1:5000")
+		return err == nil && name == "target-a"
+	}, 20*time.Second, 200*time.Millisecond, "tcp echo from the VIP")
+	require.Eventually(t, func() bool {
+		name, err := askUDP(prxNS.Path(), local, "20.0.0.1:5000")
+		return err == nil && name == "target-a"
+	}, 20*time.Second, 200*time.Millisecond, "udp echo from the VIP")
+
+	// The target leaves: publication withdrawn, interface gone.
+	require.NoError(t, tgt.Stop(ctx))
+	pubs, err = pubdir.Read(pubDir)
+	require.NoError(t, err)
+	require.Empty(t, pubs)
+	_, err = h.LinkByName(targetstub.DefaultInterfaceName)
+	require.Error(t, err)
+
+	nse.Stop()
+	cp.Stop()
+}
+
+func askTCP(nsPath string, local netip.Addr, addr string) (string, error) {
+	var c net.Conn
+	err := topo.Do(nsPath, func() error {
+		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: local.AsSlice()}}
+		var err error
+		c, err = d.Dial("tcp", addr)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+func askUDP(nsPath string, local netip.Addr, addr string) (string, error) {
+	var c net.Conn
+	err := topo.Do(nsPath, func() error {
+		d := net.Dialer{LocalAddr: &net.UDPAddr{IP: local.AsSlice()}}
+		var err error
+		c, err = d.Dial("udp", addr)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("hello\n")); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 256)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(buf[:n])), nil
+}
