@@ -1,0 +1,134 @@
+package lbstub
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/topo"
+)
+
+// Config describes one LB stub.
+type Config struct {
+	// Name is the NSE name (unique per LB).
+	Name string
+	// NSMgrURL is the NSMgr to register with.
+	NSMgrURL *url.URL
+	// Service is the conduit's network service, <conduit>.<trench>.<ns>.
+	Service string
+	// Labels are the NSE's labels for Service.
+	Labels map[string]string
+	// SocketPath is where the NSE listens.
+	SocketPath string
+	// NetNSPath, when set, is the LB's namespace for a stub run in-process for
+	// another namespace (default: the process's namespace).
+	NetNSPath string
+	// VIPs are routed toward the published targets.
+	VIPs []netip.Addr
+	// TargetsDir is the publication directory of the target stubs.
+	TargetsDir string
+	// PollInterval between two reads of TargetsDir (default 200ms).
+	PollInterval time.Duration
+}
+
+// LB is a running LB stub.
+type LB struct {
+	cfg    Config
+	ns     netns.NsHandle
+	ep     *nsmcp.Endpoint
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// Start sets the namespace up for forwarding (topo.RouterSysctls), serves
+// and registers the NSE and keeps the VIP routes in step with the
+// publications until Stop.
+func Start(ctx context.Context, cfg Config) (_ *LB, err error) {
+	if cfg.Name == "" || cfg.NSMgrURL == nil || cfg.Service == "" || cfg.SocketPath == "" {
+		return nil, fmt.Errorf("lb stub: name, NSMgr URL, service and socket path are required")
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
+	if err := topo.ApplySysctls(cfg.NetNSPath, topo.RouterSysctls); err != nil {
+		return nil, fmt.Errorf("lb %s: %w", cfg.Name, err)
+	}
+	l := &LB{cfg: cfg}
+	if cfg.NetNSPath != "" {
+		l.ns, err = netns.GetFromPath(cfg.NetNSPath)
+	} else {
+		l.ns, err = netns.Get()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lb %s: open netns: %w", cfg.Name, err)
+	}
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l.cancel = cancel
+	l.ep, err = nsmcp.StartEndpoint(life, nsmcp.EndpointConfig{
+		Name:       cfg.Name,
+		Service:    cfg.Service,
+		Labels:     cfg.Labels,
+		NSMgrURL:   cfg.NSMgrURL,
+		SocketPath: cfg.SocketPath,
+		NetNSPath:  cfg.NetNSPath,
+	})
+	if err != nil {
+		cancel()
+		_ = l.ns.Close()
+		return nil, fmt.Errorf("lb %s: %w", cfg.Name, err)
+	}
+	l.wg.Add(1)
+	go l.run(life)
+	slog.Info("lb stub up", "lb", cfg.Name, "service", cfg.Service, "vips", cfg.VIPs)
+	return l, nil
+}
+
+// run re-reads the publications and syncs the routes every PollInterval.
+func (l *LB) run(ctx context.Context) {
+	defer l.wg.Done()
+	t := time.NewTicker(l.cfg.PollInterval)
+	defer t.Stop()
+	var lastErr string
+	for {
+		err := l.sync()
+		if msg := fmt.Sprint(err); err != nil && msg != lastErr {
+			slog.Warn("lb route sync", "lb", l.cfg.Name, "error", err)
+			lastErr = msg
+		} else if err == nil {
+			lastErr = ""
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (l *LB) sync() error {
+	pubs, err := pubdir.Read(l.cfg.TargetsDir)
+	if err != nil {
+		return err
+	}
+	return syncRoutes(l.ns, l.cfg.VIPs, pubdir.Addrs(pubs))
+}
+
+// Stop unregisters the NSE, stops the route loop and removes the VIP routes.
+func (l *LB) Stop() {
+	l.once.Do(func() {
+		l.ep.Stop()
+		l.cancel()
+		l.wg.Wait()
+		removeRoutes(l.ns, l.cfg.VIPs)
+		_ = l.ns.Close()
+	})
+}
