@@ -1,0 +1,295 @@
+package topo
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultBase is where lab runs keep their state directories.
+const DefaultBase = "/run/causeway-lab"
+
+// stateFile is the record of a run inside its directory.
+const stateFile = "state.json"
+
+// Process is a process a run started, identified by pid and start time so
+// that teardown never signals an unrelated process that reused the pid.
+type Process struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"`
+	Name      string `json:"name,omitempty"`
+}
+
+// Link is a link a run created outside its own namespaces.
+type Link struct {
+	NetNSPath string `json:"netns,omitempty"`
+	Name      string `json:"name"`
+}
+
+// State is everything a run made; it is rewritten on every change so that a
+// crash leaves an accurate record for Down.
+type State struct {
+	ID        string    `json:"id"`
+	Created   time.Time `json:"created"`
+	NetNS     []string  `json:"netns,omitempty"`
+	Links     []Link    `json:"links,omitempty"`
+	Processes []Process `json:"processes,omitempty"`
+	Files     []string  `json:"files,omitempty"`
+}
+
+// Run is one lab run: a short random id, the prefix of its namespace names
+// and its state directory <base>/<id>.
+type Run struct {
+	Dir string
+
+	mu    sync.Mutex
+	state State
+}
+
+var idPattern = regexp.MustCompile(`^[0-9a-f]{4,16}$`)
+
+// NewRun creates a run with a fresh id under base (DefaultBase when empty).
+func NewRun(base string) (*Run, error) {
+	if base == "" {
+		base = DefaultBase
+	}
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("new run id: %w", err)
+	}
+	id := hex.EncodeToString(b)
+	dir := filepath.Join(base, id)
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, fmt.Errorf("create run base %s: %w", base, err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create run dir %s: %w", dir, err)
+	}
+	r := &Run{Dir: dir, state: State{ID: id, Created: time.Now().UTC()}}
+	if err := r.save(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// OpenRun loads the run id under base (DefaultBase when empty), e.g. to tear
+// down what a crashed process left.
+func OpenRun(base, id string) (*Run, error) {
+	if base == "" {
+		base = DefaultBase
+	}
+	if !idPattern.MatchString(id) {
+		return nil, fmt.Errorf("invalid run id %q", id)
+	}
+	dir := filepath.Join(base, id)
+	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, fmt.Errorf("open run %s: %w", id, err)
+	}
+	r := &Run{Dir: dir}
+	if err := json.Unmarshal(data, &r.state); err != nil {
+		return nil, fmt.Errorf("open run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListRuns returns the ids of the runs recorded under base.
+func ListRuns(base string) ([]string, error) {
+	if base == "" {
+		base = DefaultBase
+	}
+	entries, err := os.ReadDir(base)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && idPattern.MatchString(e.Name()) {
+			if _, err := os.Stat(filepath.Join(base, e.Name(), stateFile)); err == nil {
+				ids = append(ids, e.Name())
+			}
+		}
+	}
+	return ids, nil
+}
+
+// ID is the run's id.
+func (r *Run) ID() string { return r.state.ID }
+
+// State is a copy of the run's record.
+func (r *Run) State() State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.state
+	s.NetNS = append([]string(nil), s.NetNS...)
+	s.Links = append([]Link(nil), s.Links...)
+	s.Processes = append([]Process(nil), s.Processes...)
+	s.Files = append([]string(nil), s.Files...)
+	return s
+}
+
+// Path is a path inside the run directory.
+func (r *Run) Path(elem ...string) string { return filepath.Join(append([]string{r.Dir}, elem...)...) }
+
+// NetNSName is the namespace name of role in this run: "cw<id>-<role>".
+// Two runs never share one and names stay short (role up to 16 chars).
+func (r *Run) NetNSName(role string) string { return "cw" + r.state.ID + "-" + role }
+
+// AddNetNS creates the run's namespace for role, with loopback up, records
+// it and returns its bind-mount path.
+func (r *Run) AddNetNS(role string) (string, error) {
+	if role == "" || len(role) > 16 || strings.ContainsAny(role, "/ ") {
+		return "", fmt.Errorf("invalid namespace role %q", role)
+	}
+	name := r.NetNSName(role)
+	if err := r.record(func(s *State) { s.NetNS = append(s.NetNS, name) }); err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("ip netns add %s: %w: %s", name, err, strings.TrimSpace(string(out)))
+	}
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("lo up in %s: %w: %s", name, err, strings.TrimSpace(string(out)))
+	}
+	return NetNSPath(name), nil
+}
+
+// RecordLink records a link made outside the run's namespaces (links inside
+// them go away with the namespace).
+func (r *Run) RecordLink(l Link) error {
+	return r.record(func(s *State) { s.Links = append(s.Links, l) })
+}
+
+// RecordProcess records a process the run started.
+func (r *Run) RecordProcess(pid int, name string) error {
+	st, err := processStartTime(pid)
+	if err != nil {
+		return fmt.Errorf("record process %d: %w", pid, err)
+	}
+	return r.record(func(s *State) { s.Processes = append(s.Processes, Process{PID: pid, StartTime: st, Name: name}) })
+}
+
+// RecordFile records a file or directory made outside the run directory.
+func (r *Run) RecordFile(path string) error {
+	return r.record(func(s *State) { s.Files = append(s.Files, path) })
+}
+
+func (r *Run) record(change func(*State)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	change(&r.state)
+	return r.saveLocked()
+}
+
+func (r *Run) save() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.saveLocked()
+}
+
+func (r *Run) saveLocked() error {
+	data, err := json.MarshalIndent(&r.state, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode run state: %w", err)
+	}
+	tmp := filepath.Join(r.Dir, "."+stateFile+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("write run state: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(r.Dir, stateFile)); err != nil {
+		return fmt.Errorf("write run state: %w", err)
+	}
+	return nil
+}
+
+// processStartTime reads field 22 of /proc/<pid>/stat (clock ticks since boot).
+func processStartTime(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(data)
+	// The command name (field 2) may hold spaces; fields restart after ')'.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// alive reports whether p still runs (and is the process that was recorded).
+func (p Process) alive() bool {
+	st, err := processStartTime(p.PID)
+	return err == nil && st == p.StartTime
+}
+
+// Down removes everything the run recorded: it stops the processes (TERM,
+// then KILL after grace), deletes the links and namespaces, removes the
+// files and finally the run directory. It carries on past failures and
+// reports them all; running it again is harmless.
+func (r *Run) Down(grace time.Duration) error {
+	s := r.State()
+	var errs []error
+	for _, p := range s.Processes {
+		if p.alive() {
+			_ = syscall.Kill(p.PID, syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(grace)
+	for _, p := range s.Processes {
+		for p.alive() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if p.alive() {
+			if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("kill %d (%s): %w", p.PID, p.Name, err))
+			}
+		}
+	}
+	for _, l := range s.Links {
+		args := []string{"link", "del", l.Name}
+		if l.NetNSPath != "" {
+			args = append([]string{"-n", filepath.Base(l.NetNSPath)}, args...)
+		}
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil && !strings.Contains(string(out), "Cannot find device") {
+			errs = append(errs, fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out))))
+		}
+	}
+	for _, name := range s.NetNS {
+		if _, err := os.Stat(NetNSPath(name)); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("ip netns del %s: %w: %s", name, err, strings.TrimSpace(string(out))))
+		}
+	}
+	for _, f := range s.Files {
+		if err := os.RemoveAll(f); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", f, err))
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(r.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove run dir: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,95 @@
+package topo_test
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/topo"
+)
+
+func TestRunRecordsAndTearsDownAfterCrash(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := t.TempDir()
+	run, err := topo.NewRun(base)
+	require.NoError(t, err)
+	other, err := topo.NewRun(base)
+	require.NoError(t, err)
+	require.NotEqual(t, run.ID(), other.ID())
+	require.NotEqual(t, run.NetNSName("lb-a"), other.NetNSName("lb-a"))
+	require.NoError(t, other.Down(time.Second))
+
+	// Safety net if the test fails before Down.
+	t.Cleanup(func() {
+		for _, n := range run.State().NetNS {
+			_ = exec.Command("ip", "netns", "del", n).Run()
+		}
+	})
+	a, err := run.AddNetNS("a")
+	require.NoError(t, err)
+	b, err := run.AddNetNS("b")
+	require.NoError(t, err)
+	require.NoError(t, topo.AddVeth(
+		topo.VethEnd{NetNSPath: a, Name: "to-b", Addrs: []netip.Prefix{netip.MustParsePrefix("10.1.0.1/30")}},
+		topo.VethEnd{NetNSPath: b, Name: "to-a", Addrs: []netip.Prefix{netip.MustParsePrefix("10.1.0.2/30")}}))
+	out, err := exec.Command("ip", "netns", "exec", run.NetNSName("a"), "ping", "-c1", "-W2", "10.1.0.2").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.NoError(t, topo.Sysctl(a, "net.ipv4.ip_forward", "1"))
+	out, err = exec.Command("ip", "netns", "exec", run.NetNSName("a"), "cat", "/proc/sys/net/ipv4/ip_forward").CombinedOutput()
+	require.NoError(t, err)
+	require.Equal(t, "1", strings.TrimSpace(string(out)))
+
+	// A root-namespace link, a process inside a namespace and a file.
+	rootLink := "cw" + run.ID() + "x"
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name = rootLink
+	require.NoError(t, netlink.LinkAdd(&netlink.Veth{LinkAttrs: attrs, PeerName: rootLink + "p"}))
+	t.Cleanup(func() {
+		if l, err := netlink.LinkByName(rootLink); err == nil {
+			_ = netlink.LinkDel(l)
+		}
+	})
+	require.NoError(t, run.RecordLink(topo.Link{Name: rootLink}))
+	cmd := exec.Command("ip", "netns", "exec", run.NetNSName("b"), "sleep", "300")
+	require.NoError(t, cmd.Start())
+	require.NoError(t, run.RecordProcess(cmd.Process.Pid, "sleeper"))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	file := filepath.Join(t.TempDir(), "extra")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	require.NoError(t, run.RecordFile(file))
+
+	// "Crash": a new process only knows the base and the id.
+	ids, err := topo.ListRuns(base)
+	require.NoError(t, err)
+	require.Equal(t, []string{run.ID()}, ids)
+	again, err := topo.OpenRun(base, run.ID())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{run.NetNSName("a"), run.NetNSName("b")}, again.State().NetNS)
+	require.NoError(t, again.Down(5*time.Second))
+
+	<-done
+	for _, n := range []string{run.NetNSName("a"), run.NetNSName("b")} {
+		_, err := netns.GetFromName(n)
+		require.Error(t, err, "namespace %s must be gone", n)
+	}
+	_, err = netlink.LinkByName(rootLink)
+	require.Error(t, err)
+	_, err = os.Stat(file)
+	require.True(t, os.IsNotExist(err))
+	_, err = os.Stat(run.Dir)
+	require.True(t, os.IsNotExist(err))
+	ids, err = topo.ListRuns(base)
+	require.NoError(t, err)
+	require.Empty(t, ids)
+	require.NoError(t, again.Down(time.Second), "down twice is harmless")
+}
