@@ -6,6 +6,7 @@ BIN := $(CURDIR)/bin
 TOOLBIN := $(CURDIR)/.bin
 MODULE := github.com/causeway-net/causeway
 BINARIES := $(notdir $(wildcard cmd/*))
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PROTOS := api/nsp/v1/model.proto api/nsp/v1/configurationmanager.proto api/ipam/v1/ipam.proto
 # Packages whose tests need no root and no network namespaces.
 TESTFLAGS ?= -race -count=1 -timeout 25m
@@ -16,7 +17,7 @@ all: lint build test
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 
 # The README's test command. Kernel tests need root; with CAUSEWAY_REQUIRE_ROOT
 # set they fail instead of skipping when run unprivileged.
