@@ -132,3 +132,15 @@ func (l *LB) Stop() {
 		_ = l.ns.Close()
 	})
 }
+
+// Run starts the LB stub and keeps it up until ctx ends, then stops it: the
+// body of a process that is one LB (`ip netns exec <lb-ns> lab lb ...`).
+func Run(ctx context.Context, cfg Config) error {
+	l, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	l.Stop()
+	return nil
+}

@@ -153,3 +153,16 @@ func (t *Target) Stop(ctx context.Context) error {
 	})
 	return err
 }
+
+// Run starts the target stub and keeps it connected until ctx ends, then
+// stops it (withdraw, close): the body of a process that is one target.
+func Run(ctx context.Context, cfg Config) error {
+	t, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return t.Stop(stopCtx)
+}

@@ -1,0 +1,101 @@
+package lbstub_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/stretchr/testify/require"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/lbstub"
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+)
+
+func parseUnixURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "unix" {
+		return nil, fmt.Errorf("not a unix url: %q", s)
+	}
+	return u, nil
+}
+
+// TestLBStubAsProcess runs the LB stub the way the lab does: as its own
+// process started with `ip netns exec`, naming its namespace through
+// /proc/thread-self and passing it to the forwarder by file descriptor.
+func TestLBStubAsProcess(t *testing.T) {
+	lbNS := testutil.NewNetNS(t, "lbp")
+	prxNS := testutil.NewNetNS(t, "prx")
+	dir := t.TempDir()
+	targets := filepath.Join(dir, "targets")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
+	require.NoError(t, err)
+	defer cp.Stop()
+
+	raw, err := json.Marshal(childConfig{
+		NSMgrURL: cp.NSMgrURL.String(),
+		Config: lbstub.Config{
+			Name: "lb-p", Service: "c.t.ns", SocketPath: filepath.Join(dir, "lb-p.sock"),
+			VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")}, TargetsDir: targets,
+		},
+	})
+	require.NoError(t, err)
+	cmd := exec.Command("ip", "netns", "exec", lbNS.Name, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	proxy := retry.NewClient(
+		nsmcp.NewClient(pctx, nsmcp.ClientConfig{Name: "proxy", NSMgrURL: cp.NSMgrURL, InterfaceName: "lb-p", NetNSPath: prxNS.Path()}),
+		retry.WithTryTimeout(10*time.Second), retry.WithInterval(200*time.Millisecond))
+	conn, err := proxy.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+		Id: "proxy-lb-p", NetworkService: "c.t.ns",
+		Context: &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{
+			SrcIpAddrs: []string{"172.16.1.2/24"}, DstIpAddrs: []string{"172.16.1.3/24"},
+		}},
+	}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := prxNS.Exec("ping", "-c1", "-W1", "172.16.1.3")
+		return err == nil
+	}, 20*time.Second, 200*time.Millisecond, "the LB process's end of the veth answers")
+
+	require.NoError(t, pubdir.Publish(targets, "t1", []netip.Addr{netip.MustParseAddr("172.16.1.10")}))
+	require.Eventually(t, func() bool { return slices.Equal(vipGateways(t, lbNS), []string{"172.16.1.10"}) },
+		20*time.Second, 100*time.Millisecond, "the LB process routes the VIP to the target")
+
+	// A graceful stop removes the stub's routes.
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-exited)
+	exited <- nil
+	require.Empty(t, vipGateways(t, lbNS))
+
+	_, err = proxy.Close(ctx, conn)
+	require.NoError(t, err)
+	pcancel()
+	cp.Stop()
+}
