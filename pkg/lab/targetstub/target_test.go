@@ -38,11 +38,13 @@ func (fakeProxy) Request(ctx context.Context, r *networkservice.NetworkServiceRe
 		c.Context.IpContext = &networkservice.IPContext{}
 	}
 	ipc := c.Context.IpContext
-	if !slices.Contains(ipc.SrcIpAddrs, "172.16.1.5/24") {
-		ipc.SrcIpAddrs = append(ipc.SrcIpAddrs, "172.16.1.5/24")
+	for _, a := range []string{"172.16.1.5/24", "fd00:1::5/64"} {
+		if !slices.Contains(ipc.SrcIpAddrs, a) {
+			ipc.SrcIpAddrs = append(ipc.SrcIpAddrs, a)
+		}
 	}
-	ipc.DstIpAddrs = []string{"172.16.1.1/24"}
-	ipc.ExtraPrefixes = []string{"172.16.1.1/24"}
+	ipc.DstIpAddrs = []string{"172.16.1.1/24", "fd00:1::1/64"}
+	ipc.ExtraPrefixes = []string{"172.16.1.1/24", "fd00:1::1/64"}
 	return next.Server(ctx).Request(ctx, r)
 }
 
@@ -70,18 +72,20 @@ func TestTargetStub(t *testing.T) {
 	defer nse.Stop()
 
 	vip := netip.MustParseAddr("20.0.0.1")
+	vip6 := netip.MustParseAddr("2001:db8::1")
 	tgt, err := targetstub.Start(ctx, targetstub.Config{
 		Name: "target-a", NSMgrURL: cp.NSMgrURL, Service: "proxy.c.t.ns",
-		Labels: map[string]string{"nodeName": "lab"}, VIPs: []netip.Addr{vip}, Port: 5000,
+		Labels: map[string]string{"nodeName": "lab"}, VIPs: []netip.Addr{vip, vip6}, Port: 5000,
 		PublishDir: pubDir, NetNSPath: tgtNS.Path(),
 	})
 	require.NoError(t, err)
 	defer func() { _ = tgt.Stop(context.Background()) }()
 
-	require.Equal(t, []netip.Addr{netip.MustParseAddr("172.16.1.5")}, tgt.Addrs())
+	own := []netip.Addr{netip.MustParseAddr("172.16.1.5"), netip.MustParseAddr("fd00:1::5")}
+	require.Equal(t, own, tgt.Addrs())
 	pubs, err := pubdir.Read(pubDir)
 	require.NoError(t, err)
-	require.Equal(t, map[string][]netip.Addr{"target-a": {netip.MustParseAddr("172.16.1.5")}}, pubs)
+	require.Equal(t, map[string][]netip.Addr{"target-a": own}, pubs)
 
 	// Kernel state of the target: VIP on the NSM interface, policy route.
 	h, err := netlink.NewHandleAt(tgtNS.Handle)
@@ -111,6 +115,29 @@ func TestTargetStub(t *testing.T) {
 	require.Equal(t, "172.16.1.1", routes[0].Gw.String())
 	require.True(t, routes[0].Dst == nil || routes[0].Dst.String() == "0.0.0.0/0", "default route in the VIP's table, got %v", routes[0].Dst)
 
+	addrs6, err := h.AddrList(link, netlink.FAMILY_V6)
+	require.NoError(t, err)
+	got = nil
+	for _, a := range addrs6 {
+		if !a.IP.IsLinkLocalUnicast() {
+			got = append(got, a.IPNet.String())
+		}
+	}
+	require.ElementsMatch(t, []string{"fd00:1::5/64", "2001:db8::1/128"}, got)
+	rules6, err := h.RuleList(netlink.FAMILY_V6)
+	require.NoError(t, err)
+	table6 := -1
+	for _, r := range rules6 {
+		if r.Src != nil && r.Src.String() == "2001:db8::1/128" {
+			table6 = r.Table
+		}
+	}
+	require.Positive(t, table6, "rule from the IPv6 VIP")
+	routes6, err := h.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: table6}, netlink.RT_FILTER_TABLE)
+	require.NoError(t, err)
+	require.Len(t, routes6, 1)
+	require.Equal(t, "fd00:1::1", routes6[0].Gw.String())
+
 	// A peer outside the target subnet reaches the VIP: the reply only finds
 	// its way back through the policy route.
 	prxNS.MustExec(t, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
@@ -124,6 +151,18 @@ func TestTargetStub(t *testing.T) {
 		name, err := askUDP(prxNS.Path(), local, "20.0.0.1:5000")
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "udp echo from the VIP")
+
+	prxNS.MustExec(t, "ip", "addr", "add", "fd99::1/128", "dev", "lo")
+	prxNS.MustExec(t, "ip", "-6", "route", "replace", "2001:db8::1/128", "via", "fd00:1::5")
+	local6 := netip.MustParseAddr("fd99::1")
+	require.Eventually(t, func() bool {
+		name, err := askTCP(prxNS.Path(), local6, "[2001:db8::1]:5000")
+		return err == nil && name == "target-a"
+	}, 20*time.Second, 200*time.Millisecond, "tcp echo from the IPv6 VIP")
+	require.Eventually(t, func() bool {
+		name, err := askUDP(prxNS.Path(), local6, "[2001:db8::1]:5000")
+		return err == nil && name == "target-a"
+	}, 20*time.Second, 200*time.Millisecond, "udp echo from the IPv6 VIP")
 
 	// The target leaves: publication withdrawn, interface gone.
 	require.NoError(t, tgt.Stop(ctx))
