@@ -22,13 +22,20 @@ import (
 )
 
 // vipGateways reads the LB's route to the VIP: its gateways, sorted.
-func vipGateways(t *testing.T, ns *testutil.NetNS) []string {
+func vipGateways(t *testing.T, ns *testutil.NetNS) []string { return gatewaysTo(t, ns, "20.0.0.1") }
+
+func gatewaysTo(t *testing.T, ns *testutil.NetNS, vip string) []string {
 	t.Helper()
 	h, err := netlink.NewHandleAt(ns.Handle)
 	require.NoError(t, err)
 	defer h.Close()
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4,
-		&netlink.Route{Dst: &net.IPNet{IP: net.IPv4(20, 0, 0, 1).To4(), Mask: net.CIDRMask(32, 32)}}, netlink.RT_FILTER_DST)
+	a := netip.MustParseAddr(vip)
+	fam := netlink.FAMILY_V4
+	if a.Is6() {
+		fam = netlink.FAMILY_V6
+	}
+	routes, err := h.RouteListFiltered(fam,
+		&netlink.Route{Dst: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}}, netlink.RT_FILTER_DST)
 	require.NoError(t, err)
 	var gws []string
 	for _, r := range routes {
@@ -58,9 +65,10 @@ func TestLBStubRoutesFollowTargets(t *testing.T) {
 	defer cp.Stop()
 
 	vip := netip.MustParseAddr("20.0.0.1")
+	vip6 := netip.MustParseAddr("2001:db8::1")
 	lb, err := lbstub.Start(ctx, lbstub.Config{
 		Name: "lb-a", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(dir, "lb-a.sock"),
-		NetNSPath: lbNS.Path(), VIPs: []netip.Addr{vip}, TargetsDir: targets,
+		NetNSPath: lbNS.Path(), VIPs: []netip.Addr{vip, vip6}, TargetsDir: targets,
 	})
 	require.NoError(t, err)
 	defer lb.Stop()
@@ -74,7 +82,7 @@ func TestLBStubRoutesFollowTargets(t *testing.T) {
 	conn, err := proxy.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
 		Id: "proxy-lb-a", NetworkService: "c.t.ns",
 		Context: &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{
-			SrcIpAddrs: []string{"172.16.1.2/24"}, DstIpAddrs: []string{"172.16.1.3/24"},
+			SrcIpAddrs: []string{"172.16.1.2/24", "fd00:1::2/64"}, DstIpAddrs: []string{"172.16.1.3/24", "fd00:1::3/64"},
 		}},
 	}})
 	require.NoError(t, err)
@@ -89,7 +97,7 @@ func TestLBStubRoutesFollowTargets(t *testing.T) {
 	require.NoError(t, topo.AddRoute(prxNS.Path(), netip.MustParsePrefix("10.0.0.0/24"), netip.MustParseAddr("172.16.1.3")))
 
 	t1, t2 := netip.MustParseAddr("172.16.1.10"), netip.MustParseAddr("172.16.1.11")
-	require.NoError(t, pubdir.Publish(targets, "t1", []netip.Addr{t1}))
+	require.NoError(t, pubdir.Publish(targets, "t1", []netip.Addr{t1, netip.MustParseAddr("fd00:1::10")}))
 	require.NoError(t, pubdir.Publish(targets, "off-link", []netip.Addr{netip.MustParseAddr("10.9.9.9")}))
 	require.Eventually(t, func() bool { return slices.Equal(vipGateways(t, lbNS), []string{"172.16.1.10"}) },
 		20*time.Second, 100*time.Millisecond)
@@ -98,16 +106,21 @@ func TestLBStubRoutesFollowTargets(t *testing.T) {
 		return err == nil
 	}, 20*time.Second, 200*time.Millisecond, "external host reaches the VIP through the LB")
 
-	require.NoError(t, pubdir.Publish(targets, "t2", []netip.Addr{t2}))
+	require.NoError(t, pubdir.Publish(targets, "t2", []netip.Addr{t2, netip.MustParseAddr("fd00:1::11")}))
 	require.Eventually(t, func() bool {
 		return slices.Equal(vipGateways(t, lbNS), []string{"172.16.1.10", "172.16.1.11"})
 	}, 20*time.Second, 100*time.Millisecond, "multipath over both targets")
+	require.Eventually(t, func() bool {
+		return slices.Equal(gatewaysTo(t, lbNS, "2001:db8::1"), []string{"fd00:1::10", "fd00:1::11"})
+	}, 20*time.Second, 100*time.Millisecond, "IPv6 multipath over both targets")
 
 	require.NoError(t, pubdir.Withdraw(targets, "t1"))
-	require.Eventually(t, func() bool { return slices.Equal(vipGateways(t, lbNS), []string{"172.16.1.11"}) },
-		20*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return slices.Equal(vipGateways(t, lbNS), []string{"172.16.1.11"}) &&
+			slices.Equal(gatewaysTo(t, lbNS, "2001:db8::1"), []string{"fd00:1::11"})
+	}, 20*time.Second, 100*time.Millisecond)
 	require.NoError(t, pubdir.Withdraw(targets, "t2"))
-	require.Eventually(t, func() bool { return len(vipGateways(t, lbNS)) == 0 },
+	require.Eventually(t, func() bool { return len(vipGateways(t, lbNS)) == 0 && len(gatewaysTo(t, lbNS, "2001:db8::1")) == 0 },
 		20*time.Second, 100*time.Millisecond, "no targets, no route")
 
 	_, err = proxy.Close(ctx, conn)
