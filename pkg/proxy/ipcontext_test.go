@@ -249,7 +249,10 @@ func TestSetIPContextSameIDSerialized(t *testing.T) {
 	e.ipam.setHook(func(ctx context.Context, m string, c *ipamv1.Child) error {
 		if c.GetName() == "x-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4 {
 			entered <- struct{}{}
-			<-unblock
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+			}
 		}
 		return nil
 	})
@@ -279,7 +282,10 @@ func TestSetIPContextCancelledWhileWaitingForID(t *testing.T) {
 	e.ipam.setHook(func(ctx context.Context, m string, c *ipamv1.Child) error {
 		if c.GetName() == "x-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4 {
 			close(entered)
-			<-unblock
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+			}
 		}
 		return nil
 	})

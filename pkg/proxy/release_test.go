@@ -198,10 +198,13 @@ func TestUnsetUnknownIDReleasesByName(t *testing.T) {
 // full release: immediate when the connection was never established,
 // delayed when it holds addresses of an earlier request.
 func TestUnsetSupersedesRollback(t *testing.T) {
-	e := newTestEnv(t)
+	// One family, so that the rollback's order is known: x-src, x-dst.
+	e := newTestEnv(t, func(c *Config) { c.Families = []ipamv1.IPFamily{ipamv1.IPFamily_IPV4} })
 	block := make(chan struct{})
+	var unblock sync.Once
+	t.Cleanup(func() { unblock.Do(func() { close(block) }) }) // before Close, even on failure
 	e.ipam.setHook(func(ctx context.Context, m string, c *ipamv1.Child) error {
-		if m == "Allocate" && c.GetName() == "x-dst" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV6 {
+		if m == "Allocate" && c.GetName() == "x-dst" {
 			return errInjected
 		}
 		if m == "Release" {
@@ -214,17 +217,19 @@ func TestUnsetSupersedesRollback(t *testing.T) {
 		return nil
 	})
 	require.Error(t, e.p.SetIPContext(context.Background(), lbConn("x"), LBConn))
+	// The rollback is stuck releasing x-src.
 	require.Eventually(t, func() bool { return e.ipam.countCalls("Release IPV4/x-src") == 1 }, waitFor, tick)
 	require.True(t, e.p.Snapshot().Connections[0].Rollback)
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), lbConn("x"), LBConn))
 	snap := e.p.Snapshot()
 	require.True(t, snap.Connections[0].PendingRelease)
 	require.False(t, snap.Connections[0].Rollback)
-	close(block)
+	unblock.Do(func() { close(block) })
 	// No clock advance needed.
-	require.Eventually(t, func() bool { return sprint(e.ipam.children()) == "[IPV4/bridge IPV6/bridge]" }, waitFor, tick)
+	require.Eventually(t, func() bool { return sprint(e.ipam.children()) == "[IPV4/bridge]" }, waitFor, tick)
 	require.Eventually(t, func() bool { return e.p.Stats().PendingReleases == 0 }, waitFor, tick)
-	require.Equal(t, 1, e.ipam.countCalls("Release IPV6/x-src"), "the rollback was cancelled")
+	require.Equal(t, 2, e.ipam.countCalls("Release IPV4/x-src"), "rollback's (cancelled), then the full release's")
+	require.Equal(t, 1, e.ipam.countCalls("Release IPV4/x-dst"), "the rollback never got to x-dst")
 }
 
 func TestUnsetAfterFailedRefreshIsDelayed(t *testing.T) {
