@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sirupsen/logrus"
 	"go.uber.org/goleak"
 
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
@@ -27,6 +28,10 @@ type childConfig struct {
 
 func TestMain(m *testing.M) {
 	nsmcp.QuietSDKLogs()
+	if p := os.Getenv("LAB_TEST_SDK_LOG"); p != "" && os.Getenv(childEnv) == "" {
+		f, _ := os.Create(p)
+		logrus.SetOutput(f)
+	}
 	if raw := os.Getenv(childEnv); raw != "" {
 		os.Exit(runChild(raw))
 	}

@@ -48,37 +48,14 @@ func TestLBStubAsProcess(t *testing.T) {
 	require.NoError(t, err)
 	defer cp.Stop()
 
-	raw, err := json.Marshal(childConfig{
-		NSMgrURL: cp.NSMgrURL.String(),
-		Config: lbstub.Config{
-			Name: "lb-p", Service: "c.t.ns", SocketPath: filepath.Join(dir, "lb-p.sock"),
-			VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")}, TargetsDir: targets,
-		},
-	})
-	require.NoError(t, err)
-	cmd := exec.Command("ip", "netns", "exec", lbNS.Name, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
+	cmd, exited := startChild(t, lbNS, cp.NSMgrURL, lbstub.Config{
+		Name: "lb-p", Service: "c.t.ns", SocketPath: filepath.Join(dir, "lb-p.sock"),
+		VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")}, TargetsDir: targets,
 	})
 
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
-	proxy := retry.NewClient(
-		nsmcp.NewClient(pctx, nsmcp.ClientConfig{Name: "proxy", NSMgrURL: cp.NSMgrURL, InterfaceName: "lb-p", NetNSPath: prxNS.Path()}),
-		retry.WithTryTimeout(10*time.Second), retry.WithInterval(200*time.Millisecond))
-	conn, err := proxy.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
-		Id: "proxy-lb-p", NetworkService: "c.t.ns",
-		Context: &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{
-			SrcIpAddrs: []string{"172.16.1.2/24"}, DstIpAddrs: []string{"172.16.1.3/24"},
-		}},
-	}})
-	require.NoError(t, err)
+	proxy, conn := connectProxy(ctx, t, pctx, cp.NSMgrURL, prxNS)
 	require.Eventually(t, func() bool {
 		_, err := prxNS.Exec("ping", "-c1", "-W1", "172.16.1.3")
 		return err == nil
@@ -96,6 +73,75 @@ func TestLBStubAsProcess(t *testing.T) {
 
 	_, err = proxy.Close(ctx, conn)
 	require.NoError(t, err)
+	pcancel()
+	cp.Stop()
+}
+
+// startChild runs one LB stub as a process inside ns.
+func startChild(t *testing.T, ns *testutil.NetNS, nsmgrURL *url.URL, cfg lbstub.Config) (*exec.Cmd, chan error) {
+	t.Helper()
+	raw, err := json.Marshal(childConfig{NSMgrURL: nsmgrURL.String(), Config: cfg})
+	require.NoError(t, err)
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	return cmd, exited
+}
+
+// connectProxy plays the proxy: an NSC of the conduit's service that
+// assigns both ends' addresses, retrying until the LB is registered.
+func connectProxy(ctx context.Context, t *testing.T, life context.Context, nsmgrURL *url.URL, ns *testutil.NetNS) (networkservice.NetworkServiceClient, *networkservice.Connection) {
+	t.Helper()
+	proxy := retry.NewClient(
+		nsmcp.NewClient(life, nsmcp.ClientConfig{Name: "proxy", NSMgrURL: nsmgrURL, InterfaceName: "lb-p", NetNSPath: ns.Path()}),
+		retry.WithTryTimeout(10*time.Second), retry.WithInterval(200*time.Millisecond))
+	conn, err := proxy.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+		Id: "proxy-lb-p", NetworkService: "c.t.ns",
+		Context: &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{
+			SrcIpAddrs: []string{"172.16.1.2/24"}, DstIpAddrs: []string{"172.16.1.3/24"},
+		}},
+	}})
+	require.NoError(t, err)
+	return proxy, conn
+}
+
+// TestLBStubKilled kills the LB process as a pod would die: once its
+// registration expires the control plane closes the connection and the
+// forwarder removes the veth on the proxy's side.
+func TestLBStubKilled(t *testing.T) {
+	lbNS := testutil.NewNetNS(t, "lbk")
+	prxNS := testutil.NewNetNS(t, "prx")
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir, NSEExpiration: 3 * time.Second})
+	require.NoError(t, err)
+	defer cp.Stop()
+	cmd, exited := startChild(t, lbNS, cp.NSMgrURL, lbstub.Config{
+		Name: "lb-k", Service: "c.t.ns", SocketPath: filepath.Join(dir, "lb-k.sock"),
+		TargetsDir: filepath.Join(dir, "targets"),
+	})
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	_, _ = connectProxy(ctx, t, pctx, cp.NSMgrURL, prxNS)
+	_, err = prxNS.Exec("ip", "link", "show", "lb-p")
+	require.NoError(t, err)
+
+	require.NoError(t, cmd.Process.Kill())
+	<-exited
+	exited <- nil
+	require.Eventually(t, func() bool {
+		_, err := prxNS.Exec("ip", "link", "show", "lb-p")
+		return err != nil
+	}, time.Minute, 200*time.Millisecond, "the dead LB's veth must go")
 	pcancel()
 	cp.Stop()
 }

@@ -32,6 +32,11 @@ type Config struct {
 	Name string
 	// TokenLifetime of the control plane's own tokens (default DefaultTokenLifetime).
 	TokenLifetime time.Duration
+	// NSEExpiration is how long an NSE registration lives without a refresh
+	// (default one minute, as NSM's). It bounds how long an NSE killed with
+	// SIGKILL stays registered, hence how fast its clients heal away from it.
+	// Values under 3s are raised to 3s (a registration try may take 2s).
+	NSEExpiration time.Duration
 }
 
 // ControlPlane is a running NSMgr (with its embedded memory registry) and a
@@ -61,6 +66,10 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if cfg.Name == "" {
 		cfg.Name = "lab"
 	}
+	if cfg.NSEExpiration <= 0 {
+		cfg.NSEExpiration = time.Minute
+	}
+	cfg.NSEExpiration = max(cfg.NSEExpiration, 3*time.Second)
 	ctx, cancel := context.WithCancel(ctx)
 	cp := &ControlPlane{cancel: cancel}
 	defer func() {
@@ -77,6 +86,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 		nsmgr.WithAuthorizeMonitorConnectionServer(authmonitor.NewMonitorConnectionServer(authmonitor.Any())),
 		nsmgr.WithDialOptions(DialOptions(mgrGen)...),
 		nsmgr.WithDialTimeout(5*time.Second),
+		nsmgr.WithDefaultExpiration(cfg.NSEExpiration),
 	)
 	cp.nsmgrSrv, err = Serve(filepath.Join(cfg.Dir, NSMgrSocket), mgr.Register)
 	if err != nil {
