@@ -457,7 +457,13 @@ func inAny(nets []netip.Prefix, a netip.Addr) bool {
 // parsePrefixOrAddr accepts "addr/len" or a bare address.
 func parsePrefixOrAddr(s string) (netip.Prefix, bool) {
 	if pfx, err := netip.ParsePrefix(s); err == nil {
-		return netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()), true
+		if a := pfx.Addr(); a.Is4In6() {
+			if pfx.Bits() < 96 {
+				return netip.Prefix{}, false
+			}
+			return netip.PrefixFrom(a.Unmap(), pfx.Bits()-96), true
+		}
+		return pfx, true
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
 		a = a.Unmap()

@@ -58,7 +58,8 @@ func TestVIPFlushWaitsForApply(t *testing.T) {
 }
 
 func TestParseVIPs(t *testing.T) {
-	ok, errs := ParseVIPs([]string{" 20.0.0.1/32 ", "::ffff:1.2.3.4", "x"})
-	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("20.0.0.1/32"), netip.MustParsePrefix("1.2.3.4/32")}, ok)
-	require.Len(t, errs, 1)
+	ok, errs := ParseVIPs([]string{" 20.0.0.1/32 ", "::ffff:1.2.3.4", "::ffff:10.0.0.0/120", "x", "::ffff:0:0/80"})
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("20.0.0.1/32"), netip.MustParsePrefix("1.2.3.4/32"),
+		netip.MustParsePrefix("10.0.0.0/24")}, ok)
+	require.Len(t, errs, 2)
 }
