@@ -154,12 +154,11 @@ func (f *fakeIPAM) children() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []string
-	for k, n := range f.nodes {
+	for _, n := range f.nodes {
 		fam := ipamv1.IPFamily_IPV4.String()
 		if n.subnet.Addr().Is6() {
 			fam = ipamv1.IPFamily_IPV6.String()
 		}
-		_ = k
 		for name := range n.byName {
 			out = append(out, fam+"/"+name)
 		}
