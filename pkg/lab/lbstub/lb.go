@@ -37,6 +37,15 @@ type Config struct {
 	TargetsDir string
 	// PollInterval between two reads of TargetsDir (default 200ms).
 	PollInterval time.Duration
+	// Routes are static routes set up at start, e.g. toward the external
+	// host's addresses whatever LB the proxy picked for the return traffic.
+	Routes []Route
+}
+
+// Route is a static route of the LB's namespace.
+type Route struct {
+	Dst netip.Prefix
+	Via netip.Addr
 }
 
 // LB is a running LB stub.
@@ -61,6 +70,11 @@ func Start(ctx context.Context, cfg Config) (_ *LB, err error) {
 	}
 	if err := topo.ApplySysctls(cfg.NetNSPath, topo.RouterSysctls); err != nil {
 		return nil, fmt.Errorf("lb %s: %w", cfg.Name, err)
+	}
+	for _, r := range cfg.Routes {
+		if err := topo.AddRoute(cfg.NetNSPath, r.Dst, r.Via); err != nil {
+			return nil, fmt.Errorf("lb %s: %w", cfg.Name, err)
+		}
 	}
 	l := &LB{cfg: cfg}
 	if cfg.NetNSPath != "" {

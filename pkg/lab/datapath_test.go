@@ -1,0 +1,250 @@
+package lab_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang/protobuf/ptypes/empty"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/lbstub"
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+	"github.com/causeway-net/causeway/pkg/lab/topo"
+)
+
+// fakeProxyIPAM hands out target addresses and the bridge gateway like the
+// proxy does: one target and one proxy-side address per connection, kept
+// across refreshes; whatever else the target asks for (VIPs, policies) stays.
+type fakeProxyIPAM struct {
+	mu   sync.Mutex
+	next int
+	ids  map[string]int
+}
+
+func (f *fakeProxyIPAM) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
+	c := r.GetConnection()
+	f.mu.Lock()
+	id := c.GetPath().GetPathSegments()[0].GetId()
+	n, ok := f.ids[id]
+	if !ok {
+		n = f.next
+		f.next++
+		f.ids[id] = n
+	}
+	f.mu.Unlock()
+	if c.Context == nil {
+		c.Context = &networkservice.ConnectionContext{}
+	}
+	if c.Context.IpContext == nil {
+		c.Context.IpContext = &networkservice.IPContext{}
+	}
+	ipc := c.Context.IpContext
+	if src := fmt.Sprintf("172.16.1.%d/24", 10+n); !slices.Contains(ipc.SrcIpAddrs, src) {
+		ipc.SrcIpAddrs = append(ipc.SrcIpAddrs, src)
+	}
+	ipc.DstIpAddrs = []string{fmt.Sprintf("172.16.1.%d/24", 100+n)}
+	ipc.ExtraPrefixes = []string{"172.16.1.1/24"}
+	return next.Server(ctx).Request(ctx, r)
+}
+
+func (f *fakeProxyIPAM) Close(ctx context.Context, c *networkservice.Connection) (*empty.Empty, error) {
+	return next.Server(ctx).Close(ctx, c)
+}
+
+// enslave puts every veth of the proxy namespace on bridge0 until ctx ends,
+// as the proxy does with the interfaces the forwarder creates.
+func enslave(ctx context.Context, wg *sync.WaitGroup, ns *testutil.NetNS) {
+	defer wg.Done()
+	h, err := netlink.NewHandleAt(ns.Handle)
+	if err != nil {
+		return
+	}
+	defer h.Close()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if br, err := h.LinkByName("bridge0"); err == nil {
+			links, _ := h.LinkList()
+			for _, l := range links {
+				if l.Type() == "veth" && l.Attrs().MasterIndex == 0 {
+					_ = h.LinkSetMaster(l, br)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func ask(nsPath, network string, local netip.Addr, addr string) (string, error) {
+	var c net.Conn
+	err := topo.Do(nsPath, func() error {
+		d := net.Dialer{Timeout: 2 * time.Second}
+		if network == "tcp" {
+			d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
+		} else {
+			d.LocalAddr = &net.UDPAddr{IP: local.AsSlice()}
+		}
+		var err error
+		c, err = d.Dial(network, addr)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if network == "udp" {
+		if _, err := c.Write([]byte("hi\n")); err != nil {
+			return "", err
+		}
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+// TestDataPath assembles the lab's data path with a stand-in for the proxy
+// (a bridge, the egress rule and an NSE/NSC pair of fake address handling):
+// an external host reaches the VIP through two LB stubs, both target stubs
+// answer, their replies leave through the proxy's egress route, and a target
+// that leaves stops getting traffic.
+func TestDataPath(t *testing.T) {
+	prx := testutil.NewNetNS(t, "prx")
+	lba := testutil.NewNetNS(t, "lba")
+	lbb := testutil.NewNetNS(t, "lbb")
+	ext := testutil.NewNetNS(t, "ext")
+	t1 := testutil.NewNetNS(t, "t1")
+	t2 := testutil.NewNetNS(t, "t2")
+	dir := t.TempDir()
+	targets := filepath.Join(dir, "targets")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, ns := range []*testutil.NetNS{prx, ext, t1, t2} {
+		require.NoError(t, topo.ApplySysctls(ns.Path(), topo.RouterSysctls))
+	}
+
+	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
+	require.NoError(t, err)
+	defer cp.Stop()
+
+	// The proxy stand-in: bridge, NSE for targets, egress rule.
+	prx.MustExec(t, "ip", "link", "add", "bridge0", "type", "bridge")
+	prx.MustExec(t, "ip", "addr", "add", "172.16.1.1/24", "dev", "bridge0")
+	prx.MustExec(t, "ip", "link", "set", "bridge0", "up")
+	bctx, bcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go enslave(bctx, &wg, prx)
+	defer func() { bcancel(); wg.Wait() }()
+	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+		Name: "proxy-a", Service: "proxy.c.t.ns", NSMgrURL: cp.NSMgrURL,
+		SocketPath: filepath.Join(dir, "proxy.sock"), NetNSPath: prx.Path(),
+		Elements: []networkservice.NetworkServiceServer{&fakeProxyIPAM{ids: map[string]int{}}},
+	})
+	require.NoError(t, err)
+	defer nse.Stop()
+
+	vip := netip.MustParseAddr("20.0.0.1")
+	client := netip.MustParseAddr("192.168.100.1")
+	for i, lb := range []struct {
+		ns   *testutil.NetNS
+		name string
+	}{{lba, "lb-a"}, {lbb, "lb-b"}} {
+		extLB := netip.MustParsePrefix(fmt.Sprintf("10.0.%d.1/24", i))
+		extHost := netip.MustParsePrefix(fmt.Sprintf("10.0.%d.2/24", i))
+		require.NoError(t, topo.AddVeth(
+			topo.VethEnd{NetNSPath: lb.ns.Path(), Name: "ext0", Addrs: []netip.Prefix{extLB}},
+			topo.VethEnd{NetNSPath: ext.Path(), Name: "to-" + lb.name, Addrs: []netip.Prefix{extHost}}))
+		l, err := lbstub.Start(ctx, lbstub.Config{
+			Name: lb.name, NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(dir, lb.name+".sock"),
+			NetNSPath: lb.ns.Path(), VIPs: []netip.Addr{vip}, TargetsDir: targets,
+			Routes: []lbstub.Route{{Dst: netip.PrefixFrom(client, 32), Via: extHost.Addr()}},
+		})
+		require.NoError(t, err)
+		defer l.Stop()
+
+		// The proxy is the LB's NSC and assigns both ends.
+		pctx, pcancel := context.WithCancel(ctx)
+		defer pcancel()
+		nsc := retry.NewClient(nsmcp.NewClient(pctx, nsmcp.ClientConfig{
+			Name: "proxy-a-" + lb.name, NSMgrURL: cp.NSMgrURL, InterfaceName: lb.name, NetNSPath: prx.Path(),
+		}), retry.WithTryTimeout(10*time.Second), retry.WithInterval(200*time.Millisecond))
+		conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+			Id: "proxy-a-" + lb.name, NetworkService: "c.t.ns", NetworkServiceEndpointName: lb.name,
+			Context: &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{
+				SrcIpAddrs: []string{fmt.Sprintf("172.16.1.%d/24", 2+2*i)},
+				DstIpAddrs: []string{fmt.Sprintf("172.16.1.%d/24", 3+2*i)},
+			}},
+		}})
+		require.NoError(t, err)
+		defer func() { _, _ = nsc.Close(context.Background(), conn) }()
+	}
+	prx.MustExec(t, "ip", "rule", "add", "from", "20.0.0.1", "lookup", "100")
+	prx.MustExec(t, "ip", "route", "add", "default", "table", "100",
+		"nexthop", "via", "172.16.1.3", "dev", "bridge0", "nexthop", "via", "172.16.1.5", "dev", "bridge0")
+	ext.MustExec(t, "ip", "addr", "add", "192.168.100.1/32", "dev", "lo")
+	require.NoError(t, topo.AddRoute(ext.Path(), netip.PrefixFrom(vip, 32),
+		netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.1.1")))
+
+	var stubs []*targetstub.Target
+	for _, tg := range []struct {
+		ns   *testutil.NetNS
+		name string
+	}{{t1, "target-1"}, {t2, "target-2"}} {
+		s, err := targetstub.Start(ctx, targetstub.Config{
+			Name: tg.name, NSMgrURL: cp.NSMgrURL, Service: "proxy.c.t.ns", VIPs: []netip.Addr{vip},
+			Port: 5000, PublishDir: targets, NetNSPath: tg.ns.Path(),
+		})
+		require.NoError(t, err)
+		defer func() { _ = s.Stop(context.Background()) }()
+		stubs = append(stubs, s)
+	}
+
+	// Both targets answer; with per-flow hashing 30 connections reach both.
+	require.Eventually(t, func() bool {
+		seen := map[string]bool{}
+		for range 30 {
+			name, err := ask(ext.Path(), "tcp", client, "20.0.0.1:5000")
+			if err != nil {
+				return false
+			}
+			seen[name] = true
+		}
+		return seen["target-1"] && seen["target-2"]
+	}, 60*time.Second, 500*time.Millisecond, "external host reaches both targets over TCP")
+	require.Eventually(t, func() bool {
+		name, err := ask(ext.Path(), "udp", client, "20.0.0.1:5000")
+		return err == nil && strings.HasPrefix(name, "target-")
+	}, 20*time.Second, 200*time.Millisecond, "UDP answer from a target")
+
+	// target-1 leaves: every new connection lands on target-2.
+	require.NoError(t, stubs[0].Stop(ctx))
+	require.Eventually(t, func() bool {
+		for range 10 {
+			name, err := ask(ext.Path(), "tcp", client, "20.0.0.1:5000")
+			if err != nil || name != "target-2" {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 500*time.Millisecond, "only target-2 after target-1 left")
+}
