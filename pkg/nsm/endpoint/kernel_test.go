@@ -16,11 +16,11 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 
+	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/internal/sandboxtest"
 	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/proxy"
@@ -37,7 +37,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 	proxyNS := testutil.NewNetNS(t, "nsm-prx")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := sandboxtest.NewVethDomain(ctx, t)
+	domain := nsmsandbox.NewVethDomain(ctx, t)
 	nsmgrURL := domain.Nodes[0].NSMgr.URL
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -47,7 +47,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 	monitor := interfacemonitor.New(h, interfacemonitor.WithLogger(quiet))
 	monCtx, stopMonitor := context.WithCancel(ctx)
 	monDone := make(chan error, 1)
-	go func() { monDone <- monitor.Run(monCtx, sandboxtest.LinkEvents(t, proxyNS)) }()
+	go func() { monDone <- monitor.Run(monCtx, nsmsandbox.LinkEvents(t, proxyNS)) }()
 	defer func() {
 		stopMonitor()
 		<-monDone
@@ -62,8 +62,8 @@ func TestKernelTargetToProxy(t *testing.T) {
 		DialOptions:    creds.NSMDialOptions(),
 		ServerOptions:  creds.NSMServerOptions(),
 		Elements: []networkservice.NetworkServiceServer{
-			sandboxtest.KernelServer(),
-			sandboxtest.InNetNS(proxyNS.Path()),
+			nsmsandbox.KernelServer(),
+			nsmsandbox.InNetNS(proxyNS.Path()),
 			ipcontext.NewServer(setter, ipcontext.WithLogger(quiet)),
 			interfacemonitor.NewServer(monitor, interfacemonitor.WithLogger(quiet)),
 			mtu.NewServer(mtu.WithMTU(1400)),
@@ -74,7 +74,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 
 	nsc := domain.Nodes[0].NewClient(ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(
 		kernel.NewClient(kernel.WithInterfaceName("nsm-tgt0")),
-		sandboxtest.InNetNS(targetNS.Path()).Client(),
+		nsmsandbox.InNetNS(targetNS.Path()).Client(),
 		sendfd.NewClient(),
 	))
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)

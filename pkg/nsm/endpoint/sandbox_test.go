@@ -23,17 +23,17 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/internal/sandboxtest"
 	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
 func TestMain(m *testing.M) {
-	sandboxtest.Quiet()
+	nsmsandbox.Quiet()
 	goleak.VerifyTestMain(m)
 }
 
@@ -159,7 +159,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 		DialOptions:    creds.NSMDialOptions(),
 		ServerOptions:  creds.NSMServerOptions(),
 		Elements: []networkservice.NetworkServiceServer{
-			sandboxtest.KernelServer(),
+			nsmsandbox.KernelServer(),
 			ipcontext.NewServer(p.setter, ipcontext.WithLogger(quiet)),
 			interfacemonitor.NewServer(p.monitor, interfacemonitor.WithLogger(quiet)),
 			mtu.NewServer(mtu.WithMTU(1450)),
@@ -177,7 +177,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := sandboxtest.NewDomain(ctx, t)
+	domain := nsmsandbox.NewDomain(ctx, t)
 	nsmgrURL := domain.Nodes[0].NSMgr.URL
 
 	tcp := endpoint.WithListenURL(&url.URL{Scheme: "tcp", Host: "127.0.0.1:0"})
@@ -258,7 +258,7 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 func TestUnixSocketEndpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := sandboxtest.NewDomain(ctx, t, sandboxtest.WithUnixSockets())
+	domain := nsmsandbox.NewDomain(ctx, t, nsmsandbox.WithUnixSockets())
 	nsmgrURL := domain.Nodes[0].NSMgr.URL
 	require.Equal(t, "unix", nsmgrURL.Scheme)
 

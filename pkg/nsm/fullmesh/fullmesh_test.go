@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
-	"github.com/causeway-net/causeway/pkg/nsm/internal/sandboxtest"
 )
 
 func TestMain(m *testing.M) {
-	sandboxtest.Quiet()
+	nsmsandbox.Quiet()
 	goleak.VerifyTestMain(m)
 }
 

@@ -32,10 +32,10 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/pkg/nsm/egress"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/internal/sandboxtest"
 	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/proxy"
@@ -125,7 +125,7 @@ func (h *ifaceEvents) of(name string) []string {
 func TestSandboxFullMesh(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := sandboxtest.NewDomain(ctx, t)
+	domain := nsmsandbox.NewDomain(ctx, t)
 	node := domain.Nodes[0]
 	nsmgrURL := node.NSMgr.URL
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -140,7 +140,7 @@ func TestSandboxFullMesh(t *testing.T) {
 	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {
 		lbs[name] = &lbEndpoint{open: map[string]bool{}}
 		nses[name] = &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
-		entries[name] = node.NewEndpoint(ctx, nses[name], sandbox.GenerateTestToken, sandboxtest.KernelServer(), lbs[name])
+		entries[name] = node.NewEndpoint(ctx, nses[name], sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lbs[name])
 	}
 	// lb-x registers once, for a few seconds, and never refreshes.
 	lbs["lb-x"] = &lbEndpoint{open: map[string]bool{}}
@@ -258,7 +258,7 @@ func TestSandboxFullMesh(t *testing.T) {
 func serveShortLived(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name string, lifetime time.Duration, elem networkservice.NetworkServiceServer) {
 	t.Helper()
 	nse := endpoint.NewServer(ctx, sandbox.GenerateTestToken, endpoint.WithName(name),
-		endpoint.WithAdditionalFunctionality(sandboxtest.KernelServer(), elem))
+		endpoint.WithAdditionalFunctionality(nsmsandbox.KernelServer(), elem))
 	srv := grpc.NewServer(grpc.Creds(grpcfd.TransportCredentials(insecure.NewCredentials())))
 	nse.Register(srv)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -320,7 +320,7 @@ func (s *lossyStream) Recv() (*registryapi.NetworkServiceEndpointResponse, error
 func TestSandboxRecoveryAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := sandboxtest.NewDomain(ctx, t)
+	domain := nsmsandbox.NewDomain(ctx, t)
 	node := domain.Nodes[0]
 	nsmgrURL := node.NSMgr.URL
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -329,7 +329,7 @@ func TestSandboxRecoveryAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 	lb1 := &lbEndpoint{open: map[string]bool{}}
 	node.NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: "lb-1", NetworkServiceNames: []string{lbService}},
-		sandbox.GenerateTestToken, sandboxtest.KernelServer(), lb1)
+		sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lb1)
 
 	newClient := func(ctx context.Context) networkservice.NetworkServiceClient {
 		return client.NewClient(ctx,
@@ -382,7 +382,7 @@ func TestSandboxRecoveryAfterRestart(t *testing.T) {
 func TestSandboxWatchSurvivesNSMgrRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := sandboxtest.NewDomain(ctx, t)
+	domain := nsmsandbox.NewDomain(ctx, t)
 	node := domain.Nodes[0]
 	nsmgrURL := node.NSMgr.URL
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -393,7 +393,7 @@ func TestSandboxWatchSurvivesNSMgrRestart(t *testing.T) {
 	addLB := func(name string) {
 		lbs[name] = &lbEndpoint{open: map[string]bool{}}
 		node.NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}},
-			sandbox.GenerateTestToken, sandboxtest.KernelServer(), lbs[name])
+			sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lbs[name])
 	}
 	addLB("lb-1")
 

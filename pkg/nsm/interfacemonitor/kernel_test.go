@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/internal/sandboxtest"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -36,7 +36,7 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	m := interfacemonitor.New(r)
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
-	go func() { runDone <- m.Run(ctx, sandboxtest.LinkEvents(t, proxyNS)) }()
+	go func() { runDone <- m.Run(ctx, nsmsandbox.LinkEvents(t, proxyNS)) }()
 	t.Cleanup(func() {
 		cancel()
 		<-runDone

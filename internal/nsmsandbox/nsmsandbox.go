@@ -1,8 +1,8 @@
-// Package sandboxtest is test support for the NSM packages: an in-process
+// Package nsmsandbox is test support for the NSM packages and the proxy daemon: an in-process
 // NSM domain (the SDK sandbox: registry, NSMgr and a forwarder that offers
 // and selects the kernel mechanism) and a switch for the SDK's very verbose
 // logging. Test binaries only: the sandbox imports testing.
-package sandboxtest
+package nsmsandbox
 
 import (
 	"context"
