@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+)
+
+// Names of the trench under test.
+const (
+	trench    = "trench-a"
+	conduit   = "load-balancer"
+	namespace = "default"
+	node      = "node-a"
+	table     = 1
+	bridge    = "bridge0"
+
+	lbService    = conduit + "." + trench + "." + namespace
+	proxyService = "proxy." + lbService
+)
+
+// bedConfig describes a test bed.
+type bedConfig struct {
+	// ipFamily is NSM_IP_FAMILY and IPAM_IP_FAMILY.
+	ipFamily string
+	// lbs is how many LB endpoints to start.
+	lbs int
+	// logLevel of the proxy (default DEBUG).
+	logLevel string
+	// ipamEnv is added to the IPAM's environment.
+	ipamEnv []string
+}
+
+// bed is the proxy binary in its namespace with its IPAM (in the same
+// namespace, on loopback), an in-process NSM control plane with the veth
+// forwarder, and LB endpoints each in its own namespace.
+type bed struct {
+	t        testing.TB
+	ctx      context.Context
+	dir      string
+	proxyNS  *testutil.NetNS
+	ipam     *process
+	ipamAddr string
+	ipamCC   *grpc.ClientConn
+	cp       *nsmcp.ControlPlane
+	proxy    *process
+	lbs      []*lb
+	vipFile  string
+}
+
+// lb is an LB endpoint: a plain kernel-mechanism NSE that accepts the
+// addresses the proxy puts in its requests.
+type lb struct {
+	name string
+	ns   *testutil.NetNS
+	ep   *nsmcp.Endpoint
+}
+
+func startBed(t testing.TB, cfg bedConfig) *bed {
+	t.Helper()
+	testutil.RequireRoot(t)
+	if cfg.logLevel == "" {
+		cfg.logLevel = "DEBUG"
+	}
+	proxyBin, ipamBin := buildBinaries(t)
+	b := &bed{t: t, dir: t.TempDir()}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	b.ctx = ctx
+	b.proxyNS = testutil.NewNetNS(t, "proxy")
+
+	// The IPAM runs in the proxy's namespace: the proxy reaches it on
+	// loopback, the test through a socket opened in that namespace.
+	b.ipam = startProcess(t, "ipam", b.proxyNS, ipamBin, append([]string{
+		"IPAM_PORT=0", "IPAM_LISTEN_ADDRESS=127.0.0.1", "IPAM_NSP_SERVICE=", "IPAM_METRICS_PORT=0",
+		"IPAM_DATASOURCE=" + filepath.Join(b.dir, "ipam.db"), "IPAM_TRENCH_NAME=" + trench,
+		"IPAM_IP_FAMILY=" + cfg.ipFamily, "IPAM_LOG_LEVEL=INFO",
+	}, cfg.ipamEnv...)...)
+	b.ipamAddr, _ = b.ipam.waitLog(t, "serving")["address"].(string)
+	require.NotEmpty(t, b.ipamAddr)
+	var err error
+	b.ipamCC, err = grpc.NewClient("passthrough:///"+b.ipamAddr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(dialIn(b.proxyNS)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.ipamCC.Close() })
+
+	b.cp, err = nsmcp.Start(ctx, nsmcp.Config{Dir: b.dir, Name: "e2e"})
+	require.NoError(t, err)
+	t.Cleanup(b.cp.Stop)
+
+	for i := range cfg.lbs {
+		b.lbs = append(b.lbs, b.startLB(fmt.Sprintf("lb-%d", i)))
+	}
+
+	vips, err := os.ReadFile(filepath.Join("testdata", "vips.yaml"))
+	require.NoError(t, err)
+	b.vipFile = filepath.Join(b.dir, "vips.yaml")
+	require.NoError(t, os.WriteFile(b.vipFile, vips, 0o644))
+
+	b.proxy = startProcess(t, "proxy", b.proxyNS, proxyBin,
+		"NSM_INSECURE=true",
+		"NSM_CONNECT_TO="+b.cp.NSMgrURL.String(),
+		"NSM_IPAM_SERVICE="+b.ipamAddr,
+		"NSM_VIP_FILE="+b.vipFile,
+		"NSM_NAME=proxy-a",
+		"NSM_HOST="+node,
+		"NSM_SERVICE_NAME="+proxyService,
+		"NSM_NETWORK_SERVICE_NAME="+lbService,
+		"NSM_TRENCH="+trench,
+		"NSM_CONDUIT="+conduit,
+		"NSM_NAMESPACE="+namespace,
+		"NSM_IP_FAMILY="+cfg.ipFamily,
+		"NSM_HEALTH_SOCKET="+filepath.Join(b.dir, "health.sock"),
+		"NSM_DEBUG_SOCKET="+filepath.Join(b.dir, "debug.sock"),
+		"NSM_LISTEN_ON="+filepath.Join(b.dir, "proxy.sock"),
+		"NSM_BRIDGE_MAC_FILE="+filepath.Join(b.dir, "bridge.mac"),
+		"NSM_METRICS_ADDRESS=",
+		"NSM_LOG_LEVEL="+cfg.logLevel,
+		// Released addresses go back to the IPAM at once.
+		"NSM_IP_RELEASE_DELAY=0s",
+	)
+	// Targets can connect once the NSE is registered.
+	b.proxy.waitLog(t, "endpoint serving and registered")
+	return b
+}
+
+// dialIn returns a gRPC dialer whose sockets are opened in ns.
+func dialIn(ns *testutil.NetNS) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := ns.Do(func() error {
+			var d net.Dialer
+			var err error
+			c, err = d.DialContext(ctx, "tcp", addr)
+			return err
+		})
+		return c, err
+	}
+}
+
+// startLB starts an LB endpoint in a new namespace; it is stopped at the
+// end of the test.
+func (b *bed) startLB(name string) *lb {
+	t := b.t
+	t.Helper()
+	l := &lb{name: name, ns: testutil.NewNetNS(t, "lb")}
+	var err error
+	l.ep, err = nsmcp.StartEndpoint(b.ctx, nsmcp.EndpointConfig{
+		Name:       name,
+		Service:    lbService,
+		NSMgrURL:   b.cp.NSMgrURL,
+		SocketPath: filepath.Join(b.dir, name+".sock"),
+		NetNSPath:  l.ns.Path(),
+	})
+	require.NoError(t, err)
+	t.Cleanup(l.ep.Stop)
+	return l
+}
+
+// bridgeAddrs asks the IPAM for the proxy's bridge addresses (Allocate is
+// idempotent), one per family served.
+func (b *bed) bridgeAddrs(families ...ipamv1.IPFamily) []netip.Prefix {
+	t := b.t
+	t.Helper()
+	c := ipamv1.NewIpamClient(b.ipamCC)
+	var out []netip.Prefix
+	for _, f := range families {
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		p, err := c.Allocate(ctx, &ipamv1.Child{Name: "bridge", Subnet: &ipamv1.Subnet{
+			Conduit: &nspv1.Conduit{Name: conduit, Trench: &nspv1.Trench{Name: trench}},
+			Node:    node, IpFamily: f,
+		}})
+		cancel()
+		require.NoError(t, err)
+		out = append(out, netip.MustParsePrefix(fmt.Sprintf("%s/%d", p.GetAddress(), p.GetPrefixLength())))
+	}
+	return out
+}
+
+// target is an NSM client of the proxy's service in a target namespace.
+type target struct {
+	ns     *testutil.NetNS
+	ifName string
+	conn   *networkservice.Connection
+}
+
+// connectTarget requests the proxy's service from ns with the interface
+// ifName, labelled with the node as a target is; the connection is closed at the end of the test.
+func (b *bed) connectTarget(ns *testutil.NetNS, name, ifName string) *target {
+	t := b.t
+	t.Helper()
+	ctx, cancel := context.WithCancel(b.ctx)
+	nsc := nsmcp.NewClient(ctx, nsmcp.ClientConfig{
+		Name: name, NSMgrURL: b.cp.NSMgrURL, InterfaceName: ifName, NetNSPath: ns.Path(),
+	})
+	reqCtx, reqCancel := context.WithTimeout(ctx, 90*time.Second)
+	conn, err := nsc.Request(reqCtx, &networkservice.NetworkServiceRequest{
+		Connection: &networkservice.Connection{Id: name + "-conn", NetworkService: proxyService,
+			// The proxy's service routes a target to the proxy of its node.
+			Labels: map[string]string{"nodeName": node}},
+	})
+	reqCancel()
+	if err != nil {
+		cancel()
+		require.NoError(t, err, "target %s request", name)
+	}
+	t.Cleanup(func() {
+		defer cancel()
+		closeCtx, closeCancel := context.WithTimeout(b.ctx, 30*time.Second)
+		defer closeCancel()
+		_, _ = nsc.Close(closeCtx, conn)
+	})
+	return &target{ns: ns, ifName: ifName, conn: conn}
+}

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+)
+
+// The tests of this package run the real proxy (and ipam) binaries in network
+// namespaces, with the lab's NSM control plane, load balancer endpoints and
+// target clients in the test process.
+func TestMain(m *testing.M) {
+	nsmcp.QuietSDKLogs()
+	goleak.VerifyTestMain(m,
+		// grpc and the SDK keep package-level workers that outlive tests.
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+const module = "github.com/causeway-net/causeway"
+
+// buildBinaries builds the proxy and ipam commands into a temporary
+// directory and returns their paths.
+func buildBinaries(t testing.TB) (proxyBin, ipamBin string) {
+	t.Helper()
+	dir := t.TempDir()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // the toolchain running this test
+	}
+	out, err := exec.Command(goTool, "build", "-o", dir+string(filepath.Separator),
+		module+"/cmd/proxy", module+"/cmd/ipam").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return filepath.Join(dir, "proxy"), filepath.Join(dir, "ipam")
+}
+
+// syncBuffer is the shared, growing output of a process.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// process is a binary run in a network namespace with `ip netns exec`, which
+// execs it: the pid is the binary's.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	output syncBuffer // stdout and stderr (JSON log lines)
+	done   chan struct{}
+	err    error // Wait's result, set before done is closed
+}
+
+// startProcess runs bin in ns with exactly env (plus PATH). It is killed at
+// the end of the test if still running, and its output is logged when the
+// test failed.
+func startProcess(t testing.TB, name string, ns *testutil.NetNS, bin string, env ...string) *process {
+	t.Helper()
+	p := &process{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command("ip", "netns", "exec", ns.Name, bin)
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	p.cmd.Stdout = &p.output
+	p.cmd.Stderr = &p.output
+	require.NoError(t, p.cmd.Start(), "start %s", name)
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("---- %s output ----\n%s---- end of %s output ----", p.name, p.output.String(), p.name)
+		}
+	})
+	return p
+}
+
+// exited reports whether the process has ended.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends sig and waits for the exit; it returns the exit code.
+func (p *process) stop(t testing.TB, sig syscall.Signal) int {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(sig))
+	select {
+	case <-p.done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("%s did not exit on %s", p.name, sig)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// logLines returns the JSON log lines printed so far.
+func (p *process) logLines() []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(p.output.String()))
+	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// waitLog waits until a log line has the message msg and returns it; it
+// fails if the process exits first.
+func (p *process) waitLog(t testing.TB, msg string) map[string]any {
+	t.Helper()
+	var found map[string]any
+	require.Eventually(t, func() bool {
+		for _, l := range p.logLines() {
+			if l["msg"] == msg {
+				found = l
+				return true
+			}
+		}
+		if p.exited() {
+			t.Fatalf("%s exited (%v) before logging %q", p.name, p.err, msg)
+		}
+		return false
+	}, 90*time.Second, 100*time.Millisecond, "%s did not log %q", p.name, msg)
+	return found
+}
+
+// rssKiB reads the resident set size of the process.
+func (p *process) rssKiB() (int, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				break
+			}
+			return strconv.Atoi(f[0])
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", p.cmd.Process.Pid)
+}
