@@ -34,26 +34,45 @@ func Quiet() {
 }
 
 // Option changes the domain.
-type Option func(*sandbox.Builder) *sandbox.Builder
+type Option func(*options)
+
+type options struct {
+	unix       bool
+	expiration time.Duration
+	links      func(LinkChange)
+}
 
 // WithUnixSockets serves every component on a unix socket (the NSMgr then
 // keeps the registry itself), so that file descriptors can be passed as in
 // a real deployment.
-func WithUnixSockets() Option {
-	return func(b *sandbox.Builder) *sandbox.Builder { return b.UseUnixSockets() }
-}
+func WithUnixSockets() Option { return func(o *options) { o.unix = true } }
 
 // WithRegistryExpiration sets the registry's default registration lifetime
 // (the sandbox default is one minute).
-func WithRegistryExpiration(d time.Duration) Option {
-	return func(b *sandbox.Builder) *sandbox.Builder { return b.SetRegistryDefaultExpiration(d) }
-}
+func WithRegistryExpiration(d time.Duration) Option { return func(o *options) { o.expiration = d } }
+
+// WithLinkObserver makes the forwarder report the kernel interfaces a real
+// forwarder would create and delete for each connection (see LinkChange),
+// so that a test can play the kernel of the client or of the endpoint.
+func WithLinkObserver(fn func(LinkChange)) Option { return func(o *options) { o.links = fn } }
 
 // NewDomain builds a one-node sandbox whose forwarder speaks the kernel
 // mechanism on both sides (the default fake forwarder offers none, and an
 // endpoint that requires one would never be reached).
 func NewDomain(ctx context.Context, t *testing.T, opts ...Option) *sandbox.Domain {
 	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	server := []networkservice.NetworkServiceServer{mechanisms.NewServer(
+		map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()},
+	)}
+	client := []networkservice.NetworkServiceClient{kernel.NewClient()}
+	if o.links != nil {
+		server = append(server, &clientSideStash{})
+		client = append(client, &linkObserver{report: o.links})
+	}
 	b := sandbox.NewBuilder(ctx, t).
 		SetNodesCount(1).
 		SetNSMgrProxySupplier(nil).
@@ -67,14 +86,15 @@ func NewDomain(ctx context.Context, t *testing.T, opts ...Option) *sandbox.Domai
 					"forwarder": {Labels: map[string]string{"p2p": "true"}},
 				},
 			}, sandbox.GenerateTestToken,
-				sandbox.WithForwarderAdditionalFunctionalityClient(kernel.NewClient()),
-				sandbox.WithForwarderAdditionalFunctionalityServer(mechanisms.NewServer(
-					map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()},
-				)),
+				sandbox.WithForwarderAdditionalFunctionalityClient(client...),
+				sandbox.WithForwarderAdditionalFunctionalityServer(server...),
 			)
 		})
-	for _, opt := range opts {
-		b = opt(b)
+	if o.unix {
+		b = b.UseUnixSockets()
+	}
+	if o.expiration > 0 {
+		b = b.SetRegistryDefaultExpiration(o.expiration)
 	}
 	return b.Build()
 }

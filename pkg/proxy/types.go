@@ -1,6 +1,9 @@
 package proxy
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // ConnType says which side of an NSM connection the proxy is on.
 type ConnType int
@@ -44,3 +47,17 @@ type Interface struct {
 
 // MarshalText makes ConnType readable in JSON dumps.
 func (t ConnType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText reads what MarshalText writes, so that a JSON dump (-debug)
+// decodes back into a Snapshot.
+func (t *ConnType) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "target":
+		*t = TargetConn
+	case "lb":
+		*t = LBConn
+	default:
+		return fmt.Errorf("unknown connection type %q", b)
+	}
+	return nil
+}

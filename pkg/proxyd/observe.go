@@ -33,7 +33,7 @@ type DebugState struct {
 // Version is set by cmd/proxy from its build information.
 var Version = "dev"
 
-func (d *daemon) debugState() DebugState {
+func (d *Daemon) debugState() DebugState {
 	st := DebugState{Version: Version, Config: d.cfg, Proxy: d.proxy.Snapshot()}
 	snap, err := d.dp.Snapshot()
 	st.Dataplane = &snap
@@ -44,7 +44,7 @@ func (d *daemon) debugState() DebugState {
 }
 
 // serveObservability starts the Prometheus endpoint and the debug socket.
-func (d *daemon) serveObservability(ctx context.Context) error {
+func (d *Daemon) serveObservability(ctx context.Context) error {
 	if d.cfg.MetricsAddress != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), d.proxy)
@@ -75,7 +75,7 @@ func (d *daemon) serveObservability(ctx context.Context) error {
 	return nil
 }
 
-func (d *daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string) {
+func (d *Daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	d.background(ctx, func(ctx context.Context) {
 		go func() {

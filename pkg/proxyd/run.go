@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
@@ -17,6 +18,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	grpccreds "google.golang.org/grpc/credentials"
@@ -41,22 +43,32 @@ import (
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
-// Daemon is a running proxy. Run builds it; Stop tears it down in the
+// Daemon is a running proxy. Start builds it; Stop tears it down in the
 // reverse order of start-up.
-type daemon struct {
+type Daemon struct {
 	cfg    *Config
 	log    *slog.Logger
+	opts   options
 	health *health.Checker
 	creds  *credentials.Credentials
-	dp     *dataplane.Dataplane
+	dp     Dataplane
 	ipamCC *grpc.ClientConn
 	nspCC  *grpc.ClientConn
+	nsmCC  *grpc.ClientConn // connection monitor (recovery of LB connections)
 	proxy  *proxy.Proxy
+	mesh   *fullmesh.FullMesh
 	ep     *endpoint.Endpoint
 
-	wg      sync.WaitGroup // background goroutines, stopped by cancel
-	cancels []context.CancelFunc
-	mesh    chan error // the full mesh's Run result
+	wg        sync.WaitGroup // background goroutines, stopped by cancel
+	cancels   []context.CancelFunc
+	nsmCancel context.CancelFunc // NSM client chains, after the mesh closed its connections
+
+	failOnce sync.Once
+	failed   chan struct{} // closed when a vital component stops by itself
+	failErr  error
+	stopping atomic.Bool
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Run starts the proxy and blocks until ctx ends or a vital component
@@ -64,32 +76,81 @@ type daemon struct {
 // proxy: health, dataplane and link monitor, IPAM and NSP connections, the
 // proxy state machine (which waits for its bridge addresses), the full mesh
 // toward the load balancers, the endpoint for the targets, and the VIPs.
-func Run(ctx context.Context, cfg *Config, log *slog.Logger) (err error) {
-	nsmlog.Install(log)
-	d := &daemon{cfg: cfg, log: log}
-	defer func() {
-		stopErr := d.stop()
-		if err == nil {
-			err = stopErr
-		}
-	}()
-	if err := d.start(ctx); err != nil {
+// opts are for tests; the production daemon uses none.
+func Run(ctx context.Context, cfg *Config, log *slog.Logger, opts ...Option) error {
+	d, err := Start(ctx, cfg, log, opts...)
+	if err != nil {
 		return err
 	}
-	log.Info("proxy started", "name", cfg.Name, "service", cfg.ServiceName, "lbService", cfg.NetworkServiceName,
-		"conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Host)
+	var runErr error
 	select {
 	case <-ctx.Done():
 		log.Info("stopping on signal")
+	case <-d.Failed():
+		runErr = d.Err()
+	}
+	return errors.Join(runErr, d.Stop())
+}
+
+// Start starts the proxy and returns once every component runs (the proxy
+// state machine has its bridge addresses, the endpoint is registered). ctx
+// bounds the start-up; the daemon then runs until Stop. On error nothing is
+// left running.
+func Start(ctx context.Context, cfg *Config, log *slog.Logger, opts ...Option) (*Daemon, error) {
+	d := &Daemon{cfg: cfg, log: log, failed: make(chan struct{})}
+	for _, o := range opts {
+		o(&d.opts)
+	}
+	if !d.opts.keepSDKLogger {
+		nsmlog.Install(log)
+	}
+	if err := d.start(ctx); err != nil {
+		return nil, errors.Join(err, d.Stop())
+	}
+	log.Info("proxy started", "name", cfg.Name, "service", cfg.ServiceName, "lbService", cfg.NetworkServiceName,
+		"conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Host, "endpoint", d.ep.URL().String())
+	return d, nil
+}
+
+// Failed is closed when a vital component (the full mesh, the endpoint's
+// server) stopped by itself; Err then says why. The daemon must be stopped.
+func (d *Daemon) Failed() <-chan struct{} { return d.failed }
+
+// Err is the failure once Failed is closed.
+func (d *Daemon) Err() error {
+	select {
+	case <-d.failed:
+		return d.failErr
+	default:
 		return nil
-	case err := <-d.mesh:
-		return fmt.Errorf("full mesh stopped: %w", err)
-	case <-d.ep.Done():
-		return fmt.Errorf("endpoint stopped: %w", d.ep.Err())
 	}
 }
 
-func (d *daemon) background(ctx context.Context, fn func(ctx context.Context)) {
+func (d *Daemon) fail(err error) {
+	if d.stopping.Load() {
+		return
+	}
+	d.failOnce.Do(func() {
+		d.log.Error("vital component stopped", "error", err)
+		d.failErr = err
+		close(d.failed)
+	})
+}
+
+// Proxy is the proxy state machine.
+func (d *Daemon) Proxy() *proxy.Proxy { return d.proxy }
+
+// Health is the health checker behind the health socket.
+func (d *Daemon) Health() *health.Checker { return d.health }
+
+// EndpointURL is where the endpoint for the targets serves.
+func (d *Daemon) EndpointURL() *url.URL { return d.ep.URL() }
+
+// LBConnections are the established connections of the full mesh, by load
+// balancer endpoint name.
+func (d *Daemon) LBConnections() map[string]*networkservice.Connection { return d.mesh.Connections() }
+
+func (d *Daemon) background(ctx context.Context, fn func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(ctx)
 	d.cancels = append(d.cancels, cancel)
 	d.wg.Add(1)
@@ -99,7 +160,7 @@ func (d *daemon) background(ctx context.Context, fn func(ctx context.Context)) {
 	}()
 }
 
-func (d *daemon) start(ctx context.Context) error {
+func (d *Daemon) start(ctx context.Context) error {
 	cfg := d.cfg
 	// Background work lives until stop, not until ctx: stop needs it to
 	// shut down in order.
@@ -120,22 +181,39 @@ func (d *daemon) start(ctx context.Context) error {
 	})
 
 	// 2. Dataplane: bridge, sysctls, table, link monitor.
-	d.dp, err = dataplane.New(ctx, dataplane.Options{
-		BridgeName:     cfg.BridgeName,
-		Table:          cfg.Table,
-		Logger:         d.log.With("subsystem", "dataplane"),
-		MACFile:        cfg.BridgeMACFile,
-		AdoptLeftovers: true,
-	})
-	if err != nil {
-		return fmt.Errorf("dataplane: %w", err)
+	if d.opts.dataplane != nil {
+		d.dp = d.opts.dataplane
+	} else {
+		dp, err := dataplane.New(ctx, dataplane.Options{
+			BridgeName:     cfg.BridgeName,
+			Table:          cfg.Table,
+			Logger:         d.log.With("subsystem", "dataplane"),
+			MACFile:        cfg.BridgeMACFile,
+			AdoptLeftovers: true,
+		})
+		if err != nil {
+			return fmt.Errorf("dataplane: %w", err)
+		}
+		d.dp = dp
 	}
 
 	// 3. Credentials, IPAM and NSP connections.
-	d.creds, err = credentials.New(ctx, credentials.Config{Insecure: cfg.Insecure, MaxTokenLifetime: cfg.MaxTokenLifetime,
-		Logger: d.log})
-	if err != nil {
-		return fmt.Errorf("credentials: %w", err)
+	d.creds = d.opts.creds
+	if d.creds == nil {
+		creds, err := credentials.New(ctx, credentials.Config{Insecure: cfg.Insecure, MaxTokenLifetime: cfg.MaxTokenLifetime,
+			Logger: d.log})
+		if err != nil {
+			return fmt.Errorf("credentials: %w", err)
+		}
+		d.creds = creds
+	}
+	nsmDial := d.creds.NSMDialOptions()
+	if d.opts.nsmDial != nil {
+		nsmDial = d.opts.nsmDial
+	}
+	nsmServer := d.creds.NSMServerOptions()
+	if d.opts.nsmServer != nil {
+		nsmServer = d.opts.nsmServer
 	}
 	d.ipamCC, err = d.dialService(cfg.IPAMService)
 	if err != nil {
@@ -201,16 +279,20 @@ func (d *daemon) start(ctx context.Context) error {
 		}
 	})
 
-	// 6. Full mesh toward the load balancers.
+	// 6. Full mesh toward the load balancers. The NSM client chains (and
+	// their refresh and heal goroutines) live until the mesh has closed
+	// its connections.
 	connectTo := cfg.ConnectTo
+	nsmCtx, nsmCancel := context.WithCancel(bg)
+	d.nsmCancel = nsmCancel
 	pinner := fullmesh.NewPinner()
-	nsc := client.NewClient(bg,
+	nsc := client.NewClient(nsmCtx,
 		client.WithClientURL(&connectTo),
 		client.WithName(cfg.Name),
-		client.WithDialOptions(d.creds.NSMDialOptions()...),
+		client.WithDialOptions(nsmDial...),
 		client.WithDialTimeout(cfg.DialTimeout),
 		client.WithAuthorizeClient(d.creds.AuthorizeClient()),
-		client.WithHealClient(heal.NewClient(bg)),
+		client.WithHealClient(heal.NewClient(nsmCtx)),
 		client.WithAdditionalFunctionality(
 			kernel.NewClient(),
 			interfacemonitor.NewClient(mon),
@@ -221,25 +303,34 @@ func (d *daemon) start(ctx context.Context) error {
 			sendfd.NewClient(),
 		),
 	)
-	registry := registryclient.NewNetworkServiceEndpointRegistryClient(bg,
+	registry := registryclient.NewNetworkServiceEndpointRegistryClient(nsmCtx,
 		registryclient.WithClientURL(&connectTo),
-		registryclient.WithDialOptions(d.creds.NSMDialOptions()...))
-	mesh := fullmesh.New(cfg.Name, cfg.NetworkServiceName, nsc, registry,
+		registryclient.WithDialOptions(nsmDial...))
+	d.nsmCC, err = grpc.NewClient(grpcutils.URLToTarget(&connectTo), nsmDial...)
+	if err != nil {
+		return fmt.Errorf("NSMgr connection monitor %s: %w", connectTo.String(), err)
+	}
+	d.mesh = fullmesh.New(cfg.Name, cfg.NetworkServiceName, nsc, registry,
 		fullmesh.WithPinner(pinner),
+		fullmesh.WithRecovery(networkservice.NewMonitorConnectionClient(d.nsmCC)),
 		fullmesh.WithRequestTimeout(cfg.RequestTimeout),
 		fullmesh.WithCloseTimeout(cfg.RequestTimeout),
 		fullmesh.WithExpiry(10*time.Second, cfg.MaxTokenLifetime/2),
 		fullmesh.WithLogger(d.log.With("subsystem", "fullmesh")),
 	)
-	d.mesh = make(chan error, 1)
-	d.background(bg, func(ctx context.Context) { d.mesh <- mesh.Run(ctx) })
+	d.background(bg, func(ctx context.Context) {
+		err := d.mesh.Run(ctx)
+		if ctx.Err() == nil {
+			d.fail(fmt.Errorf("full mesh stopped: %w", err))
+		}
+	})
 
 	// 7. The endpoint for the targets.
 	d.ep, err = endpoint.Start(ctx, endpoint.Config{
 		Name: cfg.Name, Service: cfg.ServiceName, NodeName: cfg.Host, ConnectTo: &connectTo,
 		TokenGenerator: d.creds.TokenGenerator(),
-		DialOptions:    d.creds.NSMDialOptions(),
-		ServerOptions:  d.creds.NSMServerOptions(),
+		DialOptions:    nsmDial,
+		ServerOptions:  nsmServer,
 		Elements: []networkservice.NetworkServiceServer{
 			mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()}),
 			interfacemonitor.NewServer(mon),
@@ -251,7 +342,14 @@ func (d *daemon) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("endpoint: %w", err)
 	}
-	d.background(bg, d.probeEndpoint)
+	d.background(bg, func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+		case <-d.ep.Done():
+			d.fail(fmt.Errorf("endpoint stopped: %w", d.ep.Err()))
+		}
+	})
+	d.background(bg, func(ctx context.Context) { d.probeEndpoint(ctx, nsmDial) })
 
 	// 8. Metrics and the debug socket.
 	if err := d.serveObservability(bg); err != nil {
@@ -265,7 +363,7 @@ func (d *daemon) start(ctx context.Context) error {
 				d.log.Warn("some VIPs were rejected", "error", err)
 			}
 		})
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			d.log.Error("VIP source stopped", "error", err)
 		}
 	})
@@ -285,9 +383,8 @@ func listenURL(s string) *url.URL {
 
 // probeEndpoint checks the endpoint's own health service, as Meridio's
 // liveness probe does, and drives the NSMEndpoint subservice.
-func (d *daemon) probeEndpoint(ctx context.Context) {
-	u := d.ep.URL()
-	cc, err := grpc.NewClient(u.Scheme+"://"+u.Path, d.creds.NSMDialOptions()...)
+func (d *Daemon) probeEndpoint(ctx context.Context, dialOpts []grpc.DialOption) {
+	cc, err := grpc.NewClient(grpcutils.URLToTarget(d.ep.URL()), dialOpts...)
 	if err != nil {
 		d.log.Error("endpoint health probe", "error", err)
 		return
@@ -310,7 +407,7 @@ func (d *daemon) probeEndpoint(ctx context.Context) {
 }
 
 // dialService dials the IPAM or the NSP with Meridio's connection options.
-func (d *daemon) dialService(target string) (*grpc.ClientConn, error) {
+func (d *Daemon) dialService(target string) (*grpc.ClientConn, error) {
 	var tc grpccreds.TransportCredentials = insecure.NewCredentials()
 	if d.creds.Secure() && !d.cfg.IPAMInsecure {
 		tc = d.creds.ClientTransportCredentials()
@@ -325,12 +422,19 @@ func (d *daemon) dialService(target string) (*grpc.ClientConn, error) {
 	)
 }
 
-// stop tears down in the reverse order: the endpoint is unregistered, the
+// Stop tears down in the reverse order: the endpoint is unregistered, the
 // LB connections are closed (their interfaces and nexthops go), pending
 // address releases are forced, and then the connections and the dataplane
 // are closed. The kernel keeps the bridge, its addresses and the VIP rules
-// (as Meridio) so that a restarted proxy takes over without a gap.
-func (d *daemon) stop() error {
+// (as Meridio) so that a restarted proxy takes over without a gap. Stop is
+// idempotent.
+func (d *Daemon) Stop() error {
+	d.stopOnce.Do(func() { d.stopErr = d.stop() })
+	return d.stopErr
+}
+
+func (d *Daemon) stop() error {
+	d.stopping.Store(true)
 	var errs []error
 	if d.ep != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -345,6 +449,9 @@ func (d *daemon) stop() error {
 		d.cancels[i]()
 	}
 	d.wg.Wait()
+	if d.nsmCancel != nil {
+		d.nsmCancel()
+	}
 	if d.proxy != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 		if err := d.proxy.Close(ctx); err != nil {
@@ -352,12 +459,12 @@ func (d *daemon) stop() error {
 		}
 		cancel()
 	}
-	for _, cc := range []*grpc.ClientConn{d.nspCC, d.ipamCC} {
+	for _, cc := range []*grpc.ClientConn{d.nsmCC, d.nspCC, d.ipamCC} {
 		if cc != nil {
 			_ = cc.Close()
 		}
 	}
-	if d.creds != nil {
+	if d.creds != nil && d.opts.creds == nil {
 		_ = d.creds.Close()
 	}
 	if d.dp != nil {

@@ -1,0 +1,437 @@
+package proxyd_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
+	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/nsmsandbox"
+	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/pkg/config/nspserver"
+	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/ipam"
+	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
+	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
+	"github.com/causeway-net/causeway/pkg/proxyd"
+)
+
+func TestMain(m *testing.M) {
+	nsmsandbox.Quiet()
+	goleak.VerifyTestMain(m)
+}
+
+const (
+	trench    = "trench-a"
+	conduit   = "conduit-a"
+	node      = "node-a"
+	proxyName = "proxy-a"
+	service   = "proxy." + conduit + "." + trench + ".ns"
+	lbService = conduit + "." + trench + ".ns"
+
+	wait = 30 * time.Second
+	tick = 20 * time.Millisecond
+)
+
+func quietLogger() *slog.Logger {
+	if os.Getenv("CAUSEWAY_NSM_TEST_LOGS") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// fakeDataplane stands in for the kernel: it records the applied states
+// and plays the link monitor for the links the test (or the sandbox
+// forwarder, through kernel) creates and deletes.
+type fakeDataplane struct {
+	mu     sync.Mutex
+	states []dataplane.State
+	links  map[string]dataplane.Link // by name
+	next   int
+	subs   map[int]chan dataplane.LinkEvent
+	subID  int
+	closed bool
+}
+
+func newFakeDataplane() *fakeDataplane {
+	return &fakeDataplane{links: map[string]dataplane.Link{}, next: 10, subs: map[int]chan dataplane.LinkEvent{}}
+}
+
+func (f *fakeDataplane) Apply(s dataplane.State) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.states = append(f.states, s)
+	return nil
+}
+
+func (f *fakeDataplane) FlushConntrackPrefix(netip.Prefix) error { return nil }
+
+func (f *fakeDataplane) Subscribe() (<-chan dataplane.LinkEvent, func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Large enough for any test: link events are never dropped.
+	ch := make(chan dataplane.LinkEvent, 1024)
+	if f.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	f.subID++
+	id := f.subID
+	f.subs[id] = ch
+	return ch, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if c, ok := f.subs[id]; ok {
+			delete(f.subs, id)
+			close(c)
+		}
+	}
+}
+
+func (f *fakeDataplane) Links() []dataplane.Link {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []dataplane.Link
+	for _, l := range f.links {
+		out = append(out, l)
+	}
+	return out
+}
+
+func (f *fakeDataplane) Snapshot() (dataplane.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var s dataplane.Snapshot
+	if n := len(f.states); n > 0 {
+		last := f.states[n-1]
+		s.Desired = &last
+	}
+	for _, l := range f.links {
+		s.Ports = append(s.Ports, l)
+	}
+	return s, nil
+}
+
+func (f *fakeDataplane) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		for id, c := range f.subs {
+			delete(f.subs, id)
+			close(c)
+		}
+	}
+	return nil
+}
+
+func (f *fakeDataplane) emitLocked(ev dataplane.LinkEvent) {
+	for _, c := range f.subs {
+		c <- ev
+	}
+}
+
+// addLink creates a link and returns its index.
+func (f *fakeDataplane) addLink(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.links[name]; ok {
+		return l.Index
+	}
+	f.next++
+	l := dataplane.Link{Index: f.next, Name: name, Kind: "veth", Up: true, OperState: "up"}
+	f.links[name] = l
+	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkAdded, Link: l})
+	return l.Index
+}
+
+func (f *fakeDataplane) delLink(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok {
+		return
+	}
+	delete(f.links, name)
+	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l})
+}
+
+func (f *fakeDataplane) linkIndex(name string) (int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	return l.Index, ok
+}
+
+// last is the last applied state.
+func (f *fakeDataplane) last() dataplane.State {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.states) == 0 {
+		return dataplane.State{}
+	}
+	return f.states[len(f.states)-1]
+}
+
+// fakeKernel routes the forwarder's link changes to the fake dataplane of the
+// running proxy: the proxy's side of a target connection (proxy is the
+// endpoint) and of an LB connection (proxy is the client).
+type fakeKernel struct {
+	mu sync.Mutex
+	dp *fakeDataplane
+}
+
+func (k *fakeKernel) set(dp *fakeDataplane) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.dp = dp
+}
+
+func (k *fakeKernel) observe(ch nsmsandbox.LinkChange) {
+	k.mu.Lock()
+	dp := k.dp
+	k.mu.Unlock()
+	if dp == nil {
+		return
+	}
+	var name string
+	switch proxyName {
+	case ch.Endpoint:
+		name = ch.EndpointIfName
+	case ch.Client:
+		name = ch.ClientIfName
+	default:
+		return
+	}
+	if ch.Deleted {
+		dp.delLink(name)
+	} else {
+		dp.addLink(name)
+	}
+}
+
+// env is one node: the NSM sandbox, the real IPAM engine on a memory store
+// and the NSP configuration server, both served over loopback gRPC.
+type env struct {
+	ctx    context.Context
+	domain *sandbox.Domain
+	engine *ipam.Engine
+	nsp    *nspserver.Server
+	kernel *fakeKernel
+	ipam   string
+	nspURL string
+	dir    string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e := &env{ctx: ctx, kernel: &fakeKernel{}, dir: t.TempDir()}
+
+	engine, err := ipam.New(ctx, memory.New(), ipam.Config{
+		Trench: trench,
+		IPv4:   &ipam.FamilyConfig{Pool: netip.MustParsePrefix("172.16.0.0/16"), ConduitLength: 20, NodeLength: 24},
+		IPv6:   &ipam.FamilyConfig{Pool: netip.MustParsePrefix("fd00::/48"), ConduitLength: 56, NodeLength: 64},
+		Logger: quietLogger(),
+	})
+	require.NoError(t, err)
+	t.Cleanup(engine.Close)
+	e.engine = engine
+	e.ipam = serveGRPC(t, func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, ipam.NewServer(engine)) }, nil)
+
+	e.nsp = nspserver.New(quietLogger())
+	e.nsp.SetConfig(&file.Config{
+		Trenches: []file.Trench{{Name: trench}},
+		Conduits: []file.Conduit{{Name: conduit, Trench: trench}},
+		VIPs: []file.VIP{
+			{Name: "vip-v4", Address: "20.0.0.1/32", Trench: trench},
+			{Name: "vip-v6", Address: "2001:db8::1/128", Trench: trench},
+		},
+	})
+	e.nspURL = serveGRPC(t, func(s *grpc.Server) { nspv1.RegisterConfigurationManagerServer(s, e.nsp) }, e.nsp.Close)
+
+	e.domain = nsmsandbox.NewDomain(ctx, t, nsmsandbox.WithLinkObserver(e.kernel.observe))
+	_, err = e.domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
+		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
+	require.NoError(t, err)
+	return e
+}
+
+// serveGRPC serves on 127.0.0.1:0 until the test ends and returns the
+// address. beforeStop runs first at cleanup (ends watch streams).
+func serveGRPC(t *testing.T, register func(*grpc.Server), beforeStop func()) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := grpc.NewServer()
+	register(s)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		if beforeStop != nil {
+			beforeStop()
+		}
+		s.Stop()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// config is the proxy's configuration for this node, as the NSM_*
+// environment would give it.
+func (e *env) config(t *testing.T, releaseDelay time.Duration) *proxyd.Config {
+	t.Helper()
+	cfg, err := proxyd.Load()
+	require.NoError(t, err)
+	cfg.Name = proxyName
+	cfg.ServiceName = service
+	cfg.NetworkServiceName = lbService
+	cfg.ConnectTo = *sandbox.CloneURL(e.domain.Nodes[0].NSMgr.URL)
+	cfg.Host = node
+	cfg.Trench = trench
+	cfg.Conduit = conduit
+	cfg.Namespace = "ns"
+	cfg.IPAMService = e.ipam
+	cfg.NSPService = e.nspURL
+	cfg.IPFamily = "dualstack"
+	cfg.IPReleaseDelay = releaseDelay
+	cfg.MaxTokenLifetime = time.Hour
+	cfg.Insecure = true
+	cfg.ListenOn = "tcp://127.0.0.1:0"
+	cfg.HealthSocket = filepath.Join(e.dir, "health.sock")
+	cfg.DebugSocket = filepath.Join(e.dir, "debug.sock")
+	cfg.MetricsAddress = "127.0.0.1:0"
+	require.NoError(t, cfg.Validate())
+	return cfg
+}
+
+// start starts a daemon on a new fake dataplane and stops it at the end of
+// the test.
+func (e *env) start(t *testing.T, cfg *proxyd.Config) (*proxyd.Daemon, *fakeDataplane) {
+	t.Helper()
+	dp := newFakeDataplane()
+	e.kernel.set(dp)
+	sctx, cancel := context.WithTimeout(e.ctx, wait)
+	defer cancel()
+	d, err := proxyd.Start(sctx, cfg, quietLogger(), proxyd.WithDataplane(dp), proxyd.WithoutSDKLogger())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Stop() })
+	return d, dp
+}
+
+// lb is a load balancer's own endpoint element: it records the
+// connections the proxy opened to it and the addresses it got.
+type lb struct {
+	mu    sync.Mutex
+	conns map[string]*networkservice.Connection
+}
+
+func (l *lb) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
+	conn, err := next.Server(ctx).Request(ctx, r)
+	if err == nil {
+		l.mu.Lock()
+		l.conns[conn.GetId()] = conn.Clone()
+		l.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (l *lb) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
+	l.mu.Lock()
+	delete(l.conns, conn.GetId())
+	l.mu.Unlock()
+	return next.Server(ctx).Close(ctx, conn)
+}
+
+func (l *lb) open() []*networkservice.Connection {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*networkservice.Connection
+	for _, c := range l.conns {
+		out = append(out, c.Clone())
+	}
+	return out
+}
+
+// addLB serves and registers a load balancer endpoint.
+func (e *env) addLB(name string) (*lb, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
+	l := &lb{conns: map[string]*networkservice.Connection{}}
+	nse := &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
+	entry := e.domain.Nodes[0].NewEndpoint(e.ctx, nse, sandbox.GenerateTestToken, nsmsandbox.KernelServer(), l)
+	return l, entry, nse
+}
+
+// nodeSubnets are the proxy node's subnets, as the bridge addresses say.
+func nodeSubnets(bridge []netip.Prefix) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(bridge))
+	for _, b := range bridge {
+		out = append(out, b.Masked())
+	}
+	return out
+}
+
+// mustPrefixes parses CIDR strings.
+func mustPrefixes(t *testing.T, ss []string) []netip.Prefix {
+	t.Helper()
+	out := make([]netip.Prefix, 0, len(ss))
+	for _, s := range ss {
+		p, err := netip.ParsePrefix(s)
+		require.NoError(t, err, s)
+		out = append(out, p)
+	}
+	return out
+}
+
+// inSubnets says whether each address is in one of the subnets, one per
+// subnet.
+func requireOnePerSubnet(t *testing.T, addrs []netip.Prefix, subnets []netip.Prefix) {
+	t.Helper()
+	require.Len(t, addrs, len(subnets), "one address per family: %v", addrs)
+	for i, s := range subnets {
+		require.True(t, s.Contains(addrs[i].Addr()) && addrs[i].Bits() == s.Bits(),
+			"address %v is not in node subnet %v", addrs[i], s)
+	}
+}
+
+func targetRequest(id string, conn *networkservice.Connection) *networkservice.NetworkServiceRequest {
+	if conn != nil {
+		return &networkservice.NetworkServiceRequest{Connection: conn.Clone()}
+	}
+	return &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+		Id: id, NetworkService: service, Labels: map[string]string{endpoint.NodeNameLabel: node},
+	}}
+}
+
+func sprint(v any) string { return fmt.Sprint(v) }
+
+// ipamProbe allocates a throw-away child of the proxy node's subnet of
+// family f in the real engine: it gets the lowest free address.
+func (e *env) ipamProbe(t *testing.T, f ipam.Family, name string) netip.Prefix {
+	t.Helper()
+	p, err := e.engine.Allocate(e.ctx, ipam.Subnet{Trench: trench, Conduit: conduit, Node: node, Family: f}, name)
+	require.NoError(t, err)
+	return p
+}

@@ -1,0 +1,64 @@
+package proxyd
+
+import (
+	"google.golang.org/grpc"
+
+	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
+	"github.com/causeway-net/causeway/pkg/proxy"
+)
+
+// Dataplane is what the daemon uses of pkg/dataplane: the proxy's Apply and
+// conntrack flush, the link monitor (feeding the interface monitor), the
+// kernel snapshot of -debug, and Close. *dataplane.Dataplane is the
+// production one; tests inject a fake with WithDataplane.
+type Dataplane interface {
+	proxy.Dataplane
+	// Subscribe returns the link events from now on and a function that
+	// ends the subscription; Links the links present now.
+	Subscribe() (<-chan dataplane.LinkEvent, func())
+	Links() []dataplane.Link
+	Snapshot() (dataplane.Snapshot, error)
+	Close() error
+}
+
+var _ Dataplane = (*dataplane.Dataplane)(nil)
+
+// Option changes how Start assembles the daemon. Without options it builds
+// exactly the production daemon; the options exist for tests.
+type Option func(*options)
+
+type options struct {
+	dataplane     Dataplane
+	creds         *credentials.Credentials
+	nsmDial       []grpc.DialOption
+	nsmServer     []grpc.ServerOption
+	keepSDKLogger bool
+}
+
+// WithDataplane makes the daemon use dp instead of creating the kernel
+// dataplane in its namespace. The daemon closes it on Stop, as its own.
+func WithDataplane(dp Dataplane) Option { return func(o *options) { o.dataplane = dp } }
+
+// WithCredentials makes the daemon use c (NSM tokens and dial, server and
+// authorization options; IPAM and NSP transport) instead of the ones
+// NSM_INSECURE selects. The caller keeps ownership: Stop does not close c.
+func WithCredentials(c *credentials.Credentials) Option { return func(o *options) { o.creds = c } }
+
+// WithNSMDialOptions replaces the credentials' dial options toward the
+// NSMgr (NSM client, registry clients, connection monitor).
+func WithNSMDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.nsmDial = opts }
+}
+
+// WithNSMServerOptions replaces the credentials' options of the endpoint's
+// gRPC server.
+func WithNSMServerOptions(opts ...grpc.ServerOption) Option {
+	return func(o *options) { o.nsmServer = opts }
+}
+
+// WithoutSDKLogger leaves the NSM SDK's global logger alone (by default
+// Start installs the daemon's logger there). The SDK's global logger is
+// not synchronised: a test that already runs NSM components must not
+// replace it.
+func WithoutSDKLogger() Option { return func(o *options) { o.keepSDKLogger = true } }

@@ -1,0 +1,218 @@
+package proxyd_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
+	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
+	"github.com/causeway-net/causeway/pkg/proxyd"
+)
+
+// healthStatus asks the daemon's health socket for a probe's status.
+func healthStatus(t *testing.T, socket, probe string) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	cc, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer func() { _ = cc.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: probe})
+	if err != nil {
+		return healthpb.HealthCheckResponse_UNKNOWN
+	}
+	return resp.GetStatus()
+}
+
+// debugState is what `proxy -debug` prints for the running daemon.
+func debugState(t *testing.T, socket string) proxyd.DebugState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	require.NoError(t, proxyd.PrintDebug(ctx, socket, &out))
+	var st proxyd.DebugState
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatalf("decode the debug state: %v", err)
+	}
+	return st
+}
+
+func addrsOf(ps []netip.Prefix) []netip.Addr {
+	out := make([]netip.Addr, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Addr())
+	}
+	return out
+}
+
+// TestDaemonTargetsAndFullMesh runs the assembled daemon in the NSM
+// sandbox: a full mesh to three load balancers, a target of its node, the
+// VIPs of the configuration server, readiness, -debug, an LB leaving, and
+// the shutdown.
+func TestDaemonTargetsAndFullMesh(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, 20*time.Second)
+	lbs := map[string]*lb{}
+	entries := map[string]*sandbox.EndpointEntry{}
+	nses := map[string]*registryapi.NetworkServiceEndpoint{}
+	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {
+		lbs[name], entries[name], nses[name] = e.addLB(name)
+	}
+	require.Equal(t, healthpb.HealthCheckResponse_UNKNOWN, healthStatus(t, cfg.HealthSocket, health.Readiness))
+	d, dp := e.start(t, cfg)
+
+	// The bridge has one address per family from the node's subnets.
+	bridge := d.Proxy().Snapshot().State.BridgeAddrs
+	require.Equal(t, "[172.16.0.1/24 fd00::1/64]", sprint(bridge))
+	subnets := nodeSubnets(bridge)
+
+	// Full mesh: one connection per LB, with its deterministic id, and
+	// each LB got its addresses.
+	require.Eventually(t, func() bool { return len(d.LBConnections()) == 3 }, wait, tick)
+	conns := d.LBConnections()
+	lbAddrs := map[string][]netip.Addr{}
+	ports := map[string]int{}
+	for name, l := range lbs {
+		conn := conns[name]
+		require.NotNil(t, conn, name)
+		require.Equal(t, proxyName+"-"+lbService+"-"+name, conn.GetId())
+		require.Equal(t, fullmesh.ConnectionID(proxyName, lbService, name), conn.GetId())
+		require.Equal(t, kernelmech.MECHANISM, conn.GetMechanism().GetType())
+		require.Equal(t, uint32(cfg.MTU), conn.GetContext().GetMTU())
+		open := l.open()
+		require.Len(t, open, 1, "exactly one connection to %s", name)
+		ipc := open[0].GetContext().GetIpContext()
+		lbSide := mustPrefixes(t, ipc.GetDstIpAddrs())
+		requireOnePerSubnet(t, lbSide, subnets)
+		requireOnePerSubnet(t, mustPrefixes(t, ipc.GetSrcIpAddrs()), subnets)
+		require.Equal(t, ipc.GetDstIpAddrs(), conn.GetContext().GetIpContext().GetDstIpAddrs())
+		lbAddrs[name] = addrsOf(lbSide)
+		// The forwarder created the proxy's end of the connection.
+		ifname := kernelmech.ToMechanism(conn.GetMechanism()).GetInterfaceName()
+		require.Eventually(t, func() bool { _, ok := dp.linkIndex(ifname); return ok }, wait, tick)
+		ports[name], _ = dp.linkIndex(ifname)
+	}
+
+	// Once the link events arrived, the dataplane routes over the three
+	// LBs, each nexthop tied to its port, and has the VIPs.
+	wantHops := func(names ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, n := range names {
+			out = append(out, lbAddrs[n]...)
+		}
+		slices.SortFunc(out, func(a, b netip.Addr) int { return a.Compare(b) })
+		return out
+	}
+	hopsOK := func(s dataplane.State, names ...string) bool {
+		if !slices.Equal(s.Nexthops, wantHops(names...)) {
+			return false
+		}
+		for _, n := range names {
+			if !slices.Contains(s.Ports, ports[n]) {
+				return false
+			}
+			for _, a := range lbAddrs[n] {
+				if s.NexthopPorts[a] != ports[n] {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	require.Eventually(t, func() bool {
+		s := dp.last()
+		return hopsOK(s, "lb-1", "lb-2", "lb-3") && sprint(s.VIPs) == "[20.0.0.1/32 2001:db8::1/128]" &&
+			sprint(s.BridgeAddrs) == sprint(bridge)
+	}, wait, tick, "last state %+v", dp.last())
+
+	// A target of this node gets its addresses and the bridge as gateways.
+	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(kernel.NewClient()))
+	rctx, rcancel := context.WithTimeout(e.ctx, wait)
+	defer rcancel()
+	target, err := nsc.Request(rctx, targetRequest("target-1", nil))
+	require.NoError(t, err)
+	require.Equal(t, proxyName, target.GetNetworkServiceEndpointName())
+	tipc := target.GetContext().GetIpContext()
+	requireOnePerSubnet(t, mustPrefixes(t, tipc.GetSrcIpAddrs()), subnets)
+	requireOnePerSubnet(t, mustPrefixes(t, tipc.GetDstIpAddrs()), subnets)
+	require.Equal(t, []string{"172.16.0.1/24", "fd00::1/64"}, tipc.GetExtraPrefixes())
+	taken := map[netip.Addr]bool{}
+	for _, a := range append(append(mustPrefixes(t, tipc.GetSrcIpAddrs()), mustPrefixes(t, tipc.GetDstIpAddrs())...), bridge...) {
+		require.False(t, taken[a.Addr()], "address %v handed out twice", a)
+		taken[a.Addr()] = true
+	}
+	for _, as := range lbAddrs {
+		for _, a := range as {
+			require.False(t, taken[a], "target got an LB's address %v", a)
+		}
+	}
+	// The target's link is a bridge port; it brings no nexthop.
+	require.Eventually(t, func() bool { return len(dp.last().Ports) == 4 }, wait, tick)
+	require.True(t, hopsOK(dp.last(), "lb-1", "lb-2", "lb-3"))
+
+	// Ready: IPAM and NSP connected, the endpoint answers, an LB is
+	// connected.
+	require.Eventually(t, func() bool {
+		return healthStatus(t, cfg.HealthSocket, health.Readiness) == healthpb.HealthCheckResponse_SERVING
+	}, wait, tick)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, healthStatus(t, cfg.HealthSocket, health.Liveness))
+
+	// proxy -debug reads the running daemon's state.
+	st := debugState(t, cfg.DebugSocket)
+	require.Equal(t, proxyName, st.Config.Name)
+	require.Equal(t, node, st.Proxy.Node)
+	require.Len(t, st.Proxy.Interfaces, 4)
+	require.NotNil(t, st.Dataplane.Desired)
+	require.Equal(t, sprint(dp.last().Nexthops), sprint(st.Dataplane.Desired.Nexthops))
+	var ids []string
+	for _, c := range st.Proxy.Connections {
+		ids = append(ids, c.ID)
+	}
+	for name := range lbs {
+		require.Contains(t, ids, fullmesh.ConnectionID(proxyName, lbService, name))
+	}
+
+	// lb-2 leaves: its connection is closed, its link goes and its
+	// nexthops leave the route.
+	_, err = entries["lb-2"].Unregister(e.ctx, nses["lb-2"])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := d.LBConnections()["lb-2"]; return !ok }, wait, tick)
+	require.Eventually(t, func() bool { return len(lbs["lb-2"].open()) == 0 }, wait, tick)
+	require.Eventually(t, func() bool {
+		s := dp.last()
+		return hopsOK(s, "lb-1", "lb-3") && !slices.Contains(s.Ports, ports["lb-2"]) && len(s.Ports) == 3
+	}, wait, tick, "last state %+v", dp.last())
+	require.Len(t, lbs["lb-1"].open(), 1)
+	require.Len(t, lbs["lb-3"].open(), 1)
+
+	// A refresh of the target changes nothing.
+	refreshed, err := nsc.Request(rctx, targetRequest("", target))
+	require.NoError(t, err)
+	require.Equal(t, tipc.GetSrcIpAddrs(), refreshed.GetContext().GetIpContext().GetSrcIpAddrs())
+	require.Equal(t, tipc.GetDstIpAddrs(), refreshed.GetContext().GetIpContext().GetDstIpAddrs())
+
+	// Stop closes the LB connections and the sockets.
+	require.NoError(t, d.Stop())
+	require.Empty(t, lbs["lb-1"].open())
+	require.Empty(t, lbs["lb-3"].open())
+	require.Equal(t, healthpb.HealthCheckResponse_UNKNOWN, healthStatus(t, cfg.HealthSocket, health.Readiness))
+	_, err = nsc.Close(rctx, refreshed)
+	_ = err // the proxy is gone: the close reaches no endpoint
+}
