@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
@@ -215,4 +217,92 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 	require.Equal(t, healthpb.HealthCheckResponse_UNKNOWN, healthStatus(t, cfg.HealthSocket, health.Readiness))
 	_, err = nsc.Close(rctx, refreshed)
 	_ = err // the proxy is gone: the close reaches no endpoint
+}
+
+// TestDaemonTargetAddressLifecycle follows a target's addresses through
+// the daemon and the real IPAM: kept by a refresh and by a reconnect
+// within the release delay, released after it, and kept across a proxy
+// restart.
+func TestDaemonTargetAddressLifecycle(t *testing.T) {
+	e := newEnv(t)
+	const delay = 3 * time.Second
+	cfg := e.config(t, delay)
+	d1, dp1 := e.start(t, cfg)
+	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(kernel.NewClient()))
+	rctx, rcancel := context.WithTimeout(e.ctx, 2*wait)
+	defer rcancel()
+
+	conn, err := nsc.Request(rctx, targetRequest("target-1", nil))
+	require.NoError(t, err)
+	ipc := conn.GetContext().GetIpContext()
+	src, dst := ipc.GetSrcIpAddrs(), ipc.GetDstIpAddrs()
+	subnets := nodeSubnets(d1.Proxy().Snapshot().State.BridgeAddrs)
+	requireOnePerSubnet(t, mustPrefixes(t, src), subnets)
+	requireOnePerSubnet(t, mustPrefixes(t, dst), subnets)
+	require.Equal(t, []string{"172.16.0.1/24", "fd00::1/64"}, ipc.GetExtraPrefixes())
+	require.Eventually(t, func() bool { return len(dp1.last().Ports) == 1 }, wait, tick)
+
+	// A refresh keeps them.
+	conn, err = nsc.Request(rctx, targetRequest("", conn))
+	require.NoError(t, err)
+	require.Equal(t, src, conn.GetContext().GetIpContext().GetSrcIpAddrs())
+	require.Equal(t, dst, conn.GetContext().GetIpContext().GetDstIpAddrs())
+
+	// Closed and reconnected within the delay: the release is cancelled.
+	_, err = nsc.Close(rctx, conn)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(dp1.last().Ports) == 0 }, wait, tick, "the closed link leaves the bridge")
+	conn, err = nsc.Request(rctx, targetRequest("target-1", nil))
+	require.NoError(t, err)
+	require.Equal(t, src, conn.GetContext().GetIpContext().GetSrcIpAddrs())
+	require.Equal(t, dst, conn.GetContext().GetIpContext().GetDstIpAddrs())
+	stats := d1.Proxy().Stats()
+	require.Equal(t, uint64(1), stats.ReleasesCancelled, "%+v", stats)
+	require.Zero(t, stats.Releases)
+
+	// Closed for good: after the delay the IPAM has them free again (the
+	// lowest free addresses of the node subnet are exactly the target's).
+	_, err = nsc.Close(rctx, conn)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s := d1.Proxy().Stats()
+		return s.Releases == 1 && s.PendingReleases == 0
+	}, wait, tick)
+	for i, f := range []ipam.Family{ipam.IPv4, ipam.IPv6} {
+		got := []string{e.ipamProbe(t, f, "probe-a").String(), e.ipamProbe(t, f, "probe-b").String()}
+		require.ElementsMatch(t, []string{src[i], dst[i]}, got, "family %v", f)
+		for _, n := range []string{"probe-a", "probe-b"} {
+			require.NoError(t, e.engine.Release(e.ctx, ipam.Subnet{Trench: trench, Conduit: conduit, Node: node, Family: f}, n))
+		}
+	}
+
+	// Restart: a target connected to the first daemon keeps its addresses
+	// with the second one, on the same IPAM.
+	conn2, err := nsc.Request(rctx, targetRequest("target-2", nil))
+	require.NoError(t, err)
+	src2, dst2 := conn2.GetContext().GetIpContext().GetSrcIpAddrs(), conn2.GetContext().GetIpContext().GetDstIpAddrs()
+	require.NoError(t, d1.Stop())
+	// The stopped proxy did not release them: the IPAM hands out others.
+	v4 := ipam.Subnet{Trench: trench, Conduit: conduit, Node: node, Family: ipam.IPv4}
+	probe := e.ipamProbe(t, ipam.IPv4, "probe-c").String()
+	require.NotContains(t, []string{src2[0], dst2[0]}, probe)
+	require.NoError(t, e.engine.Release(e.ctx, v4, "probe-c"))
+	d2, dp2 := e.start(t, cfg)
+	require.Equal(t, "[172.16.0.1/24 fd00::1/64]", sprint(d2.Proxy().Snapshot().State.BridgeAddrs), "same bridge addresses")
+	var healed *networkservice.Connection
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(rctx, 5*time.Second)
+		defer cancel()
+		c, err := nsc.Request(ctx, targetRequest("", conn2))
+		if err != nil {
+			return false
+		}
+		healed = c
+		return true
+	}, wait, tick)
+	require.Equal(t, src2, healed.GetContext().GetIpContext().GetSrcIpAddrs())
+	require.Equal(t, dst2, healed.GetContext().GetIpContext().GetDstIpAddrs())
+	require.Eventually(t, func() bool { return len(dp2.last().Ports) == 1 }, wait, tick)
+	_, err = nsc.Close(rctx, healed)
+	require.NoError(t, err)
 }
