@@ -147,7 +147,10 @@ func TestDataPath(t *testing.T) {
 	defer cp.Stop()
 
 	// The proxy stand-in: bridge, NSE for targets, egress rule.
-	prx.MustExec(t, "ip", "link", "add", "bridge0", "type", "bridge")
+	// A fixed MAC, as the proxy sets: a bridge that takes its ports' lowest
+	// MAC changes address when that port leaves, and the targets keep
+	// sending to the old one until their neighbour entry expires.
+	prx.MustExec(t, "ip", "link", "add", "bridge0", "address", "02:ca:fe:00:00:01", "type", "bridge")
 	prx.MustExec(t, "ip", "addr", "add", "172.16.1.1/24", "dev", "bridge0")
 	prx.MustExec(t, "ip", "link", "set", "bridge0", "up")
 	bctx, bcancel := context.WithCancel(ctx)
@@ -219,12 +222,14 @@ func TestDataPath(t *testing.T) {
 		stubs = append(stubs, s)
 	}
 
+	t.Log("topology up", time.Now().Format("05.000"))
 	// Both targets answer; with per-flow hashing 30 connections reach both.
 	require.Eventually(t, func() bool {
 		seen := map[string]bool{}
 		for range 30 {
 			name, err := ask(ext.Path(), "tcp", client, "20.0.0.1:5000")
 			if err != nil {
+				t.Log(err)
 				return false
 			}
 			seen[name] = true
@@ -236,15 +241,20 @@ func TestDataPath(t *testing.T) {
 		return err == nil && strings.HasPrefix(name, "target-")
 	}, 20*time.Second, 200*time.Millisecond, "UDP answer from a target")
 
+	t.Log("both targets answered", time.Now().Format("05.000"))
 	// target-1 leaves: every new connection lands on target-2.
 	require.NoError(t, stubs[0].Stop(ctx))
+	t.Log("target-1 stopped", time.Now().Format("05.000"))
 	require.Eventually(t, func() bool {
 		for range 10 {
 			name, err := ask(ext.Path(), "tcp", client, "20.0.0.1:5000")
 			if err != nil || name != "target-2" {
+				t.Log(time.Now().Format("05.000"), name, err)
 				return false
 			}
 		}
 		return true
 	}, 60*time.Second, 500*time.Millisecond, "only target-2 after target-1 left")
+	t.Log("only target-2", time.Now().Format("05.000"))
+	t.Cleanup(func() { t.Log("cleanup done", time.Now().Format("05.000")) })
 }

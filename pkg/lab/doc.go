@@ -1,6 +1,28 @@
 // Package lab is the root of the building blocks of Causeway's local lab: the
 // sub-packages hold the network namespace topology and run state (topo), the
-// in-process NSM control plane (nsmcp), the veth forwarder (vethfwd) and the
-// load balancer and target stubs (lbstub, targetstub) that cmd/lab and the
-// end-to-end tests assemble into a running system.
+// in-process NSM control plane with its veth forwarder (nsmcp, vethfwd), the
+// target publication directory (pubdir) and the load balancer and target
+// stubs (lbstub, targetstub) that cmd/lab and the end-to-end tests assemble.
+//
+// Wiring, in the order cmd/lab brings a lab up:
+//
+//  1. topo.NewRun(""): run directory /run/causeway-lab/<id>; AddNetNS per
+//     role (proxy, lb-a, lb-b, ext, target-N) returns /var/run/netns paths;
+//     topo.AddVeth / AddRoute for the external host's links; ApplySysctls
+//     with topo.RouterSysctls where traffic is forwarded.
+//  2. nsmcp.QuietSDKLogs() (never lower logrus below Info: see its doc), then
+//     nsmcp.Start(ctx, Config{Dir: run.Dir}): NSMgr on <dir>/nsmgr.sock (the
+//     proxy's NSM_CONNECT_TO) with the veth forwarder registered.
+//  3. LBs as processes: `ip netns exec <lb-ns> lab lb ...` running
+//     lbstub.Run with Service <conduit>.<trench>.<ns>, the VIPs,
+//     TargetsDir=<dir>/targets and a Route to the external host's address;
+//     record each pid with run.RecordProcess so `down` can kill it.
+//  4. ipam, nsp and the proxy as processes (the proxy inside its namespace).
+//  5. Targets: targetstub.Run (own process in its namespace) or
+//     targetstub.Start in-process with NetNSPath, Service
+//     proxy.<conduit>.<trench>.<ns>, Labels {nodeName: ...} if the proxy's
+//     service matches on it, the VIPs, an echo Port and PublishDir
+//     <dir>/targets.
+//  6. Teardown: Stop what runs in-process, then run.Down(grace);
+//     `lab down` after a crash: topo.OpenRun(base, id).Down(grace).
 package lab

@@ -169,3 +169,48 @@ func TestVethForwarderKernelE2E(t *testing.T) {
 	nse.Stop()
 	cp.Stop()
 }
+
+// TestVethForwarderReplacesLeftover: a veth left in the NSC namespace under
+// the requested name (an earlier forwarder run died) is replaced, not reused
+// and not fatal.
+func TestVethForwarderReplacesLeftover(t *testing.T) {
+	nscNS := testutil.NewNetNS(t, "nsc")
+	nseNS := testutil.NewNetNS(t, "nse")
+	nscNS.MustExec(t, "ip", "link", "add", "nsm0", "type", "veth", "peer", "name", "stale0")
+	stale, err := linkIn(t, nscNS, "nsm0")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
+	require.NoError(t, err)
+	defer cp.Stop()
+	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
+		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
+	})
+	require.NoError(t, err)
+	defer nse.Stop()
+	clientCtx, clientCancel := context.WithCancel(ctx)
+	defer clientCancel()
+	nsc := nsmcp.NewClient(clientCtx, nsmcp.ClientConfig{Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path()})
+	conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{
+		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
+	})
+	require.NoError(t, err)
+	fresh, err := linkIn(t, nscNS, "nsm0")
+	require.NoError(t, err)
+	require.NotEqual(t, stale.Attrs().Index, fresh.Attrs().Index, "the leftover must be replaced")
+	_, err = linkIn(t, nscNS, "stale0")
+	require.Error(t, err, "the leftover's peer went with it")
+	require.Eventually(t, func() bool {
+		_, err := nscNS.Exec("ping", "-c1", "-W1", "10.80.0.1")
+		return err == nil
+	}, 20*time.Second, 200*time.Millisecond)
+	_, err = nsc.Close(ctx, conn)
+	require.NoError(t, err)
+	clientCancel()
+	nse.Stop()
+	cp.Stop()
+}
