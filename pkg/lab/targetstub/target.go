@@ -115,9 +115,14 @@ func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
 		return nil, fmt.Errorf("target %s: request %s: %w", cfg.Name, cfg.Service, err)
 	}
 	if next := conn.Clone(); withVIPs(next, cfg.VIPs) {
-		if conn, err = t.client.Request(ctx, &networkservice.NetworkServiceRequest{Connection: next}); err != nil {
+		withVIPsConn, err := t.client.Request(ctx, &networkservice.NetworkServiceRequest{Connection: next})
+		if err != nil {
+			closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), cfg.RequestTimeout)
+			defer cancelClose()
+			_, _ = t.client.Close(closeCtx, conn)
 			return nil, fmt.Errorf("target %s: request with VIPs: %w", cfg.Name, err)
 		}
+		conn = withVIPsConn
 	}
 	t.conn = conn
 	slog.Info("target connected", "target", cfg.Name, "service", cfg.Service,

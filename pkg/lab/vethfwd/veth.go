@@ -2,7 +2,6 @@ package vethfwd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -210,7 +209,7 @@ func deleteLink(ns netns.NsHandle, name string) {
 		slog.Warn("not deleting non-veth link in the way of a veth", "name", name, "type", l.Type())
 		return
 	}
-	if err := h.LinkDel(l); err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+	if err := h.LinkDel(l); err != nil {
 		slog.Warn("delete veth", "name", name, "error", err)
 	}
 }
