@@ -59,9 +59,12 @@ func TestRunRecordsAndTearsDownAfterCrash(t *testing.T) {
 		}
 	})
 	require.NoError(t, run.RecordLink(topo.Link{Name: rootLink}))
-	cmd := exec.Command("ip", "netns", "exec", run.NetNSName("b"), "sleep", "300")
-	require.NoError(t, cmd.Start())
-	require.NoError(t, run.RecordProcess(cmd.Process.Pid, "sleeper"))
+	cmd, err := run.StartProcess(run.NetNSName("b"), "sleeper", []string{"sh", "-c", "echo in $(ip netns identify); exec sleep 300"}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		data, _ := os.ReadFile(filepath.Join(run.LogDir(), "sleeper.log"))
+		return strings.TrimSpace(string(data)) == "in "+run.NetNSName("b")
+	}, 10*time.Second, 50*time.Millisecond, "the process runs in its namespace and logs to the run")
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	file := filepath.Join(t.TempDir(), "extra")
