@@ -16,7 +16,8 @@
 //  3. LBs as processes: `ip netns exec <lb-ns> lab lb ...` running
 //     lbstub.Run with Service <conduit>.<trench>.<ns>, the VIPs,
 //     TargetsDir=<dir>/targets and a Route to the external host's address;
-//     record each pid with run.RecordProcess so `down` can kill it.
+//     run.StartProcess(run.NetNSName("lb-a"), "lb-a", argv, env) starts it
+//     with its log in <dir>/logs and records it so `down` can kill it.
 //  4. ipam, nsp and the proxy as processes (the proxy inside its namespace).
 //  5. Targets: targetstub.Run (own process in its namespace) or
 //     targetstub.Start in-process with NetNSPath, Service
