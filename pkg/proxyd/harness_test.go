@@ -17,6 +17,7 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
 	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -242,7 +243,7 @@ type env struct {
 	dir    string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...nsmsandbox.Option) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -270,9 +271,13 @@ func newEnv(t *testing.T) *env {
 	})
 	e.nspURL = serveGRPC(t, func(s *grpc.Server) { nspv1.RegisterConfigurationManagerServer(s, e.nsp) }, e.nsp.Close)
 
-	e.domain = nsmsandbox.NewDomain(ctx, t, nsmsandbox.WithLinkObserver(e.kernel.observe))
-	_, err = e.domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
-		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
+	e.domain = nsmsandbox.NewDomain(ctx, t, append(opts, nsmsandbox.WithLinkObserver(e.kernel.observe))...)
+	// Registered through the NSMgr, which keeps the registry itself when
+	// the domain runs on unix sockets.
+	nsReg := registryclient.NewNetworkServiceRegistryClient(ctx,
+		registryclient.WithClientURL(sandbox.CloneURL(e.domain.Nodes[0].NSMgr.URL)),
+		registryclient.WithDialOptions(sandbox.DialOptions()...))
+	_, err = nsReg.Register(ctx, &registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
 	require.NoError(t, err)
 	return e
 }
@@ -426,6 +431,8 @@ func targetRequest(id string, conn *networkservice.Connection) *networkservice.N
 }
 
 func sprint(v any) string { return fmt.Sprint(v) }
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // ipamProbe allocates a throw-away child of the proxy node's subnet of
 // family f in the real engine: it gets the lowest free address.

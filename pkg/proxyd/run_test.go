@@ -1,0 +1,120 @@
+package proxyd_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
+	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
+	"github.com/stretchr/testify/require"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/causeway-net/causeway/internal/nsmsandbox"
+	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/proxyd"
+)
+
+const vipFile = `
+trenches:
+  - name: trench-a
+vips:
+  - name: vip-1
+    address: %s
+    trench: trench-a
+`
+
+func writeVIPs(t *testing.T, path, vip string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, []byte(sprintf(vipFile, vip)), 0o644))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+// TestRunDeploymentShape runs the daemon as cmd/proxy does (Run until the
+// context ends) in the deployment's shape: the NSMgr on a unix socket, the
+// endpoint on a unix socket in a fresh temporary directory (the default),
+// registered and reached by passing its file descriptor, and the VIPs
+// taken from a watched file instead of the NSP.
+func TestRunDeploymentShape(t *testing.T) {
+	e := newEnv(t, nsmsandbox.WithUnixSockets())
+	cfg := e.config(t, 20*time.Second)
+	cfg.ListenOn = ""
+	cfg.NSPService = "127.0.0.1:1" // not used with a VIP file
+	cfg.VIPFile = filepath.Join(e.dir, "vips.yaml")
+	writeVIPs(t, cfg.VIPFile, "20.0.0.1/32")
+	l, _, _ := e.addLB("lb-1")
+
+	dp := newFakeDataplane()
+	e.kernel.set(dp)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- proxyd.Run(ctx, cfg, quietLogger(), proxyd.WithDataplane(dp), proxyd.WithoutSDKLogger())
+	}()
+
+	require.Eventually(t, func() bool {
+		return healthStatus(t, cfg.HealthSocket, health.Readiness) == healthpb.HealthCheckResponse_SERVING
+	}, wait, tick)
+	require.Len(t, l.open(), 1)
+	require.Eventually(t, func() bool {
+		s := dp.last()
+		return len(s.Nexthops) == 2 && len(s.Ports) == 1 && sprint(s.VIPs) == "[20.0.0.1/32]"
+	}, wait, tick, "last state %+v", dp.last())
+
+	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken,
+		client.WithAdditionalFunctionality(kernel.NewClient(), sendfd.NewClient()))
+	rctx, rcancel := context.WithTimeout(e.ctx, wait)
+	defer rcancel()
+	target, err := nsc.Request(rctx, targetRequest("target-1", nil))
+	require.NoError(t, err)
+	require.Equal(t, proxyName, target.GetNetworkServiceEndpointName())
+	require.Equal(t, []string{"172.16.0.1/24", "fd00::1/64"}, target.GetContext().GetIpContext().GetExtraPrefixes())
+	requireOnePerSubnet(t, mustPrefixes(t, target.GetContext().GetIpContext().GetSrcIpAddrs()),
+		nodeSubnets(mustPrefixes(t, []string{"172.16.0.1/24", "fd00::1/64"})))
+	require.Eventually(t, func() bool { return len(dp.last().Ports) == 2 }, wait, tick)
+
+	// An edit of the VIP file reaches the dataplane.
+	writeVIPs(t, cfg.VIPFile, "30.0.0.0/24")
+	require.Eventually(t, func() bool { return sprint(dp.last().VIPs) == "[30.0.0.0/24]" }, wait, tick)
+
+	st := debugState(t, cfg.DebugSocket)
+	require.Equal(t, "[30.0.0.0/24]", sprint(st.Proxy.WantedVIPs))
+
+	// The end of the context stops it in order: the LB connection is
+	// closed, the sockets are gone.
+	cancel()
+	require.NoError(t, <-done)
+	require.Empty(t, l.open())
+	require.NoFileExists(t, cfg.HealthSocket)
+	_, err = os.Stat(cfg.DebugSocket)
+	require.True(t, errors.Is(err, os.ErrNotExist), "debug socket: %v", err)
+}
+
+// TestStartFailsWithoutIPAM: with the IPAM unreachable the proxy cannot get
+// its bridge addresses; Start gives up when its context ends and leaves
+// nothing running (goleak checks the goroutines, the sockets are gone).
+func TestStartFailsWithoutIPAM(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, time.Second)
+	cfg.IPAMService = "127.0.0.1:1"
+	cfg.GRPCMaxBackoff = 100 * time.Millisecond
+	dp := newFakeDataplane()
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	d, err := proxyd.Start(ctx, cfg, quietLogger(), proxyd.WithDataplane(dp), proxyd.WithoutSDKLogger())
+	require.Error(t, err)
+	require.ErrorContains(t, err, "proxy")
+	require.Nil(t, d)
+	require.NoFileExists(t, cfg.HealthSocket)
+	require.Equal(t, healthpb.HealthCheckResponse_UNKNOWN, healthStatus(t, cfg.HealthSocket, health.Readiness))
+	dp.mu.Lock()
+	require.True(t, dp.closed, "the dataplane is closed")
+	dp.mu.Unlock()
+}
