@@ -1,7 +1,9 @@
 // Package proxyd assembles the proxy daemon: it reads the NSM_* environment,
 // and starts and stops the proxy's components (health, dataplane, IPAM and
 // NSP clients, the proxy state machine, the full-mesh NSM client, the NSE and
-// the VIP source) in a fixed order. cmd/proxy only calls it.
+// the VIP source) in a fixed order. cmd/proxy only calls Load and Run; Start
+// returns the running Daemon instead, and the Options replace the kernel
+// dataplane, the credentials and the NSM gRPC options (for tests).
 package proxyd
 
 import (

@@ -335,13 +335,14 @@ func (e *env) config(t *testing.T, releaseDelay time.Duration) *proxyd.Config {
 
 // start starts a daemon on a new fake dataplane and stops it at the end of
 // the test.
-func (e *env) start(t *testing.T, cfg *proxyd.Config) (*proxyd.Daemon, *fakeDataplane) {
+func (e *env) start(t *testing.T, cfg *proxyd.Config, opts ...proxyd.Option) (*proxyd.Daemon, *fakeDataplane) {
 	t.Helper()
 	dp := newFakeDataplane()
 	e.kernel.set(dp)
 	sctx, cancel := context.WithTimeout(e.ctx, wait)
 	defer cancel()
-	d, err := proxyd.Start(sctx, cfg, quietLogger(), proxyd.WithDataplane(dp), proxyd.WithoutSDKLogger())
+	opts = append([]proxyd.Option{proxyd.WithDataplane(dp), proxyd.WithoutSDKLogger()}, opts...)
+	d, err := proxyd.Start(sctx, cfg, quietLogger(), opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Stop() })
 	return d, dp

@@ -46,13 +46,14 @@ func WithDataplane(dp Dataplane) Option { return func(o *options) { o.dataplane 
 func WithCredentials(c *credentials.Credentials) Option { return func(o *options) { o.creds = c } }
 
 // WithNSMDialOptions replaces the credentials' dial options toward the
-// NSMgr (NSM client, registry clients, connection monitor).
+// NSMgr (NSM client, registry clients, connection monitor, endpoint
+// registration and health probe); without arguments it changes nothing.
 func WithNSMDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.nsmDial = opts }
 }
 
 // WithNSMServerOptions replaces the credentials' options of the endpoint's
-// gRPC server.
+// gRPC server; without arguments it changes nothing.
 func WithNSMServerOptions(opts ...grpc.ServerOption) Option {
 	return func(o *options) { o.nsmServer = opts }
 }

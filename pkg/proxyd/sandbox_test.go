@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edwarnicke/grpcfd"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
@@ -23,6 +24,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/ipam"
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
@@ -287,7 +289,12 @@ func TestDaemonTargetAddressLifecycle(t *testing.T) {
 	probe := e.ipamProbe(t, ipam.IPv4, "probe-c").String()
 	require.NotContains(t, []string{src2[0], dst2[0]}, probe)
 	require.NoError(t, e.engine.Release(e.ctx, v4, "probe-c"))
-	d2, dp2 := e.start(t, cfg)
+	// The second daemon gets its NSM credentials and options injected:
+	// the sandbox's own dial options (its test tokens) and a plain server.
+	d2, dp2 := e.start(t, cfg,
+		proxyd.WithCredentials(credentials.Insecure(quietLogger(), time.Hour)),
+		proxyd.WithNSMDialOptions(sandbox.DialOptions()...),
+		proxyd.WithNSMServerOptions(grpc.Creds(grpcfd.TransportCredentials(insecure.NewCredentials()))))
 	require.Equal(t, "[172.16.0.1/24 fd00::1/64]", sprint(d2.Proxy().Snapshot().State.BridgeAddrs), "same bridge addresses")
 	var healed *networkservice.Connection
 	require.Eventually(t, func() bool {
