@@ -18,6 +18,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
+	registrynull "github.com/networkservicemesh/sdk/pkg/registry/common/null"
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -303,9 +304,15 @@ func (d *Daemon) start(ctx context.Context) error {
 			sendfd.NewClient(),
 		),
 	)
+	// The full mesh reopens its watch itself and resyncs from a listing
+	// when the stream breaks; the SDK's registry heal would reopen it
+	// silently and any deletion carried by the break would be lost (with
+	// the NSMgr's embedded registry, the Deleted event of an unregistered
+	// NSE breaks the stream: its passed socket fd is already closed).
 	registry := registryclient.NewNetworkServiceEndpointRegistryClient(nsmCtx,
 		registryclient.WithClientURL(&connectTo),
-		registryclient.WithDialOptions(nsmDial...))
+		registryclient.WithDialOptions(nsmDial...),
+		registryclient.WithNSEHealClient(registrynull.NewNetworkServiceEndpointRegistryClient()))
 	d.nsmCC, err = grpc.NewClient(grpcutils.URLToTarget(&connectTo), nsmDial...)
 	if err != nil {
 		return fmt.Errorf("NSMgr connection monitor %s: %w", connectTo.String(), err)
