@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
 // Names of the trench under test.
@@ -61,6 +65,7 @@ type bed struct {
 	proxy    *process
 	lbs      []*lb
 	vipFile  string
+	proxyBin string
 }
 
 // lb is an LB endpoint: a plain kernel-mechanism NSE that accepts the
@@ -113,6 +118,7 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 	b.vipFile = filepath.Join(b.dir, "vips.yaml")
 	require.NoError(t, os.WriteFile(b.vipFile, vips, 0o644))
 
+	b.proxyBin = proxyBin
 	b.proxy = startProcess(t, "proxy", b.proxyNS, proxyBin,
 		"NSM_INSECURE=true",
 		"NSM_CONNECT_TO="+b.cp.NSMgrURL.String(),
@@ -193,11 +199,26 @@ func (b *bed) bridgeAddrs(families ...ipamv1.IPFamily) []netip.Prefix {
 	return out
 }
 
+// debugState runs `proxy -debug` against the running proxy and decodes
+// what it prints.
+func (b *bed) debugState() proxyd.DebugState {
+	t := b.t
+	t.Helper()
+	cmd := exec.Command(b.proxyBin, "-debug")
+	cmd.Env = []string{"NSM_DEBUG_SOCKET=" + filepath.Join(b.dir, "debug.sock")}
+	out, err := cmd.Output()
+	require.NoError(t, err, "proxy -debug")
+	var st proxyd.DebugState
+	require.NoError(t, json.Unmarshal(out, &st), "proxy -debug printed %s", out)
+	return st
+}
+
 // target is an NSM client of the proxy's service in a target namespace.
 type target struct {
 	ns     *testutil.NetNS
 	ifName string
 	conn   *networkservice.Connection
+	close  func(t testing.TB) // closes the connection once
 }
 
 // connectTarget requests the proxy's service from ns with the interface
@@ -220,11 +241,19 @@ func (b *bed) connectTarget(ns *testutil.NetNS, name, ifName string) *target {
 		cancel()
 		require.NoError(t, err, "target %s request", name)
 	}
-	t.Cleanup(func() {
-		defer cancel()
-		closeCtx, closeCancel := context.WithTimeout(b.ctx, 30*time.Second)
-		defer closeCancel()
-		_, _ = nsc.Close(closeCtx, conn)
-	})
-	return &target{ns: ns, ifName: ifName, conn: conn}
+	var once sync.Once
+	closeConn := func() (err error) {
+		once.Do(func() {
+			defer cancel()
+			closeCtx, closeCancel := context.WithTimeout(b.ctx, 30*time.Second)
+			defer closeCancel()
+			_, err = nsc.Close(closeCtx, conn)
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = closeConn() })
+	return &target{ns: ns, ifName: ifName, conn: conn, close: func(t testing.TB) {
+		t.Helper()
+		require.NoError(t, closeConn(), "close target %s", name)
+	}}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/netip"
+	"os"
 	"slices"
 	"syscall"
 	"testing"
@@ -26,7 +27,9 @@ const (
 // binary, two LB endpoints and a target, and checks the kernel state the
 // proxy builds in its namespace: bridge ports, bridge addresses, the ECMP
 // default route over the LBs, the VIP rules; then traffic from the target
-// to the bridge, the loss of an LB, and a clean exit on SIGTERM.
+// to the bridge and from a VIP through the LBs, `proxy -debug`, a change of
+// the VIP file, the target's and an LB's departure, and a clean exit on
+// SIGTERM.
 func TestProxyKernelE2E(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
@@ -179,6 +182,74 @@ func testProxyKernelE2E(t *testing.T, ipFamily string, families []ipamv1.IPFamil
 	ports, _ := bridgePorts(t, b.proxyNS, bridge)
 	require.Len(t, ports, 3, "two LBs and one target on the bridge")
 
+	// `proxy -debug` asks the running proxy for its model.
+	st := b.debugState()
+	require.ElementsMatch(t, want, st.Proxy.State.BridgeAddrs)
+	require.Len(t, st.Proxy.State.Ports, 3)
+	require.Subset(t, st.Proxy.State.VIPs, vips)
+	types := map[string]int{}
+	for _, c := range st.Proxy.Connections {
+		types[c.Type]++
+	}
+	require.Equal(t, map[string]int{"lb": 2, "target": 1}, types, "connections %+v", st.Proxy.Connections)
+
+	// Traffic from a VIP: the target sends from the VIP to a server address
+	// that only the LBs have; the proxy's main table has no route to it, so
+	// only the VIP rule and the ECMP route of table 1 can take it there. The
+	// LBs answer the VIP directly over the bridge.
+	for i, v := range vips {
+		server := netip.MustParseAddr("30.0.0.1")
+		serverNet := "30.0.0.0/24"
+		ping := "ping"
+		if v.Addr().Is6() {
+			server = netip.MustParseAddr("2001:db8:30::1")
+			serverNet = "2001:db8:30::/64"
+			ping = "ping6"
+		}
+		bp, tp := want[i], targetAddrs[i]
+		require.Equal(t, bp.Addr().Is6(), v.Addr().Is6())
+		require.Equal(t, tp.Addr().Is6(), v.Addr().Is6())
+		targetNS.MustExec(t, "ip", "addr", "add", v.String(), "dev", "lo")
+		targetNS.MustExec(t, "ip", "route", "add", serverNet, "via", bp.Addr().String(), "dev", "nsm0")
+		for _, l := range b.lbs {
+			l.ns.MustExec(t, "ip", "addr", "add", netip.PrefixFrom(server, server.BitLen()).String(), "dev", "lo")
+			l.ns.MustExec(t, "ip", "route", "add", v.String(), "via", tp.Addr().String())
+		}
+		if !assert.Eventually(t, func() bool {
+			_, err := targetNS.Exec(ping, "-c1", "-W1", "-I", v.Addr().String(), server.String())
+			return err == nil
+		}, converge, poll, "the target must reach %s from the VIP %s through an LB", server, v.Addr()) {
+			dump(t, targetNS)
+			t.FailNow()
+		}
+		_, err := targetNS.Exec(ping, "-c1", "-W1", server.String())
+		require.Error(t, err, "without the VIP as source there is no way to %s", server)
+	}
+
+	// The VIP file changes: the rules follow.
+	moved := netip.MustParsePrefix("20.0.0.2/32")
+	require.NoError(t, os.WriteFile(b.vipFile, []byte(`
+trenches: [{name: trench-a}]
+vips:
+  - {name: vip-v4, address: 20.0.0.2/32, trench: trench-a}
+`), 0o644))
+	require.Eventually(t, func() bool {
+		return hasSourceRule(t, b.proxyNS, moved, table) && !slices.ContainsFunc(vips, func(v netip.Prefix) bool {
+			return hasSourceRule(t, b.proxyNS, v, table)
+		})
+	}, converge, poll, "after the VIP file changed, the only rule must be from %s", moved)
+
+	// The target leaves: its port goes, the LBs stay.
+	targetPort := peerIn(vethsIn(t, targetNS)[0], ports)
+	require.NotNil(t, targetPort)
+	tgt.close(t)
+	require.Eventually(t, func() bool {
+		ports, _ := bridgePorts(t, b.proxyNS, bridge)
+		return len(vethsIn(t, targetNS)) == 0 && len(ports) == 2 &&
+			!slices.ContainsFunc(ports, func(l netlink.Link) bool { return l.Attrs().Index == targetPort.Attrs().Index })
+	}, converge, poll, "the closed target's port must go")
+	ports, _ = bridgePorts(t, b.proxyNS, bridge)
+
 	// An LB goes away: its connection, port and nexthop follow.
 	gone := b.lbs[0]
 	gonePort := peerIn(vethsIn(t, gone.ns)[0], ports)
@@ -186,10 +257,14 @@ func testProxyKernelE2E(t *testing.T, ipFamily string, families []ipamv1.IPFamil
 	gone.ep.Stop()
 	require.Eventually(t, func() bool {
 		ports, _ := bridgePorts(t, b.proxyNS, bridge)
-		return len(vethsIn(t, gone.ns)) == 0 && len(ports) == 2 &&
+		return len(vethsIn(t, gone.ns)) == 0 && len(ports) == 1 &&
 			!slices.ContainsFunc(ports, func(l netlink.Link) bool { return l.Attrs().Index == gonePort.Attrs().Index }) &&
 			nexthopsAre(b.lbs[1:])
 	}, converge, poll, "the stopped LB's port and nexthop must go")
+	// ... because the full mesh saw the endpoint go from the registry (a
+	// heal toward a vanished endpoint would also remove the port, but keeps
+	// retrying).
+	b.proxy.waitLog(t, "load balancer endpoint removed", "nse", gone.name)
 
 	// SIGTERM: a clean exit; the proxy closes its LB connections on the way.
 	require.Equal(t, 0, b.proxy.stop(t, syscall.SIGTERM), "exit code on SIGTERM")

@@ -131,23 +131,31 @@ func (p *process) logLines() []map[string]any {
 	return out
 }
 
-// waitLog waits until a log line has the message msg and returns it; it
-// fails if the process exits first.
-func (p *process) waitLog(t testing.TB, msg string) map[string]any {
+// waitLog waits until a log line has the message msg (and the attributes
+// given as key, value pairs) and returns it; it fails if the process exits
+// first.
+func (p *process) waitLog(t testing.TB, msg string, attrs ...string) map[string]any {
 	t.Helper()
 	var found map[string]any
 	require.Eventually(t, func() bool {
+	lines:
 		for _, l := range p.logLines() {
-			if l["msg"] == msg {
-				found = l
-				return true
+			if l["msg"] != msg {
+				continue
 			}
+			for i := 0; i+1 < len(attrs); i += 2 {
+				if l[attrs[i]] != attrs[i+1] {
+					continue lines
+				}
+			}
+			found = l
+			return true
 		}
 		if p.exited() {
 			t.Fatalf("%s exited (%v) before logging %q", p.name, p.err, msg)
 		}
 		return false
-	}, 90*time.Second, 100*time.Millisecond, "%s did not log %q", p.name, msg)
+	}, 90*time.Second, 100*time.Millisecond, "%s did not log %q %v", p.name, msg, attrs)
 	return found
 }
 
