@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -20,8 +21,10 @@ const (
 // BenchmarkProxyRSS measures the resident memory of the proxy process
 // serving rssTargets target connections (spread over a few target
 // namespaces) and rssLBs LB connections, all real veths through the lab's
-// forwarder. It reports the VmRSS in MiB after setup (rss-MiB) and the
-// setup time per target connection.
+// forwarder. It reports the VmRSS in MiB after setup (rss-MiB), before the
+// targets connected (idle-rss-MiB), and the setup time per target
+// connection (sequential Requests through the in-process NSMgr and
+// forwarder).
 func BenchmarkProxyRSS(b *testing.B) {
 	testutil.RequireRoot(b)
 	if testing.Short() {
@@ -35,10 +38,26 @@ func BenchmarkProxyRSS(b *testing.B) {
 		return len(ports) == rssLBs
 	}, 2*converge, poll, "the LB connections must be up")
 
+	idle, err := bd.proxy.rssKiB()
+	require.NoError(b, err)
+
 	nss := make([]*testutil.NetNS, rssTargetNamespaces)
 	for i := range nss {
 		nss[i] = testutil.NewNetNS(b, "tgt")
 	}
+	// Registered before the targets, so run after their connections are
+	// closed: every target veth (both ends) must be gone, the LBs' stay.
+	b.Cleanup(func() {
+		assert.Eventually(b, func() bool {
+			for _, ns := range nss {
+				if len(vethsIn(b, ns)) != 0 {
+					return false
+				}
+			}
+			ports, _ := bridgePorts(b, bd.proxyNS, bridge)
+			return len(ports) == rssLBs
+		}, 2*converge, poll, "closing the target connections must remove their veths")
+	})
 	start := time.Now()
 	for i := range rssTargets {
 		bd.connectTarget(nss[i%len(nss)], fmt.Sprintf("target-%03d", i), fmt.Sprintf("nsm%03d", i))
@@ -55,7 +74,10 @@ func BenchmarkProxyRSS(b *testing.B) {
 		kib, err = bd.proxy.rssKiB()
 		require.NoError(b, err)
 	}
+	b.ReportMetric(0, "ns/op") // the loop only reads /proc
 	b.ReportMetric(float64(kib)/1024, "rss-MiB")
+	b.ReportMetric(float64(idle)/1024, "idle-rss-MiB")
 	b.ReportMetric(float64(setup.Milliseconds())/rssTargets, "ms/target-conn")
-	b.Logf("proxy VmRSS with %d targets and %d LBs: %.1f MiB (setup %s)", rssTargets, rssLBs, float64(kib)/1024, setup)
+	b.Logf("proxy VmRSS with %d LBs: %.1f MiB; with %d targets more: %.1f MiB (setup %s)",
+		rssLBs, float64(idle)/1024, rssTargets, float64(kib)/1024, setup)
 }
