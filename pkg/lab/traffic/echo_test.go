@@ -1,0 +1,82 @@
+package traffic_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/causeway-net/causeway/pkg/lab/topo"
+)
+
+// echo is a tiny target: TCP and UDP on addr:port answering "<name>\n".
+type echo struct {
+	l  net.Listener
+	pc net.PacketConn
+	wg sync.WaitGroup
+}
+
+func freebind(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+func startEcho(t *testing.T, nsPath, name string, addr netip.Addr, port int) {
+	t.Helper()
+	e := &echo{}
+	hostPort := net.JoinHostPort(addr.String(), strconv.Itoa(port))
+	lc := net.ListenConfig{Control: freebind}
+	err := topo.Do(nsPath, func() error {
+		var err error
+		if e.l, err = lc.Listen(context.Background(), "tcp4", hostPort); err != nil {
+			return err
+		}
+		e.pc, err = lc.ListenPacket(context.Background(), "udp4", hostPort)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("echo %s on %s: %v", name, hostPort, err)
+	}
+	e.wg.Add(2)
+	go func() {
+		defer e.wg.Done()
+		for {
+			c, err := e.l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(name + "\n"))
+			_ = c.Close()
+		}
+	}()
+	go func() {
+		defer e.wg.Done()
+		buf := make([]byte, 1500)
+		for {
+			_, from, err := e.pc.ReadFrom(buf)
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if err == nil {
+				_, _ = e.pc.WriteTo([]byte(name+"\n"), from)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = e.l.Close()
+		_ = e.pc.Close()
+		e.wg.Wait()
+	})
+}
