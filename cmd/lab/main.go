@@ -1,0 +1,59 @@
+// Command lab runs Causeway's whole system on one machine, in network
+// namespaces: `lab run` brings a lab up (see pkg/lab/labrun), checks it end
+// to end and keeps it up until Ctrl-C; `lab status`, `lab check` and
+// `lab down` act on a run from another terminal, also after a crash. The
+// hidden subcommands `lab lb` and `lab target` are the load balancer and
+// target processes the lab starts inside their namespaces.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+var version = "dev"
+
+const usage = `usage: lab <command> [flags]
+
+commands:
+  run      bring a lab up, check it, keep it up until Ctrl-C (--once: check and tear down)
+  status   show a lab run (latest, or --id)
+  check    run the checks against a running lab (latest, or --id)
+  down     tear a lab run down (latest, --id, or --all), also after a crash
+  list     list the recorded runs
+  version  print the version
+Run 'lab <command> -h' for the flags of a command. Needs root.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	var code int
+	switch cmd {
+	case "run":
+		code = runCmd(args)
+	case "status":
+		code = statusCmd(args)
+	case "check":
+		code = checkCmd(args)
+	case "down":
+		code = downCmd(args)
+	case "list":
+		code = listCmd(args)
+	case "lb":
+		code = lbCmd(args)
+	case "target":
+		code = targetCmd(args)
+	case "version", "-version", "--version":
+		fmt.Println(version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "lab: unknown command %q\n\n%s", cmd, usage)
+		code = 2
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/causeway-net/causeway/pkg/lab/labrun"
+)
+
+func openFlags(name string, args []string) (*flag.FlagSet, *string, *string) {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	id := fs.String("id", "", "run id (default: the latest run)")
+	base := fs.String("run-base", "", "parent of the run directories (default /run/causeway-lab)")
+	return fs, id, base
+}
+
+func statusCmd(args []string) int {
+	fs, id, base := openFlags("lab status", args)
+	_ = fs.Parse(args)
+	lab, err := labrun.Open(*base, *id)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+		return 1
+	}
+	if err := lab.Status(os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func checkCmd(args []string) int {
+	fs, id, base := openFlags("lab check", args)
+	_ = fs.Parse(args)
+	lab, err := labrun.Open(*base, *id)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := lab.Check(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+		return 1
+	}
+	rep.Print(os.Stdout)
+	if !rep.OK() {
+		return 1
+	}
+	return 0
+}
+
+func downCmd(args []string) int {
+	fs, id, base := openFlags("lab down", args)
+	all := fs.Bool("all", false, "tear every recorded run down")
+	_ = fs.Parse(args)
+	ids := []string{*id}
+	if *all {
+		runs, err := labrun.List(*base)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+			return 1
+		}
+		ids = nil
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+		if len(ids) == 0 {
+			fmt.Println("no lab run recorded")
+			return 0
+		}
+	}
+	code := 0
+	for _, i := range ids {
+		lab, err := labrun.Open(*base, i)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+			code = 1
+			continue
+		}
+		if err := lab.Down(); err != nil {
+			fmt.Fprintf(os.Stderr, "lab %s: down: %v\n", lab.ID(), err)
+			code = 1
+			continue
+		}
+		fmt.Printf("lab %s: down\n", lab.ID())
+	}
+	return code
+}
+
+func listCmd(args []string) int {
+	fs, _, base := openFlags("lab list", args)
+	_ = fs.Parse(args)
+	runs, err := labrun.List(*base)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+		return 1
+	}
+	for _, r := range runs {
+		owner := "owner gone (crashed: `lab down --id " + r.ID + "`)"
+		if r.OwnerAlive {
+			owner = fmt.Sprintf("running (pid %d)", r.Owner)
+		}
+		fmt.Printf("%s  %s  %s\n", r.ID, r.Created.Local().Format(time.DateTime), owner)
+	}
+	return 0
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/causeway-net/causeway/pkg/lab/lbstub"
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+)
+
+// stubContext prepares a stub process: JSON logs on stderr, quiet SDK, and
+// a context that ends on SIGTERM or SIGINT.
+func stubContext(component string) (context.Context, context.CancelFunc) {
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", component))
+	nsmcp.QuietSDKLogs()
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+}
+
+func parseAddrs(vs []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, v := range vs {
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func parseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		return nil, fmt.Errorf("invalid NSMgr URL %q", s)
+	}
+	return u, nil
+}
+
+// lbCmd is one LB stub (`lab lb`, started by the lab in the LB's namespace).
+func lbCmd(args []string) int {
+	fs := flag.NewFlagSet("lab lb", flag.ExitOnError)
+	var cfg lbstub.Config
+	var vips, routes listFlag
+	nsmgr := fs.String("nsmgr", "", "NSMgr URL")
+	fs.StringVar(&cfg.Name, "name", "", "NSE name")
+	fs.StringVar(&cfg.Service, "service", "", "conduit network service <conduit>.<trench>.<ns>")
+	fs.StringVar(&cfg.SocketPath, "socket", "", "unix socket of the NSE")
+	fs.StringVar(&cfg.TargetsDir, "targets-dir", "", "publication directory of the targets")
+	fs.Var(&vips, "vip", "VIP address (repeatable)")
+	fs.Var(&routes, "route", "static route dst=via (repeatable)")
+	_ = fs.Parse(args)
+	var err error
+	if cfg.NSMgrURL, err = parseURL(*nsmgr); err != nil {
+		fmt.Fprintln(os.Stderr, "lab lb:", err)
+		return 2
+	}
+	if cfg.VIPs, err = parseAddrs(vips); err != nil {
+		fmt.Fprintln(os.Stderr, "lab lb:", err)
+		return 2
+	}
+	for _, r := range routes {
+		dst, via, ok := strings.Cut(r, "=")
+		p, perr := netip.ParsePrefix(dst)
+		a, aerr := netip.ParseAddr(via)
+		if !ok || perr != nil || aerr != nil {
+			fmt.Fprintf(os.Stderr, "lab lb: invalid route %q (want dst=via)\n", r)
+			return 2
+		}
+		cfg.Routes = append(cfg.Routes, lbstub.Route{Dst: p, Via: a})
+	}
+	ctx, stop := stubContext("lb")
+	defer stop()
+	if err := lbstub.Run(ctx, cfg); err != nil {
+		slog.Error("lb stub failed", "error", err)
+		return 1
+	}
+	slog.Info("lb stub stopped")
+	return 0
+}
+
+// targetCmd is one target stub (`lab target`, started by the lab in the
+// target's namespace).
+func targetCmd(args []string) int {
+	fs := flag.NewFlagSet("lab target", flag.ExitOnError)
+	var cfg targetstub.Config
+	var vips, labels listFlag
+	nsmgr := fs.String("nsmgr", "", "NSMgr URL")
+	fs.StringVar(&cfg.Name, "name", "", "target name")
+	fs.StringVar(&cfg.Service, "service", "", "the proxy's network service proxy.<conduit>.<trench>.<ns>")
+	fs.IntVar(&cfg.Port, "port", 0, "TCP and UDP echo port on the VIPs")
+	fs.StringVar(&cfg.PublishDir, "publish-dir", "", "publication directory")
+	fs.Var(&vips, "vip", "VIP address (repeatable)")
+	fs.Var(&labels, "label", "request label key=value (repeatable)")
+	_ = fs.Parse(args)
+	var err error
+	if cfg.NSMgrURL, err = parseURL(*nsmgr); err != nil {
+		fmt.Fprintln(os.Stderr, "lab target:", err)
+		return 2
+	}
+	if cfg.VIPs, err = parseAddrs(vips); err != nil {
+		fmt.Fprintln(os.Stderr, "lab target:", err)
+		return 2
+	}
+	for _, kv := range labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			fmt.Fprintf(os.Stderr, "lab target: invalid label %q\n", kv)
+			return 2
+		}
+		if cfg.Labels == nil {
+			cfg.Labels = map[string]string{}
+		}
+		cfg.Labels[k] = v
+	}
+	ctx, stop := stubContext("target")
+	defer stop()
+	if err := targetstub.Run(ctx, cfg); err != nil {
+		slog.Error("target stub failed", "error", err)
+		return 1
+	}
+	slog.Info("target stub stopped")
+	return 0
+}

@@ -1,0 +1,391 @@
+package labrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/causeway-net/causeway/pkg/lab/topo"
+)
+
+// How long a component may take to announce it is serving.
+const startTimeout = 90 * time.Second
+
+func (l *Lab) bin(name string) string { return filepath.Join(l.state().BinDir, name) }
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// addLBNetNS creates the namespace of the LB of index i and its link to the
+// external host.
+func (l *Lab) addLBNetNS(i int, name string) error {
+	path, err := l.run.AddNetNS(name)
+	if err != nil {
+		return err
+	}
+	k := linkOf(i)
+	return topo.AddVeth(
+		topo.VethEnd{NetNSPath: path, Name: lbExtIf, Addrs: []netip.Prefix{k.LB4, k.LB6}},
+		topo.VethEnd{NetNSPath: l.NetNSPath("ext"), Name: k.ExtIf, Addrs: []netip.Prefix{k.Ext4, k.Ext6}})
+}
+
+// addTargetNetNS creates the namespace of a target.
+func (l *Lab) addTargetNetNS(name string) error {
+	path, err := l.run.AddNetNS(name)
+	if err != nil {
+		return err
+	}
+	return topo.ApplySysctls(path, topo.RouterSysctls)
+}
+
+// ---- nsp ----
+
+func (l *Lab) nspConfigPath() string { return l.run.Path("nsp.yaml") }
+
+func (l *Lab) nspYAML(vips []string) string {
+	st := l.state()
+	y := fmt.Sprintf("trenches: [{name: %s}]\nconduits:\n  - {name: %s, trench: %s}\nvips:\n", st.Trench, st.Conduit, st.Trench)
+	for i, v := range vips {
+		y += fmt.Sprintf("  - {name: vip-%d, address: %s, trench: %s}\n", i+1, v, st.Trench)
+	}
+	return y
+}
+
+func (l *Lab) writeNSPConfig(vips []string) error { return l.WriteRawNSPConfig(l.nspYAML(vips)) }
+
+// WriteRawNSPConfig replaces the nsp's configuration file with yaml (the
+// nsp process follows the file; a broken file is logged and ignored by it).
+func (l *Lab) WriteRawNSPConfig(yaml string) error {
+	tmp := l.nspConfigPath() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(yaml), 0o644); err != nil {
+		return fmt.Errorf("write nsp config: %w", err)
+	}
+	if err := os.Rename(tmp, l.nspConfigPath()); err != nil {
+		return fmt.Errorf("write nsp config: %w", err)
+	}
+	return nil
+}
+
+// SetVIPs makes vips the trench's VIPs: it rewrites the nsp file (the proxy
+// follows through the NSP) and the external host's routes. Running targets
+// keep serving the VIPs they started with; targets started later get the new
+// ones.
+func (l *Lab) SetVIPs(vips []string) error {
+	if _, err := parseVIPs(vips); err != nil {
+		return err
+	}
+	old := l.VIPs()
+	l.mu.Lock()
+	l.st.VIPs = append([]string(nil), vips...)
+	l.mu.Unlock()
+	if err := l.save(); err != nil {
+		return err
+	}
+	if err := l.writeNSPConfig(vips); err != nil {
+		return err
+	}
+	for _, v := range old {
+		if !slices.Contains(l.VIPs(), v) {
+			_, _ = l.Exec("ext", "ip", "route", "del", v.String())
+		}
+	}
+	return l.syncExtRoutes()
+}
+
+func (l *Lab) startNSP(ctx context.Context) error {
+	st := l.state()
+	err := l.startComponent("nsp", "ctl", []string{l.bin("nsp")}, []string{
+		"NSP_PORT=" + strconv.Itoa(nspPort),
+		"NSP_CONFIG_FILE=" + l.nspConfigPath(),
+		"NSP_CONFIG_POLL_INTERVAL=2s",
+		"NSP_LOG_LEVEL=" + st.LogLevel,
+		"NSP_METRICS_PORT=0",
+	})
+	if err != nil {
+		return err
+	}
+	return l.waitLog("nsp", "serving", startTimeout)
+}
+
+// ---- ipam ----
+
+// StartIPAM starts the IPAM in the ctl namespace on the run's database file
+// and waits until it serves.
+func (l *Lab) StartIPAM() error {
+	st := l.state()
+	err := l.startComponent("ipam", "ctl", []string{l.bin("ipam")}, []string{
+		"IPAM_PORT=" + strconv.Itoa(ipamPort),
+		"IPAM_DATASOURCE=" + l.run.Path("ipam", "registry.db"),
+		"IPAM_TRENCH_NAME=" + st.Trench,
+		"IPAM_NSP_SERVICE=" + net.JoinHostPort("127.0.0.1", strconv.Itoa(nspPort)),
+		"IPAM_PREFIX_IPV4=" + st.IPAMPrefixIPv4,
+		"IPAM_PREFIX_IPV6=" + st.IPAMPrefixIPv6,
+		"IPAM_METRICS_PORT=0",
+		"IPAM_LOG_LEVEL=" + st.LogLevel,
+	})
+	if err != nil {
+		return err
+	}
+	return l.waitLog("ipam", "serving", startTimeout)
+}
+
+// KillIPAM kills the IPAM with SIGKILL.
+func (l *Lab) KillIPAM() error { return l.kill("ipam") }
+
+// ---- proxy ----
+
+// StartProxy starts the proxy in its namespace and waits until its endpoint
+// is registered.
+func (l *Lab) StartProxy() error {
+	st := l.state()
+	listen := l.run.Path("proxy.sock")
+	// A killed proxy leaves its socket file behind.
+	if err := os.Remove(listen); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale proxy socket: %w", err)
+	}
+	err := l.startComponent("proxy", "proxy", []string{l.bin("proxy")}, []string{
+		"NSM_INSECURE=true",
+		"NSM_CONNECT_TO=" + l.cp.NSMgrURL.String(),
+		"NSM_IPAM_SERVICE=" + l.ipamAddr(),
+		"NSM_NSP_SERVICE=" + l.nspAddr(),
+		"NSM_NAME=proxy-" + st.ID,
+		"NSM_HOST=" + NodeName,
+		"NSM_SERVICE_NAME=" + l.proxyService(),
+		"NSM_NETWORK_SERVICE_NAME=" + l.lbService(),
+		"NSM_TRENCH=" + st.Trench,
+		"NSM_CONDUIT=" + st.Conduit,
+		"NSM_NAMESPACE=" + st.Namespace,
+		"NSM_IP_FAMILY=dualstack",
+		"NSM_HEALTH_SOCKET=" + l.run.Path("proxy-health.sock"),
+		"NSM_DEBUG_SOCKET=" + l.ProxyDebugSocket(),
+		"NSM_LISTEN_ON=" + listen,
+		"NSM_BRIDGE_MAC_FILE=" + l.run.Path("bridge.mac"),
+		"NSM_METRICS_ADDRESS=",
+		"NSM_LOG_LEVEL=" + st.LogLevel,
+		"NSM_IP_RELEASE_DELAY=" + st.ReleaseDelay,
+		"NSM_GRPC_MAX_BACKOFF=1s",
+	})
+	if err != nil {
+		return err
+	}
+	return l.waitLog("proxy", "endpoint serving and registered", startTimeout)
+}
+
+// KillProxy kills the proxy with SIGKILL (its namespace and kernel state
+// stay, as after a container crash).
+func (l *Lab) KillProxy() error { return l.kill("proxy") }
+
+// ---- load balancers ----
+
+func (l *Lab) startLBProcess(name string) error {
+	st := l.state()
+	i := slices.Index(st.LBs, name)
+	if i < 0 {
+		return fmt.Errorf("unknown LB %q", name)
+	}
+	k := linkOf(i)
+	argv := []string{l.bin("lab"), "lb",
+		"-name", name,
+		"-nsmgr", l.cp.NSMgrURL.String(),
+		"-service", l.lbService(),
+		"-socket", l.run.Path(name + ".sock"),
+		"-targets-dir", l.TargetsDir(),
+		"-route", netip.PrefixFrom(extV4, 32).String() + "=" + k.Ext4.Addr().String(),
+		"-route", netip.PrefixFrom(extV6, 128).String() + "=" + k.Ext6.Addr().String(),
+	}
+	for _, v := range st.VIPs {
+		argv = append(argv, "-vip", netip.MustParsePrefix(v).Addr().String())
+	}
+	if err := l.startComponent(name, name, argv, nil); err != nil {
+		return err
+	}
+	return l.waitLog(name, "lb stub up", startTimeout)
+}
+
+// KillLB kills the LB's process with SIGKILL and, with deleteNS, deletes
+// its namespace too (as a pod that goes away); the external host stops
+// routing the VIPs through it at once (as its BGP session would drop).
+func (l *Lab) KillLB(name string, deleteNS bool) error {
+	if err := l.kill(name); err != nil {
+		return err
+	}
+	if deleteNS {
+		if _, err := runCmd("ip", "netns", "del", l.NetNS(name)); err != nil {
+			return err
+		}
+	}
+	return l.syncExtRoutes()
+}
+
+// StartLB (re)starts the LB name: it creates its namespace and link to the
+// external host if they are missing (a new name is added to the lab), starts
+// its process and routes the VIPs through it again.
+func (l *Lab) StartLB(name string) error {
+	if !l.owner {
+		return errNotOwner
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	i := slices.Index(l.st.LBs, name)
+	if i < 0 {
+		if slices.Contains(l.st.Targets, name) {
+			l.mu.Unlock()
+			return fmt.Errorf("%s is a target", name)
+		}
+		l.st.LBs = append(l.st.LBs, name)
+		i = len(l.st.LBs) - 1
+	}
+	l.mu.Unlock()
+	if err := l.save(); err != nil {
+		return err
+	}
+	if !exists(l.NetNSPath(name)) {
+		if err := l.addLBNetNS(i, name); err != nil {
+			return err
+		}
+	}
+	if err := l.startLBProcess(name); err != nil {
+		return err
+	}
+	return l.syncExtRoutes()
+}
+
+// syncExtRoutes routes every VIP of the external host over the LBs whose
+// process runs.
+func (l *Lab) syncExtRoutes() error {
+	st := l.state()
+	var gw4, gw6 []netip.Addr
+	for i, name := range st.LBs {
+		if l.Running(name) {
+			k := linkOf(i)
+			gw4 = append(gw4, k.LB4.Addr())
+			gw6 = append(gw6, k.LB6.Addr())
+		}
+	}
+	for _, vip := range l.VIPs() {
+		gws := gw4
+		if vip.Addr().Is6() {
+			gws = gw6
+		}
+		if len(gws) == 0 {
+			_, _ = l.Exec("ext", "ip", "route", "del", vip.String())
+			continue
+		}
+		if err := topo.AddRoute(l.NetNSPath("ext"), vip, gws...); err != nil {
+			return fmt.Errorf("external host: %w", err)
+		}
+	}
+	return nil
+}
+
+// ---- targets ----
+
+func (l *Lab) startTargetProcess(name string) error {
+	st := l.state()
+	argv := []string{l.bin("lab"), "target",
+		"-name", name,
+		"-nsmgr", l.cp.NSMgrURL.String(),
+		"-service", l.proxyService(),
+		"-label", "nodeName=" + NodeName,
+		"-port", strconv.Itoa(st.EchoPort),
+		"-publish-dir", l.TargetsDir(),
+	}
+	for _, v := range st.VIPs {
+		argv = append(argv, "-vip", netip.MustParsePrefix(v).Addr().String())
+	}
+	return l.startComponent(name, name, argv, nil)
+}
+
+// StopTarget stops the target gracefully: it withdraws its publication and
+// closes its NSM connection. Its namespace stays.
+func (l *Lab) StopTarget(name string) error {
+	if !l.owner {
+		return errNotOwner
+	}
+	if !l.Running(name) {
+		return fmt.Errorf("%s is not running", name)
+	}
+	if !l.stop(name, 30*time.Second) {
+		return fmt.Errorf("%s did not stop within 30s (killed)", name)
+	}
+	return nil
+}
+
+// StartTarget (re)starts the target name (a new name is added to the lab,
+// with its namespace). It returns once the process runs; the target
+// connects in the background (see TargetAddrs).
+func (l *Lab) StartTarget(name string) error {
+	if !l.owner {
+		return errNotOwner
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if slices.Contains(l.st.LBs, name) {
+		l.mu.Unlock()
+		return fmt.Errorf("%s is an LB", name)
+	}
+	if !slices.Contains(l.st.Targets, name) {
+		l.st.Targets = append(l.st.Targets, name)
+	}
+	l.mu.Unlock()
+	if err := l.save(); err != nil {
+		return err
+	}
+	if !exists(l.NetNSPath(name)) {
+		if err := l.addTargetNetNS(name); err != nil {
+			return err
+		}
+	}
+	return l.startTargetProcess(name)
+}
+
+// ---- helpers ----
+
+func runCmd(name string, args ...string) (string, error) {
+	out, err := execCommand(name, args...)
+	if err != nil {
+		return out, fmt.Errorf("%s %v: %w: %s", name, args, err, out)
+	}
+	return out, nil
+}
+
+// linkPrefixes are the global addresses of the interface ifName in the
+// namespace at path.
+func linkPrefixes(path, ifName string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	err := withHandle(path, func(h *netlink.Handle) error {
+		link, err := h.LinkByName(ifName)
+		if err != nil {
+			return err
+		}
+		addrs, err := h.AddrList(link, netlink.FAMILY_ALL)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			ip, ok := netip.AddrFromSlice(a.IP)
+			if !ok || ip.IsLinkLocalUnicast() {
+				continue
+			}
+			ones, _ := a.Mask.Size()
+			out = append(out, netip.PrefixFrom(ip.Unmap(), ones))
+		}
+		return nil
+	})
+	return out, err
+}
