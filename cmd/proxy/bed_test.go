@@ -66,6 +66,7 @@ type bed struct {
 	lbs      []*lb
 	vipFile  string
 	proxyBin string
+	proxyEnv []string
 }
 
 // lb is an LB endpoint: a plain kernel-mechanism NSE that accepts the
@@ -119,31 +120,38 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 	require.NoError(t, os.WriteFile(b.vipFile, vips, 0o644))
 
 	b.proxyBin = proxyBin
-	b.proxy = startProcess(t, "proxy", b.proxyNS, proxyBin,
+	b.proxyEnv = []string{
 		"NSM_INSECURE=true",
-		"NSM_CONNECT_TO="+b.cp.NSMgrURL.String(),
-		"NSM_IPAM_SERVICE="+b.ipamAddr,
-		"NSM_VIP_FILE="+b.vipFile,
+		"NSM_CONNECT_TO=" + b.cp.NSMgrURL.String(),
+		"NSM_IPAM_SERVICE=" + b.ipamAddr,
+		"NSM_VIP_FILE=" + b.vipFile,
 		"NSM_NAME=proxy-a",
-		"NSM_HOST="+node,
-		"NSM_SERVICE_NAME="+proxyService,
-		"NSM_NETWORK_SERVICE_NAME="+lbService,
-		"NSM_TRENCH="+trench,
-		"NSM_CONDUIT="+conduit,
-		"NSM_NAMESPACE="+namespace,
-		"NSM_IP_FAMILY="+cfg.ipFamily,
-		"NSM_HEALTH_SOCKET="+filepath.Join(b.dir, "health.sock"),
-		"NSM_DEBUG_SOCKET="+filepath.Join(b.dir, "debug.sock"),
-		"NSM_LISTEN_ON="+filepath.Join(b.dir, "proxy.sock"),
-		"NSM_BRIDGE_MAC_FILE="+filepath.Join(b.dir, "bridge.mac"),
+		"NSM_HOST=" + node,
+		"NSM_SERVICE_NAME=" + proxyService,
+		"NSM_NETWORK_SERVICE_NAME=" + lbService,
+		"NSM_TRENCH=" + trench,
+		"NSM_CONDUIT=" + conduit,
+		"NSM_NAMESPACE=" + namespace,
+		"NSM_IP_FAMILY=" + cfg.ipFamily,
+		"NSM_HEALTH_SOCKET=" + filepath.Join(b.dir, "health.sock"),
+		"NSM_DEBUG_SOCKET=" + filepath.Join(b.dir, "debug.sock"),
+		"NSM_LISTEN_ON=" + filepath.Join(b.dir, "proxy.sock"),
+		"NSM_BRIDGE_MAC_FILE=" + filepath.Join(b.dir, "bridge.mac"),
 		"NSM_METRICS_ADDRESS=",
-		"NSM_LOG_LEVEL="+cfg.logLevel,
+		"NSM_LOG_LEVEL=" + cfg.logLevel,
 		// Released addresses go back to the IPAM at once.
 		"NSM_IP_RELEASE_DELAY=0s",
-	)
-	// Targets can connect once the NSE is registered.
-	b.proxy.waitLog(t, "endpoint serving and registered")
+	}
+	b.startProxy("proxy")
 	return b
+}
+
+// startProxy runs the proxy binary in its namespace and waits until its
+// endpoint is registered (targets can connect from then on).
+func (b *bed) startProxy(name string) {
+	b.t.Helper()
+	b.proxy = startProcess(b.t, name, b.proxyNS, b.proxyBin, b.proxyEnv...)
+	b.proxy.waitLog(b.t, "endpoint serving and registered")
 }
 
 // dialIn returns a gRPC dialer whose sockets are opened in ns.
