@@ -48,6 +48,8 @@ type bedConfig struct {
 	logLevel string
 	// ipamEnv is added to the IPAM's environment.
 	ipamEnv []string
+	// nseExpiration is the NSMgr's registration lifetime (default nsmcp's).
+	nseExpiration time.Duration
 }
 
 // bed is the proxy binary in its namespace with its IPAM (in the same
@@ -106,7 +108,7 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.ipamCC.Close() })
 
-	b.cp, err = nsmcp.Start(ctx, nsmcp.Config{Dir: b.dir, Name: "e2e"})
+	b.cp, err = nsmcp.Start(ctx, nsmcp.Config{Dir: b.dir, Name: "e2e", NSEExpiration: cfg.nseExpiration})
 	require.NoError(t, err)
 	t.Cleanup(b.cp.Stop)
 
