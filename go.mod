@@ -16,7 +16,6 @@ require (
 	github.com/networkservicemesh/sdk v0.5.1-0.20250625085623-466f486d183e
 	github.com/networkservicemesh/sdk-kernel v0.0.0-20250625085850-6a0a3efab3f9
 	github.com/prometheus/client_golang v1.21.1
-	github.com/prometheus/common v0.62.0
 	github.com/sirupsen/logrus v1.9.3
 	github.com/spiffe/go-spiffe/v2 v2.1.7
 	github.com/stretchr/testify v1.10.0
@@ -65,6 +64,7 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_model v0.6.1 // indirect
+	github.com/prometheus/common v0.62.0 // indirect
 	github.com/prometheus/procfs v0.15.1 // indirect
 	github.com/rcrowley/go-metrics v0.0.0-20201227073835-cf1acfcdf475 // indirect
 	github.com/tchap/go-patricia/v2 v2.3.2 // indirect

@@ -5,13 +5,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/causeway-net/causeway/pkg/config/nspserver"
 )
 
 // metrics holds the server's Prometheus metrics and serves them in the text
-// exposition format. (promhttp would need a module that go.mod lacks.)
+// exposition format.
 type metrics struct {
 	registry          *prometheus.Registry
 	applied, rejected prometheus.Counter
@@ -39,19 +39,7 @@ func newMetrics(nsp *nspserver.Server) *metrics {
 	return m
 }
 
-// ServeHTTP writes every metric in the Prometheus text format.
-func (m *metrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	families, err := m.registry.Gather()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	format := expfmt.NewFormat(expfmt.TypeTextPlain)
-	w.Header().Set("Content-Type", string(format))
-	enc := expfmt.NewEncoder(w, format)
-	for _, f := range families {
-		if err := enc.Encode(f); err != nil {
-			return
-		}
-	}
+// ServeHTTP serves every metric in the Prometheus exposition format.
+func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }

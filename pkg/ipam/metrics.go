@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 const metricsNamespace = "causeway_ipam"
@@ -107,21 +107,7 @@ func (e *Engine) Collect(ch chan<- prometheus.Metric) {
 
 var _ prometheus.Collector = (*Engine)(nil)
 
-// MetricsHandler serves the metrics of g in the Prometheus text format.
+// MetricsHandler serves the metrics of g in the Prometheus exposition format.
 func MetricsHandler(g prometheus.Gatherer) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		families, err := g.Gather()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		format := expfmt.NewFormat(expfmt.TypeTextPlain)
-		w.Header().Set("Content-Type", string(format))
-		enc := expfmt.NewEncoder(w, format)
-		for _, f := range families {
-			if err := enc.Encode(f); err != nil {
-				return
-			}
-		}
-	})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
