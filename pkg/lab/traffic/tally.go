@@ -60,3 +60,20 @@ func (t Tally) String() string {
 	}
 	return b.String()
 }
+
+// Merge adds the counts of o to t.
+func (t *Tally) Merge(o Tally) {
+	if t.Answers == nil {
+		t.Answers = map[string]int{}
+	}
+	t.Total += o.Total
+	t.Errors += o.Errors
+	for name, n := range o.Answers {
+		t.Answers[name] += n
+	}
+	for _, err := range o.Examples {
+		if len(t.Examples) < maxErrors {
+			t.Examples = append(t.Examples, err)
+		}
+	}
+}

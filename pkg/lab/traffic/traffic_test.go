@@ -54,6 +54,12 @@ func TestFlowsTally(t *testing.T) {
 		require.Equal(t, 100, tally.Answers["srv-1"]+tally.Answers["srv-2"])
 	}
 
+	var sum traffic.Tally
+	sum.Merge(traffic.Tally{Total: 3, Errors: 1, Answers: map[string]int{"a": 2}})
+	sum.Merge(traffic.Tally{Total: 2, Answers: map[string]int{"a": 1, "b": 1}})
+	require.Equal(t, traffic.Tally{Total: 5, Errors: 1, Answers: map[string]int{"a": 3, "b": 1}}, sum)
+	require.InDelta(t, 0.6, sum.Share("a"), 1e-9)
+
 	// Nothing listens on 5001: every flow fails and is counted.
 	for _, run := range []func(context.Context, traffic.Flows) (traffic.Tally, error){traffic.TCP, traffic.UDP} {
 		tally, err := run(ctx, traffic.Flows{NetNSPath: cli.Path(), Addr: netip.AddrPortFrom(vip, 5001), Count: 10, Timeout: 300 * time.Millisecond})
