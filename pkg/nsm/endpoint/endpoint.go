@@ -18,6 +18,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
+	registryretry "github.com/networkservicemesh/sdk/pkg/registry/common/retry"
 	registrysendfd "github.com/networkservicemesh/sdk/pkg/registry/common/sendfd"
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
@@ -117,6 +118,12 @@ func (e *Endpoint) serve(ctx context.Context) error {
 	return nil
 }
 
+// registerTryTimeout bounds each try of a registration (first or refresh).
+// The registry's expire element schedules the expiry at the granted
+// expiration minus the call's deadline, so a try must be much shorter than
+// the shortest NSMgr expiration in use (the lab's go down to 3s).
+const registerTryTimeout = 2 * time.Second
+
 func (e *Endpoint) register(ctx context.Context) error {
 	nsClient := registryclient.NewNetworkServiceRegistryClient(ctx,
 		registryclient.WithClientURL(e.cfg.ConnectTo),
@@ -130,11 +137,23 @@ func (e *Endpoint) register(ctx context.Context) error {
 	e.nseClient = registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
 		registryclient.WithClientURL(e.cfg.ConnectTo),
 		registryclient.WithDialOptions(e.cfg.DialOptions...),
+		// Short tries (see registerTryTimeout): the SDK's 15s would make an
+		// NSMgr expiration of 15s or less unregister the endpoint at once.
+		registryclient.WithNSERetryClient(registryretry.NewNetworkServiceEndpointRegistryClient(ctx,
+			registryretry.WithTryTimeout(registerTryTimeout))),
 		registryclient.WithNSEAdditionalFunctionality(
 			&lifetimeClient{lifetime: e.opts.lifetime},
 			registrysendfd.NewNetworkServiceEndpointRegistryClient(),
 		))
-	nse, err := e.nseClient.Register(rctx, networkServiceEndpoint(&e.cfg, e.url.String()))
+	// The registry's expire element schedules the expiry at the granted
+	// expiration minus the Register call's deadline: a deadline as long as a
+	// short NSMgr expiration would unregister the endpoint at once. The call
+	// is bounded by a cancellation instead.
+	nctx, ncancel := context.WithCancel(ctx)
+	defer ncancel()
+	bound := time.AfterFunc(e.opts.registerTimeout, ncancel)
+	defer bound.Stop()
+	nse, err := e.nseClient.Register(nctx, networkServiceEndpoint(&e.cfg, e.url.String()))
 	if err != nil {
 		return fmt.Errorf("register endpoint %s: %w", e.cfg.Name, err)
 	}
