@@ -1,11 +1,14 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 )
 
 // The tests of this package run the real proxy (and ipam) binaries in network
@@ -13,6 +16,10 @@ import (
 // target clients in the test process.
 func TestMain(m *testing.M) {
 	nsmcp.QuietSDKLogs()
+	// And its own logger: the in-process NSMgr, forwarder and clients log
+	// every heal retry; the proxy's log (printed when a test fails) and the
+	// assertions tell what went wrong.
+	nsmlog.Install(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	goleak.VerifyTestMain(m,
 		// grpc and the SDK keep package-level workers that outlive tests.
 		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
