@@ -81,6 +81,8 @@ func runCmd(args []string) int {
 // ends, printing a line per round.
 func waitGreen(ctx context.Context, lab *labrun.Lab, start time.Time, timeout time.Duration) (bool, labrun.Report) {
 	deadline := time.Now().Add(timeout)
+	var last string
+	var lastAt time.Time
 	for {
 		rep, err := lab.Check(ctx)
 		if err == nil && rep.OK() {
@@ -96,8 +98,12 @@ func waitGreen(ctx context.Context, lab *labrun.Lab, start time.Time, timeout ti
 		if err != nil {
 			failing = append(failing, err.Error())
 		}
-		fmt.Printf("  %5.1fs  %d/%d checks passed; waiting for: %s\n", time.Since(start).Seconds(),
-			len(rep.Rows)-len(rep.Failed()), len(rep.Rows), strings.Join(failing, ", "))
+		// A line when what is missing changes, else every 10s.
+		if line := strings.Join(failing, ", "); line != last || time.Since(lastAt) > 10*time.Second {
+			fmt.Printf("  %5.1fs  %d/%d checks passed; waiting for: %s\n", time.Since(start).Seconds(),
+				len(rep.Rows)-len(rep.Failed()), len(rep.Rows), line)
+			last, lastAt = line, time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return false, rep

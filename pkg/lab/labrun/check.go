@@ -101,8 +101,11 @@ func (l *Lab) Check(ctx context.Context) (Report, error) {
 				failed = append(failed, b.Addr().String())
 			}
 		}
-		r.add("target "+t+" pings the bridge", len(bridgeAddrs) > 0 && len(failed) == 0,
-			"bridge %v; no answer from %v", prefixAddrs(bridgeAddrs), failed)
+		detail := fmt.Sprintf("%v answer", prefixAddrs(bridgeAddrs))
+		if len(failed) > 0 {
+			detail = fmt.Sprintf("no answer from %v", failed)
+		}
+		r.add("target "+t+" pings the bridge", len(bridgeAddrs) > 0 && len(failed) == 0, "%s", detail)
 	}
 
 	// Traffic from the external host, and the LBs the replies return over.

@@ -124,7 +124,7 @@ func (l *Lab) startNSP(ctx context.Context) error {
 // and waits until it serves.
 func (l *Lab) StartIPAM() error {
 	st := l.state()
-	err := l.startComponent("ipam", "ctl", []string{l.bin("ipam")}, []string{
+	err := l.startComponent("ipam", "ctl", []string{l.bin("ipam")}, append([]string{
 		"IPAM_PORT=" + strconv.Itoa(ipamPort),
 		"IPAM_DATASOURCE=" + l.run.Path("ipam", "registry.db"),
 		"IPAM_TRENCH_NAME=" + st.Trench,
@@ -133,7 +133,7 @@ func (l *Lab) StartIPAM() error {
 		"IPAM_PREFIX_IPV6=" + st.IPAMPrefixIPv6,
 		"IPAM_METRICS_PORT=0",
 		"IPAM_LOG_LEVEL=" + st.LogLevel,
-	})
+	}, st.IPAMEnv...))
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (l *Lab) StartProxy() error {
 	if err := os.Remove(listen); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove stale proxy socket: %w", err)
 	}
-	err := l.startComponent("proxy", "proxy", []string{l.bin("proxy")}, []string{
+	err := l.startComponent("proxy", "proxy", []string{l.bin("proxy")}, append([]string{
 		"NSM_INSECURE=true",
 		"NSM_CONNECT_TO=" + l.cp.NSMgrURL.String(),
 		"NSM_IPAM_SERVICE=" + l.ipamAddr(),
@@ -175,7 +175,7 @@ func (l *Lab) StartProxy() error {
 		"NSM_LOG_LEVEL=" + st.LogLevel,
 		"NSM_IP_RELEASE_DELAY=" + st.ReleaseDelay,
 		"NSM_GRPC_MAX_BACKOFF=1s",
-	})
+	}, st.ProxyEnv...))
 	if err != nil {
 		return err
 	}
@@ -293,12 +293,15 @@ func (l *Lab) syncExtRoutes() error {
 
 // ---- targets ----
 
-func (l *Lab) startTargetProcess(name string) error {
+func (l *Lab) startTargetProcess(name, service string) error {
 	st := l.state()
+	if service == "" {
+		service = l.proxyService()
+	}
 	argv := []string{l.bin("lab"), "target",
 		"-name", name,
 		"-nsmgr", l.cp.NSMgrURL.String(),
-		"-service", l.proxyService(),
+		"-service", service,
 		"-label", "nodeName=" + NodeName,
 		"-port", strconv.Itoa(st.EchoPort),
 		"-publish-dir", l.TargetsDir(),
@@ -327,7 +330,12 @@ func (l *Lab) StopTarget(name string) error {
 // StartTarget (re)starts the target name (a new name is added to the lab,
 // with its namespace). It returns once the process runs; the target
 // connects in the background (see TargetAddrs).
-func (l *Lab) StartTarget(name string) error {
+func (l *Lab) StartTarget(name string) error { return l.StartTargetService(name, "") }
+
+// StartTargetService is StartTarget with the network service the target
+// requests (empty: the proxy's, proxy.<conduit>.<trench>.<ns>), e.g. one
+// that does not exist.
+func (l *Lab) StartTargetService(name, service string) error {
 	if !l.owner {
 		return errNotOwner
 	}
@@ -351,7 +359,7 @@ func (l *Lab) StartTarget(name string) error {
 			return err
 		}
 	}
-	return l.startTargetProcess(name)
+	return l.startTargetProcess(name, service)
 }
 
 // ---- helpers ----

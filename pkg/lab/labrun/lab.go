@@ -84,6 +84,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		VIPs: append([]string(nil), opts.VIPs...), LBs: append([]string(nil), opts.LBs...),
 		ReleaseDelay: opts.ReleaseDelay.String(), IPAMPrefixIPv4: opts.IPAMPrefixIPv4, IPAMPrefixIPv6: opts.IPAMPrefixIPv6,
 		EchoPort: opts.EchoPort, NSEExpiration: opts.NSEExpiration.String(), LogLevel: opts.LogLevel,
+		IPAMEnv: append([]string(nil), opts.IPAMEnv...), ProxyEnv: append([]string(nil), opts.ProxyEnv...),
 		OwnerPID: os.Getpid(), OwnerStartTime: st,
 	}
 	for i := range opts.Targets {
@@ -160,7 +161,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	}
 	l.progress("lab %s: proxy registered; %d LBs, starting %d targets", run.ID(), len(l.st.LBs), len(l.st.Targets))
 	for _, name := range l.st.Targets {
-		if err := l.startTargetProcess(name); err != nil {
+		if err := l.startTargetProcess(name, ""); err != nil {
 			return nil, err
 		}
 	}

@@ -61,6 +61,10 @@ type Options struct {
 	// NSEExpiration is the registration expiration of the NSEs (bounds how
 	// long a killed LB stays registered).
 	NSEExpiration time.Duration
+	// IPAMEnv and ProxyEnv are added to the environment of the ipam and
+	// proxy processes after the lab's own settings (so they override them),
+	// e.g. IPAM_NODE_PREFIX_LENGTH_IPV4=29 for a pool too small.
+	IPAMEnv, ProxyEnv []string
 	// LogLevel of the proxy, ipam and nsp processes (default INFO).
 	LogLevel string
 	// Logger of the lab itself (default: discard).

@@ -83,18 +83,15 @@ func (r flowResult) String() string {
 	return b.String()
 }
 
-// flows opens n flows concurrently (a few at a time).
+// flows opens n flows concurrently.
 func (l *Lab) flows(network string, from, vip netip.Addr, port, n int) flowResult {
 	res := flowResult{answers: map[string]int{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
 	for range n {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
 			name, err := l.Probe(network, from, vip, port)
 			mu.Lock()
 			defer mu.Unlock()

@@ -33,6 +33,8 @@ type labState struct {
 	EchoPort       int      `json:"echoPort"`
 	NSEExpiration  string   `json:"nseExpiration"`
 	LogLevel       string   `json:"logLevel"`
+	IPAMEnv        []string `json:"ipamEnv,omitempty"`
+	ProxyEnv       []string `json:"proxyEnv,omitempty"`
 	// Owner is the process running the lab's NSM control plane.
 	OwnerPID       int    `json:"ownerPid"`
 	OwnerStartTime uint64 `json:"ownerStartTime"`
@@ -43,6 +45,8 @@ func (s *labState) clone() labState {
 	c.VIPs = append([]string(nil), s.VIPs...)
 	c.LBs = append([]string(nil), s.LBs...)
 	c.Targets = append([]string(nil), s.Targets...)
+	c.IPAMEnv = append([]string(nil), s.IPAMEnv...)
+	c.ProxyEnv = append([]string(nil), s.ProxyEnv...)
 	return c
 }
 
