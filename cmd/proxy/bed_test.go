@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
@@ -221,6 +222,21 @@ func (b *bed) debugState() proxyd.DebugState {
 	var st proxyd.DebugState
 	require.NoError(t, json.Unmarshal(out, &st), "proxy -debug printed %s", out)
 	return st
+}
+
+// serving asks the proxy's health socket whether the probe service (e.g.
+// "Readiness") is serving.
+func (b *bed) serving(service string) bool {
+	t := b.t
+	t.Helper()
+	cc, err := grpc.NewClient("unix://"+filepath.Join(b.dir, "health.sock"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
 
 // target is an NSM client of the proxy's service in a target namespace.

@@ -137,6 +137,11 @@ func testProxyKernelE2E(t *testing.T, ipFamily string, families []ipamv1.IPFamil
 		}
 	}
 
+	// With its IPAM, VIP source, endpoint and LB connections up, the proxy
+	// is ready.
+	require.Eventually(t, func() bool { return b.serving("Readiness") && b.serving("Liveness") }, converge, poll,
+		"the proxy must report Readiness and Liveness on its health socket")
+
 	// The VIP rules.
 	vips := []netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}
 	if len(families) == 2 {
