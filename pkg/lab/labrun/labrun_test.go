@@ -1,0 +1,194 @@
+package labrun
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/topo"
+)
+
+const module = "github.com/causeway-net/causeway"
+
+// buildBinaries builds the lab's binaries into a temporary directory.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // the toolchain running this test
+	}
+	out, err := exec.Command(goTool, "build", "-o", dir+string(filepath.Separator),
+		module+"/cmd/proxy", module+"/cmd/ipam", module+"/cmd/nsp", module+"/cmd/lab").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return dir
+}
+
+// requireGone asserts that nothing of the run is left: no namespace with the
+// run's prefix, no recorded process, no run directory.
+func requireGone(t *testing.T, id, dir string, procs []topo.Process) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.NotContains(t, string(out), "cw"+id+"-", "no namespace of the run may remain")
+	for _, p := range procs {
+		// A process killed at the end of Down may take a moment to be reaped.
+		require.Eventually(t, func() bool { return !alive(p.PID, p.StartTime) }, 10*time.Second, 50*time.Millisecond,
+			"process %s (%d) must be gone", p.Name, p.PID)
+	}
+	_, err = os.Stat(dir)
+	require.True(t, os.IsNotExist(err), "run directory %s must be gone", dir)
+}
+
+// dumpLogs logs the components' logs of a failed test.
+func dumpLogs(t *testing.T, l *Lab) {
+	entries, _ := os.ReadDir(l.run.LogDir())
+	for _, e := range entries {
+		data, _ := os.ReadFile(filepath.Join(l.run.LogDir(), e.Name()))
+		if len(data) > 4000 {
+			data = data[len(data)-4000:]
+		}
+		t.Logf("---- %s (tail) ----\n%s", e.Name(), data)
+	}
+}
+
+// TestUpCheckDown brings a default lab up with the real binaries, waits for
+// every check to pass, and tears it down without leaving anything.
+func TestUpCheckDown(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("builds and runs the binaries")
+	}
+	bin := buildBinaries(t)
+	base := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	l, err := Up(ctx, Options{BinDir: bin, RunBase: base, ReleaseDelay: 2 * time.Second, NSEExpiration: 5 * time.Second})
+	require.NoError(t, err)
+	down := false
+	t.Cleanup(func() {
+		if !down {
+			if t.Failed() {
+				dumpLogs(t, l)
+			}
+			_ = l.Down()
+		}
+	})
+	require.Len(t, l.Targets(), 3)
+	require.Equal(t, []string{"lb-a", "lb-b"}, l.LBs())
+
+	var rep Report
+	require.Eventually(t, func() bool {
+		rep, err = l.Check(ctx)
+		return err == nil && rep.OK()
+	}, 2*time.Minute, time.Second, "checks must turn green")
+	var b strings.Builder
+	rep.Print(&b)
+	t.Logf("checks:\n%s", b.String())
+	require.Len(t, rep.Rows, 3+1+1+3+4+1, "one row per target (2), bridge ports, routes, one per VIP, protocol, LB replies")
+
+	// The accessors scenarios use.
+	for _, tg := range l.Targets() {
+		addrs := l.TargetAddrs(tg)
+		require.Len(t, addrs, 2, "target %s: one address per family", tg)
+		require.Equal(t, 24, addrs[0].Bits(), "the node prefix length of the IPAM")
+	}
+	debug, err := l.ProxyDebug(ctx)
+	require.NoError(t, err)
+	require.Contains(t, string(debug), `"BridgeAddrs"`)
+	out, err := l.Exec("proxy", "ip", "-br", "link", "show", "master", "bridge0")
+	require.NoError(t, err)
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 5, "2 LBs and 3 targets on the bridge: %s", out)
+	var status strings.Builder
+	require.NoError(t, l.Status(&status))
+	require.Contains(t, status.String(), "proxy")
+	require.Contains(t, status.String(), "from 203.0.113.1 lookup 1")
+
+	// Another process sees the run.
+	other, err := Open(base, "")
+	require.NoError(t, err)
+	require.Equal(t, l.ID(), other.ID())
+	require.Equal(t, l.Targets(), other.Targets())
+
+	procs := l.run.State().Processes
+	require.Len(t, procs, 2+2+1+3, "nsp, ipam, 2 LBs, proxy, 3 targets")
+	require.NoError(t, l.Down())
+	down = true
+	require.NoError(t, l.Down(), "down twice is harmless")
+	requireGone(t, l.ID(), l.RunDir(), procs)
+}
+
+// TestDownAfterCrash kills a `lab run` process (the owner of the NSM control
+// plane) with SIGKILL once its lab is up, and tears the run down from here.
+func TestDownAfterCrash(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("builds and runs the binaries")
+	}
+	bin := buildBinaries(t)
+	base := t.TempDir()
+	cmd := exec.Command(filepath.Join(bin, "lab"), "run", "-run-base", base, "-timeout", "1s")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() {
+		for range lines {
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+
+	// Wait until the lab is up (its run is recorded and the proxy started).
+	var l *Lab
+	require.Eventually(t, func() bool {
+		l, err = Open(base, "")
+		if err != nil {
+			return false
+		}
+		for _, p := range l.run.State().Processes {
+			if strings.HasPrefix(p.Name, "target-") {
+				return true
+			}
+		}
+		return false
+	}, 2*time.Minute, 100*time.Millisecond, "lab run must bring a lab up")
+	require.NoError(t, cmd.Process.Kill())
+	<-exited
+
+	// Reopen after the crash: the components still run; Down removes all.
+	l, err = Open(base, l.ID())
+	require.NoError(t, err)
+	procs := l.run.State().Processes
+	require.NotEmpty(t, procs)
+	require.NoError(t, l.Down())
+	requireGone(t, l.ID(), l.RunDir(), procs)
+	runs, err := List(base)
+	require.NoError(t, err)
+	require.Empty(t, runs)
+}
