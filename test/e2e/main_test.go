@@ -1,0 +1,75 @@
+package e2e_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+)
+
+// binDir holds the binaries built once for the whole suite; empty when the
+// suite does not run (not root, -short).
+var binDir string
+
+// commands are the binaries a lab runs.
+var commands = []string{"./cmd/proxy", "./cmd/ipam", "./cmd/nsp", "./cmd/lab"}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	nsmcp.QuietSDKLogs()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if !testing.Short() && os.Geteuid() == 0 {
+		dir, err := os.MkdirTemp("", "causeway-e2e-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if err := build(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
+		binDir = dir
+	}
+	code := m.Run()
+	// The lab's NSM control plane runs in this process: nothing of it may
+	// outlive the labs. OpenCensus starts its view worker on import and
+	// never stops it.
+	if err := goleak.Find(goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start")); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "e2e: leaked goroutines:", err)
+		code = 1
+	}
+	return code
+}
+
+// build compiles the lab's commands from the module root into dir.
+func build(dir string) error {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			return fmt.Errorf("no go command: %w", err)
+		}
+	}
+	out, err := exec.Command(goBin, "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	cmd := exec.Command(goBin, append([]string{"build", "-o", dir + "/"}, commands...)...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %v: %w\n%s", commands, err, out)
+	}
+	return nil
+}
