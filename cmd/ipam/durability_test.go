@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +25,7 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -35,14 +35,7 @@ func TestMain(m *testing.M) {
 // buildIPAM builds this command into a temporary directory.
 func buildIPAM(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ipam")
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // the toolchain running this test
-	}
-	out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	return testutil.BuildBinaries(t, "./cmd/ipam")["ipam"]
 }
 
 // proc is a running ipam binary.

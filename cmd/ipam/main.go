@@ -1,39 +1,20 @@
 // Command ipam is Causeway's IPAM service: ipam.v1.Ipam over gRPC, backed by
 // the pkg/ipam engine and a bbolt database, following the conduits of the
-// configuration server when one is configured.
+// configuration server when one is configured. Configuration comes from
+// IPAM_* environment variables (see the README); the work is done by
+// pkg/ipamd.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
-	"time"
 
-	"github.com/kelseyhightower/envconfig"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
-	"github.com/spiffe/go-spiffe/v2/workloadapi"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	grpchealth "google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
-
-	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
-	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/logging"
-	"github.com/causeway-net/causeway/pkg/ipam"
-	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
+	"github.com/causeway-net/causeway/pkg/ipamd"
 )
 
 var version = "dev"
@@ -49,174 +30,21 @@ func run() int {
 		fmt.Println(version)
 		return 0
 	}
-	var cfg Config
-	if err := envconfig.Process("ipam", &cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "ipam: configuration: %v\n", err)
-		return 2
-	}
-	ecfg, level, err := cfg.engineConfig()
+	cfg, err := ipamd.Load()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "ipam: invalid configuration:\n%v\n", err)
+		fmt.Fprintf(os.Stderr, "ipam: %v\n", err)
 		return 2
 	}
+	level, _ := logging.ParseLevel(cfg.LogLevel) // validated by Load
 	logger, _ := logging.New(os.Stderr, "ipam", level)
-	ecfg.Logger = logger
 	logger.Info("starting", "version", version, "config", cfg)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, cfg, ecfg, logger); err != nil {
+	if err := ipamd.Run(ctx, cfg, logger); err != nil {
 		logger.Error("ipam failed", "error", err)
 		return 1
 	}
 	logger.Info("stopped")
 	return 0
-}
-
-func serve(ctx context.Context, cfg Config, ecfg ipam.Config, logger *slog.Logger) (failure error) {
-	st, err := bolt.Open(cfg.Datasource, 10*time.Second)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			logger.Error("closing the store", "error", err)
-		}
-	}()
-	// "" is the process; ipam.v1.Ipam turns NOT_SERVING while store commits fail.
-	hs := grpchealth.NewServer()
-	hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	ecfg.OnStoreHealth = func(ok bool) {
-		status := healthpb.HealthCheckResponse_SERVING
-		if !ok {
-			status = healthpb.HealthCheckResponse_NOT_SERVING
-		}
-		hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, status)
-	}
-	engine, err := ipam.New(ctx, st, ecfg)
-	if err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	defer engine.Close() // flushes leases and queued changes before the store closes
-
-	creds, closeCreds, err := transportCredentials(ctx, logger)
-	if err != nil {
-		return err
-	}
-	defer closeCreds()
-
-	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)))
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	rpcMetrics := ipam.NewRPCMetrics()
-	gs := grpc.NewServer(
-		grpc.Creds(creds.server),
-		grpc.UnaryInterceptor(rpcMetrics.UnaryInterceptor()),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPCKeepaliveTime}),
-		// Proxies ping every NSM_GRPC_KEEPALIVE_TIME (30s); the default
-		// policy (5 min) would drop them for "too many pings".
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
-	ipamv1.RegisterIpamServer(gs, ipam.NewServer(engine))
-	healthpb.RegisterHealthServer(gs, hs)
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- gs.Serve(lis) }()
-	logger.Info("serving", "address", lis.Addr().String())
-
-	metricsDone := make(chan error, 1)
-	var metricsSrv *http.Server
-	if cfg.MetricsPort > 0 {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), engine, rpcMetrics)
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", ipam.MetricsHandler(reg))
-		metricsSrv = &http.Server{Addr: net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.MetricsPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { metricsDone <- metricsSrv.ListenAndServe() }()
-		logger.Info("serving metrics", "address", metricsSrv.Addr)
-	}
-
-	wctx, cancelWatch := context.WithCancel(ctx)
-	watchDone := make(chan struct{})
-	if cfg.NSPService == "" {
-		close(watchDone)
-		logger.Info("IPAM_NSP_SERVICE is empty: conduits are not followed (only created by Allocate)")
-	} else {
-		// grpc.NewClient does not connect until used: the IPAM serves even
-		// while the configuration server is down; the watcher logs it.
-		conn, err := grpc.NewClient(cfg.NSPService,
-			grpc.WithTransportCredentials(creds.client),
-			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.GRPCKeepaliveTime, PermitWithoutStream: true}),
-			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
-				BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.GRPCMaxBackoff,
-			}}))
-		if err != nil {
-			cancelWatch()
-			gs.Stop()
-			return fmt.Errorf("NSP client for %q: %w", cfg.NSPService, err)
-		}
-		defer conn.Close()
-		w := &ipam.ConduitWatcher{
-			Client: nspv1.NewConfigurationManagerClient(conn), Trench: cfg.TrenchName,
-			Syncer: engine, MaxBackoff: cfg.GRPCMaxBackoff, Logger: logger,
-		}
-		go func() {
-			defer close(watchDone)
-			w.Run(wctx)
-		}()
-	}
-
-	select {
-	case <-ctx.Done():
-		logger.Info("stopping")
-	case err := <-serveDone:
-		failure = fmt.Errorf("grpc server: %w", err)
-	case err := <-metricsDone:
-		failure = fmt.Errorf("metrics server: %w", err)
-	}
-
-	// Stop order: probes fail, the watch ends, calls in flight get a grace
-	// period, then (deferred) the engine flushes and the store closes.
-	hs.Shutdown()
-	cancelWatch()
-	<-watchDone
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(cfg.GracePeriod):
-		logger.Warn("grace period over; stopping the gRPC server")
-		gs.Stop()
-		<-stopped
-	}
-	if metricsSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
-		defer cancel()
-		_ = metricsSrv.Shutdown(sctx)
-	}
-	return failure
-}
-
-type transport struct {
-	server, client credentials.TransportCredentials
-}
-
-// transportCredentials returns SPIFFE mTLS (any SPIFFE ID authorized, as
-// Meridio) when SPIFFE_ENDPOINT_SOCKET is set, plain text otherwise.
-func transportCredentials(ctx context.Context, logger *slog.Logger) (transport, func(), error) {
-	if os.Getenv("SPIFFE_ENDPOINT_SOCKET") == "" {
-		logger.Warn("SPIFFE_ENDPOINT_SOCKET is not set: serving and dialing without TLS")
-		return transport{insecure.NewCredentials(), insecure.NewCredentials()}, func() {}, nil
-	}
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	source, err := workloadapi.NewX509Source(sctx)
-	if err != nil {
-		return transport{}, nil, fmt.Errorf("SPIFFE X.509 source: %w", err)
-	}
-	logger.Info("using SPIFFE mTLS")
-	return transport{
-		server: credentials.NewTLS(tlsconfig.MTLSServerConfig(source, source, tlsconfig.AuthorizeAny())),
-		client: credentials.NewTLS(tlsconfig.MTLSClientConfig(source, source, tlsconfig.AuthorizeAny())),
-	}, func() { _ = source.Close() }, nil
 }

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 const waitFor = 30 * time.Second
@@ -40,9 +41,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "nsp")
 	code := 1
-	if err := build(bin); err != nil {
+	if bin, err = testutil.BuildBinary(dir, "./cmd/nsp", "-ldflags", "-X main.version=test-1.2.3"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {
 		code = m.Run()
@@ -55,20 +55,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// build compiles the command from the module root.
-func build(out string) error {
-	mod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return fmt.Errorf("go env GOMOD: %w", err)
-	}
-	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=test-1.2.3", "-o", out, "./cmd/nsp")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w: %s", err, b)
-	}
-	return nil
 }
 
 // proc is a running nsp with its JSON log lines.

@@ -1,4 +1,4 @@
-package main
+package nspd
 
 import (
 	"net/http"

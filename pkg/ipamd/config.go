@@ -1,4 +1,7 @@
-package main
+// Package ipamd assembles the IPAM daemon: its IPAM_* configuration and the
+// start/stop order of store, engine, gRPC, metrics and conduit watch.
+// cmd/ipam only calls Load and Run.
+package ipamd
 
 import (
 	"errors"
@@ -7,6 +10,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/kelseyhightower/envconfig"
 
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/ipam"
@@ -40,6 +45,29 @@ type Config struct {
 	GracePeriod        time.Duration `default:"10s" split_words:"true" desc:"new: how long a stop waits for calls in flight"`
 }
 
+// EnvPrefix is the prefix of every IPAM environment variable.
+const EnvPrefix = "ipam"
+
+// Load reads the configuration from the environment and validates it. The
+// error is meant to follow "ipam: " on the daemon's standard error.
+func Load() (*Config, error) {
+	var c Config
+	if err := envconfig.Process(EnvPrefix, &c); err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return &c, nil
+}
+
+// Validate checks the configuration and returns every problem found, one per
+// line, each naming its environment variable.
+func (c *Config) Validate() error {
+	_, err := c.engineConfig()
+	return err
+}
+
 // LogValue renders the configuration in a log line.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
@@ -55,14 +83,13 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// engineConfig validates c and returns the engine configuration and the log
-// level. Every problem is reported, one per line.
-func (c Config) engineConfig() (ipam.Config, slog.Level, error) {
+// engineConfig validates c and returns the engine configuration (without
+// its logger and store-health hook). Every problem is reported, one per line.
+func (c *Config) engineConfig() (ipam.Config, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	level, err := logging.ParseLevel(c.LogLevel)
-	if err != nil {
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		bad("IPAM_LOG_LEVEL: %v", err)
 	}
 	out := ipam.Config{Trench: c.TrenchName, LeaseFlushInterval: c.LeaseFlushInterval}
@@ -122,5 +149,5 @@ func (c Config) engineConfig() (ipam.Config, slog.Level, error) {
 		out.GCInterval = c.GarbageCollectionInterval
 		out.GCThreshold = c.GarbageCollectionThreshold
 	}
-	return out, level, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }

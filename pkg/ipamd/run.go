@@ -1,0 +1,158 @@
+package ipamd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/pkg/ipam"
+	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
+)
+
+// Run serves ipam.v1.Ipam and grpc.health.v1 until ctx ends or a server
+// fails, then stops and returns. Start order: store, engine, credentials,
+// gRPC server, metrics server, conduit watch. Stop order: probes fail, the
+// watch ends, calls in flight get cfg.GracePeriod, the metrics server stops,
+// the engine flushes its leases and the store closes.
+func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) {
+	ecfg, err := cfg.engineConfig()
+	if err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	ecfg.Logger = logger
+	st, err := bolt.Open(cfg.Datasource, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			logger.Error("closing the store", "error", err)
+		}
+	}()
+	// "" is the process; ipam.v1.Ipam turns NOT_SERVING while store commits fail.
+	hs := grpchealth.NewServer()
+	hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	ecfg.OnStoreHealth = func(ok bool) {
+		status := healthpb.HealthCheckResponse_SERVING
+		if !ok {
+			status = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, status)
+	}
+	engine, err := ipam.New(ctx, st, ecfg)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	defer engine.Close() // flushes leases and queued changes before the store closes
+
+	creds, closeCreds, err := transportCredentials(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer closeCreds()
+
+	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	rpcMetrics := ipam.NewRPCMetrics()
+	gs := grpc.NewServer(
+		grpc.Creds(creds.server),
+		grpc.UnaryInterceptor(rpcMetrics.UnaryInterceptor()),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPCKeepaliveTime}),
+		// Proxies ping every NSM_GRPC_KEEPALIVE_TIME (30s); the default
+		// policy (5 min) would drop them for "too many pings".
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	ipamv1.RegisterIpamServer(gs, ipam.NewServer(engine))
+	healthpb.RegisterHealthServer(gs, hs)
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- gs.Serve(lis) }()
+	logger.Info("serving", "address", lis.Addr().String())
+
+	metricsDone := make(chan error, 1)
+	var metricsSrv *http.Server
+	if cfg.MetricsPort > 0 {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), engine, rpcMetrics)
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", ipam.MetricsHandler(reg))
+		metricsSrv = &http.Server{Addr: net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.MetricsPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { metricsDone <- metricsSrv.ListenAndServe() }()
+		logger.Info("serving metrics", "address", metricsSrv.Addr)
+	}
+
+	wctx, cancelWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	if cfg.NSPService == "" {
+		close(watchDone)
+		logger.Info("IPAM_NSP_SERVICE is empty: conduits are not followed (only created by Allocate)")
+	} else {
+		// grpc.NewClient does not connect until used: the IPAM serves even
+		// while the configuration server is down; the watcher logs it.
+		conn, err := grpc.NewClient(cfg.NSPService,
+			grpc.WithTransportCredentials(creds.client),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.GRPCKeepaliveTime, PermitWithoutStream: true}),
+			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+				BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.GRPCMaxBackoff,
+			}}))
+		if err != nil {
+			cancelWatch()
+			gs.Stop()
+			return fmt.Errorf("NSP client for %q: %w", cfg.NSPService, err)
+		}
+		defer conn.Close()
+		w := &ipam.ConduitWatcher{
+			Client: nspv1.NewConfigurationManagerClient(conn), Trench: cfg.TrenchName,
+			Syncer: engine, MaxBackoff: cfg.GRPCMaxBackoff, Logger: logger,
+		}
+		go func() {
+			defer close(watchDone)
+			w.Run(wctx)
+		}()
+	}
+
+	select {
+	case <-ctx.Done():
+		logger.Info("stopping")
+	case err := <-serveDone:
+		failure = fmt.Errorf("grpc server: %w", err)
+	case err := <-metricsDone:
+		failure = fmt.Errorf("metrics server: %w", err)
+	}
+
+	// Stop order: probes fail, the watch ends, calls in flight get a grace
+	// period, then (deferred) the engine flushes and the store closes.
+	hs.Shutdown()
+	cancelWatch()
+	<-watchDone
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(cfg.GracePeriod):
+		logger.Warn("grace period over; stopping the gRPC server")
+		gs.Stop()
+		<-stopped
+	}
+	if metricsSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
+		defer cancel()
+		_ = metricsSrv.Shutdown(sctx)
+	}
+	return failure
+}

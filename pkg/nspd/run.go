@@ -1,0 +1,124 @@
+package nspd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/pkg/config/nspserver"
+)
+
+// Run serves the configuration file over nsp.v1.ConfigurationManager and
+// grpc.health.v1 until ctx ends or a component fails, then stops and
+// returns. It refuses to start on a missing or invalid file; a later broken
+// edit is logged and the last good configuration keeps being served. Stop
+// order: probes fail, watch streams and the file watch end, calls in flight
+// get cfg.GracePeriod, then the metrics server stops.
+func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
+	initial, err := file.Load(cfg.ConfigFile)
+	if err != nil {
+		return fmt.Errorf("initial configuration (fix the file; nothing is served without one): %w", err)
+	}
+	creds, closeCreds, err := serverCredentials(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer closeCreds()
+	lis, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	var mlis net.Listener
+	if cfg.MetricsPort > 0 {
+		if mlis, err = net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.MetricsPort))); err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+	}
+
+	nsp := nspserver.New(logger)
+	nsp.SetConfig(initial)
+	logger.Info("configuration loaded", "path", cfg.ConfigFile,
+		"trenches", len(initial.Trenches), "conduits", len(initial.Conduits), "vips", len(initial.VIPs))
+	gs := grpc.NewServer(
+		grpc.Creds(creds),
+		// Meridio's proxy pings every NSM_GRPC_KEEPALIVE_TIME (30s); the
+		// default policy (5 min) would drop it for "too many pings".
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	nspv1.RegisterConfigurationManagerServer(gs, nsp)
+	hs := grpchealth.NewServer()
+	hs.SetServingStatus(nspv1.ConfigurationManager_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	m := newMetrics(nsp)
+
+	errc := make(chan error, 3) // one per goroutine below
+	wctx, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	go func() {
+		err := file.Watch(wctx, cfg.ConfigFile, initial, func(c *file.Config) {
+			nsp.SetConfig(c)
+			m.applied.Inc()
+		}, file.WithLogger(logger), file.WithPollInterval(cfg.ConfigPollInterval),
+			file.WithRejectHook(func(error) { m.rejected.Inc() }))
+		if err != nil {
+			errc <- fmt.Errorf("config watch: %w", err)
+		}
+	}()
+	go func() {
+		if err := gs.Serve(lis); err != nil {
+			errc <- fmt.Errorf("grpc server: %w", err)
+		}
+	}()
+	logger.Info("serving", "address", lis.Addr().String())
+	var metricsSrv *http.Server
+	if mlis != nil {
+		metricsSrv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := metricsSrv.Serve(mlis); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics server: %w", err)
+			}
+		}()
+		logger.Info("serving metrics", "address", mlis.Addr().String())
+	}
+
+	var failure error
+	select {
+	case <-ctx.Done():
+		logger.Info("stopping")
+	case failure = <-errc:
+	}
+
+	// Stop order: probes fail, watches end, calls in flight get a grace
+	// period, then everything is cut.
+	hs.Shutdown()
+	nsp.Close()
+	cancelWatch()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(cfg.GracePeriod):
+		logger.Warn("grace period over; stopping the gRPC server")
+		gs.Stop()
+		<-stopped
+	}
+	if metricsSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
+		defer cancel()
+		_ = metricsSrv.Shutdown(sctx)
+	}
+	return failure
+}
