@@ -33,6 +33,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/config"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
+	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/backoff"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/egress"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
@@ -295,6 +296,10 @@ func (d *Daemon) start(ctx context.Context) error {
 		client.WithAuthorizeClient(d.creds.AuthorizeClient()),
 		client.WithHealClient(heal.NewClient(nsmCtx)),
 		client.WithAdditionalFunctionality(
+			// Heal re-requests an LB that died without unregistering as
+			// fast as the failures come back; pause between failed tries
+			// so that each one does not renew addresses with the IPAM.
+			nsmbackoff.NewClient(),
 			kernel.NewClient(),
 			interfacemonitor.NewClient(mon),
 			ipcontext.NewClient(d.proxy, ipcontext.WithLogger(d.log.With("subsystem", "ipcontext"))),

@@ -1,0 +1,79 @@
+package backoff
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/chain"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/inject/injecterror"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func request(id string) *networkservice.NetworkServiceRequest {
+	return &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{Id: id}}
+}
+
+func TestDelayGrowsWithFailuresAndResets(t *testing.T) {
+	c := NewClient(WithDelays(time.Second, 4*time.Second)).(*client)
+	none := time.Time{}
+	require.Zero(t, c.delay("a", none, false))
+	c.failures["a"] = &streak{n: 1, last: time.Now()}
+	require.Equal(t, time.Second, c.delay("a", none, false))
+	c.failures["a"].n = 2
+	require.Equal(t, 2*time.Second, c.delay("a", none, false))
+	c.failures["a"].n = 10
+	require.Equal(t, 4*time.Second, c.delay("a", none, false), "capped")
+	require.Zero(t, c.delay("b", none, false), "per connection id")
+	// Never more than half of what is left of the request's deadline.
+	d := c.delay("a", time.Now().Add(2*time.Second), true)
+	require.LessOrEqual(t, d, time.Second)
+	require.Positive(t, d)
+	// A streak that ended long ago no longer delays.
+	c.failures["a"].last = time.Now().Add(-time.Minute)
+	require.Zero(t, c.delay("a", none, false))
+}
+
+func TestFailuresCountedAndForgotten(t *testing.T) {
+	bo := NewClient(WithDelays(time.Millisecond, time.Millisecond))
+	failing := chain.NewNetworkServiceClient(bo, injecterror.NewClient())
+	for range 3 {
+		_, err := failing.Request(context.Background(), request("a"))
+		require.Error(t, err)
+	}
+	require.Equal(t, 3, bo.(*client).failures["a"].n)
+
+	ok := chain.NewNetworkServiceClient(bo)
+	_, err := ok.Request(context.Background(), request("a"))
+	require.NoError(t, err)
+	require.NotContains(t, bo.(*client).failures, "a", "a success resets the count")
+
+	// Heal closes and re-requests: a Close keeps the streak.
+	_, err = failing.Request(context.Background(), request("b"))
+	require.Error(t, err)
+	_, err = ok.Close(context.Background(), &networkservice.Connection{Id: "b"})
+	require.NoError(t, err)
+	require.Equal(t, 1, bo.(*client).failures["b"].n)
+
+	// Streaks of ids that stopped failing long ago are dropped.
+	bo.(*client).record("c", false, time.Now().Add(time.Hour))
+	require.NotContains(t, bo.(*client).failures, "b")
+}
+
+func TestPauseEndsWithTheContext(t *testing.T) {
+	bo := NewClient(WithDelays(time.Hour, time.Hour))
+	bo.(*client).failures["a"] = &streak{n: 1, last: time.Now()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := chain.NewNetworkServiceClient(bo).Request(ctx, request("a"))
+		done <- err
+	}()
+	cancel()
+	require.True(t, errors.Is(<-done, context.Canceled))
+}
