@@ -65,10 +65,10 @@ func servedBy(t traffic.Tally, names []string) bool {
 // succeed and are answered by exactly the named targets.
 func requireServed(t *testing.T, ctx context.Context, l *labrun.Lab, names []string, msg string) {
 	t.Helper()
-	var last traffic.Tally
+	var last note
 	require.Eventually(t, func() bool {
 		tally, err := ingress(ctx, l, "tcp", 30*len(vips(l)), nil)
-		last = tally
+		last.set("%v (%v)", tally, err)
 		return err == nil && servedBy(tally, names)
 	}, waitLong, poll, "%s: want %v, last: %v", msg, names, &last)
 }

@@ -27,7 +27,7 @@ const (
 	releaseDelay = 2 * time.Second
 	// nseExpiration is the LB stubs' registration lifetime in the suite, so
 	// that a dead LB's registration expires soon.
-	nseExpiration = 3 * time.Second
+	nseExpiration = 15 * time.Second
 	// runBase keeps the suite's runs apart from interactive labs, whose
 	// `lab down` picks the latest run of its base.
 	runBase = "/run/causeway-e2e"
@@ -81,8 +81,14 @@ func (w *testWriter) Write(p []byte) (int, error) {
 }
 
 // newLab brings up a fresh lab with the suite's options, changed by mod,
-// and registers its teardown followed by the clean-up check (scenario 9).
+// waits until the lab's own checks are green, and registers its teardown
+// followed by the clean-up check (scenario 9).
 func newLab(t *testing.T, mod func(*labrun.Options)) *labrun.Lab {
+	return startLab(t, mod, true)
+}
+
+// startLab is newLab, waiting for green checks only when green is set.
+func startLab(t *testing.T, mod func(*labrun.Options), green bool) *labrun.Lab {
 	t.Helper()
 	testutil.RequireRoot(t)
 	if testing.Short() {
@@ -121,6 +127,16 @@ func newLab(t *testing.T, mod func(*labrun.Options)) *labrun.Lab {
 			var st bytes.Buffer
 			_ = l.Status(&st)
 			t.Log("lab status at failure:\n" + st.String())
+			for _, lb := range l.LBs() {
+				for _, cmd := range [][]string{{"ip", "route"}, {"ip", "-6", "route"}, {"sysctl", "net.ipv4.fib_multipath_hash_policy", "net.ipv6.fib_multipath_hash_policy"}} {
+					out, _ := l.Exec(lb, cmd...)
+					t.Logf("%s: %v:\n%s", lb, cmd, out)
+				}
+			}
+			for _, role := range []string{"proxy", "target-1"} {
+				out, _ := l.Exec(role, "ip", "neigh")
+				t.Logf("%s: ip neigh:\n%s", role, out)
+			}
 			for _, c := range []string{"proxy", "ipam", "nsp", "lb-a", "target-1"} {
 				t.Logf("%s log (tail):\n%s", c, tail(logOf(l, c), 15))
 			}
@@ -128,6 +144,10 @@ func newLab(t *testing.T, mod func(*labrun.Options)) *labrun.Lab {
 		require.NoError(t, l.Down(), "lab down")
 		assertClean(t, res, before)
 	})
+	if !green {
+		ready = true
+		return l
+	}
 	// Up returns once the proxy is registered; the targets connect in the
 	// background. The lab's own checks tell when all of it is up.
 	require.Eventually(t, func() bool {
@@ -249,4 +269,23 @@ func targetAddrs(l *labrun.Lab) map[string][]netip.Prefix {
 		m[name] = l.TargetAddrs(name)
 	}
 	return m
+}
+
+// note is the last state a poll saw, for the failure message of
+// require.Eventually (which formats its arguments after the poll).
+type note struct {
+	mu sync.Mutex
+	s  string
+}
+
+func (n *note) set(format string, args ...any) {
+	n.mu.Lock()
+	n.s = fmt.Sprintf(format, args...)
+	n.mu.Unlock()
+}
+
+func (n *note) String() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.s
 }

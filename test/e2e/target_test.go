@@ -1,0 +1,63 @@
+package e2e_test
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTargetLeaves is scenario 4: a target closes its connection; its flows
+// stop; after the release delay its addresses return to the IPAM and a new
+// target gets them.
+func TestTargetLeaves(t *testing.T) {
+	l := newLab(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	names := l.Targets()
+	leaving := names[0]
+	addrs := l.TargetAddrs(leaving)
+	require.Len(t, addrs, 2, "%s has an IPv4 and an IPv6 address", leaving)
+	for _, a := range addrs {
+		require.NotContains(t, vips(l), a.Addr())
+	}
+
+	require.NoError(t, l.StopTarget(leaving))
+	stopped := time.Now()
+	requireServed(t, ctx, l, names[1:], "the leaving target's flows stop")
+	t.Logf("flows without %s %v after it left", leaving, time.Since(stopped).Round(time.Millisecond))
+
+	// The proxy keeps the addresses for the release delay, then releases
+	// them to the IPAM.
+	require.Eventually(t, func() bool {
+		st, err := proxyState(ctx, l)
+		if err != nil {
+			return false
+		}
+		for _, c := range st.Proxy.Connections {
+			for _, p := range c.Addresses {
+				if slices.Contains(addrs, p) || slices.ContainsFunc(addrs, func(a netip.Prefix) bool { return a.Addr() == p.Addr() }) {
+					return false
+				}
+			}
+		}
+		return true
+	}, waitLong, poll, "the proxy releases %v", addrs)
+	released := time.Since(stopped)
+	t.Logf("%s's addresses %v released %v after it left (release delay %v)", leaving, addrs, released.Round(time.Millisecond), releaseDelay)
+
+	// A new target gets the freed addresses: the IPAM hands out the lowest
+	// free ones, and the others are still held by the remaining targets.
+	newcomer := "target-9"
+	require.NoError(t, l.StartTarget(newcomer))
+	var got []netip.Prefix
+	require.Eventually(t, func() bool {
+		got = l.TargetAddrs(newcomer)
+		return len(got) == len(addrs)
+	}, waitLong, poll, "%s gets addresses", newcomer)
+	require.ElementsMatch(t, addrs, got, "%s reuses %s's addresses", newcomer, leaving)
+	requireServed(t, ctx, l, append(slices.Clone(names[1:]), newcomer), "the new target serves")
+}
