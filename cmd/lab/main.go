@@ -2,8 +2,8 @@
 // namespaces: `lab run` brings a lab up (see pkg/lab/labrun), checks it end
 // to end and keeps it up until Ctrl-C; `lab status`, `lab check` and
 // `lab down` act on a run from another terminal, also after a crash. The
-// hidden subcommands `lab lb` and `lab target` are the load balancer and
-// target processes the lab starts inside their namespaces.
+// hidden subcommands `lab nsm`, `lab lb` and `lab target` are the NSM
+// control plane, load balancer and target processes the lab starts.
 package main
 
 import (
@@ -47,6 +47,8 @@ func main() {
 		code = lbCmd(args)
 	case "target":
 		code = targetCmd(args)
+	case "nsm":
+		code = nsmCmd(args)
 	case "version", "-version", "--version":
 		fmt.Println(version)
 	case "help", "-h", "--help":

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
@@ -128,5 +129,28 @@ func targetCmd(args []string) int {
 		return 1
 	}
 	slog.Info("target stub stopped")
+	return 0
+}
+
+// nsmCmd is the lab's NSM control plane (`lab nsm`, started by the lab in
+// the host namespace): NSMgr, registry and veth forwarder on unix sockets
+// in the run directory, until SIGTERM.
+func nsmCmd(args []string) int {
+	fs := flag.NewFlagSet("lab nsm", flag.ExitOnError)
+	var cfg nsmcp.Config
+	fs.StringVar(&cfg.Dir, "dir", "", "directory of the unix sockets (the run directory)")
+	fs.StringVar(&cfg.Name, "name", "lab", "prefix of the NSMgr's and the forwarder's names")
+	fs.DurationVar(&cfg.NSEExpiration, "nse-expiration", time.Minute, "NSE registration expiration")
+	_ = fs.Parse(args)
+	ctx, stop := stubContext("nsm")
+	defer stop()
+	cp, err := nsmcp.Start(ctx, cfg)
+	if err != nil {
+		slog.Error("nsm control plane failed", "error", err)
+		return 1
+	}
+	<-ctx.Done()
+	cp.Stop()
+	slog.Info("nsm control plane stopped")
 	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
@@ -47,6 +49,29 @@ func (l *Lab) addTargetNetNS(name string) error {
 		return err
 	}
 	return topo.ApplySysctls(path, topo.RouterSysctls)
+}
+
+// ---- NSM control plane ----
+
+// nsmgrURL is where the NSMgr of the run serves (NSM_CONNECT_TO).
+func (l *Lab) nsmgrURL() *url.URL {
+	return &url.URL{Scheme: "unix", Path: l.run.Path(nsmcp.NSMgrSocket)}
+}
+
+// startNSM runs the NSM control plane (NSMgr with its registry and the veth
+// forwarder, see nsmcp) as `lab nsm` in the host namespace, serving on unix
+// sockets in the run directory.
+func (l *Lab) startNSM() error {
+	st := l.state()
+	err := l.startComponent("nsm", "", []string{l.bin("lab"), "nsm",
+		"-dir", l.run.Dir,
+		"-name", "lab-" + st.ID,
+		"-nse-expiration", st.NSEExpiration,
+	}, nil)
+	if err != nil {
+		return err
+	}
+	return l.waitLog("nsm", "nsm control plane up", startTimeout)
 }
 
 // ---- nsp ----
@@ -95,12 +120,16 @@ func (l *Lab) SetVIPs(vips []string) error {
 	if err := l.writeNSPConfig(vips); err != nil {
 		return err
 	}
+	if err := l.syncExtRoutes(); err != nil {
+		return err
+	}
+	var errs []error
 	for _, v := range old {
 		if !slices.Contains(l.VIPs(), v) {
-			_, _ = l.Exec("ext", "ip", "route", "del", v.String())
+			errs = append(errs, l.delExtRoutes(v))
 		}
 	}
-	return l.syncExtRoutes()
+	return errors.Join(errs...)
 }
 
 func (l *Lab) startNSP(ctx context.Context) error {
@@ -156,7 +185,7 @@ func (l *Lab) StartProxy() error {
 	}
 	err := l.startComponent("proxy", "proxy", []string{l.bin("proxy")}, append([]string{
 		"NSM_INSECURE=true",
-		"NSM_CONNECT_TO=" + l.cp.NSMgrURL.String(),
+		"NSM_CONNECT_TO=" + l.nsmgrURL().String(),
 		"NSM_IPAM_SERVICE=" + l.ipamAddr(),
 		"NSM_NSP_SERVICE=" + l.nspAddr(),
 		"NSM_NAME=proxy-" + st.ID,
@@ -197,7 +226,7 @@ func (l *Lab) startLBProcess(name string) error {
 	k := linkOf(i)
 	argv := []string{l.bin("lab"), "lb",
 		"-name", name,
-		"-nsmgr", l.cp.NSMgrURL.String(),
+		"-nsmgr", l.nsmgrURL().String(),
 		"-service", l.lbService(),
 		"-socket", l.run.Path(name + ".sock"),
 		"-targets-dir", l.TargetsDir(),
@@ -264,31 +293,60 @@ func (l *Lab) StartLB(name string) error {
 }
 
 // syncExtRoutes routes every VIP of the external host over the LBs whose
-// process runs.
+// process runs, with explicit devices. IPv4 routes are replaced; IPv6 ones
+// are deleted and added again (IPv6 multipath replaces are not reliable
+// across kernels).
 func (l *Lab) syncExtRoutes() error {
 	st := l.state()
-	var gw4, gw6 []netip.Addr
+	type gw struct {
+		addr netip.Addr
+		dev  string
+	}
+	var gw4, gw6 []gw
 	for i, name := range st.LBs {
 		if l.Running(name) {
 			k := linkOf(i)
-			gw4 = append(gw4, k.LB4.Addr())
-			gw6 = append(gw6, k.LB6.Addr())
+			gw4 = append(gw4, gw{k.LB4.Addr(), k.ExtIf})
+			gw6 = append(gw6, gw{k.LB6.Addr(), k.ExtIf})
 		}
 	}
-	for _, vip := range l.VIPs() {
-		gws := gw4
-		if vip.Addr().Is6() {
-			gws = gw6
+	return withHandle(l.NetNSPath("ext"), func(h *netlink.Handle) error {
+		for _, vip := range l.VIPs() {
+			gws := gw4
+			if vip.Addr().Is6() {
+				gws = gw6
+			}
+			dst := &net.IPNet{IP: vip.Addr().AsSlice(), Mask: net.CIDRMask(vip.Bits(), vip.Addr().BitLen())}
+			if len(gws) == 0 || vip.Addr().Is6() {
+				// Every route to dst goes (IPv6: one per nexthop on some kernels).
+				for h.RouteDel(&netlink.Route{Dst: dst}) == nil {
+				}
+			}
+			if len(gws) == 0 {
+				continue
+			}
+			r := &netlink.Route{Dst: dst}
+			for _, g := range gws {
+				link, err := h.LinkByName(g.dev)
+				if err != nil {
+					return fmt.Errorf("external host: link %s: %w", g.dev, err)
+				}
+				if len(gws) == 1 {
+					r.Gw, r.LinkIndex = g.addr.AsSlice(), link.Attrs().Index
+				} else {
+					r.MultiPath = append(r.MultiPath, &netlink.NexthopInfo{Gw: g.addr.AsSlice(), LinkIndex: link.Attrs().Index})
+				}
+			}
+			add := h.RouteAdd
+			if vip.Addr().Is4() {
+				add = h.RouteReplace
+			}
+			if err := add(r); err != nil {
+				return fmt.Errorf("external host: route %s via %v: %w", vip, gws, err)
+			}
 		}
-		if len(gws) == 0 {
-			_, _ = l.Exec("ext", "ip", "route", "del", vip.String())
-			continue
-		}
-		if err := topo.AddRoute(l.NetNSPath("ext"), vip, gws...); err != nil {
-			return fmt.Errorf("external host: %w", err)
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // ---- targets ----
@@ -300,7 +358,7 @@ func (l *Lab) startTargetProcess(name, service string) error {
 	}
 	argv := []string{l.bin("lab"), "target",
 		"-name", name,
-		"-nsmgr", l.cp.NSMgrURL.String(),
+		"-nsmgr", l.nsmgrURL().String(),
 		"-service", service,
 		"-label", "nodeName=" + NodeName,
 		"-port", strconv.Itoa(st.EchoPort),
@@ -396,4 +454,14 @@ func linkPrefixes(path, ifName string) ([]netip.Prefix, error) {
 		return nil
 	})
 	return out, err
+}
+
+// delExtRoutes removes the external host's routes to vip.
+func (l *Lab) delExtRoutes(vip netip.Prefix) error {
+	return withHandle(l.NetNSPath("ext"), func(h *netlink.Handle) error {
+		dst := &net.IPNet{IP: vip.Addr().AsSlice(), Mask: net.CIDRMask(vip.Bits(), vip.Addr().BitLen())}
+		for h.RouteDel(&netlink.Route{Dst: dst}) == nil {
+		}
+		return nil
+	})
 }

@@ -16,14 +16,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
-// Lab is a lab run. The Lab returned by Up owns the run: it runs the NSM
-// control plane and can start and stop components. One returned by Open
+// Lab is a lab run. The Lab returned by Up owns the run: it started the
+// components' processes and can stop and start them. One returned by Open
 // (another process) can only look at the run and tear it down.
 type Lab struct {
 	run   *topo.Run
@@ -34,9 +33,6 @@ type Lab struct {
 	mu    sync.Mutex
 	st    labState
 	procs map[string]*proc // by component name, owner only
-
-	cp     *nsmcp.ControlPlane
-	cancel context.CancelFunc
 
 	downOnce sync.Once
 	downErr  error
@@ -60,13 +56,11 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 			return nil, fmt.Errorf("lab binary %s not found in %s (make build): %w", b, opts.BinDir, err)
 		}
 	}
-	nsmcp.QuietSDKLogs()
 	run, err := topo.NewRun(opts.RunBase)
 	if err != nil {
 		return nil, err
 	}
-	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l := &Lab{run: run, owner: true, log: opts.Logger, out: opts.Stdout, procs: map[string]*proc{}, cancel: cancel}
+	l := &Lab{run: run, owner: true, log: opts.Logger, out: opts.Stdout, procs: map[string]*proc{}}
 	defer func() {
 		if err != nil {
 			if derr := l.Down(); derr != nil {
@@ -143,11 +137,10 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	l.progress("lab %s: nsp and ipam serving on %s", run.ID(), ctlAddr.Addr())
 
 	// NSM control plane, LBs, proxy, targets.
-	l.cp, err = nsmcp.Start(life, nsmcp.Config{Dir: run.Dir, Name: "lab-" + run.ID(), NSEExpiration: opts.NSEExpiration})
-	if err != nil {
+	if err := l.startNSM(); err != nil {
 		return nil, fmt.Errorf("nsm control plane: %w", err)
 	}
-	l.progress("lab %s: NSMgr on %s", run.ID(), l.cp.NSMgrURL)
+	l.progress("lab %s: NSMgr on %s", run.ID(), l.nsmgrURL())
 	for _, name := range l.st.LBs {
 		if err := l.startLBProcess(name); err != nil {
 			return nil, err
@@ -323,11 +316,7 @@ func (l *Lab) downOwned() error {
 	// control plane), then the proxy and the LBs, then ipam and nsp.
 	l.stopAll(l.state().Targets, 10*time.Second)
 	l.stopAll(append([]string{"proxy"}, l.state().LBs...), 10*time.Second)
-	l.stopAll([]string{"ipam", "nsp"}, 5*time.Second)
-	if l.cp != nil {
-		l.cp.Stop()
-	}
-	l.cancel()
+	l.stopAll([]string{"nsm", "ipam", "nsp"}, 10*time.Second)
 	err := l.run.Down(2 * time.Second)
 	l.mu.Lock()
 	procs := l.procs

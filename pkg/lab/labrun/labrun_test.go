@@ -122,7 +122,7 @@ func TestUpCheckDown(t *testing.T) {
 	require.Equal(t, l.Targets(), other.Targets())
 
 	procs := l.run.State().Processes
-	require.Len(t, procs, 2+2+1+3, "nsp, ipam, 2 LBs, proxy, 3 targets")
+	require.Len(t, procs, 1+2+2+1+3, "nsm, nsp, ipam, 2 LBs, proxy, 3 targets")
 	require.NoError(t, l.Down())
 	down = true
 	require.NoError(t, l.Down(), "down twice is harmless")

@@ -32,8 +32,8 @@ func (p *proc) running() bool {
 
 var errNotOwner = errors.New("this lab was opened from another process: only the process that ran Up controls its components")
 
-// startComponent starts argv as component inside the namespace of role,
-// logging to Logs(component).
+// startComponent starts argv as component inside the namespace of role (the
+// host's when empty), logging to Logs(component).
 func (l *Lab) startComponent(component, role string, argv, env []string) error {
 	if !l.owner {
 		return errNotOwner
@@ -48,7 +48,11 @@ func (l *Lab) startComponent(component, role string, argv, env []string) error {
 	if fi, err := os.Stat(l.Logs(component)); err == nil {
 		offset = fi.Size()
 	}
-	cmd, err := l.run.StartProcess(l.NetNS(role), component, argv, env)
+	netnsName := ""
+	if role != "" {
+		netnsName = l.NetNS(role)
+	}
+	cmd, err := l.run.StartProcess(netnsName, component, argv, env)
 	if err != nil {
 		return err
 	}
@@ -60,7 +64,7 @@ func (l *Lab) startComponent(component, role string, argv, env []string) error {
 	l.mu.Lock()
 	l.procs[component] = p
 	l.mu.Unlock()
-	l.log.Info("component started", "component", component, "pid", cmd.Process.Pid, "netns", l.NetNS(role))
+	l.log.Info("component started", "component", component, "pid", cmd.Process.Pid, "netns", netnsName)
 	return nil
 }
 

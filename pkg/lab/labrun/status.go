@@ -75,6 +75,15 @@ func (l *Lab) Status(w io.Writer) error {
 		}
 	}
 
+	extNS := l.NetNS("ext")
+	if _, err := os.Stat(topo.NetNSPath(extNS)); err == nil {
+		fmt.Fprintln(w, "\nEXTERNAL HOST routes")
+		for _, fam := range []string{"-4", "-6"} {
+			out, _ := execCommand("ip", "-n", extNS, fam, "route")
+			fmt.Fprintf(w, "%s\n", indent(out))
+		}
+	}
+
 	fmt.Fprintln(w, "\nTARGETS (published addresses)")
 	pubs, _ := pubdir.Read(l.TargetsDir())
 	for _, t := range st.Targets {
