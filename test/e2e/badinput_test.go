@@ -84,13 +84,13 @@ func TestUnknownService(t *testing.T) {
 // holds fewer addresses than the LBs and targets need: the proxy reports
 // the exhausted pool, the targets that got addresses work.
 func TestIPAMPoolTooSmall(t *testing.T) {
-	// A /27 pool of /28 conduits and nodes: 14 usable addresses in the
+	// A /26 pool of /27 conduits of /28 nodes: 14 usable addresses in the
 	// node; the bridge takes one, each LB connection two, each target one:
 	// 8 targets cannot all fit.
 	l := startLab(t, func(o *labrun.Options) {
 		o.Targets = 8
-		o.IPAMPrefixIPv4 = "172.30.0.0/27"
-		o.IPAMEnv = []string{"IPAM_CONDUIT_PREFIX_LENGTH_IPV4=28", "IPAM_NODE_PREFIX_LENGTH_IPV4=28"}
+		o.IPAMPrefixIPv4 = "172.30.0.0/26"
+		o.IPAMEnv = []string{"IPAM_CONDUIT_PREFIX_LENGTH_IPV4=27", "IPAM_NODE_PREFIX_LENGTH_IPV4=28"}
 	}, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

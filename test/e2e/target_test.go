@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/pkg/lab/labrun"
 )
 
 // TestTargetLeaves is scenario 4: a target closes its connection; its flows
@@ -33,18 +35,8 @@ func TestTargetLeaves(t *testing.T) {
 	// The proxy keeps the addresses for the release delay, then releases
 	// them to the IPAM.
 	require.Eventually(t, func() bool {
-		st, err := proxyState(ctx, l)
-		if err != nil {
-			return false
-		}
-		for _, c := range st.Proxy.Connections {
-			for _, p := range c.Addresses {
-				if slices.Contains(addrs, p) || slices.ContainsFunc(addrs, func(a netip.Prefix) bool { return a.Addr() == p.Addr() }) {
-					return false
-				}
-			}
-		}
-		return true
+		held, err := proxyHolds(ctx, l, addrs)
+		return err == nil && !held
 	}, waitLong, poll, "the proxy releases %v", addrs)
 	released := time.Since(stopped)
 	t.Logf("%s's addresses %v released %v after it left (release delay %v)", leaving, addrs, released.Round(time.Millisecond), releaseDelay)
@@ -60,4 +52,21 @@ func TestTargetLeaves(t *testing.T) {
 	}, waitLong, poll, "%s gets addresses", newcomer)
 	require.ElementsMatch(t, addrs, got, "%s reuses %s's addresses", newcomer, leaving)
 	requireServed(t, ctx, l, append(slices.Clone(names[1:]), newcomer), "the new target serves")
+}
+
+// proxyHolds reports whether any connection of the proxy (live or pending
+// release) holds one of addrs.
+func proxyHolds(ctx context.Context, l *labrun.Lab, addrs []netip.Prefix) (bool, error) {
+	st, err := proxyState(ctx, l)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range st.Proxy.Connections {
+		for _, p := range c.Addresses {
+			if slices.ContainsFunc(addrs, func(a netip.Prefix) bool { return a.Addr() == p.Addr() }) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }

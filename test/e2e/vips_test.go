@@ -19,19 +19,19 @@ import (
 // in the configuration file within a second.
 const ruleBound = time.Second
 
-// conntrackEntries counts the proxy namespace's conntrack entries whose
-// original source is addr (replies of the targets leaving through the proxy).
+// conntrackEntries counts the proxy namespace's conntrack entries that
+// involve addr, in either direction.
 func conntrackEntries(t *testing.T, l *labrun.Lab, addr netip.Addr) int {
 	t.Helper()
 	family := "ipv4"
 	if addr.Is6() {
 		family = "ipv6"
 	}
-	out, err := l.Exec("proxy", "conntrack", "-L", "-f", family, "-s", addr.String())
+	out, err := l.Exec("proxy", "conntrack", "-L", "-f", family)
 	require.NoError(t, err)
 	n := 0
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "src="+addr.String()+" ") {
+		if strings.Contains(line, "src="+addr.String()+" ") || strings.Contains(line, "dst="+addr.String()+" ") {
 			n++
 		}
 	}
