@@ -3,6 +3,7 @@ package traffic_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
-// echo is a tiny target: TCP and UDP on addr:port answering "<name>\n".
+// echo is a tiny target: TCP and UDP on addr:port answering "<name>\n";
+// TCP then echoes what the peer sends.
 type echo struct {
 	l  net.Listener
 	pc net.PacketConn
@@ -57,8 +59,14 @@ func startEcho(t *testing.T, nsPath, name string, addr netip.Addr, port int) {
 			if err != nil {
 				return
 			}
-			_, _ = c.Write([]byte(name + "\n"))
-			_ = c.Close()
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				defer c.Close()
+				if _, err := c.Write([]byte(name + "\n")); err == nil {
+					_, _ = io.Copy(c, c)
+				}
+			}()
 		}
 	}()
 	go func() {

@@ -216,3 +216,15 @@ func latest(ps []*traffic.Prober, event string) time.Time {
 	}
 	return at
 }
+
+func TestThroughput(t *testing.T) {
+	cli, _, _ := twoTargets(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bps, err := traffic.Throughput(ctx, cli.Path(), netip.Addr{}, netip.AddrPortFrom(vip, 5000), 300*time.Millisecond)
+	require.NoError(t, err)
+	t.Logf("%.0f MB/s echoed", bps/1e6)
+	require.Greater(t, bps, 0.0)
+	_, err = traffic.Throughput(ctx, cli.Path(), netip.Addr{}, netip.AddrPortFrom(vip, 5001), 100*time.Millisecond)
+	require.Error(t, err, "nothing listens")
+}
