@@ -50,4 +50,3 @@ func Throughput(ctx context.Context, nsPath string, local netip.Addr, addr netip
 	}
 	return float64(n) / took.Seconds(), nil
 }
-
