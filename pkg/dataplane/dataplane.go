@@ -349,8 +349,10 @@ func (dp *Dataplane) Apply(s State) error {
 	if !dp.opts.DisableConntrackFlush {
 		flush = removedAddrs(dp.want, dp.m, want)
 	}
+	moved := movedNexthops(dp.want, want)
 	dp.want = want
 	err = dp.convergeLocked()
+	dp.forgetNeighborsLocked(moved)
 	dp.mu.Unlock()
 	dp.ctr.applies.Add(1)
 	if len(flush) > 0 {
@@ -619,6 +621,7 @@ type counters struct {
 	byOp                         [numOps]atomic.Uint64
 	restores, reconciles         atomic.Uint64
 	announcements, ctDeleted     atomic.Uint64
+	neighForgotten               atomic.Uint64
 	ruleEvents, routeEvents      atomic.Uint64
 	addrEvents, ruleResubscribes atomic.Uint64
 	routeResubscribes            atomic.Uint64
@@ -653,6 +656,10 @@ type Stats struct {
 	Announcements uint64 `json:"announcements"`
 	// ConntrackDeleted counts conntrack entries deleted.
 	ConntrackDeleted uint64 `json:"conntrackDeleted"`
+	// NeighborsForgotten counts neighbour cache entries of nexthops that
+	// moved to a new port, deleted so that the kernel resolves them again
+	// (they are cache entries, not owned state, and not counted in Writes).
+	NeighborsForgotten uint64 `json:"neighborsForgotten"`
 }
 
 // Stats returns the Dataplane's counters.
@@ -669,6 +676,8 @@ func (dp *Dataplane) Stats() Stats {
 		AddrEvents:       dp.ctr.addrEvents.Load(),
 		Announcements:    dp.ctr.announcements.Load(),
 		ConntrackDeleted: dp.ctr.ctDeleted.Load(),
+
+		NeighborsForgotten: dp.ctr.neighForgotten.Load(),
 	}
 	if dp.mon != nil {
 		s.LinkEvents = dp.mon.events.Load()
