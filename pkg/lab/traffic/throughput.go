@@ -12,7 +12,8 @@ import (
 
 // Throughput measures TCP goodput over one connection from the namespace
 // at nsPath (source local when valid) to an echo service at addr: after the
-// service's greeting line, it writes for d and counts the bytes echoed back,
+// service's greeting line, it writes 1 KiB lines for d and counts the bytes
+// echoed back,
 // so the data crosses the path both ways. It returns bytes per second of
 // echoed data.
 func Throughput(ctx context.Context, nsPath string, local netip.Addr, addr netip.AddrPort, d time.Duration) (float64, error) {
@@ -32,7 +33,14 @@ func Throughput(ctx context.Context, nsPath string, local netip.Addr, addr netip
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		// Lines of 1 KiB: the targets' echo answers line by line.
 		buf := make([]byte, 64<<10)
+		for i := range buf {
+			buf[i] = 'x'
+			if i%1024 == 1023 {
+				buf[i] = '\n'
+			}
+		}
 		_ = c.SetWriteDeadline(end)
 		for time.Now().Before(end) && ctx.Err() == nil {
 			if _, err := c.Write(buf); err != nil {
