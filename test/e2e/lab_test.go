@@ -171,7 +171,7 @@ func startLab(t *testing.T, mod func(*labrun.Options), green bool) *labrun.Lab {
 		return r.OK()
 	}, upTimeout, time.Second, "lab checks green")
 	ready = true
-	t.Logf("lab %s: all checks green %v after start", l.ID(), time.Since(start).Round(time.Millisecond))
+	t.Logf("FIGURE: lab up to all checks green: %v (lab %s, binaries prebuilt)", time.Since(start).Round(time.Millisecond), l.ID())
 	return l
 }
 
