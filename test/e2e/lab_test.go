@@ -133,9 +133,10 @@ func startLab(t *testing.T, mod func(*labrun.Options), green bool) *labrun.Lab {
 					t.Logf("%s: %v:\n%s", lb, cmd, out)
 				}
 			}
-			for _, role := range []string{"proxy", "target-1"} {
+			for _, role := range append([]string{"proxy"}, append(l.LBs(), l.Targets()...)...) {
 				out, _ := l.Exec(role, "ip", "neigh")
-				t.Logf("%s: ip neigh:\n%s", role, out)
+				cache, _ := l.Exec(role, "ip", "-6", "route", "show", "cache")
+				t.Logf("%s: ip neigh:\n%s\nIPv6 route cache:\n%s", role, out, cache)
 			}
 			for _, c := range []string{"proxy", "ipam", "nsp", "lb-a", "target-1"} {
 				t.Logf("%s log (tail):\n%s", c, tail(logOf(l, c), 15))
