@@ -211,18 +211,6 @@ func vipOf(t *testing.T, l *labrun.Lab, v4 bool) netip.Addr {
 	return netip.Addr{}
 }
 
-// extAddrOf is the external host's address of the family.
-func extAddrOf(t *testing.T, l *labrun.Lab, v4 bool) netip.Addr {
-	t.Helper()
-	for _, a := range l.ExtAddrs() {
-		if a.Is4() == v4 {
-			return a
-		}
-	}
-	t.Fatalf("external host has no address of the family (v4=%v): %v", v4, l.ExtAddrs())
-	return netip.Addr{}
-}
-
 // proxyState asks the running proxy for its state (proxy -debug).
 func proxyState(ctx context.Context, l *labrun.Lab) (proxyd.DebugState, error) {
 	var st proxyd.DebugState

@@ -5,7 +5,8 @@
 // few milliseconds and measures failover gaps and outages (Prober, Series),
 // target-originated egress flows with a VIP source and a listener that
 // records on which interface each one arrived (SendEgress, EgressListener),
-// and interface packet counters (LinkStats).
+// TCP throughput over an echo service (Throughput) and interface packet
+// counters (LinkStats).
 //
 // Sockets are created on an OS thread switched into the namespace (see
 // topo.Do); they keep that namespace after the thread switches back.
