@@ -15,7 +15,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
@@ -288,6 +290,14 @@ func (l *Lab) StartLB(name string) error {
 	}
 	if err := l.startLBProcess(name); err != nil {
 		return err
+	}
+	// Route through the LB only once it reaches targets (as its BGP
+	// announcement would come), so that new flows are not black-holed
+	// while the proxy connects to it.
+	if pubs, err := pubdir.Read(l.TargetsDir()); err == nil && len(pubs) > 0 {
+		if err := l.waitLog(name, lbstub.ReadyMessage, startTimeout); err != nil {
+			return err
+		}
 	}
 	return l.syncExtRoutes()
 }

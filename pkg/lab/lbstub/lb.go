@@ -112,8 +112,15 @@ func (l *LB) run(ctx context.Context) {
 	t := time.NewTicker(l.cfg.PollInterval)
 	defer t.Stop()
 	var lastErr string
+	announced := false
 	for {
-		err := l.sync()
+		ready, err := l.sync()
+		if ready && !announced {
+			// The lab routes the VIPs through this LB only from now on, as
+			// a real LB announces them (BGP) once it can reach targets.
+			slog.Info(ReadyMessage, "lb", l.cfg.Name)
+			announced = true
+		}
 		if msg := fmt.Sprint(err); err != nil && msg != lastErr {
 			slog.Warn("lb route sync", "lb", l.cfg.Name, "error", err)
 			lastErr = msg
@@ -128,10 +135,13 @@ func (l *LB) run(ctx context.Context) {
 	}
 }
 
-func (l *LB) sync() error {
+// ReadyMessage is logged once the LB has a target route for every VIP.
+const ReadyMessage = "lb stub ready"
+
+func (l *LB) sync() (bool, error) {
 	pubs, err := pubdir.Read(l.cfg.TargetsDir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	return syncRoutes(l.ns, l.cfg.VIPs, pubdir.Addrs(pubs))
 }

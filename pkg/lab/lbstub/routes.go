@@ -145,22 +145,29 @@ func syncVIP(h *netlink.Handle, vip netip.Addr, all []nexthop) error {
 	return nil
 }
 
-// syncRoutes brings the VIP routes of the namespace at ns in step with targets.
-func syncRoutes(ns netns.NsHandle, vips, targets []netip.Addr) error {
+// syncRoutes brings the VIP routes of the namespace at ns in step with
+// targets. It reports whether every VIP has at least one on-link target of
+// its family, i.e. whether the LB can serve all its VIPs.
+func syncRoutes(ns netns.NsHandle, vips, targets []netip.Addr) (bool, error) {
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
-		return fmt.Errorf("netlink handle: %w", err)
+		return false, fmt.Errorf("netlink handle: %w", err)
 	}
 	defer h.Close()
 	nhs, err := onLink(h, targets)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var errs []error
+	ready := true
 	for _, vip := range vips {
 		errs = append(errs, syncVIP(h, vip, nhs))
+		if !slices.ContainsFunc(nhs, func(nh nexthop) bool { return nh.addr.Is4() == vip.Is4() }) {
+			ready = false
+		}
 	}
-	return errors.Join(errs...)
+	err = errors.Join(errs...)
+	return ready && err == nil, err
 }
 
 // removeRoutes deletes the VIP routes the stub made.
