@@ -65,12 +65,18 @@ func servedBy(t traffic.Tally, names []string) bool {
 // succeed and are answered by exactly the named targets.
 func requireServed(t *testing.T, ctx context.Context, l *labrun.Lab, names []string, msg string) {
 	t.Helper()
+	requireServedWithin(t, ctx, l, names, waitLong, msg)
+}
+
+// requireServedWithin is requireServed with its own bound.
+func requireServedWithin(t *testing.T, ctx context.Context, l *labrun.Lab, names []string, within time.Duration, msg string) {
+	t.Helper()
 	var last note
 	require.Eventually(t, func() bool {
 		tally, err := ingress(ctx, l, "tcp", 30*len(vips(l)), nil)
 		last.set("%v (%v)", tally, err)
 		return err == nil && servedBy(tally, names)
-	}, waitLong, poll, "%s: want %v, last: %v", msg, names, &last)
+	}, within, poll, "%s: want %v, last: %v", msg, names, &last)
 }
 
 // startProbers starts a TCP and a UDP prober from the external host to vip.
