@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -234,4 +235,42 @@ func htons(v uint16) uint16 {
 	var b [2]byte
 	binary.BigEndian.PutUint16(b[:], v)
 	return binary.NativeEndian.Uint16(b[:])
+}
+
+// Announce sends one gratuitous ARP (IPv4) or unsolicited neighbour
+// advertisement (IPv6) per address from the interface ifname of the
+// namespace ns (netns.None() or zero: the caller's), so that neighbours
+// holding a stale entry for an address that moved to this interface update
+// it at once. It is for hosts attached to the bridge, such as targets that
+// reuse released addresses; the Dataplane announces the bridge itself.
+func Announce(ns netns.NsHandle, ifname string, addrs []netip.Addr) error {
+	if ns <= 0 {
+		var err error
+		if ns, err = netns.Get(); err != nil {
+			return fmt.Errorf("announce: current netns: %w", err)
+		}
+		defer ns.Close()
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("announce: netlink handle: %w", err)
+	}
+	defer h.Close()
+	link, err := h.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("announce: link %s: %w", ifname, err)
+	}
+	a, err := newAnnouncer(ns, 1, 0)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	an := announcement{ifindex: link.Attrs().Index, mac: link.Attrs().HardwareAddr}
+	var errs []error
+	for _, addr := range addrs {
+		if err := a.send(an, addr.Unmap()); err != nil {
+			errs = append(errs, fmt.Errorf("announce %s on %s: %w", addr, ifname, err))
+		}
+	}
+	return errors.Join(errs...)
 }

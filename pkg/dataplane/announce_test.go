@@ -154,3 +154,31 @@ func TestGratuitousAnnouncements(t *testing.T) {
 	}, "the neighbour's cache holds the bridge's MAC")
 	require.Positive(t, dp.Stats().Announcements)
 }
+
+// A host that takes over addresses announces them, and a neighbour's stale
+// entries follow its MAC at once.
+func TestAnnounceUpdatesNeighbours(t *testing.T) {
+	host := testutil.NewNetNS(t, "annhost")
+	peer := testutil.NewNetNS(t, "annpeer")
+	host.MustExec(t, "ip", "link", "add", "h0", "type", "veth", "peer", "name", "p0", "netns", peer.Name)
+	host.MustExec(t, "ip", "addr", "add", "10.9.0.2/24", "dev", "h0")
+	host.MustExec(t, "ip", "addr", "add", "fd09::2/64", "dev", "h0", "nodad")
+	host.MustExec(t, "ip", "link", "set", "h0", "up")
+	peer.MustExec(t, "ip", "addr", "add", "10.9.0.1/24", "dev", "p0")
+	peer.MustExec(t, "ip", "addr", "add", "fd09::1/64", "dev", "p0", "nodad")
+	peer.MustExec(t, "ip", "link", "set", "p0", "up")
+	for _, a := range []string{"10.9.0.2", "fd09::2"} {
+		peer.MustExec(t, "ip", "neigh", "replace", a, "lladdr", "02:00:00:00:00:99", "dev", "p0", "nud", "stale")
+	}
+	mac := strings.TrimSpace(host.MustExec(t, "cat", "/sys/class/net/h0/address"))
+
+	// Announce in rounds, as callers do: a link that has just come up may
+	// miss the first frames.
+	for _, a := range []string{"10.9.0.2", "fd09::2"} {
+		require.Eventually(t, func() bool {
+			require.NoError(t, Announce(host.Handle, "h0", []netip.Addr{ma("10.9.0.2"), ma("fd09::2")}))
+			return strings.Contains(peer.MustExec(t, "ip", "neigh", "show", a, "dev", "p0"), mac)
+		}, 10*time.Second, 100*time.Millisecond, "the peer's entry for %s must move to %s", a, mac)
+	}
+	require.Error(t, Announce(host.Handle, "nope0", []netip.Addr{ma("10.9.0.2")}))
+}

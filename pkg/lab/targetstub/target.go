@@ -98,7 +98,8 @@ func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
 		InterfaceName: cfg.InterfaceName,
 		NetNSPath:     cfg.NetNSPath,
 		Elements: []networkservice.NetworkServiceClient{
-			&publishClient{dir: cfg.PublishDir, name: cfg.Name, vips: cfg.VIPs},
+			&publishClient{dir: cfg.PublishDir, name: cfg.Name, vips: cfg.VIPs,
+				nsPath: cfg.NetNSPath, ifname: cfg.InterfaceName},
 		},
 	}), retry.WithTryTimeout(cfg.RequestTimeout), retry.WithInterval(time.Second))
 
