@@ -255,8 +255,40 @@ func (l *Lab) KillLB(name string, deleteNS bool) error {
 		if _, err := runCmd("ip", "netns", "del", l.NetNS(name)); err != nil {
 			return err
 		}
+		// The kernel destroys a deleted namespace's links asynchronously;
+		// wait for the external host's end of the LB's veth to go, so that
+		// a StartLB right after does not find it in its way.
+		if i := slices.Index(l.state().LBs, name); i >= 0 {
+			if err := l.waitLinkGone(l.NetNSPath("ext"), linkOf(i).ExtIf, startTimeout); err != nil {
+				return err
+			}
+		}
 	}
 	return l.syncExtRoutes()
+}
+
+// waitLinkGone polls until the link name no longer exists in the namespace.
+func (l *Lab) waitLinkGone(nsPath, name string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		gone := false
+		err := withHandle(nsPath, func(h *netlink.Handle) error {
+			_, err := h.LinkByName(name)
+			var notFound netlink.LinkNotFoundError
+			gone = errors.As(err, &notFound)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if gone {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s still in %s after %s", name, nsPath, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // StartLB (re)starts the LB name: it creates its namespace and link to the
