@@ -131,17 +131,17 @@ func TestLBLoss(t *testing.T) {
 	require.Eventually(t, func() bool { return len(linkNames(t, l, "ext")) < len(extLinks) }, waitLong, poll,
 		"LB-A's link leaves the external host (had %v)", extLinks)
 
-	// LB-A comes back and gets flows again. (What its return costs is
-	// reported, not asserted: the external host's routes, which the lab
-	// changes as BGP would, are part of it.)
+	// LB-A comes back and gets flows again, without breaking any: the
+	// external host routes through it only once it reaches targets, and
+	// the proxy forgets the neighbour entry of LB-A's old MAC.
 	back := mark(ps, "lb-a back")
 	require.NoError(t, l.StartLB(lbA))
 	requireLBCarries(t, ctx, l, lbA, "after LB-A's return")
 	for network, p := range ps {
 		s := p.Stop().After(back)
 		t.Logf("FIGURE: LB return (%s): longest gap %v; probes %v (first error: %v)", network, s.LongestGap(), s, s.FirstError())
+		require.Zero(t, s.Failures(), "%s: LB-A's return breaks no flow (first error: %v)", network, s.FirstError())
 	}
-
 }
 
 // TestLBProcessLoss is scenario 3's variant: only LB-A's process dies (its
