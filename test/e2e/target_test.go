@@ -53,11 +53,9 @@ func TestTargetLeaves(t *testing.T) {
 	}, waitLong, poll, "%s gets addresses", newcomer)
 	require.ElementsMatch(t, addrs, got, "%s reuses %s's addresses", newcomer, leaving)
 	t.Logf("%s got %v %v after it started", newcomer, got, time.Since(joined).Round(time.Millisecond))
-	// The LBs and the proxy keep the old target's MAC for the reused
-	// addresses until their neighbour entries expire (tens of seconds; no
-	// gratuitous ARP or unsolicited NA announces the new owner): the wait
-	// is longer than the suite's usual one and its length is reported.
-	requireServedWithin(t, ctx, l, append(slices.Clone(names[1:]), newcomer), 2*waitLong, "the new target serves")
+	// The new target announces its addresses (gratuitous ARP / unsolicited
+	// NA), so the LBs and the proxy drop the old target's MAC at once.
+	requireServedWithin(t, ctx, l, append(slices.Clone(names[1:]), newcomer), waitLong, "the new target serves")
 	t.Logf("FIGURE: a new target reusing released addresses serves %v after it started", time.Since(joined).Round(time.Millisecond))
 }
 
