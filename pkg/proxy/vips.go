@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 )
 
 // SetVIPs sets the VIPs whose traffic from the targets is routed to the load
@@ -80,6 +82,12 @@ func (p *Proxy) revalidateVIPsLocked() (bool, []error) {
 			errs = append(errs, err)
 			continue
 		}
+		if !p.servesFamilyOf(v.Addr()) {
+			// A trench's VIPs may be of both families while this
+			// conduit serves one: not an error, and no rule.
+			p.log.Debug("VIP of a family the proxy does not serve ignored", "vip", v)
+			continue
+		}
 		v = v.Masked()
 		if !slices.Contains(accepted, v) {
 			accepted = append(accepted, v)
@@ -110,6 +118,15 @@ func (p *Proxy) revalidateVIPsLocked() (bool, []error) {
 	p.vipFlush = slices.DeleteFunc(p.vipFlush, func(v netip.Prefix) bool { return slices.Contains(accepted, v) })
 	p.vips = accepted
 	return true, errs
+}
+
+// servesFamilyOf reports whether the proxy serves the family of a.
+func (p *Proxy) servesFamilyOf(a netip.Addr) bool {
+	want := ipamv1.IPFamily_IPV4
+	if a.Unmap().Is6() {
+		want = ipamv1.IPFamily_IPV6
+	}
+	return slices.Contains(p.cfg.Families, want)
 }
 
 func validateVIP(v netip.Prefix, bridge []netip.Prefix) error {

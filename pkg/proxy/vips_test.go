@@ -57,6 +57,16 @@ func TestVIPFlushWaitsForApply(t *testing.T) {
 	require.Eventually(t, func() bool { return len(e.dp.flushes()) == 1 }, waitFor, tick)
 }
 
+// An IPv4-only proxy installs no rule for the trench's IPv6 VIPs (Meridio
+// does), and they are not counted as rejected.
+func TestVIPsOfAnotherFamilyAreIgnored(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.Families = ParseIPFamily("ipv4") })
+	require.NoError(t, e.p.SetVIPStrings([]string{"20.0.0.1/32", "2000::1/128"}))
+	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.VIPs) == 1 })
+	require.Equal(t, "[20.0.0.1/32]", sprint(s.VIPs))
+	require.Zero(t, e.p.Stats().VIPsRejected)
+}
+
 func TestParseVIPs(t *testing.T) {
 	ok, errs := ParseVIPs([]string{" 20.0.0.1/32 ", "::ffff:1.2.3.4", "::ffff:10.0.0.0/120", "x", "::ffff:0:0/80"})
 	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("20.0.0.1/32"), netip.MustParsePrefix("1.2.3.4/32"),
