@@ -86,7 +86,8 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 	if cfg.logLevel == "" {
 		cfg.logLevel = "DEBUG"
 	}
-	proxyBin, ipamBin := buildBinaries(t)
+	bins := testutil.BuildBinaries(t, "./cmd/proxy", "./cmd/ipam")
+	proxyBin, ipamBin := bins["proxy"], bins["ipam"]
 	b := &bed{t: t, dir: t.TempDir()}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,23 +18,6 @@ import (
 
 	"github.com/causeway-net/causeway/internal/testutil"
 )
-
-const module = "github.com/causeway-net/causeway"
-
-// buildBinaries builds the proxy and ipam commands into a temporary
-// directory and returns their paths.
-func buildBinaries(t testing.TB) (proxyBin, ipamBin string) {
-	t.Helper()
-	dir := t.TempDir()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // the toolchain running this test
-	}
-	out, err := exec.Command(goTool, "build", "-o", dir+string(filepath.Separator),
-		module+"/cmd/proxy", module+"/cmd/ipam").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return filepath.Join(dir, "proxy"), filepath.Join(dir, "ipam")
-}
 
 // syncBuffer is the shared, growing output of a process.
 type syncBuffer struct {

@@ -4,14 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 )
 
@@ -53,23 +50,12 @@ func run(m *testing.M) int {
 	return code
 }
 
-// build compiles the lab's commands from the module root into dir.
+// build compiles the lab's commands into dir.
 func build(dir string) error {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			return fmt.Errorf("no go command: %w", err)
+	for _, c := range commands {
+		if _, err := testutil.BuildBinary(dir, c); err != nil {
+			return err
 		}
-	}
-	out, err := exec.Command(goBin, "env", "GOMOD").Output()
-	if err != nil {
-		return fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	cmd := exec.Command(goBin, append([]string{"build", "-o", dir + "/"}, commands...)...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %v: %w\n%s", commands, err, out)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func TestComponentControl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}
-	bin := buildBinaries(t)
+	bin := labBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	l, err := Up(ctx, Options{BinDir: bin, RunBase: t.TempDir(), ReleaseDelay: 2 * time.Second, NSEExpiration: 5 * time.Second})

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,20 +17,12 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
-const module = "github.com/causeway-net/causeway"
-
-// buildBinaries builds the lab's binaries into a temporary directory.
-func buildBinaries(t *testing.T) string {
+// labBinaries builds the binaries a lab runs into a temporary directory of t
+// and returns that directory.
+func labBinaries(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // the toolchain running this test
-	}
-	out, err := exec.Command(goTool, "build", "-o", dir+string(filepath.Separator),
-		module+"/cmd/proxy", module+"/cmd/ipam", module+"/cmd/nsp", module+"/cmd/lab").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return dir
+	bins := testutil.BuildBinaries(t, "./cmd/proxy", "./cmd/ipam", "./cmd/nsp", "./cmd/lab")
+	return filepath.Dir(bins["lab"])
 }
 
 // requireGone asserts that nothing of the run is left: no namespace with the
@@ -69,7 +60,7 @@ func TestUpCheckDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}
-	bin := buildBinaries(t)
+	bin := labBinaries(t)
 	base := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -136,7 +127,7 @@ func TestDownAfterCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}
-	bin := buildBinaries(t)
+	bin := labBinaries(t)
 	base := t.TempDir()
 	cmd := exec.Command(filepath.Join(bin, "lab"), "run", "-run-base", base, "-timeout", "1s")
 	stdout, err := cmd.StdoutPipe()
