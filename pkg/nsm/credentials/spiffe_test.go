@@ -2,9 +2,19 @@ package credentials_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/edwarnicke/grpcfd"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
+	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -14,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
@@ -169,4 +180,82 @@ func TestFromWorkloadAPI(t *testing.T) {
 	tok, _, err := client.TokenGenerator()(nil)
 	require.NoError(t, err)
 	require.Equal(t, "spiffe://causeway.test/proxy", verifyES256(t, tok, proxy.svid.Certificates[0].PublicKey).Sub)
+}
+
+// nseOverMTLS serves an SDK endpoint (default OPA policies through
+// AuthorizeServer) on 127.0.0.1 with creds until the test ends.
+func nseOverMTLS(t *testing.T, ctx context.Context, creds *credentials.Credentials) *url.URL {
+	t.Helper()
+	nse := endpoint.NewServer(ctx, creds.TokenGenerator(), endpoint.WithName("nse"),
+		endpoint.WithAuthorizeServer(creds.AuthorizeServer()))
+	s := grpc.NewServer(creds.NSMServerOptions()...)
+	nse.Register(s)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(l)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		<-done
+	})
+	return &url.URL{Scheme: "tcp", Host: l.Addr().String()}
+}
+
+// TestSPIFFENSMRequest: an NSM client and endpoint with SVIDs of one trust
+// root pass the SDK's default policies (signed, chained tokens); the same
+// mTLS with an opaque token is refused by the endpoint's policies.
+func TestSPIFFENSMRequest(t *testing.T) {
+	ca := newTestCA(t, "causeway.test")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nseCreds := credentials.FromSource(ca.mint(t, "/nse"), time.Hour)
+	proxy := ca.mint(t, "/proxy")
+	nscCreds := credentials.FromSource(proxy, time.Hour)
+	u := nseOverMTLS(t, ctx, nseCreds)
+
+	nsc := client.NewClient(ctx, client.WithName("nsc"), client.WithClientURL(u),
+		client.WithDialOptions(nscCreds.NSMDialOptions()...), client.WithDialTimeout(30*time.Second),
+		client.WithAuthorizeClient(nscCreds.AuthorizeClient()), client.WithoutRefresh())
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	conn, err := nsc.Request(rctx, &networkservice.NetworkServiceRequest{
+		Connection: &networkservice.Connection{Id: "c1", NetworkService: "ns"},
+	})
+	require.NoError(t, err)
+	segs := conn.GetPath().GetPathSegments()
+	require.Len(t, segs, 2)
+	first := verifyES256(t, segs[0].GetToken(), proxy.svid.Certificates[0].PublicKey)
+	require.Equal(t, "spiffe://causeway.test/proxy", first.Sub)
+	require.Equal(t, []string{"spiffe://causeway.test/nse"}, first.Aud, "chained to the endpoint's token")
+	require.Equal(t, "spiffe://causeway.test/nse", jwtSubject(t, segs[1].GetToken()))
+	_, err = nsc.Close(rctx, conn)
+	require.NoError(t, err)
+
+	// Same mTLS, but an opaque token: the endpoint's policies refuse it.
+	opaque := func(grpccreds.AuthInfo) (string, time.Time, error) { return "opaque", time.Now().Add(time.Hour), nil }
+	cc, err := grpc.NewClient(u.Host,
+		grpc.WithTransportCredentials(grpcfd.TransportCredentials(nscCreds.ClientTransportCredentials())),
+		grpc.WithDefaultCallOptions(grpc.PerRPCCredentials(token.NewPerRPCCredentials(opaque))))
+	require.NoError(t, err)
+	defer func() { _ = cc.Close() }()
+	_, err = networkservice.NewNetworkServiceClient(cc).Request(rctx, &networkservice.NetworkServiceRequest{
+		Connection: &networkservice.Connection{Id: "c2", NetworkService: "ns",
+			Path: &networkservice.Path{PathSegments: []*networkservice.PathSegment{{Name: "nsc", Id: "c2", Token: "opaque", Expires: timestamppb.New(time.Now().Add(time.Hour))}}}},
+	})
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+}
+
+// jwtSubject reads the subject of a JWT without checking it.
+func jwtSubject(t *testing.T, tok string) string {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	require.Len(t, parts, 3, "a JWT, got %q", tok)
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	require.NoError(t, err)
+	var c jwtClaims
+	require.NoError(t, json.Unmarshal(payload, &c))
+	return c.Sub
 }
