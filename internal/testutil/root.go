@@ -1,5 +1,7 @@
 // Package testutil holds helpers shared by Causeway's tests: the root policy
-// of the kernel test tier and throw-away network namespaces.
+// of the kernel test tier, throw-away network namespaces, building the
+// binaries that tests run, and an in-process SPIFFE CA with a fake Workload
+// API for the mTLS paths.
 package testutil
 
 import (

@@ -20,11 +20,13 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 // mtlsClient dials the IPAM of cfg with src's SVID, accepting only a
 // server whose SPIFFE ID is serverID.
-func mtlsClient(t *testing.T, cfg *Config, src *svidSource, serverID spiffeid.ID) ipamv1.IpamClient {
+func mtlsClient(t *testing.T, cfg *Config, src *testutil.SVIDSource, serverID spiffeid.ID) ipamv1.IpamClient {
 	t.Helper()
 	conn, err := grpc.NewClient(net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)),
 		grpc.WithTransportCredentials(grpccreds.NewTLS(tlsconfig.MTLSClientConfig(src, src, tlsconfig.AuthorizeID(serverID)))))
@@ -35,7 +37,7 @@ func mtlsClient(t *testing.T, cfg *Config, src *svidSource, serverID spiffeid.ID
 
 // nspPeers serves a configuration server over mTLS with src's SVID that
 // answers nothing but reports the SPIFFE ID of every caller.
-func nspPeers(t *testing.T, src *svidSource) (string, <-chan string) {
+func nspPeers(t *testing.T, src *testutil.SVIDSource) (string, <-chan string) {
 	t.Helper()
 	ids := make(chan string, 100)
 	s := grpc.NewServer(
@@ -73,16 +75,16 @@ func nspPeers(t *testing.T, src *svidSource) (string, <-chan string) {
 // agent's identity, refuses plaintext clients and clients of another trust
 // root, and dials the configuration server over mTLS as well.
 func TestRunServesSPIFFEMutualTLS(t *testing.T) {
-	ca := newTestCA(t, "causeway.test")
-	nspAddr, nspCallers := nspPeers(t, ca.mint(t, "/nsp"))
-	ipamSVID := ca.mint(t, "/ipam")
-	sock := serveWorkloadAPI(t, ipamSVID) // registered first: outlives Run
+	ca := testutil.NewSPIFFECA(t, "causeway.test")
+	nspAddr, nspCallers := nspPeers(t, ca.Mint(t, "/nsp"))
+	ipamSVID := ca.Mint(t, "/ipam")
+	sock := testutil.ServeWorkloadAPI(t, ipamSVID) // registered first: outlives Run
 	cfg := testConfig(t)
 	t.Setenv("SPIFFE_ENDPOINT_SOCKET", sock)
 	cfg.NSPService = nspAddr
 	plain, _, stop := start(t, cfg)
 
-	proxy := mtlsClient(t, cfg, ca.mint(t, "/proxy"), ipamSVID.svid.ID)
+	proxy := mtlsClient(t, cfg, ca.Mint(t, "/proxy"), ipamSVID.SVID.ID)
 	assert.Equal(t, "169.255.0.1/24", allocate(t, proxy, ipamv1.IPFamily_IPV4, "a"))
 	select {
 	case id := <-nspCallers:
@@ -99,13 +101,13 @@ func TestRunServesSPIFFEMutualTLS(t *testing.T) {
 
 	// An impostor that trusts our CA but holds another CA's SVID: only the
 	// server's check of client certificates can refuse it.
-	rogue := newTestCA(t, "causeway.test")
-	impostor := &svidSource{svid: rogue.mint(t, "/proxy").svid, bundle: ipamSVID.bundle}
-	_, err = mtlsClient(t, cfg, impostor, ipamSVID.svid.ID).Allocate(context.Background(), child)
+	rogue := testutil.NewSPIFFECA(t, "causeway.test")
+	impostor := &testutil.SVIDSource{SVID: rogue.Mint(t, "/proxy").SVID, Bundle: ipamSVID.Bundle}
+	_, err = mtlsClient(t, cfg, impostor, ipamSVID.SVID.ID).Allocate(context.Background(), child)
 	require.Equal(t, codes.Unavailable, status.Code(err), "a client of another CA is refused: %v", err)
 
 	// A client expecting another server identity refuses this IPAM.
-	_, err = mtlsClient(t, cfg, ca.mint(t, "/proxy"), spiffeid.RequireFromString("spiffe://causeway.test/other")).Allocate(context.Background(), child)
+	_, err = mtlsClient(t, cfg, ca.Mint(t, "/proxy"), spiffeid.RequireFromString("spiffe://causeway.test/other")).Allocate(context.Background(), child)
 	require.Equal(t, codes.Unavailable, status.Code(err), "the server identity comes from the workload API: %v", err)
 
 	assert.Equal(t, "169.255.0.1/24", allocate(t, proxy, ipamv1.IPFamily_IPV4, "a"), "the same child keeps its address")

@@ -27,6 +27,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
+
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 // peerID is the SPIFFE ID of the TLS peer of a call ("" without one).
@@ -73,9 +75,9 @@ func checkPeer(t *testing.T, addr string, opts ...grpc.DialOption) (string, erro
 // SVIDs from one trust root authenticate each other, each seeing the
 // other's SPIFFE ID.
 func TestSPIFFEMutualTLSBetweenTwoWorkloads(t *testing.T) {
-	ca := newTestCA(t, "causeway.test")
-	server := credentials.FromSource(ca.mint(t, "/ipam"), time.Hour)
-	client := credentials.FromSource(ca.mint(t, "/proxy"), time.Hour)
+	ca := testutil.NewSPIFFECA(t, "causeway.test")
+	server := credentials.FromSource(ca.Mint(t, "/ipam"), time.Hour)
+	client := credentials.FromSource(ca.Mint(t, "/proxy"), time.Hour)
 	require.True(t, server.Secure())
 	require.True(t, client.Secure())
 	require.NoError(t, client.Validate())
@@ -94,15 +96,15 @@ func TestSPIFFEMutualTLSBetweenTwoWorkloads(t *testing.T) {
 // another CA (even one claiming the same trust domain) is refused in both
 // directions, and so is a plaintext client.
 func TestSPIFFERefusesForeignTrustRoots(t *testing.T) {
-	ca := newTestCA(t, "causeway.test")
-	rogue := newTestCA(t, "causeway.test")
-	server := credentials.FromSource(ca.mint(t, "/ipam"), time.Hour)
+	ca := testutil.NewSPIFFECA(t, "causeway.test")
+	rogue := testutil.NewSPIFFECA(t, "causeway.test")
+	server := credentials.FromSource(ca.Mint(t, "/ipam"), time.Hour)
 	rec, callers := recordPeers()
 	addr, _ := serve(t, grpc.Creds(server.ServerTransportCredentials()), rec)
 
 	// The rogue client trusts the real CA, so only the server's check of
 	// the client certificate can refuse it.
-	impostor := &svidSource{svid: rogue.mint(t, "/proxy").svid, bundle: ca.mint(t, "/x").bundle}
+	impostor := &testutil.SVIDSource{SVID: rogue.Mint(t, "/proxy").SVID, Bundle: ca.Mint(t, "/x").Bundle}
 	for name, opt := range map[string]grpc.DialOption{
 		"client of another CA": grpc.WithTransportCredentials(credentials.FromSource(impostor, time.Hour).ClientTransportCredentials()),
 		"plaintext client":     grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -113,9 +115,9 @@ func TestSPIFFERefusesForeignTrustRoots(t *testing.T) {
 	require.Empty(t, callers, "no refused call may reach the handler")
 
 	// The other way round: a trusted client refuses a server of another CA.
-	rogueServer := credentials.FromSource(rogue.mint(t, "/ipam"), time.Hour)
+	rogueServer := credentials.FromSource(rogue.Mint(t, "/ipam"), time.Hour)
 	rogueAddr, _ := serve(t, grpc.Creds(rogueServer.ServerTransportCredentials()))
-	client := credentials.FromSource(ca.mint(t, "/proxy"), time.Hour)
+	client := credentials.FromSource(ca.Mint(t, "/proxy"), time.Hour)
 	_, err := checkPeer(t, rogueAddr, grpc.WithTransportCredentials(client.ClientTransportCredentials()))
 	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }
@@ -124,11 +126,11 @@ func TestSPIFFERefusesForeignTrustRoots(t *testing.T) {
 // with the caller's SPIFFE ID as subject, the callee's as audience once the
 // TLS peer is known, and an expiry bounded by the maximum lifetime.
 func TestSPIFFETokens(t *testing.T) {
-	ca := newTestCA(t, "causeway.test")
-	proxy := ca.mint(t, "/proxy")
+	ca := testutil.NewSPIFFECA(t, "causeway.test")
+	proxy := ca.Mint(t, "/proxy")
 	const lifetime = 10 * time.Minute
 	client := credentials.FromSource(proxy, lifetime)
-	pub := proxy.svid.Certificates[0].PublicKey
+	pub := proxy.SVID.Certificates[0].PublicKey
 
 	before := time.Now().Truncate(time.Second)
 	tok, exp, err := client.TokenGenerator()(nil)
@@ -141,7 +143,7 @@ func TestSPIFFETokens(t *testing.T) {
 	require.False(t, exp.After(time.Now().Add(lifetime)))
 
 	// Over the NSM options the token names the server as its audience.
-	server := credentials.FromSource(ca.mint(t, "/nsmgr"), lifetime)
+	server := credentials.FromSource(ca.Mint(t, "/nsmgr"), lifetime)
 	addr, lastToken := serve(t, server.NSMServerOptions()...)
 	require.NoError(t, check(t, addr, client.NSMDialOptions()...))
 	claims = verifyES256(t, lastToken(), pub)
@@ -149,7 +151,7 @@ func TestSPIFFETokens(t *testing.T) {
 	require.Equal(t, []string{"spiffe://causeway.test/nsmgr"}, claims.Aud)
 
 	// The signature check is real: the token fails under another key.
-	other := ca.mint(t, "/other").svid.Certificates[0].PublicKey
+	other := ca.Mint(t, "/other").SVID.Certificates[0].PublicKey
 	require.False(t, es256Valid(t, tok, other))
 	require.True(t, es256Valid(t, tok, pub))
 }
@@ -158,9 +160,9 @@ func TestSPIFFETokens(t *testing.T) {
 // the workload API socket in SPIFFE_ENDPOINT_SOCKET (here a fake agent
 // serving a minted SVID), does mTLS with it, and Close releases the source.
 func TestFromWorkloadAPI(t *testing.T) {
-	ca := newTestCA(t, "causeway.test")
-	proxy := ca.mint(t, "/proxy")
-	t.Setenv("SPIFFE_ENDPOINT_SOCKET", serveWorkloadAPI(t, proxy))
+	ca := testutil.NewSPIFFECA(t, "causeway.test")
+	proxy := ca.Mint(t, "/proxy")
+	t.Setenv("SPIFFE_ENDPOINT_SOCKET", testutil.ServeWorkloadAPI(t, proxy))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client, err := credentials.New(ctx, credentials.Config{MaxTokenLifetime: time.Hour})
@@ -169,7 +171,7 @@ func TestFromWorkloadAPI(t *testing.T) {
 	require.True(t, client.Secure())
 	require.NoError(t, client.Validate())
 
-	server := credentials.FromSource(ca.mint(t, "/ipam"), time.Hour)
+	server := credentials.FromSource(ca.Mint(t, "/ipam"), time.Hour)
 	rec, callers := recordPeers()
 	addr, _ := serve(t, grpc.Creds(server.ServerTransportCredentials()), rec)
 	seen, err := checkPeer(t, addr, grpc.WithTransportCredentials(client.ClientTransportCredentials()))
@@ -179,7 +181,7 @@ func TestFromWorkloadAPI(t *testing.T) {
 
 	tok, _, err := client.TokenGenerator()(nil)
 	require.NoError(t, err)
-	require.Equal(t, "spiffe://causeway.test/proxy", verifyES256(t, tok, proxy.svid.Certificates[0].PublicKey).Sub)
+	require.Equal(t, "spiffe://causeway.test/proxy", verifyES256(t, tok, proxy.SVID.Certificates[0].PublicKey).Sub)
 }
 
 // nseOverMTLS serves an SDK endpoint (default OPA policies through
@@ -208,11 +210,11 @@ func nseOverMTLS(t *testing.T, ctx context.Context, creds *credentials.Credentia
 // root pass the SDK's default policies (signed, chained tokens); the same
 // mTLS with an opaque token is refused by the endpoint's policies.
 func TestSPIFFENSMRequest(t *testing.T) {
-	ca := newTestCA(t, "causeway.test")
+	ca := testutil.NewSPIFFECA(t, "causeway.test")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	nseCreds := credentials.FromSource(ca.mint(t, "/nse"), time.Hour)
-	proxy := ca.mint(t, "/proxy")
+	nseCreds := credentials.FromSource(ca.Mint(t, "/nse"), time.Hour)
+	proxy := ca.Mint(t, "/proxy")
 	nscCreds := credentials.FromSource(proxy, time.Hour)
 	u := nseOverMTLS(t, ctx, nseCreds)
 
@@ -227,7 +229,7 @@ func TestSPIFFENSMRequest(t *testing.T) {
 	require.NoError(t, err)
 	segs := conn.GetPath().GetPathSegments()
 	require.Len(t, segs, 2)
-	first := verifyES256(t, segs[0].GetToken(), proxy.svid.Certificates[0].PublicKey)
+	first := verifyES256(t, segs[0].GetToken(), proxy.SVID.Certificates[0].PublicKey)
 	require.Equal(t, "spiffe://causeway.test/proxy", first.Sub)
 	require.Equal(t, []string{"spiffe://causeway.test/nse"}, first.Aud, "chained to the endpoint's token")
 	require.Equal(t, "spiffe://causeway.test/nse", jwtSubject(t, segs[1].GetToken()))

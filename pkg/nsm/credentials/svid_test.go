@@ -3,94 +3,15 @@ package credentials_test
 import (
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"math/big"
-	"net"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
-	"github.com/spiffe/go-spiffe/v2/proto/spiffe/workload"
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 )
-
-// testCA is an in-process SPIFFE trust root that mints ECDSA X.509-SVIDs
-// (what a SPIRE server would do).
-type testCA struct {
-	td     spiffeid.TrustDomain
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
-	serial atomic.Int64
-}
-
-func newTestCA(t *testing.T, trustDomain string) *testCA {
-	t.Helper()
-	td := spiffeid.RequireTrustDomainFromString(trustDomain)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: trustDomain + " CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		URIs: []*url.URL{td.ID().URL()},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	ca := &testCA{td: td, cert: cert, key: key}
-	ca.serial.Store(1)
-	return ca
-}
-
-// svidSource is one workload's SVID plus its trust domain's bundle; it
-// implements credentials.Source.
-type svidSource struct {
-	svid   *x509svid.SVID
-	bundle *x509bundle.Bundle
-}
-
-func (s *svidSource) GetX509SVID() (*x509svid.SVID, error) { return s.svid, nil }
-func (s *svidSource) GetX509BundleForTrustDomain(td spiffeid.TrustDomain) (*x509bundle.Bundle, error) {
-	return s.bundle.GetX509BundleForTrustDomain(td)
-}
-
-// mint issues the SVID of spiffe://<td><path>.
-func (ca *testCA) mint(t *testing.T, path string) *svidSource {
-	t.Helper()
-	id := spiffeid.RequireFromPath(ca.td, path)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(ca.serial.Add(1)),
-		NotBefore:    time.Now().Add(-time.Hour), NotAfter: time.Now().Add(12 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageKeyAgreement,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		URIs:        []*url.URL{id.URL()},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	leaf, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return &svidSource{
-		svid:   &x509svid.SVID{ID: id, Certificates: []*x509.Certificate{leaf}, PrivateKey: key},
-		bundle: x509bundle.FromX509Authorities(ca.td, []*x509.Certificate{ca.cert}),
-	}
-}
 
 // jwtClaims are the NSM token claims the tests look at.
 type jwtClaims struct {
@@ -126,55 +47,4 @@ func verifyES256(t *testing.T, tok string, pub crypto.PublicKey) jwtClaims {
 	var c jwtClaims
 	require.NoError(t, json.Unmarshal(payload, &c))
 	return c
-}
-
-// workloadAPI is a fake SPIFFE Workload API (the part a SPIRE agent serves
-// to NewX509Source): it streams one X.509-SVID response and then holds the
-// stream open until the client leaves or the server stops.
-type workloadAPI struct {
-	workload.UnimplementedSpiffeWorkloadAPIServer
-	resp *workload.X509SVIDResponse
-}
-
-func (w *workloadAPI) FetchX509SVID(_ *workload.X509SVIDRequest, stream workload.SpiffeWorkloadAPI_FetchX509SVIDServer) error {
-	if err := stream.Send(w.resp); err != nil {
-		return err
-	}
-	<-stream.Context().Done()
-	return nil
-}
-
-// serveWorkloadAPI serves src over a unix socket until the test ends and
-// returns the SPIFFE_ENDPOINT_SOCKET value.
-func serveWorkloadAPI(t *testing.T, src *svidSource) string {
-	t.Helper()
-	keyDER, err := x509.MarshalPKCS8PrivateKey(src.svid.PrivateKey)
-	require.NoError(t, err)
-	var bundleDER []byte
-	for _, c := range src.bundle.X509Authorities() {
-		bundleDER = append(bundleDER, c.Raw...)
-	}
-	api := &workloadAPI{resp: &workload.X509SVIDResponse{Svids: []*workload.X509SVID{{
-		SpiffeId: src.svid.ID.String(), X509Svid: src.svid.Certificates[0].Raw,
-		X509SvidKey: keyDER, Bundle: bundleDER,
-	}}}}
-	// A short directory: unix socket paths are limited to ~108 bytes.
-	dir, err := os.MkdirTemp("", "cw-wl")
-	require.NoError(t, err)
-	sock := filepath.Join(dir, "agent.sock")
-	l, err := net.Listen("unix", sock)
-	require.NoError(t, err)
-	s := grpc.NewServer()
-	workload.RegisterSpiffeWorkloadAPIServer(s, api)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(l)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-		_ = os.RemoveAll(dir)
-	})
-	return "unix://" + sock
 }

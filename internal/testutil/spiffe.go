@@ -1,4 +1,4 @@
-package ipamd
+package testutil
 
 import (
 	"crypto/ecdsa"
@@ -23,16 +23,16 @@ import (
 	"google.golang.org/grpc"
 )
 
-// testCA is an in-process SPIFFE trust root that mints ECDSA X.509-SVIDs
+// SPIFFECA is an in-process SPIFFE trust root that mints ECDSA X.509-SVIDs
 // (what a SPIRE server would do).
-type testCA struct {
+type SPIFFECA struct {
 	td     spiffeid.TrustDomain
 	cert   *x509.Certificate
 	key    *ecdsa.PrivateKey
 	serial atomic.Int64
 }
 
-func newTestCA(t *testing.T, trustDomain string) *testCA {
+func NewSPIFFECA(t *testing.T, trustDomain string) *SPIFFECA {
 	t.Helper()
 	td := spiffeid.RequireTrustDomainFromString(trustDomain)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -47,25 +47,25 @@ func newTestCA(t *testing.T, trustDomain string) *testCA {
 	require.NoError(t, err)
 	cert, err := x509.ParseCertificate(der)
 	require.NoError(t, err)
-	ca := &testCA{td: td, cert: cert, key: key}
+	ca := &SPIFFECA{td: td, cert: cert, key: key}
 	ca.serial.Store(1)
 	return ca
 }
 
-// svidSource is one workload's SVID plus its trust domain's bundle; it
+// SVIDSource is one workload's SVID plus its trust domain's bundle; it
 // implements credentials.Source.
-type svidSource struct {
-	svid   *x509svid.SVID
-	bundle *x509bundle.Bundle
+type SVIDSource struct {
+	SVID   *x509svid.SVID
+	Bundle *x509bundle.Bundle
 }
 
-func (s *svidSource) GetX509SVID() (*x509svid.SVID, error) { return s.svid, nil }
-func (s *svidSource) GetX509BundleForTrustDomain(td spiffeid.TrustDomain) (*x509bundle.Bundle, error) {
-	return s.bundle.GetX509BundleForTrustDomain(td)
+func (s *SVIDSource) GetX509SVID() (*x509svid.SVID, error) { return s.SVID, nil }
+func (s *SVIDSource) GetX509BundleForTrustDomain(td spiffeid.TrustDomain) (*x509bundle.Bundle, error) {
+	return s.Bundle.GetX509BundleForTrustDomain(td)
 }
 
-// mint issues the SVID of spiffe://<td><path>.
-func (ca *testCA) mint(t *testing.T, path string) *svidSource {
+// Mint issues the SVID of spiffe://<td><path>.
+func (ca *SPIFFECA) Mint(t *testing.T, path string) *SVIDSource {
 	t.Helper()
 	id := spiffeid.RequireFromPath(ca.td, path)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -81,9 +81,9 @@ func (ca *testCA) mint(t *testing.T, path string) *svidSource {
 	require.NoError(t, err)
 	leaf, err := x509.ParseCertificate(der)
 	require.NoError(t, err)
-	return &svidSource{
-		svid:   &x509svid.SVID{ID: id, Certificates: []*x509.Certificate{leaf}, PrivateKey: key},
-		bundle: x509bundle.FromX509Authorities(ca.td, []*x509.Certificate{ca.cert}),
+	return &SVIDSource{
+		SVID:   &x509svid.SVID{ID: id, Certificates: []*x509.Certificate{leaf}, PrivateKey: key},
+		Bundle: x509bundle.FromX509Authorities(ca.td, []*x509.Certificate{ca.cert}),
 	}
 }
 
@@ -103,18 +103,18 @@ func (w *workloadAPI) FetchX509SVID(_ *workload.X509SVIDRequest, stream workload
 	return nil
 }
 
-// serveWorkloadAPI serves src over a unix socket until the test ends and
+// ServeWorkloadAPI serves src over a unix socket until the test ends and
 // returns the SPIFFE_ENDPOINT_SOCKET value.
-func serveWorkloadAPI(t *testing.T, src *svidSource) string {
+func ServeWorkloadAPI(t *testing.T, src *SVIDSource) string {
 	t.Helper()
-	keyDER, err := x509.MarshalPKCS8PrivateKey(src.svid.PrivateKey)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(src.SVID.PrivateKey)
 	require.NoError(t, err)
 	var bundleDER []byte
-	for _, c := range src.bundle.X509Authorities() {
+	for _, c := range src.Bundle.X509Authorities() {
 		bundleDER = append(bundleDER, c.Raw...)
 	}
 	api := &workloadAPI{resp: &workload.X509SVIDResponse{Svids: []*workload.X509SVID{{
-		SpiffeId: src.svid.ID.String(), X509Svid: src.svid.Certificates[0].Raw,
+		SpiffeId: src.SVID.ID.String(), X509Svid: src.SVID.Certificates[0].Raw,
 		X509SvidKey: keyDER, Bundle: bundleDER,
 	}}}}
 	// A short directory: unix socket paths are limited to ~108 bytes.
