@@ -6,45 +6,20 @@
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/pkg/ipamd"
 )
 
 var version = "dev"
 
 func main() {
-	os.Exit(run())
-}
-
-func run() int {
-	showVersion := flag.Bool("version", false, "print the version and exit")
-	flag.Parse()
-	if *showVersion {
-		fmt.Println(version)
-		return 0
-	}
-	cfg, err := ipamd.Load()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ipam: %v\n", err)
-		return 2
-	}
-	level, _ := logging.ParseLevel(cfg.LogLevel) // validated by Load
-	logger, _ := logging.New(os.Stderr, "ipam", level)
-	logger.Info("starting", "version", version, "config", cfg)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := ipamd.Run(ctx, cfg, logger); err != nil {
-		logger.Error("ipam failed", "error", err)
-		return 1
-	}
-	logger.Info("stopped")
-	return 0
+	os.Exit(daemon.Main(daemon.Service[*ipamd.Config]{
+		Name:     "ipam",
+		Version:  version,
+		Load:     ipamd.Load,
+		LogLevel: func(c *ipamd.Config) string { return c.LogLevel },
+		Run:      ipamd.Run,
+	}, os.Args[1:], os.Stdout, os.Stderr))
 }

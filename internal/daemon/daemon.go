@@ -1,0 +1,61 @@
+// Package daemon is the common main of Causeway's service binaries (ipam,
+// nsp): the -version flag, configuration loading with exit status 2 on
+// error, the JSON logger at the configured level, the signal context, and
+// exit status 1 when the service fails.
+package daemon
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"github.com/causeway-net/causeway/internal/logging"
+)
+
+// Service describes one binary.
+type Service[C any] struct {
+	// Name prefixes error messages and is the logs' component.
+	Name    string
+	Version string
+	// Load reads and validates the configuration.
+	Load func() (C, error)
+	// LogLevel returns the configured level name (validated by Load).
+	LogLevel func(C) string
+	// Run serves until ctx ends.
+	Run func(ctx context.Context, cfg C, logger *slog.Logger) error
+}
+
+// Main runs s with the command-line args and returns the exit status.
+func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(s.Name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, s.Version)
+		return 0
+	}
+	cfg, err := s.Load()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", s.Name, err)
+		return 2
+	}
+	level, _ := logging.ParseLevel(s.LogLevel(cfg))
+	logger, _ := logging.New(stderr, s.Name, level)
+	logger.Info("starting", "version", s.Version, "config", cfg)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := s.Run(ctx, cfg, logger); err != nil {
+		logger.Error(s.Name+" failed", "error", err)
+		return 1
+	}
+	logger.Info("stopped")
+	return 0
+}
