@@ -10,8 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/internal/logging"
 )
@@ -58,4 +62,24 @@ func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
 	}
 	logger.Info("stopped")
 	return 0
+}
+
+// StopServing stops a service's servers at the end of Run: the gRPC server
+// finishes the calls in flight for at most grace, then is cut; the metrics
+// server (if any) is shut down within grace too.
+func StopServing(logger *slog.Logger, gs *grpc.Server, metrics *http.Server, grace time.Duration) {
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(grace):
+		logger.Warn("grace period over; stopping the gRPC server")
+		gs.Stop()
+		<-stopped
+	}
+	if metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		_ = metrics.Shutdown(ctx)
+	}
 }

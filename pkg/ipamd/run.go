@@ -19,6 +19,7 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
 )
@@ -140,19 +141,6 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	hs.Shutdown()
 	cancelWatch()
 	<-watchDone
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(cfg.GracePeriod):
-		logger.Warn("grace period over; stopping the gRPC server")
-		gs.Stop()
-		<-stopped
-	}
-	if metricsSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
-		defer cancel()
-		_ = metricsSrv.Shutdown(sctx)
-	}
+	daemon.StopServing(logger, gs, metricsSrv, cfg.GracePeriod)
 	return failure
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/pkg/config/file"
 	"github.com/causeway-net/causeway/pkg/config/nspserver"
 )
@@ -106,19 +107,6 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	hs.Shutdown()
 	nsp.Close()
 	cancelWatch()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(cfg.GracePeriod):
-		logger.Warn("grace period over; stopping the gRPC server")
-		gs.Stop()
-		<-stopped
-	}
-	if metricsSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.GracePeriod)
-		defer cancel()
-		_ = metricsSrv.Shutdown(sctx)
-	}
+	daemon.StopServing(logger, gs, metricsSrv, cfg.GracePeriod)
 	return failure
 }
