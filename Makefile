@@ -1,6 +1,7 @@
-# Causeway build entry points. Everything here also works on a fresh machine
-# once .ci/run (or `make deps`) has installed protoc and iproute2.
+# Causeway build entry points. `make lab` and `make test` work on a fresh
+# machine: scripts/preflight.sh checks for root and installs what is missing.
 SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 BIN := $(CURDIR)/bin
 TOOLBIN := $(CURDIR)/.bin
@@ -8,10 +9,10 @@ MODULE := github.com/causeway-net/causeway
 BINARIES := $(notdir $(wildcard cmd/*))
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PROTOS := api/nsp/v1/model.proto api/nsp/v1/configurationmanager.proto api/ipam/v1/ipam.proto
-# Packages whose tests need no root and no network namespaces.
+# -race for every package; the e2e suite fits well within the timeout.
 TESTFLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: all build test test-short generate lint bench lab clean tools deps
+.PHONY: all build test test-short generate lint bench figures lab clean tools deps preflight-test preflight-lab
 
 all: lint build test
 
@@ -21,7 +22,7 @@ build:
 
 # The README's test command. Kernel tests need root; with CAUSEWAY_REQUIRE_ROOT
 # set they fail instead of skipping when run unprivileged.
-test: build
+test: preflight-test build
 	$(GO) test $(TESTFLAGS) ./...
 
 test-short:
@@ -32,6 +33,7 @@ tools:
 	GOBIN=$(TOOLBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
 generate: tools
+	@./scripts/install-deps.sh --check
 	protoc -I . \
 		--plugin=protoc-gen-go=$(TOOLBIN)/protoc-gen-go \
 		--plugin=protoc-gen-go-grpc=$(TOOLBIN)/protoc-gen-go-grpc \
@@ -46,8 +48,11 @@ lint:
 bench:
 	./scripts/bench.sh
 
-lab: build
-	@if [ -x $(BIN)/lab ]; then $(BIN)/lab run; else echo "lab not available yet (see issue: the lab)"; fi
+lab: preflight-lab build
+	$(BIN)/lab run
+
+preflight-%:
+	@./scripts/preflight.sh $*
 
 deps:
 	./scripts/install-deps.sh

@@ -1,13 +1,77 @@
 #!/usr/bin/env bash
-# Installs the system packages Causeway's build, tests and lab need (Debian).
+# Installs and checks the system tools that Causeway's build, generators, tests
+# and lab run (Debian). This table is the one list of them; it was derived from
+# what the code executes (grep for exec.Command, Exec(, and the Makefile).
+#
+#   scripts/install-deps.sh          install what is missing, then check all
+#   scripts/install-deps.sh --check  only check; exit 1 naming what is missing
+#
+# Each check runs the tool for real (a protoc that cannot find the well-known
+# types, or an nft that cannot talk to the kernel, is as bad as none).
 set -euo pipefail
-pkgs=(protobuf-compiler iproute2 conntrack nftables iputils-ping procps psmisc)
+
+# what | Debian package | check command (run with bash -c)
+deps=(
+	"protoc with the well-known types|protobuf-compiler|check_protoc"
+	"google/protobuf/*.proto include files|libprotobuf-dev|test -f /usr/include/google/protobuf/empty.proto"
+	"ip (netns, link, route, rule)|iproute2|ip -V && ip netns list"
+	"conntrack|conntrack|conntrack --version"
+	"nft|nftables|nft --version"
+	"ping|iputils-ping|ping -V"
+	"sysctl|procps|sysctl -n kernel.ostype"
+	"git (version stamp, CI's tree checks)|git|git --version"
+	"make|make|make --version"
+	"gcc (cgo for go test -race)|gcc|gcc --version"
+)
+
+# check_protoc compiles a file that imports a well-known type.
+check_protoc() {
+	local dir
+	dir=$(mktemp -d)
+	trap 'rm -rf "$dir"' RETURN
+	printf 'syntax = "proto3";\npackage c;\nimport "google/protobuf/empty.proto";\nmessage M { google.protobuf.Empty e = 1; }\n' >"$dir/c.proto"
+	protoc -I "$dir" --descriptor_set_out=/dev/null "$dir/c.proto"
+}
+
+check() { # prints one line per missing piece; returns 1 if any
+	local bad=0 what pkg cmd
+	for d in "${deps[@]}"; do
+		IFS='|' read -r what pkg cmd <<<"$d"
+		if ! bash -c "$(declare -f check_protoc); $cmd" >/dev/null 2>&1; then
+			echo "missing: $what (Debian package $pkg)" >&2
+			bad=1
+		fi
+	done
+	if ! command -v go >/dev/null && ! [ -x /usr/local/go/bin/go ]; then
+		echo "missing: go (Go 1.26 at /usr/local/go or on PATH)" >&2
+		bad=1
+	fi
+	return $bad
+}
+
+if [ "${1:-}" = "--check" ]; then
+	check
+	exit
+fi
+
+if check 2>/dev/null; then
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	check || true
+	echo "install-deps: installing these needs root (run as root, or install the packages named above)" >&2
+	exit 1
+fi
 missing=()
-for p in "${pkgs[@]}"; do
-	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+for d in "${deps[@]}"; do
+	IFS='|' read -r _ pkg _ <<<"$d"
+	dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
+	echo "install-deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+check
+echo "install-deps: all tools present"
