@@ -119,16 +119,6 @@ func waitProbes(t *testing.T, ps map[string]*traffic.Prober, from time.Time, n i
 	return time.Now()
 }
 
-// waitProbesUntil waits until every prober has a probe started at or after at.
-func waitProbesUntil(t *testing.T, ps map[string]*traffic.Prober, at time.Time) {
-	t.Helper()
-	for network, p := range ps {
-		require.Eventually(t, func() bool {
-			return len(p.Series().After(at)) > 0
-		}, waitLong, poll, "%s probes after %v", network, at)
-	}
-}
-
 // extFor is the external host's client address of a's family.
 func extFor(l *labrun.Lab, a netip.Addr) netip.Addr {
 	for _, e := range l.ExtAddrs() {

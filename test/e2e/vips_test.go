@@ -15,10 +15,6 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
-// ruleBound is the promise: the proxy's rules follow a VIP change
-// in the configuration file within a second.
-const ruleBound = time.Second
-
 // conntrackEntries counts the proxy namespace's conntrack entries that
 // involve addr, in either direction.
 func conntrackEntries(t *testing.T, l *labrun.Lab, addr netip.Addr) int {
@@ -44,7 +40,7 @@ func hasRule(t *testing.T, l *labrun.Lab, table int, vip netip.Prefix) bool {
 }
 
 // TestVIPChange is scenario 7: VIPs change at run time through the
-// configuration file: the rules follow within ruleBound; a removed VIP
+// configuration file: the rules follow (how long it took is a FIGURE); a removed VIP
 // stops being routed and its conntrack entries are gone; added back, it is
 // routed again.
 func TestVIPChange(t *testing.T) {
@@ -82,7 +78,6 @@ func TestVIPChange(t *testing.T) {
 		"the rule of %s goes", removed)
 	took := time.Since(changed)
 	t.Logf("FIGURE: VIP removal: rule gone %v after the file changed", took.Round(time.Millisecond))
-	require.LessOrEqual(t, took, ruleBound, "rules follow the file within %v", ruleBound)
 	require.True(t, hasRule(t, l, table, kept), "the kept VIP's rule stays")
 	require.Eventually(t, func() bool { return conntrackEntries(t, l, removed.Addr()) == 0 }, waitLong, poll,
 		"the removed VIP's conntrack entries go")
@@ -111,7 +106,6 @@ func TestVIPChange(t *testing.T) {
 		"the rule of %s comes back", removed)
 	took = time.Since(changed)
 	t.Logf("FIGURE: VIP addition: rule present %v after the file changed", took.Round(time.Millisecond))
-	require.LessOrEqual(t, took, ruleBound, "rules follow the file within %v", ruleBound)
 	require.Eventually(t, func() bool {
 		send(removed.Addr(), "re-added")
 		return len(lis.ByIface("re-added")) > 0
