@@ -48,6 +48,11 @@ lint:
 bench:
 	./scripts/bench.sh
 
+# Every figure of the README's performance table, benchmarks and end-to-end
+# scenarios, each beside its baseline from the same run (root).
+figures: preflight-figures
+	./scripts/figures.sh
+
 lab: preflight-lab build
 	$(BIN)/lab run
 
