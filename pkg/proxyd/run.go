@@ -294,7 +294,10 @@ func (d *Daemon) start(ctx context.Context) error {
 		client.WithDialOptions(nsmDial...),
 		client.WithDialTimeout(cfg.DialTimeout),
 		client.WithAuthorizeClient(d.creds.AuthorizeClient()),
-		client.WithHealClient(heal.NewClient(nsmCtx)),
+		// With a data-plane check, a heal that starts because the control
+		// plane went away re-requests as is instead of closing first: the
+		// LB ports, nexthops and addresses stay while NSM is away.
+		client.WithHealClient(heal.NewClient(nsmCtx, heal.WithLivenessCheck(mon.LivenessCheck(proxy.LBConn)))),
 		client.WithAdditionalFunctionality(
 			// Heal re-requests an LB that died without unregistering as
 			// fast as the failures come back; pause between failed tries

@@ -142,6 +142,10 @@ func (f *FullMesh) add(ctx context.Context, nse string, expires time.Time) {
 	defer f.mu.Unlock()
 	if m, ok := f.members[nse]; ok {
 		m.expires = expires
+		if !m.unlisted.IsZero() {
+			m.unlisted = time.Time{}
+			f.opts.logger.Info("load balancer endpoint listed again", "nse", nse, "conn", m.id)
+		}
 		return
 	}
 	if !expires.IsZero() && f.opts.now().After(expires.Add(f.opts.expiryGrace)) {
@@ -178,36 +182,55 @@ func (f *FullMesh) remove(nse, reason string) {
 	close(m.stop)
 }
 
+// resync handles a full listing taken after the watch (re)connected. An
+// endpoint it misses is not dropped at once: a registry that restarted
+// comes back empty and fills again as the endpoints refresh their
+// registrations, so a missing endpoint is kept until its registration
+// would have expired (or for the relist grace when its expiry is unknown);
+// evictExpired drops it then, unless it was listed again meanwhile.
 func (f *FullMesh) resync(listed []string) {
 	present := make(map[string]bool, len(listed))
 	for _, n := range listed {
 		present[n] = true
 	}
+	now := f.opts.now()
 	f.mu.Lock()
-	var gone []string
-	for nse := range f.members {
-		if !present[nse] {
-			gone = append(gone, nse)
+	defer f.mu.Unlock()
+	for nse, m := range f.members {
+		switch {
+		case present[nse]:
+			m.unlisted = time.Time{}
+		case m.unlisted.IsZero():
+			m.unlisted = now
+			f.opts.logger.Warn("load balancer endpoint not listed after the watch reconnected; kept until its registration expires",
+				"nse", nse, "conn", m.id, "until", f.relistDeadline(m))
 		}
 	}
-	f.mu.Unlock()
-	for _, nse := range gone {
-		f.remove(nse, "not listed after the watch reconnected")
+}
+
+// relistDeadline is when an unlisted member is given up.
+func (f *FullMesh) relistDeadline(m *member) time.Time {
+	if !m.expires.IsZero() {
+		return m.expires
 	}
+	return m.unlisted.Add(f.opts.relistGrace)
 }
 
 func (f *FullMesh) evictExpired() {
 	now := f.opts.now()
 	f.mu.Lock()
-	var expired []string
+	expired := map[string]string{}
 	for nse, m := range f.members {
-		if !m.expires.IsZero() && now.After(m.expires.Add(f.opts.expiryGrace)) {
-			expired = append(expired, nse)
+		switch {
+		case !m.expires.IsZero() && now.After(m.expires.Add(f.opts.expiryGrace)):
+			expired[nse] = "registration expired without refresh"
+		case !m.unlisted.IsZero() && now.After(f.relistDeadline(m)):
+			expired[nse] = "not listed again before its registration expired"
 		}
 	}
 	f.mu.Unlock()
-	for _, nse := range expired {
-		f.remove(nse, "registration expired without refresh")
+	for nse, reason := range expired {
+		f.remove(nse, reason)
 	}
 }
 

@@ -175,7 +175,9 @@ func TestWatchReconnectResyncs(t *testing.T) {
 	reg, client := newFakeRegistry(), newFakeClient()
 	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
 	_, _ = reg.Register(ctx, lb("lb-2", time.Time{}))
-	h := start(t, reg, client)
+	// An endpoint missing from the listing is dropped after the relist
+	// grace (its expiry is unknown here).
+	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, time.Hour), fullmesh.WithRelistGrace(100*time.Millisecond))
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
 	require.Equal(t, 1, reg.watchCount())
 
@@ -192,6 +194,34 @@ func TestWatchReconnectResyncs(t *testing.T) {
 	// The new watch delivers events again.
 	_, _ = reg.Unregister(ctx, lb("lb-2", time.Time{}))
 	h.requireOpen(t, id("lb-3"))
+}
+
+// A registry that comes back empty (restarted) fills again as the endpoints
+// refresh their registrations: the mesh keeps their connections meanwhile,
+// and drops only the endpoint that never comes back once its registration
+// has expired.
+func TestEmptyRegistryAfterReconnectFillsAgain(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	expires := time.Now().Add(1500 * time.Millisecond)
+	_, _ = reg.Register(ctx, lb("lb-1", expires))
+	_, _ = reg.Register(ctx, lb("lb-2", expires))
+	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, time.Hour))
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+
+	reg.setDown(true)
+	reg.remove("lb-1", false)
+	reg.remove("lb-2", false)
+	reg.setDown(false)
+	require.Eventually(t, func() bool { return reg.watchCount() >= 2 }, 10*time.Second, 10*time.Millisecond, "the watch reconnects")
+	time.Sleep(200 * time.Millisecond)
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+
+	// lb-1 refreshes its registration in the new registry; lb-2 is dead.
+	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(time.Hour)))
+	h.requireOpen(t, id("lb-1"))
+	require.Equal(t, 0, client.closeCount(id("lb-1")), "the endpoint that came back kept its connection")
+	require.Equal(t, 1, client.closeCount(id("lb-2")), "the one that did not is closed after its expiry")
 }
 
 func TestFailedRequestsAreRetried(t *testing.T) {

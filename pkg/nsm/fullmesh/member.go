@@ -15,6 +15,9 @@ type member struct {
 	nse     string
 	id      string
 	expires time.Time // zero: no expiry known; touched by the mesh loop only
+	// unlisted is when a listing after a reconnect of the watch first
+	// missed the endpoint (zero while it is listed); mesh loop only.
+	unlisted time.Time
 
 	stop chan struct{}
 	done chan struct{}

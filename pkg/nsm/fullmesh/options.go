@@ -21,6 +21,7 @@ type options struct {
 	retryInterval  time.Duration
 	expiryInterval time.Duration
 	expiryGrace    time.Duration
+	relistGrace    time.Duration
 	backoffInitial time.Duration
 	backoffMax     time.Duration
 	pinner         *Pinner
@@ -36,6 +37,7 @@ func newOptions(opts []Option) *options {
 		retryInterval:  5 * time.Second,
 		expiryInterval: 5 * time.Second,
 		expiryGrace:    30 * time.Second,
+		relistGrace:    time.Minute,
 		backoffInitial: 500 * time.Millisecond,
 		backoffMax:     15 * time.Second,
 		logger:         slog.Default(),
@@ -93,6 +95,14 @@ func WithExpiry(interval, grace time.Duration) Option {
 		o.expiryInterval = interval
 		o.expiryGrace = grace
 	}
+}
+
+// WithRelistGrace sets how long an endpoint whose registration expiry is
+// unknown is kept when a listing after a reconnect of the watch misses it
+// (default 1m, NSM's default registration period). An endpoint with a known
+// expiry is kept until that expiry.
+func WithRelistGrace(d time.Duration) Option {
+	return func(o *options) { o.relistGrace = d }
 }
 
 // WithWatchBackoff sets the first and the longest wait before the registry

@@ -23,6 +23,7 @@ type connKey struct {
 type expectation struct {
 	iface  proxy.Interface // Index is set only while active
 	active bool
+	lost   bool // the announced link went away in the kernel, not yet back
 }
 
 // Monitor matches expected interfaces (recorded by the NSM elements) with
@@ -87,12 +88,12 @@ func (m *Monitor) linkPresent(index int, name string) {
 		if m.linkIdx[old] == index {
 			delete(m.linkIdx, old)
 		}
-		m.deactivate(index)
+		m.markLost(m.deactivate(index))
 	}
 	if other, ok := m.linkIdx[name]; ok && other != index {
 		// A link of that name with another index: its delete was missed.
 		delete(m.links, other)
-		m.deactivate(other)
+		m.markLost(m.deactivate(other))
 	}
 	m.links[index] = name
 	m.linkIdx[name] = index
@@ -112,23 +113,32 @@ func (m *Monitor) linkDeleted(index int) {
 	}
 	// The connection may live on (a heal may create the link again under
 	// the same name): keep its expectation, pending.
-	m.deactivate(index)
+	m.markLost(m.deactivate(index))
+}
+
+// markLost records that the link of connection k went away in the kernel.
+func (m *Monitor) markLost(k connKey, ok bool) {
+	if e := m.expected[k]; ok && e != nil {
+		e.lost = true
+	}
 }
 
 // activate announces the interface of connection k on link index.
 func (m *Monitor) activate(k connKey, e *expectation, index int) {
 	e.iface.Index = index
 	e.active = true
+	e.lost = false
 	m.byIndex[index] = k
 	m.logger.Debug("interface created", "name", e.iface.Name, "index", index, "type", k.typ.String(), "conn", k.id)
 	m.handler.InterfaceCreated(e.iface)
 }
 
-// deactivate withdraws the interface announced on link index, if any.
-func (m *Monitor) deactivate(index int) {
+// deactivate withdraws the interface announced on link index, if any, and
+// says whose it was.
+func (m *Monitor) deactivate(index int) (connKey, bool) {
 	k, ok := m.byIndex[index]
 	if !ok {
-		return
+		return k, false
 	}
 	delete(m.byIndex, index)
 	e := m.expected[k]
@@ -136,6 +146,7 @@ func (m *Monitor) deactivate(index int) {
 	m.handler.InterfaceDeleted(e.iface)
 	e.active = false
 	e.iface.Index = 0
+	return k, true
 }
 
 // Expect records the interface (name, type, connection id and addresses; the
@@ -165,6 +176,17 @@ func (m *Monitor) Expect(iface proxy.Interface) {
 	if index, ok := m.linkIdx[iface.Name]; ok {
 		m.activate(k, e, index)
 	}
+}
+
+// Lost reports whether the kernel link of the connection (of type t, with
+// id connID) was announced and has gone away since, and not come back: its
+// data path is broken. A connection whose link has not been seen yet, or
+// that the monitor does not know, is not lost.
+func (m *Monitor) Lost(t proxy.ConnType, connID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.expected[connKey{t, connID}]
+	return ok && e.lost
 }
 
 // Forget removes the expectation of a closed connection, withdrawing its
