@@ -28,6 +28,11 @@ const (
 	NSPCli      = "NSPCli"      // connection to the configuration server (NSP)
 	NSMEndpoint = "NSMEndpoint" // the proxy's own NSE answers its health check
 	Egress      = "Egress"      // at least one load balancer is connected
+	// NSMRegistry is new in Causeway: the proxy's NSE registration is in
+	// force (it is retried for as long as the proxy runs). Part of
+	// Readiness only: an NSM control-plane outage must not restart a proxy
+	// whose data path still forwards.
+	NSMRegistry = "NSMRegistry"
 )
 
 // Checker owns a gRPC health server and the aggregation of subservices into

@@ -170,7 +170,7 @@ func (d *Daemon) start(ctx context.Context) error {
 
 	// 1. Health.
 	d.health = health.New(health.WithLogger(d.log))
-	d.health.Register(health.Readiness, health.IPAMCli, health.NSPCli, health.NSMEndpoint, health.Egress)
+	d.health.Register(health.Readiness, health.IPAMCli, health.NSPCli, health.NSMEndpoint, health.Egress, health.NSMRegistry)
 	d.health.Register(health.Liveness, health.NSMEndpoint)
 	lis, err := health.ListenUnix(cfg.HealthSocket)
 	if err != nil {
@@ -353,6 +353,7 @@ func (d *Daemon) start(ctx context.Context) error {
 			mtu.NewServer(mtu.WithMTU(uint32(cfg.MTU))),
 		},
 	}, endpoint.WithAuthorizeServer(d.creds.AuthorizeServer()), endpoint.WithLogger(d.log.With("subsystem", "endpoint")),
+		endpoint.WithRegistrationState(func(ok bool) { d.health.SetServing(health.NSMRegistry, ok) }),
 		endpoint.WithListenURL(listenURL(cfg.ListenOn)))
 	if err != nil {
 		return fmt.Errorf("endpoint: %w", err)

@@ -17,12 +17,12 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
-	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
-	registryretry "github.com/networkservicemesh/sdk/pkg/registry/common/retry"
 	registrysendfd "github.com/networkservicemesh/sdk/pkg/registry/common/sendfd"
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"google.golang.org/grpc"
+
+	"github.com/causeway-net/causeway/pkg/nsm/registration"
 )
 
 // TokenGenerator is the NSM token generator (token.GeneratorFunc).
@@ -41,8 +41,7 @@ type Endpoint struct {
 	url       *url.URL
 	tmpDir    string
 
-	nseClient registry.NetworkServiceEndpointRegistryClient
-	nse       *registry.NetworkServiceEndpoint
+	keeper *registration.Keeper
 
 	stopOnce sync.Once
 	stopErr  error
@@ -121,45 +120,30 @@ func (e *Endpoint) serve(ctx context.Context) error {
 // registerTryTimeout bounds each try of a registration (first or refresh).
 // The registry's expire element schedules the expiry at the granted
 // expiration minus the call's deadline, so a try must be much shorter than
-// the shortest NSMgr expiration in use (the lab's go down to 3s).
+// the shortest NSMgr expiration in use (the lab's go down to 3s); the
+// keeper ends a try by cancellation, never by a deadline.
 const registerTryTimeout = 2 * time.Second
 
+// register registers the network service and the endpoint and keeps them
+// registered until Stop, whatever happens to the NSMgr meanwhile.
 func (e *Endpoint) register(ctx context.Context) error {
-	nsClient := registryclient.NewNetworkServiceRegistryClient(ctx,
-		registryclient.WithClientURL(e.cfg.ConnectTo),
-		registryclient.WithDialOptions(e.cfg.DialOptions...))
-	rctx, cancel := context.WithTimeout(ctx, e.opts.registerTimeout)
-	defer cancel()
-	if _, err := nsClient.Register(rctx, networkService(e.cfg.Service, e.opts.payload)); err != nil {
-		return fmt.Errorf("register network service %s: %w", e.cfg.Service, err)
-	}
-
-	e.nseClient = registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
-		registryclient.WithClientURL(e.cfg.ConnectTo),
-		registryclient.WithDialOptions(e.cfg.DialOptions...),
-		// Short tries (see registerTryTimeout): the SDK's 15s would make an
-		// NSMgr expiration of 15s or less unregister the endpoint at once.
-		registryclient.WithNSERetryClient(registryretry.NewNetworkServiceEndpointRegistryClient(ctx,
-			registryretry.WithTryTimeout(registerTryTimeout))),
-		registryclient.WithNSEAdditionalFunctionality(
-			&lifetimeClient{lifetime: e.opts.lifetime},
-			registrysendfd.NewNetworkServiceEndpointRegistryClient(),
-		))
-	// The registry's expire element schedules the expiry at the granted
-	// expiration minus the Register call's deadline: a deadline as long as a
-	// short NSMgr expiration would unregister the endpoint at once. The call
-	// is bounded by a cancellation instead.
-	nctx, ncancel := context.WithCancel(ctx)
-	defer ncancel()
-	bound := time.AfterFunc(e.opts.registerTimeout, ncancel)
-	defer bound.Stop()
-	nse, err := e.nseClient.Register(nctx, networkServiceEndpoint(&e.cfg, e.url.String()))
+	reg := registration.Clients(ctx, e.cfg.ConnectTo, e.cfg.DialOptions, 0,
+		&lifetimeClient{lifetime: e.opts.lifetime},
+		registrysendfd.NewNetworkServiceEndpointRegistryClient())
+	k, err := registration.Start(ctx, reg, networkService(e.cfg.Service, e.opts.payload), networkServiceEndpoint(&e.cfg, e.url.String()),
+		registration.WithFirstTimeout(e.opts.registerTimeout),
+		registration.WithTryTimeout(registerTryTimeout),
+		registration.WithOnChange(e.opts.onRegistered),
+		registration.WithLogger(e.logger))
 	if err != nil {
-		return fmt.Errorf("register endpoint %s: %w", e.cfg.Name, err)
+		return err
 	}
-	e.nse = nse
+	e.keeper = k
 	return nil
 }
+
+// Registered reports whether the last registration or refresh succeeded.
+func (e *Endpoint) Registered() bool { return e.keeper.Registered() }
 
 // URL is where the endpoint serves.
 func (e *Endpoint) URL() *url.URL { return e.url }
@@ -180,18 +164,16 @@ func (e *Endpoint) Err() error {
 }
 
 // Registration is the endpoint as last registered.
-func (e *Endpoint) Registration() *registry.NetworkServiceEndpoint { return e.nse.Clone() }
+func (e *Endpoint) Registration() *registry.NetworkServiceEndpoint { return e.keeper.Endpoint() }
 
 // Stop unregisters the endpoint (bounded by ctx), stops serving (open
 // streams get a second to end) and removes the socket directory. The
 // targets find out through NSM heal. Stop is idempotent.
 func (e *Endpoint) Stop(ctx context.Context) error {
 	e.stopOnce.Do(func() {
-		if e.nse != nil {
+		if e.keeper != nil {
 			uctx, cancel := context.WithTimeout(ctx, e.opts.registerTimeout)
-			if _, err := e.nseClient.Unregister(uctx, e.nse.Clone()); err != nil {
-				e.stopErr = fmt.Errorf("unregister endpoint %s: %w", e.cfg.Name, err)
-			}
+			e.stopErr = e.keeper.Stop(uctx)
 			cancel()
 		}
 		e.teardown()

@@ -43,6 +43,7 @@ type options struct {
 	lifetime        time.Duration
 	authorize       networkservice.NetworkServiceServer
 	registerTimeout time.Duration
+	onRegistered    func(bool)
 	logger          *slog.Logger
 }
 
@@ -51,6 +52,7 @@ func newOptions(opts []Option) *options {
 		payload:         payload.Ethernet,
 		lifetime:        time.Minute,
 		registerTimeout: 15 * time.Second,
+		onRegistered:    func(bool) {},
 		logger:          slog.Default(),
 	}
 	for _, opt := range opts {
@@ -85,7 +87,19 @@ func WithAuthorizeServer(a networkservice.NetworkServiceServer) Option {
 	return func(o *options) { o.authorize = a }
 }
 
-// WithRegisterTimeout bounds each registry call (default 15s).
+// WithRegistrationState is told each time the registration is lost (a
+// refresh failed; it is retried for as long as the endpoint runs) or
+// regained, the first time from Start.
+func WithRegistrationState(fn func(registered bool)) Option {
+	return func(o *options) {
+		if fn != nil {
+			o.onRegistered = fn
+		}
+	}
+}
+
+// WithRegisterTimeout bounds the first registration's retries and the
+// unregistration at Stop (default 15s).
 func WithRegisterTimeout(d time.Duration) Option {
 	return func(o *options) { o.registerTimeout = d }
 }

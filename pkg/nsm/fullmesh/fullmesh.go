@@ -11,6 +11,8 @@ import (
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
+
+	"github.com/causeway-net/causeway/internal/backoff"
 )
 
 // ConnectionID is the deterministic id of the connection from the proxy
@@ -248,24 +250,20 @@ func (f *FullMesh) pruneClosing() {
 // watchLoop opens the registry watch again and again, with backoff, until
 // ctx is done.
 func (f *FullMesh) watchLoop(ctx context.Context, msgs chan<- message) {
-	wait := f.opts.backoffInitial
+	wait := backoff.New(f.opts.backoffInitial, f.opts.backoffMax)
 	for {
 		received, err := f.watch(ctx, msgs)
 		if ctx.Err() != nil {
 			return
 		}
 		if received {
-			wait = f.opts.backoffInitial
+			wait.Reset()
 		}
-		f.opts.logger.Warn("registry watch broke, reconnecting", "service", f.service, "error", err, "after", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		d := wait.Next()
+		f.opts.logger.Warn("registry watch broke, reconnecting", "service", f.service, "error", err, "after", d)
+		if !backoff.Sleep(ctx, d) {
 			return
-		case <-t.C:
 		}
-		wait = min(2*wait, f.opts.backoffMax)
 	}
 }
 

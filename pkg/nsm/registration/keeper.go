@@ -1,0 +1,184 @@
+package registration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/registry"
+
+	"github.com/causeway-net/causeway/internal/backoff"
+)
+
+// Registrar is what the keeper registers through: the SDK's registry
+// clients to the NSMgr. Service may be nil when the endpoint's network
+// service is registered by someone else.
+type Registrar struct {
+	Service  registry.NetworkServiceRegistryClient
+	Endpoint registry.NetworkServiceEndpointRegistryClient
+}
+
+// Keeper keeps one endpoint registered until Stop.
+type Keeper struct {
+	reg  Registrar
+	ns   *registry.NetworkService
+	nse  *registry.NetworkServiceEndpoint
+	opts *options
+
+	mu         sync.Mutex
+	granted    *registry.NetworkServiceEndpoint // as last accepted
+	registered bool
+
+	cancel   context.CancelFunc
+	done     chan struct{}
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start registers ns (if not nil) and nse, retrying for up to the first
+// timeout, and then keeps them registered in a goroutine of its own until
+// Stop. ctx bounds only the first registration.
+func Start(ctx context.Context, reg Registrar, ns *registry.NetworkService, nse *registry.NetworkServiceEndpoint, opts ...Option) (*Keeper, error) {
+	if reg.Endpoint == nil || nse.GetName() == "" {
+		return nil, errors.New("registration: an endpoint registry client and an endpoint name are required")
+	}
+	if ns != nil && reg.Service == nil {
+		return nil, errors.New("registration: a network service needs a network service registry client")
+	}
+	k := &Keeper{reg: reg, ns: ns, nse: nse.Clone(), opts: newOptions(opts), done: make(chan struct{})}
+	if err := k.first(ctx); err != nil {
+		close(k.done)
+		return nil, err
+	}
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	k.cancel = cancel
+	go func() {
+		defer close(k.done)
+		k.run(life)
+	}()
+	return k, nil
+}
+
+func (k *Keeper) first(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := time.AfterFunc(k.opts.firstTimeout, cancel)
+	defer stop.Stop()
+	wait := backoff.New(k.opts.retryInitial, k.opts.retryMax)
+	for {
+		err := k.try(ctx)
+		if err == nil {
+			return nil
+		}
+		k.opts.logger.Warn("registration failed, retrying", "nse", k.nse.GetName(), "error", err)
+		if !wait.Wait(ctx) {
+			return fmt.Errorf("register endpoint %s for %v: %w", k.nse.GetName(), k.nse.GetNetworkServiceNames(), err)
+		}
+	}
+}
+
+// run refreshes at a third of the granted lifetime and, after a failure,
+// retries with backoff until a try succeeds.
+func (k *Keeper) run(ctx context.Context) {
+	wait := backoff.New(k.opts.retryInitial, k.opts.retryMax)
+	failures := 0
+	for {
+		next := k.refreshIn()
+		if failures > 0 {
+			next = wait.Next()
+		}
+		if !backoff.Sleep(ctx, next) {
+			return
+		}
+		err := k.try(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && failures > 0:
+			k.opts.logger.Info("registration restored", "nse", k.nse.GetName(), "failedTries", failures)
+			failures = 0
+			wait.Reset()
+		case err != nil:
+			failures++
+			k.opts.logger.Warn("registration refresh failed, retrying", "nse", k.nse.GetName(),
+				"failedTries", failures, "error", err)
+		}
+	}
+}
+
+// refreshIn is a third of what is left of the granted registration.
+func (k *Keeper) refreshIn() time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	exp := k.granted.GetExpirationTime()
+	if exp == nil {
+		return k.opts.retryMax
+	}
+	return max(time.Until(exp.AsTime())/3, k.opts.minRefresh)
+}
+
+// try registers the service and the endpoint once, bounded by the try
+// timeout through cancellation.
+func (k *Keeper) try(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := time.AfterFunc(k.opts.tryTimeout, cancel)
+	defer stop.Stop()
+	if k.ns != nil {
+		if _, err := k.reg.Service.Register(ctx, k.ns.Clone()); err != nil {
+			k.set(nil)
+			return fmt.Errorf("register network service %s: %w", k.ns.GetName(), err)
+		}
+	}
+	granted, err := k.reg.Endpoint.Register(ctx, k.nse.Clone())
+	if err != nil {
+		k.set(nil)
+		return fmt.Errorf("register endpoint %s: %w", k.nse.GetName(), err)
+	}
+	k.set(granted)
+	return nil
+}
+
+// set records the outcome of a try and reports a change.
+func (k *Keeper) set(granted *registry.NetworkServiceEndpoint) {
+	k.mu.Lock()
+	was := k.registered
+	k.registered = granted != nil
+	if granted != nil {
+		k.granted = granted
+	}
+	now := k.registered
+	k.mu.Unlock()
+	if was != now {
+		k.opts.onChange(now)
+	}
+}
+
+// Registered reports whether the last try succeeded.
+func (k *Keeper) Registered() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.registered
+}
+
+// Endpoint is the endpoint as the registry last accepted it.
+func (k *Keeper) Endpoint() *registry.NetworkServiceEndpoint {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.granted.Clone()
+}
+
+// Stop ends the refreshes, waits for the keeper's goroutine and then
+// unregisters the endpoint (bounded by ctx). It is idempotent.
+func (k *Keeper) Stop(ctx context.Context) error {
+	k.stopOnce.Do(func() {
+		k.cancel()
+		<-k.done
+		if _, err := k.reg.Endpoint.Unregister(ctx, k.Endpoint()); err != nil {
+			k.stopErr = fmt.Errorf("unregister endpoint %s: %w", k.nse.GetName(), err)
+		}
+	})
+	return k.stopErr
+}
