@@ -77,10 +77,9 @@ func StartEndpoint(ctx context.Context, cfg EndpointConfig) (_ *Endpoint, err er
 		return nil, fmt.Errorf("endpoint %s: %w", cfg.Name, err)
 	}
 	e.URL = e.srv.URL
-	if err = RegisterService(ctx, cfg.NSMgrURL, dial, &registry.NetworkService{Name: cfg.Service, Payload: payload.Ethernet}); err != nil {
-		return nil, fmt.Errorf("endpoint %s: %w", cfg.Name, err)
-	}
-	e.reg, err = RegisterEndpoint(ctx, cfg.NSMgrURL, dial, &registry.NetworkServiceEndpoint{
+	// The service is kept registered with the endpoint: a restarted
+	// NSMgr's registry comes back empty.
+	e.reg, err = RegisterServiceEndpoint(ctx, cfg.NSMgrURL, dial, &registry.NetworkService{Name: cfg.Service, Payload: payload.Ethernet}, &registry.NetworkServiceEndpoint{
 		Name:                 cfg.Name,
 		NetworkServiceNames:  []string{cfg.Service},
 		NetworkServiceLabels: map[string]*registry.NetworkServiceLabels{cfg.Service: {Labels: cfg.Labels}},

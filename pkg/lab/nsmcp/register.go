@@ -9,99 +9,89 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/registry"
 	"google.golang.org/grpc"
 
-	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	registryrecvfd "github.com/networkservicemesh/sdk/pkg/registry/common/recvfd"
-	registryretry "github.com/networkservicemesh/sdk/pkg/registry/common/retry"
 	registrysendfd "github.com/networkservicemesh/sdk/pkg/registry/common/sendfd"
+
+	"github.com/causeway-net/causeway/pkg/nsm/registration"
 )
 
 // registryDialTimeout bounds each dial of the registry clients.
 const registryDialTimeout = 5 * time.Second
 
-// The registry's expire element schedules an endpoint's expiry at its
-// expiration minus the Register call's remaining deadline, so a Register
-// must never carry a deadline as long as the expiration: the endpoint would
-// be unregistered at once. Each try of a Register (first or refresh) gets
-// registerTryTimeout (the SDK default of 15s would forbid expirations under
-// 15s); registerTimeout bounds the retries of the first one.
+// Each try of a registration (first or refresh) gets registerTryTimeout,
+// ended by cancellation (see registration.WithTryTimeout); registerTimeout
+// bounds the retries of the first one. Refreshes are retried for as long
+// as the registration lives, so a restarted NSMgr is filled again.
 const (
 	registerTryTimeout = 2 * time.Second
 	registerTimeout    = 10 * time.Second
 )
 
-// Registration is an NSE kept registered (refreshed) with an NSMgr until
-// Unregister or until the context given to RegisterEndpoint ends.
+// Registration is an NSE kept registered (refreshed, retried) with an NSMgr
+// until Unregister or until the context given to RegisterEndpoint ends.
 type Registration struct {
-	client registry.NetworkServiceEndpointRegistryClient
-	nse    *registry.NetworkServiceEndpoint
-	cancel context.CancelFunc
+	keeper *registration.Keeper
 	stop   func() bool
 }
 
 // RegisterEndpoint registers nse with the NSMgr at nsmgrURL and keeps the
-// registration refreshed while ctx lives. Endpoints reached by file
-// descriptor (an NSE in another namespace or process) pass their socket with
-// sendfd; the forwarder, local to the NSMgr, registers with recvfd like the
-// SDK's own forwarders.
+// registration refreshed while ctx lives; when ctx ends the refreshes stop
+// without unregistering (as when the process dies). Endpoints reached by
+// file descriptor (an NSE in another namespace or process) pass their
+// socket with sendfd; the forwarder, local to the NSMgr, registers with
+// recvfd like the SDK's own forwarders.
 func RegisterEndpoint(ctx context.Context, nsmgrURL *url.URL, dialOpts []grpc.DialOption, nse *registry.NetworkServiceEndpoint) (*Registration, error) {
-	return register(ctx, nsmgrURL, dialOpts, nse, registrysendfd.NewNetworkServiceEndpointRegistryClient())
+	return register(ctx, nsmgrURL, dialOpts, nil, nse, registrysendfd.NewNetworkServiceEndpointRegistryClient())
+}
+
+// RegisterServiceEndpoint is RegisterEndpoint that also keeps the network
+// service ns registered (before the endpoint, on every refresh).
+func RegisterServiceEndpoint(ctx context.Context, nsmgrURL *url.URL, dialOpts []grpc.DialOption, ns *registry.NetworkService, nse *registry.NetworkServiceEndpoint) (*Registration, error) {
+	return register(ctx, nsmgrURL, dialOpts, ns, nse, registrysendfd.NewNetworkServiceEndpointRegistryClient())
 }
 
 func registerForwarder(ctx context.Context, nsmgrURL *url.URL, dialOpts []grpc.DialOption, nse *registry.NetworkServiceEndpoint) (*Registration, error) {
-	return register(ctx, nsmgrURL, dialOpts, nse, registryrecvfd.NewNetworkServiceEndpointRegistryClient())
+	return register(ctx, nsmgrURL, dialOpts, nil, nse, registryrecvfd.NewNetworkServiceEndpointRegistryClient())
 }
 
-func register(ctx context.Context, nsmgrURL *url.URL, dialOpts []grpc.DialOption, nse *registry.NetworkServiceEndpoint, fd registry.NetworkServiceEndpointRegistryClient) (*Registration, error) {
-	// The refreshes run on a context without ctx's deadline (see
-	// registerTimeout) that still ends with ctx.
+func register(ctx context.Context, nsmgrURL *url.URL, dialOpts []grpc.DialOption, ns *registry.NetworkService, nse *registry.NetworkServiceEndpoint,
+	fd registry.NetworkServiceEndpointRegistryClient) (*Registration, error) {
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, cancel)
-	c := registryclient.NewNetworkServiceEndpointRegistryClient(life,
-		registryclient.WithClientURL(nsmgrURL),
-		registryclient.WithDialOptions(dialOpts...),
-		registryclient.WithDialTimeout(registryDialTimeout),
-		registryclient.WithNSEAdditionalFunctionality(fd),
-		registryclient.WithNSERetryClient(registryretry.NewNetworkServiceEndpointRegistryClient(life,
-			registryretry.WithTryTimeout(registerTryTimeout))),
-	)
-	regCtx, regCancel := context.WithTimeout(life, registerTimeout)
-	defer regCancel()
-	reg, err := c.Register(regCtx, nse.Clone())
+	reg := registration.Clients(life, nsmgrURL, dialOpts, registryDialTimeout, fd)
+	k, err := registration.Start(ctx, reg, ns, nse,
+		registration.WithFirstTimeout(registerTimeout), registration.WithTryTimeout(registerTryTimeout))
 	if err != nil {
-		stop()
 		cancel()
-		return nil, fmt.Errorf("register endpoint %s for %v: %w", nse.GetName(), nse.GetNetworkServiceNames(), err)
+		return nil, err
 	}
-	return &Registration{client: c, nse: reg, cancel: cancel, stop: stop}, nil
+	stop := context.AfterFunc(ctx, func() {
+		k.Abandon()
+		cancel()
+	})
+	return &Registration{keeper: k, stop: func() bool {
+		ok := stop()
+		cancel()
+		return ok
+	}}, nil
 }
 
 // Endpoint is the endpoint as the registry accepted it.
-func (r *Registration) Endpoint() *registry.NetworkServiceEndpoint { return r.nse.Clone() }
+func (r *Registration) Endpoint() *registry.NetworkServiceEndpoint { return r.keeper.Endpoint() }
 
 // Unregister removes the endpoint from the registry and stops refreshing it.
 func (r *Registration) Unregister(ctx context.Context) error {
-	defer func() {
-		r.stop()
-		r.cancel()
-	}()
-	if _, err := r.client.Unregister(ctx, r.nse.Clone()); err != nil {
-		return fmt.Errorf("unregister endpoint %s: %w", r.nse.GetName(), err)
-	}
-	return nil
+	defer r.stop()
+	return r.keeper.Stop(ctx)
 }
 
 // RegisterService registers the network service ns with the NSMgr at
-// nsmgrURL. Requests that name a service nobody registered fail, so an NSE
-// registers its service before its endpoint.
+// nsmgrURL once. Requests that name a service nobody registered fail, so an
+// NSE registers its service before its endpoint.
 func RegisterService(ctx context.Context, nsmgrURL *url.URL, dialOpts []grpc.DialOption, ns *registry.NetworkService) error {
-	c := registryclient.NewNetworkServiceRegistryClient(ctx,
-		registryclient.WithClientURL(nsmgrURL),
-		registryclient.WithDialOptions(dialOpts...),
-		registryclient.WithDialTimeout(registryDialTimeout),
-	)
+	reg := registration.Clients(ctx, nsmgrURL, dialOpts, registryDialTimeout)
 	regCtx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
-	if _, err := c.Register(regCtx, ns.Clone()); err != nil {
+	if _, err := reg.Service.Register(regCtx, ns.Clone()); err != nil {
 		return fmt.Errorf("register network service %s: %w", ns.GetName(), err)
 	}
 	return nil

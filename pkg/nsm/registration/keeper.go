@@ -61,9 +61,13 @@ func Start(ctx context.Context, reg Registrar, ns *registry.NetworkService, nse 
 	return k, nil
 }
 
-func (k *Keeper) first(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+// first registers for the first time. Its tries carry no deadline (see
+// WithTryTimeout): ctx and the first timeout end them by cancellation.
+func (k *Keeper) first(parent context.Context) error {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	defer cancel()
+	stopParent := context.AfterFunc(parent, cancel)
+	defer stopParent()
 	stop := time.AfterFunc(k.opts.firstTimeout, cancel)
 	defer stop.Stop()
 	wait := backoff.New(k.opts.retryInitial, k.opts.retryMax)
@@ -170,12 +174,18 @@ func (k *Keeper) Endpoint() *registry.NetworkServiceEndpoint {
 	return k.granted.Clone()
 }
 
+// Abandon ends the refreshes and waits for the keeper's goroutine, without
+// unregistering: the registration runs out as a crashed owner's would.
+func (k *Keeper) Abandon() {
+	k.cancel()
+	<-k.done
+}
+
 // Stop ends the refreshes, waits for the keeper's goroutine and then
 // unregisters the endpoint (bounded by ctx). It is idempotent.
 func (k *Keeper) Stop(ctx context.Context) error {
 	k.stopOnce.Do(func() {
-		k.cancel()
-		<-k.done
+		k.Abandon()
 		if _, err := k.reg.Endpoint.Unregister(ctx, k.Endpoint()); err != nil {
 			k.stopErr = fmt.Errorf("unregister endpoint %s: %w", k.nse.GetName(), err)
 		}

@@ -72,10 +72,14 @@ type endpointClient struct {
 	*fakeRegistry
 }
 
-func (e endpointClient) Register(_ context.Context, nse *registry.NetworkServiceEndpoint, _ ...grpc.CallOption) (*registry.NetworkServiceEndpoint, error) {
+func (e endpointClient) Register(ctx context.Context, nse *registry.NetworkServiceEndpoint, _ ...grpc.CallOption) (*registry.NetworkServiceEndpoint, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.calls++
+	if _, ok := ctx.Deadline(); ok {
+		// NSM's expire element would take it off the granted expiration.
+		return nil, errors.New("a registration must not carry a deadline")
+	}
 	if e.down {
 		return nil, errDown
 	}
@@ -119,7 +123,9 @@ func (c *changes) list() []bool {
 
 func start(t *testing.T, f *fakeRegistry, ch *changes) *registration.Keeper {
 	t.Helper()
-	k, err := registration.Start(context.Background(),
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	k, err := registration.Start(ctx,
 		registration.Registrar{Service: serviceClient{fakeRegistry: f}, Endpoint: endpointClient{fakeRegistry: f}},
 		&registry.NetworkService{Name: "svc"},
 		&registry.NetworkServiceEndpoint{Name: "nse-1", NetworkServiceNames: []string{"svc"}},
