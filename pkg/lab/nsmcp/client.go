@@ -47,7 +47,7 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 		client.WithDialOptions(DialOptions(gen)...),
 		client.WithDialTimeout(5*time.Second),
 		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
-		client.WithHealClient(heal.NewClient(ctx)),
+		client.WithHealClient(heal.NewClient(ctx, heal.WithLivenessCheck(kernelLinkAlive))),
 		client.WithAdditionalFunctionality(elements...),
 	)
 }

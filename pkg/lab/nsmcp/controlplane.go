@@ -125,9 +125,12 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	return cp, nil
 }
 
-// Stop unregisters the forwarder, stops both servers, removes the veth pairs
-// the forwarder still holds and ends every goroutine the control plane
-// started. It is safe to call more than once.
+// Stop unregisters the forwarder, stops both servers and ends every
+// goroutine the control plane started. The veth pairs the forwarder made
+// stay, as the data paths of NSM's forwarder stay when its pod is
+// replaced: a control plane started again adopts them, and the lab's
+// teardown deletes them with their namespaces. It is safe to call more
+// than once.
 func (c *ControlPlane) Stop() { c.stopOnce.Do(c.stop) }
 
 func (c *ControlPlane) stop() {
@@ -144,8 +147,5 @@ func (c *ControlPlane) stop() {
 	}
 	if c.nsmgrSrv != nil {
 		c.nsmgrSrv.Stop()
-	}
-	if c.fwd != nil {
-		c.fwd.RemoveAll()
 	}
 }

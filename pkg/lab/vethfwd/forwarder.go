@@ -48,7 +48,6 @@ type Config struct {
 // unix socket (FD passing needs one) and register that URL with the NSMgr.
 type Forwarder struct {
 	endpoint.Endpoint
-	veth *vethClient
 }
 
 // New builds the forwarder chain. ctx bounds its lifetime.
@@ -80,7 +79,7 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 		registryclient.WithNSEAdditionalFunctionality(registryrecvfd.NewNetworkServiceEndpointRegistryClient()))
 
 	veth := newVethClient()
-	f := &Forwarder{veth: veth}
+	f := &Forwarder{}
 	f.Endpoint = endpoint.NewServer(ctx, cfg.TokenGenerator,
 		endpoint.WithName(cfg.Name),
 		endpoint.WithAdditionalFunctionality(
@@ -110,6 +109,3 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 	return f, nil
 }
 
-// RemoveAll deletes every veth pair the forwarder still holds. Call it after
-// the forwarder stopped serving.
-func (f *Forwarder) RemoveAll() { f.veth.stop() }

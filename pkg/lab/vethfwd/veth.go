@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"sync"
 
@@ -101,7 +102,15 @@ func (v *vethClient) ensure(connID string, nsc, nse end, mtu int) error {
 		have.close()
 		delete(v.pairs, connID)
 	}
-	// Leftovers of an earlier forwarder run or of a lost Close.
+	// A pair that an earlier run of the forwarder made for this very
+	// connection is taken over as it is: a restarted control plane must
+	// not cut the data paths it set up (NSM's forwarders do the same).
+	if peers(want) {
+		v.pairs[connID] = want
+		slog.Info("veth pair adopted from an earlier forwarder run", "conn", connID, "nsc", want.nscName, "nse", want.nseName)
+		return nil
+	}
+	// Other leftovers (a lost Close, a link in the way) are replaced.
 	deleteLink(want.nscNS, want.nscName)
 	deleteLink(want.nseNS, want.nseName)
 	if err := createPair(want, mtu); err != nil {
@@ -126,19 +135,6 @@ func (v *vethClient) remove(connID string) {
 	deleteLink(p.nseNS, p.nseName)
 	p.close()
 	slog.Debug("veth pair deleted", "conn", connID, "nsc", p.nscName, "nse", p.nseName)
-}
-
-// stop removes every pair; the forwarder's owner calls it on shutdown.
-func (v *vethClient) stop() {
-	v.mu.Lock()
-	ids := make([]string, 0, len(v.pairs))
-	for id := range v.pairs {
-		ids = append(ids, id)
-	}
-	v.mu.Unlock()
-	for _, id := range ids {
-		v.remove(id)
-	}
 }
 
 // createPair creates the veth directly inside the two namespaces with their
@@ -181,6 +177,32 @@ func setUp(ns netns.NsHandle, name string) error {
 		return fmt.Errorf("set %s up: %w", name, err)
 	}
 	return nil
+}
+
+// peers reports whether p's two ends exist, are up, and are the two ends
+// of one veth.
+func peers(p *pair) bool {
+	nsc, err := linkIn(p.nscNS, p.nscName)
+	if err != nil {
+		return false
+	}
+	nse, err := linkIn(p.nseNS, p.nseName)
+	if err != nil {
+		return false
+	}
+	_, ok := nsc.(*netlink.Veth)
+	up := nsc.Attrs().Flags&net.FlagUp != 0 && nse.Attrs().Flags&net.FlagUp != 0
+	// A veth's IFLA_LINK is its peer's index (in the peer's namespace).
+	return ok && up && nsc.Attrs().ParentIndex == nse.Attrs().Index && nse.Attrs().ParentIndex == nsc.Attrs().Index
+}
+
+func linkIn(ns netns.NsHandle, name string) (netlink.Link, error) {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	return h.LinkByName(name)
 }
 
 func linkExists(ns netns.NsHandle, name string) bool {

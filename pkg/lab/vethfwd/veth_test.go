@@ -32,7 +32,7 @@ func TestVethPairLifecycle(t *testing.T) {
 	nseA := testutil.NewNetNS(t, "va")
 	nseB := testutil.NewNetNS(t, "vb")
 	v := newVethClient()
-	defer v.stop()
+	defer v.remove("conn-1")
 
 	c := end{netnsURL: "file://" + nsc.Path(), name: "nsm0"}
 	a := end{netnsURL: "file://" + nseA.Path(), name: "svc-a"}
@@ -68,4 +68,37 @@ func TestVethPairLifecycle(t *testing.T) {
 	require.Zero(t, index(t, nseB, "svc-b"))
 
 	require.Error(t, v.ensure("conn-2", c, end{netnsURL: "inode://4/1", name: "x"}, 0), "only file:// namespaces")
+}
+
+// TestRestartedForwarderAdoptsItsPairs: a forwarder started again (the NSM
+// control plane restarted) is asked for a connection whose pair an earlier
+// run made: it takes the pair over as it is, so the data path is not cut.
+// A pair whose ends are not each other's peers is replaced.
+func TestRestartedForwarderAdoptsItsPairs(t *testing.T) {
+	nsc := testutil.NewNetNS(t, "vc")
+	nse := testutil.NewNetNS(t, "va")
+	c := end{netnsURL: "file://" + nsc.Path(), name: "nsm0"}
+	e := end{netnsURL: "file://" + nse.Path(), name: "svc-a"}
+
+	before := newVethClient()
+	require.NoError(t, before.ensure("conn-1", c, e, 1400))
+	made := index(t, nsc, "nsm0")
+
+	after := newVethClient() // the earlier run's state is gone
+	defer after.remove("conn-1")
+	require.NoError(t, after.ensure("conn-1", c, e, 1400))
+	require.Equal(t, made, index(t, nsc, "nsm0"), "adopted, not recreated")
+	for _, p := range before.pairs {
+		p.close() // the dead run's namespace handles
+	}
+
+	// Ends that are not peers: a stray veth under our name is replaced.
+	after.remove("conn-1")
+	nsc.MustExec(t, "ip", "link", "add", "nsm0", "type", "veth", "peer", "name", "stray0")
+	nse.MustExec(t, "ip", "link", "add", "svc-a", "type", "veth", "peer", "name", "stray1")
+	nsc.MustExec(t, "ip", "link", "set", "nsm0", "up")
+	nse.MustExec(t, "ip", "link", "set", "svc-a", "up")
+	stray := index(t, nsc, "nsm0")
+	require.NoError(t, after.ensure("conn-1", c, e, 1400))
+	require.NotEqual(t, stray, index(t, nsc, "nsm0"), "replaced")
 }
