@@ -20,6 +20,11 @@ commands:
   status   show a lab run (latest, or --id)
   check    run the checks against a running lab (latest, or --id)
   down     tear a lab run down (latest, --id, or --all), also after a crash
+  stop     stop a component as Kubernetes ends a pod (SIGTERM, SIGKILL after --grace):
+           nsm, nsp, ipam, proxy, an LB or a target
+  start    start a stopped component again
+  restart  stop, then start a component
+  debug    print the running proxy's model and kernel state (proxy -debug)
   list     list the recorded runs
   version  print the version
 Run 'lab <command> -h' for the flags of a command. Needs root.
@@ -43,6 +48,10 @@ func main() {
 		code = downCmd(args)
 	case "list":
 		code = listCmd(args)
+	case "stop", "start", "restart":
+		code = componentCmd(cmd, args)
+	case "debug":
+		code = debugCmd(args)
 	case "lb":
 		code = lbCmd(args)
 	case "target":

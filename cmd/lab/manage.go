@@ -111,3 +111,52 @@ func listCmd(args []string) int {
 	}
 	return 0
 }
+
+// componentCmd is `lab stop|start|restart <component>`: it asks the process
+// that runs the lab to act on one of its components.
+func componentCmd(verb string, args []string) int {
+	fs, id, base := openFlags("lab "+verb, args)
+	grace := fs.Duration("grace", labrun.DefaultGrace, "how long a stop waits after SIGTERM before SIGKILL")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: lab %s [flags] <component>\ncomponents: nsm, nsp, ipam, proxy, each LB and each target (see lab status)\n", verb)
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	lab, err := labrun.Open(*base, *id)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+		return 1
+	}
+	name := fs.Arg(0)
+	if err := lab.Control(verb, name, *grace); err != nil {
+		fmt.Fprintf(os.Stderr, "lab %s: %s %s: %v\n", lab.ID(), verb, name, err)
+		return 1
+	}
+	fmt.Printf("lab %s: %s %s: done\n", lab.ID(), verb, name)
+	return 0
+}
+
+// debugCmd is `lab debug`: the running proxy's state, as `proxy -debug`
+// prints it.
+func debugCmd(args []string) int {
+	fs, id, base := openFlags("lab debug", args)
+	_ = fs.Parse(args)
+	lab, err := labrun.Open(*base, *id)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	out, err := lab.ProxyDebug(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab %s: debug: %v\n", lab.ID(), err)
+		return 1
+	}
+	_, _ = os.Stdout.Write(out)
+	return 0
+}

@@ -39,6 +39,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/keepmech"
 	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
@@ -347,6 +348,7 @@ func (d *Daemon) start(ctx context.Context) error {
 		DialOptions:    nsmDial,
 		ServerOptions:  nsmServer,
 		Elements: []networkservice.NetworkServiceServer{
+			keepmech.NewServer(),
 			mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()}),
 			interfacemonitor.NewServer(mon),
 			ipcontext.NewServer(d.proxy, ipcontext.WithLogger(d.log.With("subsystem", "ipcontext"))),

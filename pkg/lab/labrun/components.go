@@ -141,7 +141,7 @@ func (l *Lab) startNSP(ctx context.Context) error {
 		"NSP_CONFIG_FILE=" + l.nspConfigPath(),
 		"NSP_CONFIG_POLL_INTERVAL=2s",
 		"NSP_LOG_LEVEL=" + st.LogLevel,
-		"NSP_METRICS_PORT=0",
+		"NSP_METRICS_PORT=" + strconv.Itoa(nspMetricsPort),
 	})
 	if err != nil {
 		return err
@@ -162,7 +162,7 @@ func (l *Lab) StartIPAM() error {
 		"IPAM_NSP_SERVICE=" + net.JoinHostPort("127.0.0.1", strconv.Itoa(nspPort)),
 		"IPAM_PREFIX_IPV4=" + st.IPAMPrefixIPv4,
 		"IPAM_PREFIX_IPV6=" + st.IPAMPrefixIPv6,
-		"IPAM_METRICS_PORT=0",
+		"IPAM_METRICS_PORT=" + strconv.Itoa(ipamMetricsPort),
 		"IPAM_LOG_LEVEL=" + st.LogLevel,
 	}, st.IPAMEnv...))
 	if err != nil {
@@ -202,7 +202,7 @@ func (l *Lab) StartProxy() error {
 		"NSM_DEBUG_SOCKET=" + l.ProxyDebugSocket(),
 		"NSM_LISTEN_ON=" + listen,
 		"NSM_BRIDGE_MAC_FILE=" + l.run.Path("bridge.mac"),
-		"NSM_METRICS_ADDRESS=",
+		"NSM_METRICS_ADDRESS=" + net.JoinHostPort("", strconv.Itoa(proxyMetricsPort)),
 		"NSM_LOG_LEVEL=" + st.LogLevel,
 		"NSM_IP_RELEASE_DELAY=" + st.ReleaseDelay,
 		"NSM_GRPC_MAX_BACKOFF=1s",

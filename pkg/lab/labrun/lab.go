@@ -34,6 +34,8 @@ type Lab struct {
 	st    labState
 	procs map[string]*proc // by component name, owner only
 
+	stopControl func() // ends the control socket's server, owner only
+
 	downOnce sync.Once
 	downErr  error
 }
@@ -157,6 +159,9 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		if err := l.startTargetProcess(name, ""); err != nil {
 			return nil, err
 		}
+	}
+	if l.stopControl, err = l.serveControl(); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -312,6 +317,9 @@ func (l *Lab) Down() error {
 }
 
 func (l *Lab) downOwned() error {
+	if l.stopControl != nil {
+		l.stopControl()
+	}
 	// Targets leave first (they close their connections through the
 	// control plane), then the proxy and the LBs, then ipam and nsp.
 	l.stopAll(l.state().Targets, 10*time.Second)

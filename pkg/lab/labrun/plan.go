@@ -17,6 +17,10 @@ var (
 const (
 	ipamPort = 7777
 	nspPort  = 7778
+	// Metrics, on by default in the lab (lab status lists them).
+	proxyMetricsPort = 9091 // the proxy's default NSM_METRICS_ADDRESS port
+	ipamMetricsPort  = 2112 // the ipam's default IPAM_METRICS_PORT
+	nspMetricsPort   = 9092
 )
 
 // Interface names.

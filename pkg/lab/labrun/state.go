@@ -35,7 +35,8 @@ type labState struct {
 	LogLevel       string   `json:"logLevel"`
 	IPAMEnv        []string `json:"ipamEnv,omitempty"`
 	ProxyEnv       []string `json:"proxyEnv,omitempty"`
-	// Owner is the process running the lab's NSM control plane.
+	// Owner is the `lab run` process that started the components and
+	// takes the control socket's requests.
 	OwnerPID       int    `json:"ownerPid"`
 	OwnerStartTime uint64 `json:"ownerStartTime"`
 }

@@ -22,7 +22,7 @@ func (l *Lab) Status(w io.Writer) error {
 	if alive(st.OwnerPID, st.OwnerStartTime) {
 		owner = fmt.Sprintf("pid %d", st.OwnerPID)
 	}
-	fmt.Fprintf(w, "lab %s  created %s  dir %s  owner (NSM control plane) %s\n", st.ID, rs.Created.Format("2006-01-02 15:04:05Z"), l.run.Dir, owner)
+	fmt.Fprintf(w, "lab %s  created %s  dir %s  owner (lab run) %s\n", st.ID, rs.Created.Format("2006-01-02 15:04:05Z"), l.run.Dir, owner)
 	fmt.Fprintf(w, "trench %s  conduit %s  namespace %s  VIPs %v  echo port %d\n\n", st.Trench, st.Conduit, st.Namespace, st.VIPs, st.EchoPort)
 
 	// Components: the last process recorded under each name.
@@ -45,6 +45,14 @@ func (l *Lab) Status(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n, p.PID, state, l.Logs(n))
 	}
 	_ = tw.Flush()
+
+	fmt.Fprintln(w, "\nMETRICS (Prometheus /metrics; e.g. ip netns exec <netns> wget -qO- http://127.0.0.1:<port>/metrics)")
+	for _, m := range []struct {
+		component, role string
+		port      int
+	}{{"proxy", "proxy", proxyMetricsPort}, {"ipam", "ctl", ipamMetricsPort}, {"nsp", "ctl", nspMetricsPort}} {
+		fmt.Fprintf(w, "  %-6s netns %s  127.0.0.1:%d\n", m.component, l.NetNS(m.role), m.port)
+	}
 
 	fmt.Fprintln(w, "\nNAMESPACES")
 	var seen []string

@@ -17,6 +17,8 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
+
+	"github.com/causeway-net/causeway/pkg/nsm/keepmech"
 )
 
 // EndpointConfig describes a kernel-mechanism NSE served on a unix socket and
@@ -65,6 +67,7 @@ func StartEndpoint(ctx context.Context, cfg EndpointConfig) (_ *Endpoint, err er
 	gen := TokenGenerator(cfg.Name, cfg.TokenLifetime)
 	dial := DialOptions(gen)
 	elements := append(append([]networkservice.NetworkServiceServer{}, cfg.Elements...),
+		keepmech.NewServer(),
 		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{
 			kernelmech.MECHANISM: kernel.NewServer(),
 		}),
