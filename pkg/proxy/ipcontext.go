@@ -139,6 +139,7 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 		log.Error("IP context not set", "error", err)
 		return fmt.Errorf("set IP context of %s: %w", id, err)
 	}
+	warnMoved(prior, got, log)
 	p.followNodeSubnet(ctx, id, got, log)
 
 	p.mu.Lock()
@@ -234,6 +235,18 @@ func (p *Proxy) allocateChildren(ctx context.Context, id string) (got map[childK
 		return got, failed, errors.Join(errs...)
 	}
 	return got, nil, nil
+}
+
+// warnMoved logs every child for which the IPAM answered another address
+// than the one the proxy holds (its data was restored or lost): the proxy
+// follows the IPAM, which owns the addresses.
+func warnMoved(prior, got map[childKey]netip.Prefix, log *slog.Logger) {
+	for k, held := range prior {
+		if now, ok := got[k]; ok && now != held {
+			log.Warn("the IPAM answered another address than the one held; following it", "family", k.Family.String(),
+				"child", k.Name, "held", held, "answered", now)
+		}
+	}
 }
 
 // followNodeSubnet renews the bridge address of a family when an allocation

@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -297,4 +299,46 @@ func TestSetIPContextCancelledWhileWaitingForID(t *testing.T) {
 	require.ErrorIs(t, e.p.SetIPContext(ctx, lbConn("x"), LBConn), context.Canceled)
 	close(unblock)
 	require.NoError(t, <-first)
+}
+
+// The IPAM moved a child the proxy holds (its store was restored from an
+// older snapshot, say): the proxy follows the IPAM and says so.
+func TestSetIPContextFollowsAMovedChild(t *testing.T) {
+	var logs syncBuffer
+	e := newTestEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	conn := targetConn("t1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
+	require.Equal(t, []string{"172.16.0.2/24", "fd00::2/64"}, ipcOf(conn).GetSrcIpAddrs())
+
+	e.ipam.mu.Lock()
+	for _, n := range e.ipam.nodes {
+		if n.subnet.Addr().Is4() {
+			moved := netip.MustParseAddr("172.16.0.9")
+			delete(n.used, n.byName["t1-src"])
+			n.byName["t1-src"], n.used[moved] = moved, true
+		}
+	}
+	e.ipam.mu.Unlock()
+
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
+	require.ElementsMatch(t, []string{"172.16.0.9/24", "fd00::2/64"}, ipcOf(conn).GetSrcIpAddrs(), "the proxy follows the IPAM")
+	require.Contains(t, logs.String(), `"msg":"the IPAM answered another address than the one held; following it"`)
+	require.Contains(t, logs.String(), `"held":"172.16.0.2/24","answered":"172.16.0.9/24"`)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

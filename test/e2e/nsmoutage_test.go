@@ -1,0 +1,114 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/pkg/lab/labrun"
+)
+
+// stopGrace is the grace the scenarios give a stopped component.
+const stopGrace = 10 * time.Second
+
+// requireGreen waits until every lab check passes and returns when.
+func requireGreen(t *testing.T, ctx context.Context, l *labrun.Lab, within time.Duration, msg string) time.Time {
+	t.Helper()
+	var last note
+	require.Eventually(t, func() bool {
+		r, err := l.Check(ctx)
+		if err != nil {
+			last.set("%v", err)
+			return false
+		}
+		var failed []string
+		for _, row := range r.Failed() {
+			failed = append(failed, fmt.Sprintf("%s: %s", row.Name, row.Detail))
+		}
+		last.set("%v", failed)
+		return r.OK()
+	}, within, time.Second, "%s: lab checks green (last failing: %v)", msg, &last)
+	return time.Now()
+}
+
+// TestNSMOutage stops the NSM control plane (NSMgr, registry, forwarder)
+// for 1 s, 30 s and 120 s, as an NSM upgrade replaces its pods, then
+// starts it again. The data path does not need the control plane: traffic
+// through the VIP flows during the whole outage, the proxy keeps its
+// ports, routes and rules, and afterwards every check is green again
+// without anyone doing anything. The traffic lost and the time to green
+// are reported.
+func TestNSMOutage(t *testing.T) {
+	for _, outage := range []time.Duration{time.Second, 30 * time.Second, 120 * time.Second} {
+		t.Run(outage.String(), func(t *testing.T) {
+			l := newLab(t, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), outage+4*time.Minute)
+			defer cancel()
+			st, err := proxyState(ctx, l)
+			require.NoError(t, err)
+			table := st.Dataplane.Table
+			before := readProxyKernel(t, l, table)
+
+			ps := startProbers(t, ctx, l, vipOf(t, l, true))
+			waitProbes(t, ps, time.Time{}, 20, "probes before the outage")
+			stopped := mark(ps, "nsm stopped")
+			require.NoError(t, l.StopComponent("nsm", stopGrace))
+			t.Logf("nsm stopped in %v", time.Since(stopped).Round(time.Millisecond))
+			time.Sleep(outage)
+			during := readProxyKernel(t, l, table)
+			require.Equal(t, before.Ports, during.Ports, "the proxy keeps every bridge port while NSM is away")
+			require.Equal(t, before.Routes, during.Routes, "and its ECMP routes")
+			require.Equal(t, before.Rules, during.Rules, "and its VIP rules")
+			started := mark(ps, "nsm started")
+			require.NoError(t, l.StartComponent("nsm"))
+			green := requireGreen(t, ctx, l, waitLong+outage, "after the NSM control plane came back")
+			t.Logf("FIGURE: NSM outage of %v: all checks green %v after the control plane started again", outage,
+				green.Sub(started).Round(time.Millisecond))
+
+			// The control plane works again: a target that leaves and joins
+			// gets through it.
+			target := l.Targets()[0]
+			require.NoError(t, l.StopTarget(target))
+			require.NoError(t, l.StartTarget(target))
+			requireGreen(t, ctx, l, waitLong, "a target joined through the restarted control plane")
+
+			waitProbes(t, ps, time.Now(), 20, "probes after the outage")
+			for network, p := range ps {
+				s := p.Stop()
+				out := s.After(stopped).Before(started)
+				t.Logf("FIGURE: NSM outage of %v (%s): %d of %d probes lost during the outage, longest gap %v; after it: %v",
+					outage, network, out.Failures(), len(out), s.After(stopped.Add(-time.Second)).LongestGap(), s.After(started))
+				require.Zero(t, out.Failures(), "%s: traffic flows while NSM is away (first error: %v)", network, out.FirstError())
+			}
+		})
+	}
+}
+
+// TestLBDiesDuringNSMOutage: while the NSM control plane is away an LB's
+// process dies; once the control plane is back the proxy drops the dead
+// LB (its registration never comes back) and the other LB carries every
+// flow.
+func TestLBDiesDuringNSMOutage(t *testing.T) {
+	l := newLab(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	lbA, lbB := l.LBs()[0], l.LBs()[1]
+	aAddrs := lbAddrsOf(t, ctx, l, lbA)
+
+	require.NoError(t, l.StopComponent("nsm", stopGrace))
+	require.NoError(t, l.KillLB(lbA, false))
+	time.Sleep(5 * time.Second)
+	nh, err := lbNexthops(ctx, l)
+	require.NoError(t, err)
+	require.Subset(t, nh, aAddrs, "without the control plane the proxy cannot know LB-A died: it keeps it")
+	started := time.Now()
+	require.NoError(t, l.StartComponent("nsm"))
+	dropped := waitNexthopsGone(t, ctx, l, aAddrs)
+	t.Logf("FIGURE: LB died during an NSM outage: dropped %v after the control plane came back (NSE expiration %v)",
+		dropped.Sub(started).Round(time.Millisecond), nseExpiration)
+	requireLBCarries(t, ctx, l, lbB, "after the dead LB was dropped")
+	requireServed(t, ctx, l, l.Targets(), "every target serves through LB-B")
+}
