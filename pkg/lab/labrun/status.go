@@ -49,7 +49,7 @@ func (l *Lab) Status(w io.Writer) error {
 	fmt.Fprintln(w, "\nMETRICS (Prometheus /metrics; e.g. ip netns exec <netns> wget -qO- http://127.0.0.1:<port>/metrics)")
 	for _, m := range []struct {
 		component, role string
-		port      int
+		port            int
 	}{{"proxy", "proxy", proxyMetricsPort}, {"ipam", "ctl", ipamMetricsPort}, {"nsp", "ctl", nspMetricsPort}} {
 		fmt.Fprintf(w, "  %-6s netns %s  127.0.0.1:%d\n", m.component, l.NetNS(m.role), m.port)
 	}

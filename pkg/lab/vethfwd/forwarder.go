@@ -108,4 +108,3 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 	)
 	return f, nil
 }
-
