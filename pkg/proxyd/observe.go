@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,14 +28,17 @@ type DebugState struct {
 	Config    *Config             `json:"config"`
 	Proxy     proxy.Snapshot      `json:"proxy"`
 	Dataplane *dataplane.Snapshot `json:"dataplane,omitempty"`
-	Error     string              `json:"error,omitempty"`
+	// Goroutines is the process's goroutine count (a leak shows as growth
+	// across the events a long-running proxy sees).
+	Goroutines int    `json:"goroutines"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Version is set by cmd/proxy from its build information.
 var Version = "dev"
 
 func (d *Daemon) debugState() DebugState {
-	st := DebugState{Version: Version, Config: d.cfg, Proxy: d.proxy.Snapshot()}
+	st := DebugState{Version: Version, Config: d.cfg, Proxy: d.proxy.Snapshot(), Goroutines: runtime.NumGoroutine()}
 	snap, err := d.dp.Snapshot()
 	st.Dataplane = &snap
 	if err != nil {

@@ -41,6 +41,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
 	"github.com/causeway-net/causeway/pkg/nsm/keepmech"
+	"github.com/causeway-net/causeway/pkg/nsm/liveness"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 	"github.com/causeway-net/causeway/pkg/proxy"
@@ -289,16 +290,23 @@ func (d *Daemon) start(ctx context.Context) error {
 	nsmCtx, nsmCancel := context.WithCancel(bg)
 	d.nsmCancel = nsmCancel
 	pinner := fullmesh.NewPinner()
+	d.nsmCC, err = grpc.NewClient(grpcutils.URLToTarget(&connectTo), nsmDial...)
+	if err != nil {
+		return fmt.Errorf("NSMgr connection monitor %s: %w", connectTo.String(), err)
+	}
+	monitor := networkservice.NewMonitorConnectionClient(d.nsmCC)
 	nsc := client.NewClient(nsmCtx,
 		client.WithClientURL(&connectTo),
 		client.WithName(cfg.Name),
 		client.WithDialOptions(nsmDial...),
 		client.WithDialTimeout(cfg.DialTimeout),
 		client.WithAuthorizeClient(d.creds.AuthorizeClient()),
-		// With a data-plane check, a heal that starts because the control
-		// plane went away re-requests as is instead of closing first: the
-		// LB ports, nexthops and addresses stay while NSM is away.
-		client.WithHealClient(heal.NewClient(nsmCtx, heal.WithLivenessCheck(mon.LivenessCheck(proxy.LBConn)))),
+		// A heal that starts because the NSMgr went away re-requests as is
+		// instead of closing first: the LB ports, nexthops and addresses
+		// stay while NSM is away (see pkg/nsm/liveness).
+		client.WithHealClient(heal.NewClient(nsmCtx, liveness.HealOptions(monitor, func(c *networkservice.Connection) bool {
+			return mon.Lost(proxy.LBConn, c.GetId())
+		})...)),
 		client.WithAdditionalFunctionality(
 			// Heal re-requests an LB that died without unregistering as
 			// fast as the failures come back; pause between failed tries
@@ -322,13 +330,9 @@ func (d *Daemon) start(ctx context.Context) error {
 		registryclient.WithClientURL(&connectTo),
 		registryclient.WithDialOptions(nsmDial...),
 		registryclient.WithNSEHealClient(registrynull.NewNetworkServiceEndpointRegistryClient()))
-	d.nsmCC, err = grpc.NewClient(grpcutils.URLToTarget(&connectTo), nsmDial...)
-	if err != nil {
-		return fmt.Errorf("NSMgr connection monitor %s: %w", connectTo.String(), err)
-	}
 	d.mesh = fullmesh.New(cfg.Name, cfg.NetworkServiceName, nsc, registry,
 		fullmesh.WithPinner(pinner),
-		fullmesh.WithRecovery(networkservice.NewMonitorConnectionClient(d.nsmCC)),
+		fullmesh.WithRecovery(monitor),
 		fullmesh.WithRequestTimeout(cfg.RequestTimeout),
 		fullmesh.WithCloseTimeout(cfg.RequestTimeout),
 		fullmesh.WithExpiry(10*time.Second, cfg.MaxTokenLifetime/2),

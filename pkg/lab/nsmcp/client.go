@@ -12,6 +12,11 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
+	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
+	"github.com/networkservicemesh/sdk/pkg/tools/token"
+	"google.golang.org/grpc"
+
+	"github.com/causeway-net/causeway/pkg/nsm/liveness"
 )
 
 // ClientConfig describes a kernel-mechanism NSC of the lab.
@@ -47,7 +52,25 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 		client.WithDialOptions(DialOptions(gen)...),
 		client.WithDialTimeout(5*time.Second),
 		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
-		client.WithHealClient(heal.NewClient(ctx, heal.WithLivenessCheck(kernelLinkAlive))),
+		client.WithHealClient(heal.NewClient(ctx, liveness.HealOptions(monitorClient(ctx, cfg.NSMgrURL, gen), kernelLinkLost)...)),
 		client.WithAdditionalFunctionality(elements...),
 	)
+}
+
+// monitorClient is a connection monitor client of the NSMgr for the heal
+// check, closed when ctx ends.
+func monitorClient(ctx context.Context, nsmgrURL *url.URL, gen token.GeneratorFunc) networkservice.MonitorConnectionClient {
+	cc, err := grpc.NewClient(grpcutils.URLToTarget(nsmgrURL), DialOptions(gen)...)
+	if err != nil {
+		return failingMonitor{err}
+	}
+	context.AfterFunc(ctx, func() { _ = cc.Close() })
+	return networkservice.NewMonitorConnectionClient(cc)
+}
+
+// failingMonitor answers nothing: the heal check then keeps the data path.
+type failingMonitor struct{ err error }
+
+func (f failingMonitor) MonitorConnections(context.Context, *networkservice.MonitorScopeSelector, ...grpc.CallOption) (networkservice.MonitorConnection_MonitorConnectionsClient, error) {
+	return nil, f.err
 }

@@ -1,7 +1,6 @@
 package nsmcp
 
 import (
-	"context"
 	"errors"
 	"net/url"
 
@@ -11,25 +10,22 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// kernelLinkAlive is the lab clients' data-plane check for the SDK's heal:
-// the connection's kernel interface still exists in its namespace. With it
-// a heal that starts because the NSM control plane went away re-requests
-// the connection as it is (keeping the veth and its addresses) instead of
-// closing it first. Only a link or a namespace known to be gone is dead; a
-// check that cannot tell says alive.
-func kernelLinkAlive(_ context.Context, conn *networkservice.Connection) bool {
+// kernelLinkLost is the lab clients' data-plane fact for the heal check
+// (pkg/nsm/liveness): the connection's kernel interface, or its namespace,
+// is known to be gone. A check that cannot tell says not lost.
+func kernelLinkLost(conn *networkservice.Connection) bool {
 	km := kernelmech.ToMechanism(conn.GetMechanism())
 	if km == nil || km.GetInterfaceName() == "" {
-		return true
+		return false
 	}
 	h, err := handleFor(km.GetNetNSURL())
 	if err != nil {
-		return !errors.Is(err, errNetNSGone)
+		return errors.Is(err, errNetNSGone)
 	}
 	defer h.Close()
 	_, err = h.LinkByName(km.GetInterfaceName())
 	var notFound netlink.LinkNotFoundError
-	return !errors.As(err, &notFound)
+	return errors.As(err, &notFound)
 }
 
 var errNetNSGone = errors.New("network namespace is gone")

@@ -11,11 +11,13 @@ import (
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
-// The heal client's data-plane check: a connection is dead only once its
-// announced link went away, and alive again when the link comes back.
-func TestLivenessCheck(t *testing.T) {
+// Lost, the heal client's data-plane fact: a connection's link is lost only
+// once its announced link went away, and no longer when the link comes back.
+func TestLost(t *testing.T) {
 	m := interfacemonitor.New(&recorder{})
-	alive := m.LivenessCheck(proxy.LBConn)
+	alive := func(_ context.Context, conn *networkservice.Connection) bool {
+		return !m.Lost(proxy.LBConn, conn.GetId())
+	}
 	conn := &networkservice.Connection{Id: "c1"}
 	ctx := context.Background()
 
@@ -24,7 +26,7 @@ func TestLivenessCheck(t *testing.T) {
 	require.True(t, alive(ctx, conn), "link not seen yet")
 	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1"})
 	require.True(t, alive(ctx, conn), "link present")
-	require.True(t, m.LivenessCheck(proxy.TargetConn)(ctx, conn), "another type's connection")
+	require.False(t, m.Lost(proxy.TargetConn, "c1"), "another type's connection")
 
 	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Deleted: true})
 	require.False(t, alive(ctx, conn), "link deleted in the kernel")

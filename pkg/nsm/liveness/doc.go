@@ -1,0 +1,13 @@
+// Package liveness decides, for the SDK's heal client, whether a connection
+// whose NSM control plane reported it down still has a working data path.
+// The SDK reselects (closes the connection, tearing its data path down, and
+// requests anew) when it has no such check. That is right when the NSMgr
+// says the far end died, and wrong when the NSMgr itself went away (an NSM
+// upgrade restarts it on every node): the veths, ports and routes still
+// forward, and closing them turns a control-plane outage into a data-plane
+// one. The check tells the two apart by asking the NSMgr's connection
+// monitor about the connection: an NSMgr that answers a new request is up
+// and its report is believed; if it does not answer, the connection is
+// alive unless its kernel link is known to be gone, and heal re-requests it
+// as it is until the NSMgr is back.
+package liveness
