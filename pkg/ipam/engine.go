@@ -64,7 +64,7 @@ func New(ctx context.Context, st store.Store, cfg Config) (*Engine, error) {
 	}
 	records, err := st.Load(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: load: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}
 	e.w = newWriter(st, cfg.MaxBatch, e.log, e.stats.observe, cfg.OnStoreHealth)
 	seq := e.load(records)

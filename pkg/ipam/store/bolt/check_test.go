@@ -1,0 +1,140 @@
+package bolt
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/pkg/ipam/store"
+)
+
+// filledStore writes n child records (in batches, compacted into the main
+// bucket) and closes the store; it returns the file's path.
+func filledStore(t *testing.T, n int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "registry.db")
+	s, err := Open(path, time.Second)
+	require.NoError(t, err)
+	var ops []store.Op
+	for i := 0; i < n; i++ {
+		ops = append(ops, store.Op{Kind: store.OpPut, Record: store.Record{
+			Key:    store.Key{Level: store.LevelChild, Trench: "t", Family: 4, Conduit: "c", Node: fmt.Sprintf("n%d", i%7), Child: fmt.Sprintf("pod-%d-src", i)},
+			Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32), Updated: time.Unix(int64(i), 0),
+		}})
+	}
+	require.NoError(t, s.Apply(context.Background(), ops))
+	require.NoError(t, s.compact())
+	require.NoError(t, s.Close())
+	return path
+}
+
+func requireDamaged(t *testing.T, path, problem string) {
+	t.Helper()
+	s, err := Open(path, time.Second)
+	if err == nil {
+		_ = s.Close()
+	}
+	var d *DamagedError
+	require.ErrorAs(t, err, &d)
+	assert.Equal(t, path, d.Path)
+	assert.Contains(t, d.Problem, problem)
+	assert.ErrorAs(t, Check(path), &d, "Check agrees with Open")
+}
+
+func TestOpenCreatesOnlyAMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "registry.db")
+	s, err := Open(path, time.Second)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = os.Stat(path + ".new")
+	assert.ErrorIs(t, err, os.ErrNotExist, "the temporary file is renamed away")
+	require.NoError(t, Check(path))
+
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	requireDamaged(t, empty, "empty file, 0 bytes")
+	info, err := os.Stat(empty)
+	require.NoError(t, err)
+	assert.Zero(t, info.Size(), "a refused file is left untouched")
+}
+
+func TestOpenRefusesTruncatedFile(t *testing.T) {
+	path := filledStore(t, 3000)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, info.Size()/2))
+	requireDamaged(t, path, "truncated")
+	require.NoError(t, os.Truncate(path, 100))
+	requireDamaged(t, path, "truncated")
+}
+
+func TestOpenRefusesForeignFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	require.NoError(t, os.WriteFile(path, []byte("SQLite format 3\x00 and so on, for a few pages"), 0o600))
+	requireDamaged(t, path, "not a bbolt database")
+}
+
+// TestOpenNeverPanicsOnCorruptPages overwrites each page of a real store in
+// turn (random bytes, zeros, a wrong page id) and opens it: every open
+// either succeeds (the page was free) and loads, or fails with a
+// *DamagedError; none panics or faults.
+func TestOpenNeverPanicsOnCorruptPages(t *testing.T) {
+	orig := filledStore(t, 3000)
+	data, err := os.ReadFile(orig)
+	require.NoError(t, err)
+	const ps = 4096
+	m, err := chooseMeta(bytesReaderAt(data), int64(len(data)))
+	require.NoError(t, err)
+	require.EqualValues(t, ps, m.pageSize)
+	r := rand.New(rand.NewSource(1))
+	path := filepath.Join(t.TempDir(), "registry.db")
+	refused := 0
+	for page := 0; page < int(m.hwm); page++ {
+		for _, how := range []string{"random", "zeros", "id"} {
+			bad := append([]byte(nil), data...)
+			p := bad[page*ps : (page+1)*ps]
+			switch how {
+			case "random":
+				r.Read(p)
+			case "zeros":
+				clear(p)
+			case "id":
+				p[0] ^= 0x5a
+			}
+			require.NoError(t, os.WriteFile(path, bad, 0o600))
+			s, err := Open(path, time.Second)
+			if err != nil {
+				var d *DamagedError
+				require.ErrorAs(t, err, &d, "page %d %s", page, how)
+				refused++
+				continue
+			}
+			_, err = s.Load(context.Background())
+			assert.NoError(t, err, "page %d %s: opened, so it loads", page, how)
+			require.NoError(t, s.Close())
+		}
+	}
+	t.Logf("%d pages in use, %d of %d corruptions refused", m.hwm, refused, 3*m.hwm)
+	assert.Positive(t, refused)
+}
+
+type bytesReaderAt []byte
+
+func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(b)) {
+		return 0, fmt.Errorf("EOF")
+	}
+	n := copy(p, b[off:])
+	if n < len(p) {
+		return n, fmt.Errorf("EOF")
+	}
+	return n, nil
+}
