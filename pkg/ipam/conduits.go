@@ -144,6 +144,19 @@ func drainingError(conduit string) error {
 		"its existing ones are kept until released or their leases end, and it serves again once listed", ErrDraining, conduit)
 }
 
+// draining counts the draining conduits of t.
+func (t *trench) draining() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n := 0
+	for _, c := range t.conduits {
+		if c.draining {
+			n++
+		}
+	}
+	return n
+}
+
 // nspLists reports whether the last list of the configuration server names
 // the conduit.
 func (e *Engine) nspLists(name string) bool {

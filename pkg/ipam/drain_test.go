@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -191,6 +192,9 @@ func TestDrainingIsFailedPreconditionOverGRPC(t *testing.T) {
 	assert.Equal(t, p.GetAddress(), again.GetAddress(), "renewal served while draining")
 	_, err = c.Release(ctx, req("t-src", testTrench, "c1", "w1", ipamv1.IPFamily_IPV4))
 	assert.NoError(t, err, "release stays silent")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e)
+	assert.Equal(t, 1.0, gather(t, reg)[`causeway_ipam_conduits_draining{family="ipv4",trench="trench-a"}`])
 }
 
 // TestNodeKeptWhileAChildIsLeased: after a crash a node's lease (written

@@ -56,7 +56,7 @@ func damagedMessage(d *bolt.DamagedError, sn bolt.Snapshots) string {
 		return fmt.Sprintf("%s. There is no snapshot in %s: move the file aside to start with an empty store "+
 			"(the proxies' renewals re-claim the addresses they hold); see %s", what, sn.Dir, StoreDoc)
 	}
-	return fmt.Sprintf("%s. To put back the newest valid of the %d snapshots in %s (%s), run: ipam restore -datasource %s; see %s",
+	return fmt.Sprintf("%s. To put back the newest valid snapshot (%d in %s, newest %s), run: ipam restore -datasource %s; see %s",
 		what, len(list), sn.Dir, list[0].Time.Format(time.RFC3339), d.Path, StoreDoc)
 }
 

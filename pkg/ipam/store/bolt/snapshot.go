@@ -79,12 +79,19 @@ func (sn Snapshots) Take(s *Store, now time.Time) (string, error) {
 	return path, sn.prune()
 }
 
+// prune removes all but the newest Keep snapshots, and the temporary files
+// of snapshots that a crash interrupted.
 func (sn Snapshots) prune() error {
 	list, err := sn.List()
 	if err != nil {
 		return err
 	}
 	var errs []error
+	if torn, err := filepath.Glob(filepath.Join(sn.Dir, sn.Base+".*"+snapshotSuffix+".tmp")); err == nil {
+		for _, p := range torn {
+			errs = append(errs, os.Remove(p))
+		}
+	}
 	for _, old := range list[min(len(list), max(sn.Keep, 1)):] {
 		if err := os.Remove(old.Path); err != nil {
 			errs = append(errs, err)
