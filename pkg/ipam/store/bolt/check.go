@@ -282,7 +282,11 @@ func (w *walker) bucket(id uint64, min, max []byte) ([]byte, error) {
 				if len(val) < bucketHdrSize {
 					return nil, fmt.Errorf("page %d element %d: short bucket header", id, i)
 				}
-				children[i] = ne.Uint64(val) // 0: inline, no pages of its own
+				// 0: inline, its page follows the header in the value.
+				children[i] = ne.Uint64(val)
+				if children[i] == 0 && len(val) < bucketHdrSize+pageHeaderSize {
+					return nil, fmt.Errorf("page %d element %d: short inline bucket", id, i)
+				}
 			}
 		} else {
 			key, _, err := slices(b, e, ne.Uint32(b[e:]), ne.Uint32(b[e+4:]), 0)
