@@ -57,7 +57,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	}
 	engine, err := ipam.New(ctx, st, ecfg)
 	if err != nil {
-		return fmt.Errorf("engine: %w", err)
+		return damageExit(cfg, fmt.Errorf("engine: %w", err))
 	}
 	snaps := startSnapshots(cfg, st, logger)
 	defer func() {

@@ -31,17 +31,24 @@ func (c *Config) snapshots() bolt.Snapshots {
 }
 
 // openStore opens the datasource; a damaged file is a *daemon.ExitError
-// with ExitStoreDamaged and a one-line message saying what to do.
+// (see damageExit).
 func openStore(c *Config) (*bolt.Store, error) {
 	st, err := bolt.Open(c.Datasource, 10*time.Second)
-	if err == nil {
-		return st, nil
+	if err != nil {
+		return nil, damageExit(c, fmt.Errorf("store: %w", err))
 	}
+	return st, nil
+}
+
+// damageExit turns an error that says the store is damaged into a
+// *daemon.ExitError with ExitStoreDamaged and a one-line message saying
+// what to do; other errors are returned as they are.
+func damageExit(c *Config, err error) error {
 	var d *bolt.DamagedError
 	if !errors.As(err, &d) {
-		return nil, fmt.Errorf("store: %w", err)
+		return err
 	}
-	return nil, &daemon.ExitError{Status: ExitStoreDamaged, Message: damagedMessage(d, c.snapshots()), Err: err}
+	return &daemon.ExitError{Status: ExitStoreDamaged, Message: damagedMessage(d, c.snapshots()), Err: err}
 }
 
 // damagedMessage tells the operator, on one line, what is wrong with the

@@ -7,6 +7,11 @@
 // background compactor moves journal entries, oldest first and in bounded
 // chunks, into the main bucket. Load reads the main bucket and replays the
 // journal, so the state is the same at any point of a compaction.
+//
+// The package also owns the file's integrity: Open checks an existing file
+// before bbolt maps it and refuses a damaged one with a *DamagedError
+// (check.go, open.go); Snapshots keeps consistent copies and Restore puts
+// one back (snapshot.go).
 package bolt
 
 import (
