@@ -245,3 +245,39 @@ func TestOpenSurvivesOneTornHeader(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 }
+
+// TestSnapshotOfDamagedStoreIsRefused: pages damaged under a running store
+// make the snapshot fail, and the good snapshots are kept.
+func TestSnapshotOfDamagedStoreIsRefused(t *testing.T) {
+	path := filledStore(t, 3000)
+	s, err := Open(path, time.Second)
+	require.NoError(t, err)
+	defer s.Close()
+	sn := Snapshots{Dir: filepath.Join(t.TempDir(), "snapshots"), Base: "registry.db", Keep: 1}
+	good, err := sn.Take(s, time.Now())
+	require.NoError(t, err)
+
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	data := mustRead(t, path)
+	m, err := chooseMeta(bytesReaderAt(data), int64(len(data)))
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{0xde, 0xad}, int64(m.root)*4096) // the root page claims another id
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	_, err = sn.Take(s, time.Now().Add(time.Second))
+	var d *DamagedError
+	require.ErrorAs(t, err, &d)
+	list, err := sn.List()
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, good, list[0].Path, "the good snapshot is kept")
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}

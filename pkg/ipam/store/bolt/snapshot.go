@@ -18,8 +18,9 @@ import (
 
 // Snapshot writes a consistent copy of the database (one read transaction:
 // what is committed, journal included) to path: to a temporary file first,
-// synced, then renamed into place with its directory synced. It does not
-// block Apply.
+// synced and checked (as Check: a copy of damaged pages is no snapshot, and
+// must not push a good one out), then renamed into place with its directory
+// synced. It does not block Apply.
 func (s *Store) Snapshot(path string) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -35,6 +36,9 @@ func (s *Store) Snapshot(path string) error {
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = Check(tmp)
 	}
 	if err == nil {
 		err = renameDurably(tmp, path)
