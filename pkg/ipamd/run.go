@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	var metricsSrv *http.Server
 	if cfg.MetricsPort > 0 {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), engine, rpcMetrics)
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), engine, rpcMetrics, snaps.results)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", ipam.MetricsHandler(reg))
 		metricsSrv = &http.Server{Addr: net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.MetricsPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}

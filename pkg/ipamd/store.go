@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
 )
@@ -74,13 +76,19 @@ type snapshotter struct {
 	st       *bolt.Store
 	interval time.Duration
 	log      *slog.Logger
+	results  *prometheus.CounterVec // by result: ok, error
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
 
 // startSnapshots starts the periodic snapshots (none if SnapshotKeep is 0).
 func startSnapshots(c *Config, st *bolt.Store, log *slog.Logger) *snapshotter {
-	s := &snapshotter{sn: c.snapshots(), st: st, interval: c.SnapshotInterval, log: log, stop: make(chan struct{})}
+	s := &snapshotter{sn: c.snapshots(), st: st, interval: c.SnapshotInterval, log: log, stop: make(chan struct{}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "causeway_ipam_store_snapshots_total",
+			Help: "Store snapshots attempted, by result (ok, error: e.g. the live store is damaged).",
+		}, []string{"result"}),
+	}
 	if c.SnapshotKeep == 0 {
 		log.Info("IPAM_SNAPSHOT_KEEP is 0: no store snapshots")
 		return s
@@ -112,9 +120,11 @@ func (s *snapshotter) take(why string) {
 	start := time.Now()
 	path, err := s.sn.Take(s.st, start)
 	if err != nil {
+		s.results.WithLabelValues("error").Inc()
 		s.log.Error("store snapshot failed", "reason", why, "error", err)
 		return
 	}
+	s.results.WithLabelValues("ok").Inc()
 	s.log.Info("store snapshot taken", "reason", why, "path", path, "duration", time.Since(start).String(), "kept", s.sn.Keep)
 }
 
