@@ -41,7 +41,7 @@ func Restore(args []string, stdout, stderr io.Writer) int {
 	sn := c.snapshots()
 	var candidates []bolt.SnapshotFile
 	if *from != "" {
-		candidates = []bolt.SnapshotFile{{Path: *from}}
+		candidates = []bolt.SnapshotFile{bolt.SnapshotAt(*from)}
 	} else {
 		list, err := sn.List()
 		if err != nil {

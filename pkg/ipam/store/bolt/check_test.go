@@ -281,3 +281,10 @@ func mustRead(t *testing.T, path string) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+func TestSnapshotAtParsesTakeNames(t *testing.T) {
+	at := time.Date(2026, 12, 1, 8, 15, 0, 123e6, time.UTC)
+	got := SnapshotAt("/x/registry.v2.db." + at.Format(snapshotTimeFormat) + ".snapshot")
+	assert.True(t, at.Equal(got.Time), "%v", got.Time)
+	assert.True(t, SnapshotAt("/x/copy-of-something").Time.IsZero())
+}

@@ -115,22 +115,41 @@ func (sn Snapshots) List() ([]SnapshotFile, error) {
 	}
 	var out []SnapshotFile
 	for _, e := range entries {
-		name := e.Name()
-		stamp, ok := strings.CutPrefix(name, sn.Base+".")
+		t, ok := snapshotTime(e.Name(), sn.Base)
 		if !ok || e.IsDir() {
 			continue
 		}
-		if stamp, ok = strings.CutSuffix(stamp, snapshotSuffix); !ok {
-			continue
-		}
-		t, err := time.Parse(snapshotTimeFormat, stamp)
-		if err != nil {
-			continue
-		}
-		out = append(out, SnapshotFile{Path: filepath.Join(sn.Dir, name), Time: t})
+		out = append(out, SnapshotFile{Path: filepath.Join(sn.Dir, e.Name()), Time: t})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
 	return out, nil
+}
+
+// SnapshotAt names the snapshot file at path, with its time if its name
+// has one (as Take names them).
+func SnapshotAt(path string) SnapshotFile {
+	name := filepath.Base(path)
+	for i := 1; i < len(name); i++ { // the base name may hold dots too
+		if name[i] == '.' {
+			if t, ok := snapshotTime(name, name[:i]); ok {
+				return SnapshotFile{Path: path, Time: t}
+			}
+		}
+	}
+	return SnapshotFile{Path: path}
+}
+
+// snapshotTime parses the time of a snapshot named <base>.<time>.snapshot.
+func snapshotTime(name, base string) (time.Time, bool) {
+	stamp, ok := strings.CutPrefix(name, base+".")
+	if !ok {
+		return time.Time{}, false
+	}
+	if stamp, ok = strings.CutSuffix(stamp, snapshotSuffix); !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(snapshotTimeFormat, stamp)
+	return t, err == nil
 }
 
 // Contents summarizes a checked database file.
