@@ -188,6 +188,27 @@ func children(prefix string, n int) []childID {
 	return ids
 }
 
+// assertReclaimed re-allocates every child of old (the proxies' renewals):
+// each gets its old address; then new children get none of those.
+func assertReclaimed(t *testing.T, c ipamv1.IpamClient, old map[childID]string) {
+	t.Helper()
+	var ids []childID
+	for id := range old {
+		ids = append(ids, id)
+	}
+	again := allocateAll(t, c, ids)
+	taken := map[string]childID{}
+	for id, addr := range old {
+		assert.Equal(t, addr, again[id], "%v", id)
+		taken[addr] = id
+	}
+	for id, addr := range allocateAll(t, c, children("new", 500)) {
+		prev, dup := taken[addr]
+		assert.False(t, dup, "%v got %s, already held by %v", id, addr, prev)
+		taken[addr] = id
+	}
+}
+
 // TestDurabilityAfterKill: 1,000 acknowledged allocations survive kill -9;
 // after the restart every child gets its address back and new children never
 // collide with old ones.
@@ -206,24 +227,7 @@ func TestDurabilityAfterKill(t *testing.T) {
 	require.Error(t, err, "killed")
 
 	p = startIPAM(t, bin, env)
-	var ids []childID
-	for id := range old {
-		ids = append(ids, id)
-	}
-	again := allocateAll(t, p.client, ids)
-	for id, addr := range old {
-		assert.Equal(t, addr, again[id], "%v", id)
-	}
-	taken := map[string]childID{}
-	for id, addr := range old {
-		taken[addr] = id
-	}
-	fresh := allocateAll(t, p.client, children("new", 500))
-	for id, addr := range fresh {
-		prev, dup := taken[addr]
-		assert.False(t, dup, "%v got %s, already held by %v", id, addr, prev)
-		taken[addr] = id
-	}
+	assertReclaimed(t, p.client, old)
 
 	// Health is served; SIGTERM stops cleanly.
 	resp, err := healthpb.NewHealthClient(p.conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "ipam.v1.Ipam"})

@@ -2,7 +2,9 @@
 // the pkg/ipam engine and a bbolt database, following the conduits of the
 // configuration server when one is configured. Configuration comes from
 // IPAM_* environment variables (see the README); the work is done by
-// pkg/ipamd.
+// pkg/ipamd. "ipam restore" puts a store snapshot back (docs/ipam-store.md).
+// Exit status: 0 clean stop, 1 failure, 2 configuration error, 3 damaged
+// store (ipamd.ExitStoreDamaged).
 package main
 
 import (
@@ -15,6 +17,9 @@ import (
 var version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "restore" {
+		os.Exit(ipamd.Restore(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	os.Exit(daemon.Main(daemon.Service[*ipamd.Config]{
 		Name:     "ipam",
 		Version:  version,

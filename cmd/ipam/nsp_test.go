@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
@@ -49,7 +51,9 @@ func allocate(t *testing.T, c ipamv1.IpamClient, conduit string) string {
 }
 
 // TestFollowsNSPConduits: the binary serves while the configuration server
-// is down, and removes a conduit once the server drops it.
+// is down; a conduit the server drops is drained (held addresses renewed,
+// new ones refused with FailedPrecondition, its subnet not reused) and
+// revived whole when it comes back.
 func TestFollowsNSPConduits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the ipam binary")
@@ -75,8 +79,17 @@ func TestFollowsNSPConduits(t *testing.T) {
 
 	nsp.lists <- []string{"a", "b"}
 	nsp.lists <- []string{"a"}
-	require.Eventually(t, func() bool { return p.logged("conduit removed") > 0 }, 30*time.Second, 20*time.Millisecond)
-	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "c"), "b's subnet is free again")
+	require.Eventually(t, func() bool { return p.logged("conduit list applied") > 0 }, 30*time.Second, 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = p.client.Allocate(ctx, childID{ipamv1.IPFamily_IPV4, "b", "worker", "t-src"}.req())
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), "not in the configuration")
+	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "b"), "held address renewed")
+	assert.Equal(t, "169.255.32.1", allocate(t, p.client, "c"), "b's subnet is not handed out")
+	nsp.lists <- []string{"a", "b"}
+	require.Eventually(t, func() bool { return p.logged("conduit revived") > 0 }, 30*time.Second, 20*time.Millisecond)
+	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "b"))
 	assert.Equal(t, "169.255.0.1", allocate(t, p.client, "a"))
 	assert.NoError(t, p.kill(t, syscall.SIGTERM))
 }

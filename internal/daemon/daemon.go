@@ -1,11 +1,12 @@
 // Package daemon is the common main of Causeway's service binaries (ipam,
 // nsp): the -version flag, configuration loading with exit status 2 on
 // error, the JSON logger at the configured level, the signal context, and
-// exit status 1 when the service fails.
+// exit status 1 when the service fails (or the status of an *ExitError).
 package daemon
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -57,12 +58,32 @@ func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := s.Run(ctx, cfg, logger); err != nil {
+		var exit *ExitError
+		if errors.As(err, &exit) {
+			logger.Error(s.Name+" failed", "error", err, "exit_status", exit.Status)
+			fmt.Fprintf(stderr, "%s: %s\n", s.Name, exit.Message)
+			return exit.Status
+		}
 		logger.Error(s.Name+" failed", "error", err)
 		return 1
 	}
 	logger.Info("stopped")
 	return 0
 }
+
+// ExitError is a failure of Run with an exit status of its own (not 1, the
+// generic failure, nor 2, a configuration error): Main logs it, then prints
+// Message as one line after the service's name on standard error, for the
+// operator, and exits with Status.
+type ExitError struct {
+	Status  int
+	Message string
+	Err     error
+}
+
+func (e *ExitError) Error() string { return e.Message }
+
+func (e *ExitError) Unwrap() error { return e.Err }
 
 // StopServing stops a service's servers at the end of Run: the gRPC server
 // finishes the calls in flight for at most grace, then is cut; the metrics

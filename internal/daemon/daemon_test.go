@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -38,6 +39,7 @@ func TestMainExitStatuses(t *testing.T) {
 		{name: "bad config", loadErr: errors.New("SVC_PORT: not a port"), want: 2, inErr: "svc: SVC_PORT: not a port"},
 		{name: "failure", run: errors.New("boom"), want: 1, inErr: `"msg":"svc failed","component":"svc","error":"boom"`},
 		{name: "clean stop", want: 0, inErr: `"msg":"stopped"`},
+		{name: "own status", run: fmt.Errorf("wrapped: %w", &ExitError{Status: 3, Message: "the file is bad; do this"}), want: 3, inErr: "\nsvc: the file is bad; do this\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

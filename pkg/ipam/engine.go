@@ -64,7 +64,7 @@ func New(ctx context.Context, st store.Store, cfg Config) (*Engine, error) {
 	}
 	records, err := st.Load(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: load: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}
 	e.w = newWriter(st, cfg.MaxBatch, e.log, e.stats.observe, cfg.OnStoreHealth)
 	seq := e.load(records)
@@ -144,6 +144,9 @@ func (e *Engine) validate(s Subnet, childName string) (*trench, error) {
 // node's and child's leases. It is idempotent: the same child gets the same
 // address until it is released or collected. A new child is returned only
 // once it is durable.
+//
+// In a draining conduit (see SyncConduits) an existing child is renewed and
+// gets its address as usual; a new child or node fails with ErrDraining.
 func (e *Engine) Allocate(ctx context.Context, s Subnet, childName string) (netip.Prefix, error) {
 	t, err := e.validate(s, childName)
 	if err != nil {
@@ -175,10 +178,17 @@ func (e *Engine) allocate(t *trench, cname, nname, chname string, now int64) (*c
 		c = t.conduits[cname] // removed again in between: create again
 	}
 
+	// A draining conduit (dropped by the configuration server) renews what
+	// it holds and creates nothing: its addresses may still be in use.
+	draining := c.draining
+
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	n := c.nodes[nname]
 	for n == nil {
+		if draining {
+			return nil, drainingError(cname)
+		}
 		c.mu.RUnlock()
 		err := e.createNode(t, c, nname, now)
 		c.mu.RLock()
@@ -187,7 +197,9 @@ func (e *Engine) allocate(t *trench, cname, nname, chname string, now int64) (*c
 		}
 		n = c.nodes[nname] // collected in between: create again
 	}
-	n.renew(now)
+	if !draining {
+		n.renew(now)
+	}
 
 	// Renewed under the node's lock: the collector, which holds it for
 	// writing, either sees the renewal or has removed the child before.
@@ -195,10 +207,14 @@ func (e *Engine) allocate(t *trench, cname, nname, chname string, now int64) (*c
 	ch := n.children[chname]
 	if ch != nil {
 		ch.renew(now)
+		n.renew(now)
 	}
 	n.mu.RUnlock()
 	if ch != nil {
 		return ch, nil
+	}
+	if draining {
+		return nil, drainingError(cname)
 	}
 
 	n.mu.Lock()
@@ -281,28 +297,42 @@ func (e *Engine) Release(ctx context.Context, s Subnet, childName string) error 
 }
 
 func (e *Engine) release(t *trench, cname, nname, chname string) (uint64, bool) {
+	seq, c, ok := e.releaseChild(t, cname, nname, chname)
+	if ok && c != nil {
+		e.reapDrained(t, c)
+	}
+	return seq, ok
+}
+
+// releaseChild removes the child; it returns its conduit too when the
+// conduit is draining.
+func (e *Engine) releaseChild(t *trench, cname, nname, chname string) (uint64, *conduit, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	c := t.conduits[cname]
 	if c == nil {
-		return 0, false
+		return 0, nil, false
+	}
+	drained := c
+	if !c.draining {
+		drained = nil
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	n := c.nodes[nname]
 	if n == nil {
-		return 0, false
+		return 0, nil, false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ch := n.children[chname]
 	if ch == nil {
-		return 0, false
+		return 0, nil, false
 	}
 	delete(n.children, chname)
 	n.slots.put(ch.index)
 	e.log.Debug("released", "family", t.family, "conduit", cname, "node", nname, "child", chname, "address", ch.addr)
-	return e.w.enqueue(store.Op{Kind: store.OpDelete, Record: store.Record{Key: t.childKey(cname, nname, chname)}}), true
+	return e.w.enqueue(store.Op{Kind: store.OpDelete, Record: store.Record{Key: t.childKey(cname, nname, chname)}}), drained, true
 }
 
 // Sync waits until every change queued so far (removals and lease flushes

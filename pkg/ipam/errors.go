@@ -18,4 +18,8 @@ var (
 	// or shutdown). A new allocation may still be persisted later; calling
 	// Allocate again returns the same address. (gRPC Unavailable)
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrDraining: the conduit is no longer in the configuration server's
+	// list; its existing allocations are kept and renewed, new ones are
+	// refused until it is listed again. (gRPC FailedPrecondition)
+	ErrDraining = errors.New("conduit is not in the configuration (draining)")
 )

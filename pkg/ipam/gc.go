@@ -7,18 +7,25 @@ import (
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 )
 
-// CollectGarbage removes every node whose lease is older than the GC
-// threshold, with all its children (the bridge included), and every child
-// other than the bridge whose lease is older than the threshold. Locks are
-// taken per conduit and per node, never for the whole run. It returns the
-// number of nodes and children removed.
+// CollectGarbage removes every node whose lease, and the lease of every
+// child in it, is older than the GC threshold, with all its children (the
+// bridge included), and every child other than the bridge whose lease is
+// older than the threshold. A node is never collected while one of its
+// children is still leased (after a crash a node's lease, written behind,
+// can look older than a child created after its last flush). In a draining
+// conduit a node goes with its last child and the conduit with its last
+// node. Locks are taken per conduit and per node, never for the whole run.
+// It returns the number of nodes and children removed.
 func (e *Engine) CollectGarbage() (nodes, children int) {
 	cutoff := e.now().Add(-e.cfg.GCThreshold).UnixNano()
 	for _, t := range e.trenches {
 		for _, c := range t.conduitList() {
-			n, ch := e.collectConduit(t, c, cutoff)
+			n, ch, draining := e.collectConduit(t, c, cutoff)
 			nodes += n
 			children += ch
+			if draining {
+				e.reapDrained(t, c)
+			}
 		}
 	}
 	if nodes+children > 0 {
@@ -37,16 +44,18 @@ func (t *trench) conduitList() []*conduit {
 	return out
 }
 
-func (e *Engine) collectConduit(t *trench, c *conduit, cutoff int64) (nodes, children int) {
+// collectConduit collects below c; it also reports whether c is draining.
+func (e *Engine) collectConduit(t *trench, c *conduit, cutoff int64) (nodes, children int, draining bool) {
 	// Holding t.mu for reading keeps c in the trench (or, if it was removed
 	// before, makes the deletions below harmless no-ops queued after its
 	// removal).
 	t.mu.RLock()
 	defer t.mu.RUnlock()
+	draining = c.draining
 
 	c.mu.Lock()
 	for name, n := range c.nodes {
-		if n.updated.Load() < cutoff {
+		if n.updated.Load() < cutoff && !n.childLeased(cutoff) {
 			delete(c.nodes, name)
 			c.slots.put(n.index)
 			e.w.enqueue(store.Op{Kind: store.OpDelete, Record: store.Record{Key: t.nodeKey(c.name, name)}})
@@ -75,7 +84,22 @@ func (e *Engine) collectConduit(t *trench, c *conduit, cutoff int64) (nodes, chi
 		}
 		n.mu.Unlock()
 	}
-	return nodes, children
+	return nodes, children, draining
+}
+
+// childLeased reports whether a child of n was renewed at or after cutoff,
+// and if so extends n's lease to the newest such renewal. It is called with
+// the conduit's lock held for writing, which excludes changes to children.
+func (n *node) childLeased(cutoff int64) bool {
+	newest := int64(0)
+	for _, ch := range n.children {
+		newest = max(newest, ch.updated.Load())
+	}
+	if newest < cutoff {
+		return false
+	}
+	n.renew(newest)
+	return true
 }
 
 // FlushLeases queues the lease times renewed since the last flush, and the

@@ -143,6 +143,14 @@ func (e *Engine) hasConduit(f Family, name string) bool {
 	return t.conduits[name] != nil
 }
 
+func (e *Engine) isDraining(f Family, name string) bool {
+	t := e.trenches[f]
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	c := t.conduits[name]
+	return c != nil && c.draining
+}
+
 // storedKeys lists the stored keys (for "nothing changed" assertions).
 func storedKeys(t *testing.T, st store.Store) []string {
 	t.Helper()

@@ -62,6 +62,9 @@ var (
 	descConduits = prometheus.NewDesc(metricsNamespace+"_conduits",
 		"Conduit subnets allocated per trench.",
 		[]string{"trench", "family"}, nil)
+	descDraining = prometheus.NewDesc(metricsNamespace+"_conduits_draining",
+		"Conduit subnets kept for their allocations after the configuration dropped them (no new allocations).",
+		[]string{"trench", "family"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -69,6 +72,7 @@ func (e *Engine) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descChildren
 	ch <- descNodes
 	ch <- descConduits
+	ch <- descDraining
 	e.stats.commits.Describe(ch)
 	e.stats.ops.Describe(ch)
 	e.stats.batch.Describe(ch)
@@ -83,7 +87,8 @@ func (e *Engine) Collect(ch chan<- prometheus.Metric) {
 	for _, t := range e.trenches {
 		fam := t.family.String()
 		conduits := t.conduitList()
-		out = append(out, prometheus.MustNewConstMetric(descConduits, prometheus.GaugeValue, float64(len(conduits)), t.name, fam))
+		out = append(out, prometheus.MustNewConstMetric(descConduits, prometheus.GaugeValue, float64(len(conduits)), t.name, fam),
+			prometheus.MustNewConstMetric(descDraining, prometheus.GaugeValue, float64(t.draining()), t.name, fam))
 		for _, c := range conduits {
 			c.mu.RLock()
 			out = append(out, prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(len(c.nodes)), t.name, fam, c.name))

@@ -86,7 +86,7 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, ErrInvalidArgument):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrNotServed):
+	case errors.Is(err, ErrNotServed), errors.Is(err, ErrDraining):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrExhausted):
 		code = codes.ResourceExhausted

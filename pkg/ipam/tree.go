@@ -13,7 +13,7 @@ import (
 const BridgeChild = "bridge"
 
 // trench is the root of one family. mu guards conduits, the conduit slots and
-// every conduit's listed flag; it is held for reading by everything that
+// every conduit's listed and draining flags; it is held for reading by everything that
 // works below a conduit, so removing a conduit (write lock) excludes them.
 type trench struct {
 	name     string
@@ -36,6 +36,9 @@ type conduit struct {
 	prefix netip.Prefix
 	index  uint64
 	listed bool // the configuration server lists it (or it was loaded)
+	// draining: the configuration server dropped it. Its allocations are
+	// kept and renewed, none is added; it goes when its last node does.
+	draining bool
 
 	mu    sync.RWMutex
 	nodes map[string]*node

@@ -11,13 +11,13 @@ import (
 // ConduitSyncer receives the conduit lists of the configuration server
 // (implemented by Engine).
 type ConduitSyncer interface {
-	SyncConduits(names []string) int
+	SyncConduits(names []string) ConduitChanges
 }
 
 // ConduitWatcher follows nsp.v1.ConfigurationManager/WatchConduit for one
 // trench and hands every received list to the engine. It reconnects with
 // exponential backoff (up to MaxBackoff, reset after a received list) and
-// never removes anything on its own: an unreachable server changes nothing.
+// never drains anything on its own: an unreachable server changes nothing.
 type ConduitWatcher struct {
 	Client     nspv1.ConfigurationManagerClient
 	Trench     string
@@ -84,8 +84,8 @@ func (w *ConduitWatcher) watch(ctx context.Context, log *slog.Logger) (bool, err
 			log.Info("conduit watch established", "conduits", names)
 		}
 		received = true
-		if removed := w.Syncer.SyncConduits(names); removed > 0 {
-			log.Info("conduits removed after configuration change", "removed", removed, "conduits", names)
+		if ch := w.Syncer.SyncConduits(names); ch != (ConduitChanges{}) {
+			log.Info("conduit list applied", "draining", ch.Draining, "revived", ch.Revived, "removed", ch.Removed, "conduits", names)
 		}
 	}
 }

@@ -33,29 +33,33 @@ func TestSyncConduits(t *testing.T) {
 
 			st = open()
 			e = newEngine(t, st, baseConfig())
-			// Until the server answers, nothing is removed. The first list
-			// removes the conduits that vanished while the IPAM was down.
-			assert.Equal(t, 4, e.SyncConduits([]string{"a", "x"}), "b and c removed in both families")
+			// Until the server answers, nothing changes. The first list
+			// drains the conduits that vanished while the IPAM was down:
+			// kept, addresses renewed, nothing new.
+			before := storedKeys(t, st)
+			assert.Equal(t, ConduitChanges{Draining: 4}, e.SyncConduits([]string{"a", "x"}), "b and c drain in both families")
 			for _, f := range []Family{IPv4, IPv6} {
-				assert.True(t, e.hasConduit(f, "a"))
-				assert.False(t, e.hasConduit(f, "b"))
-				assert.False(t, e.hasConduit(f, "c"))
+				assert.False(t, e.isDraining(f, "a"))
+				assert.True(t, e.isDraining(f, "b"))
+				assert.True(t, e.isDraining(f, "c"))
 			}
 			require.NoError(t, e.Sync(context.Background()))
-			for _, k := range storedKeys(t, st) {
-				assert.NotRegexp(t, "\x00[bc](\x00|=)", k, "conduits b and c removed from the store")
-			}
+			assert.Equal(t, before, storedKeys(t, st), "nothing removed from the store")
+			assert.Equal(t, "169.255.16.1/24", alloc(t, e, sub(IPv4, "b", "w1"), "bridge"), "an existing child is renewed")
+			_, err = e.Allocate(context.Background(), sub(IPv4, "b", "w1"), "new-src")
+			assert.ErrorIs(t, err, ErrDraining)
+
 			// A conduit created by Allocate that the server never listed is kept.
 			alloc(t, e, sub(IPv4, "d", "w1"), "bridge")
-			assert.Equal(t, 0, e.SyncConduits([]string{"a", "x"}))
-			assert.True(t, e.hasConduit(IPv4, "d"))
-			// One that the server lists (x, before it was created) goes when dropped.
+			assert.Equal(t, ConduitChanges{}, e.SyncConduits([]string{"a", "x"}))
+			assert.False(t, e.isDraining(IPv4, "d"))
+			// One that the server lists (x, before it was created) drains when dropped.
 			alloc(t, e, sub(IPv4, "x", "w1"), "bridge")
-			assert.Equal(t, 0, e.SyncConduits([]string{"a", "x", "d"}))
-			assert.Equal(t, 2, e.SyncConduits([]string{"a"}), "x and d removed")
-			assert.False(t, e.hasConduit(IPv4, "x"))
-			assert.False(t, e.hasConduit(IPv4, "d"))
-			assert.Equal(t, "169.255.16.1/24", alloc(t, e, sub(IPv4, "new", "w1"), "bridge"), "freed conduit prefix reused first fit")
+			assert.Equal(t, ConduitChanges{Revived: 2}, e.SyncConduits([]string{"a", "x", "d", "b"}), "b revived in both families")
+			assert.Equal(t, ConduitChanges{Draining: 4, Revived: 2}, e.SyncConduits([]string{"a", "c"}), "x, d, b drain, c revived")
+			assert.True(t, e.isDraining(IPv4, "x"))
+			assert.True(t, e.isDraining(IPv4, "d"))
+			assert.Equal(t, "169.255.80.1/24", alloc(t, e, sub(IPv4, "new", "w1"), "bridge"), "no draining conduit's prefix is reused")
 		})
 	}
 }
@@ -125,9 +129,11 @@ func startNSP(t *testing.T, f *fakeNSP) nspv1.ConfigurationManagerClient {
 
 func TestConduitWatcher(t *testing.T) {
 	st := stores[1].open(t)()
-	e := newEngine(t, st, baseConfig())
+	clk, cfg := gcConfig()
+	e := newEngine(t, st, cfg)
+	addr := map[string]string{}
 	for _, c := range []string{"a", "b", "c"} {
-		alloc(t, e, sub(IPv4, c, "w1"), "bridge")
+		addr[c] = alloc(t, e, sub(IPv4, c, "w1"), "bridge")
 	}
 	nsp := &fakeNSP{fail: 3, lists: make(chan []string), hangup: make(chan struct{})}
 	client := startNSP(t, nsp)
@@ -143,33 +149,51 @@ func TestConduitWatcher(t *testing.T) {
 		<-done
 	}()
 
-	// Failing server: retried, and nothing is removed meanwhile.
+	// Failing server: retried, and nothing drains meanwhile.
 	require.Eventually(t, func() bool { return nsp.callCount() > 3 }, 20*time.Second, 10*time.Millisecond)
 	for _, c := range []string{"a", "b", "c"} {
 		assert.True(t, e.hasConduit(IPv4, c))
+		assert.False(t, e.isDraining(IPv4, c))
 	}
 	nsp.mu.Lock()
 	assert.Equal(t, testTrench, nsp.trench, "the watch filters by trench")
 	nsp.mu.Unlock()
 
-	// c was created by Allocate and never listed: kept by the first list.
+	// c was created by Allocate and never listed: kept serving by the first list.
 	nsp.lists <- []string{"a", "b"}
 	nsp.lists <- []string{"a", "b"} // the second send returns once the first is applied
-	assert.True(t, e.hasConduit(IPv4, "c"))
+	assert.False(t, e.isDraining(IPv4, "c"))
+	// b leaves the list (renamed for a few seconds): drained, not deleted.
 	nsp.lists <- []string{"a", "c"}
-	require.Eventually(t, func() bool { return !e.hasConduit(IPv4, "b") }, 20*time.Second, 10*time.Millisecond)
-	assert.True(t, e.hasConduit(IPv4, "a"))
-	assert.True(t, e.hasConduit(IPv4, "c"))
+	require.Eventually(t, func() bool { return e.isDraining(IPv4, "b") }, 20*time.Second, 10*time.Millisecond)
+	assert.Equal(t, addr["b"], alloc(t, e, sub(IPv4, "b", "w1"), "bridge"), "a held address is renewed")
+	_, err := e.Allocate(context.Background(), sub(IPv4, "b", "w1"), "t1-src")
+	assert.ErrorIs(t, err, ErrDraining)
+	assert.Equal(t, "169.255.48.1/24", alloc(t, e, sub(IPv4, "d", "w1"), "bridge"), "b's subnet is not handed out")
+	clk.Advance(5 * time.Second)
+	// b is back: revived whole.
+	nsp.lists <- []string{"a", "b", "c"}
+	require.Eventually(t, func() bool { return !e.isDraining(IPv4, "b") }, 20*time.Second, 10*time.Millisecond)
+	assert.Equal(t, addr["b"], alloc(t, e, sub(IPv4, "b", "w1"), "bridge"))
+	alloc(t, e, sub(IPv4, "b", "w1"), "t1-src")
 
 	// Stream ends: the watcher reconnects and follows the new stream.
 	calls := nsp.callCount()
 	nsp.hangup <- struct{}{}
 	require.Eventually(t, func() bool { return nsp.callCount() > calls }, 20*time.Second, 10*time.Millisecond)
 	nsp.lists <- []string{"c"}
-	require.Eventually(t, func() bool { return !e.hasConduit(IPv4, "a") }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.isDraining(IPv4, "a") && e.isDraining(IPv4, "b") }, 20*time.Second, 10*time.Millisecond)
+
+	// Gone for good: their allocations go when their leases end, and the
+	// conduits with them; c, listed, stays (its node expired too).
+	clk.Advance(11 * time.Minute)
+	e.CollectGarbage()
+	assert.False(t, e.hasConduit(IPv4, "a"))
+	assert.False(t, e.hasConduit(IPv4, "b"))
 	assert.True(t, e.hasConduit(IPv4, "c"))
 	require.NoError(t, e.Sync(context.Background()))
 	for _, k := range storedKeys(t, st) {
-		assert.NotContains(t, k, "\x00a\x00", "conduit a's nodes removed from the store")
+		assert.NotRegexp(t, "\x00[ab](\x00|=)", k, "conduits a and b removed from the store")
 	}
+	assert.Equal(t, "169.255.0.1/24", alloc(t, e, sub(IPv4, "e", "w1"), "bridge"), "a's subnet is free once nothing in it is leased")
 }

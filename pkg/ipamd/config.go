@@ -43,6 +43,9 @@ type Config struct {
 	MetricsPort        int           `default:"2112" split_words:"true" desc:"new: port of the Prometheus /metrics endpoint; 0 disables it"`
 	LeaseFlushInterval time.Duration `default:"1m" split_words:"true" desc:"new: how often renewed leases are written (write-behind); after a crash a lease may look this much older"`
 	GracePeriod        time.Duration `default:"10s" split_words:"true" desc:"new: how long a stop waits for calls in flight"`
+	SnapshotDir        string        `default:"" split_words:"true" desc:"new: directory of the store's snapshots; empty means snapshots/ next to IPAM_DATASOURCE"`
+	SnapshotInterval   time.Duration `default:"15m" split_words:"true" desc:"new: period of store snapshots (one is also taken at every stop); 0 means only at stops"`
+	SnapshotKeep       int           `default:"4" split_words:"true" desc:"new: how many snapshots are kept (the newest); 0 turns snapshots off"`
 }
 
 // EnvPrefix is the prefix of every IPAM environment variable.
@@ -79,6 +82,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("gcThreshold", c.GarbageCollectionThreshold.String()),
 		slog.String("leaseFlushInterval", c.LeaseFlushInterval.String()),
 		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort),
+		slog.String("snapshotDir", c.snapshots().Dir), slog.String("snapshotInterval", c.SnapshotInterval.String()),
+		slog.Int("snapshotKeep", c.SnapshotKeep),
 		slog.String("logLevel", c.LogLevel),
 	)
 }
@@ -132,6 +137,9 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	}
 	if c.Datasource == "" {
 		bad("IPAM_DATASOURCE: empty")
+	}
+	if c.SnapshotInterval < 0 || c.SnapshotKeep < 0 {
+		bad("IPAM_SNAPSHOT_INTERVAL and IPAM_SNAPSHOT_KEEP must not be negative")
 	}
 	if c.LeaseFlushInterval <= 0 {
 		bad("IPAM_LEASE_FLUSH_INTERVAL: must be positive")

@@ -21,23 +21,24 @@ import (
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/pkg/ipam"
-	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
 )
 
 // Run serves ipam.v1.Ipam and grpc.health.v1 until ctx ends or a server
-// fails, then stops and returns. Start order: store, engine, credentials,
-// gRPC server, metrics server, conduit watch. Stop order: probes fail, the
-// watch ends, calls in flight get cfg.GracePeriod, the metrics server stops,
-// the engine flushes its leases and the store closes.
+// fails, then stops and returns. Start order: store, engine, snapshots,
+// credentials, gRPC server, metrics server, conduit watch. Stop order:
+// probes fail, the watch ends, calls in flight get cfg.GracePeriod, the
+// metrics server stops, periodic snapshots stop, the engine flushes its
+// leases, a last snapshot is taken and the store closes. A damaged store is
+// a *daemon.ExitError with ExitStoreDamaged.
 func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) {
 	ecfg, err := cfg.engineConfig()
 	if err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	ecfg.Logger = logger
-	st, err := bolt.Open(cfg.Datasource, 10*time.Second)
+	st, err := openStore(cfg)
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return err
 	}
 	defer func() {
 		if err := st.Close(); err != nil {
@@ -56,9 +57,14 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	}
 	engine, err := ipam.New(ctx, st, ecfg)
 	if err != nil {
-		return fmt.Errorf("engine: %w", err)
+		return damageExit(cfg, fmt.Errorf("engine: %w", err))
 	}
-	defer engine.Close() // flushes leases and queued changes before the store closes
+	snaps := startSnapshots(cfg, st, logger)
+	defer func() {
+		snaps.stopLoop()
+		engine.Close() // flushes leases and queued changes before the store closes
+		snaps.final()
+	}()
 
 	creds, closeCreds, err := transportCredentials(ctx, logger)
 	if err != nil {
@@ -89,7 +95,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	var metricsSrv *http.Server
 	if cfg.MetricsPort > 0 {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), engine, rpcMetrics)
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), engine, rpcMetrics, snaps.results)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", ipam.MetricsHandler(reg))
 		metricsSrv = &http.Server{Addr: net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.MetricsPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -7,6 +7,11 @@
 // background compactor moves journal entries, oldest first and in bounded
 // chunks, into the main bucket. Load reads the main bucket and replays the
 // journal, so the state is the same at any point of a compaction.
+//
+// The package also owns the file's integrity: Open checks an existing file
+// before bbolt maps it and refuses a damaged one with a *DamagedError
+// (check.go, open.go); Snapshots keeps consistent copies and Restore puts
+// one back (snapshot.go).
 package bolt
 
 import (
@@ -44,6 +49,7 @@ const (
 // Store is a bbolt-backed store.Store.
 type Store struct {
 	db      *bbolt.DB
+	path    string
 	log     *slog.Logger
 	journal atomic.Int64 // entries in the journal (approximate)
 	kick    chan struct{}
@@ -54,22 +60,23 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Open opens (creating if needed, with its parent directory) the database at
-// path, compacts its journal and starts the background compactor. It fails
-// after lockTimeout if another process holds the file.
+// Open opens the database at path, compacts its journal and starts the
+// background compactor. Only a missing file is a new store: it is created
+// (with its parent directory) under a temporary name and renamed into
+// place, so that a file at path is always a complete database. An existing
+// file is checked first (see Check); a damaged one is refused with a
+// *DamagedError and left untouched. Open fails after lockTimeout if another
+// process holds the file.
 func Open(path string, lockTimeout time.Duration) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("create directory of %s: %w", path, err)
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
-		Timeout: lockTimeout,
-		// The freelist is rebuilt on open instead of being written on
-		// every commit: fewer pages per fsync.
-		NoFreelistSync: true,
-		FreelistType:   bbolt.FreelistMapType,
-	})
+	if err := createIfMissing(path); err != nil {
+		return nil, err
+	}
+	db, err := openChecked(path, lockTimeout, false)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
 	if err := db.Update(func(tx *bbolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(mainBucket); err != nil {
@@ -81,7 +88,7 @@ func Open(path string, lockTimeout time.Duration) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("create buckets in %s: %w", path, err)
 	}
-	s := &Store{db: db, log: slog.Default(), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	s := &Store{db: db, path: path, log: slog.Default(), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	if err := s.compact(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("compact journal of %s: %w", path, err)
@@ -89,6 +96,18 @@ func Open(path string, lockTimeout time.Duration) (*Store, error) {
 	s.wg.Add(1)
 	go s.compactor()
 	return s, nil
+}
+
+// options are the bbolt options of every open.
+func options(lockTimeout time.Duration, readOnly bool) *bbolt.Options {
+	return &bbolt.Options{
+		Timeout:  lockTimeout,
+		ReadOnly: readOnly,
+		// The freelist is rebuilt on open instead of being written on
+		// every commit: fewer pages per fsync.
+		NoFreelistSync: true,
+		FreelistType:   bbolt.FreelistMapType,
+	}
 }
 
 // Load returns every record in key order: the main bucket with the journal
@@ -123,7 +142,7 @@ func (s *Store) Load(context.Context) ([]store.Record, error) {
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load: %w", err)
+		return nil, fmt.Errorf("load: %w", damaged(s.path, "%v", err))
 	}
 	keys := make([]string, 0, len(state))
 	for k := range state {
@@ -134,11 +153,11 @@ func (s *Store) Load(context.Context) ([]store.Record, error) {
 	for _, k := range keys {
 		key, err := store.DecodeKey([]byte(k))
 		if err != nil {
-			return nil, fmt.Errorf("load: %w", err)
+			return nil, fmt.Errorf("load: %w", damaged(s.path, "%v", err))
 		}
 		r, err := store.DecodeValue(key, state[k])
 		if err != nil {
-			return nil, fmt.Errorf("load: key %q: %w", k, err)
+			return nil, fmt.Errorf("load: %w", damaged(s.path, "key %q: %v", k, err))
 		}
 		out = append(out, r)
 	}
