@@ -80,9 +80,11 @@ func (l *Lab) startNSM() error {
 
 func (l *Lab) nspConfigPath() string { return l.run.Path("nsp.yaml") }
 
-func (l *Lab) nspYAML(vips []string) string {
+func (l *Lab) nspYAML(vips []string) string { return l.nspYAMLWith(l.state().Conduit, vips) }
+
+func (l *Lab) nspYAMLWith(conduit string, vips []string) string {
 	st := l.state()
-	y := fmt.Sprintf("trenches: [{name: %s}]\nconduits:\n  - {name: %s, trench: %s}\nvips:\n", st.Trench, st.Conduit, st.Trench)
+	y := fmt.Sprintf("trenches: [{name: %s}]\nconduits:\n  - {name: %s, trench: %s}\nvips:\n", st.Trench, conduit, st.Trench)
 	for i, v := range vips {
 		y += fmt.Sprintf("  - {name: vip-%d, address: %s, trench: %s}\n", i+1, v, st.Trench)
 	}
@@ -102,6 +104,18 @@ func (l *Lab) WriteRawNSPConfig(yaml string) error {
 		return fmt.Errorf("write nsp config: %w", err)
 	}
 	return nil
+}
+
+// ListConduit writes the nsp file with the lab's conduit (listed) or with
+// that conduit renamed (not listed: an operator's edit that drops it), the
+// VIPs unchanged.
+func (l *Lab) ListConduit(listed bool) error {
+	st := l.state()
+	name := st.Conduit
+	if !listed {
+		name += "-renamed"
+	}
+	return l.WriteRawNSPConfig(l.nspYAMLWith(name, st.VIPs))
 }
 
 // SetVIPs makes vips the trench's VIPs: it rewrites the nsp file (the proxy
