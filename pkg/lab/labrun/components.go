@@ -171,7 +171,7 @@ func (l *Lab) StartIPAM() error {
 	st := l.state()
 	err := l.startComponent("ipam", "ctl", []string{l.bin("ipam")}, append([]string{
 		"IPAM_PORT=" + strconv.Itoa(ipamPort),
-		"IPAM_DATASOURCE=" + l.run.Path("ipam", "registry.db"),
+		"IPAM_DATASOURCE=" + l.IPAMStore(),
 		"IPAM_TRENCH_NAME=" + st.Trench,
 		"IPAM_NSP_SERVICE=" + net.JoinHostPort("127.0.0.1", strconv.Itoa(nspPort)),
 		"IPAM_PREFIX_IPV4=" + st.IPAMPrefixIPv4,
@@ -183,6 +183,26 @@ func (l *Lab) StartIPAM() error {
 		return err
 	}
 	return l.waitLog("ipam", "serving", startTimeout)
+}
+
+// IPAMStore is the IPAM's store file (IPAM_DATASOURCE); its snapshots are
+// in snapshots/ beside it.
+func (l *Lab) IPAMStore() string { return l.run.Path("ipam", "registry.db") }
+
+// ExitStatus is the exit status of the component's last process, or -1
+// while it runs or if it never ran.
+func (l *Lab) ExitStatus(component string) int {
+	p := l.proc(component)
+	if p == nil || p.running() {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// RestoreIPAM runs `ipam restore` on the lab's store (the IPAM must be
+// stopped) and returns what it printed.
+func (l *Lab) RestoreIPAM() (string, error) {
+	return runCmd(l.bin("ipam"), "restore", "-datasource", l.IPAMStore())
 }
 
 // KillIPAM kills the IPAM with SIGKILL.
