@@ -112,3 +112,24 @@ func TestLBDiesDuringNSMOutage(t *testing.T) {
 	requireLBCarries(t, ctx, l, lbB, "after the dead LB was dropped")
 	requireServed(t, ctx, l, l.Targets(), "every target serves through LB-B")
 }
+
+// TestShortNSEExpiration: with NSE registrations that expire after 3 s, an
+// LB whose process dies is dropped, and the other LB, which keeps
+// refreshing, is never dropped with it (its registration is kept by the
+// registration keeper, each try bounded well below the expiration).
+func TestShortNSEExpiration(t *testing.T) {
+	l := newLab(t, func(o *labrun.Options) { o.NSEExpiration = 3 * time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lbA, lbB := l.LBs()[0], l.LBs()[1]
+	aAddrs, bAddrs := lbAddrsOf(t, ctx, l, lbA), lbAddrsOf(t, ctx, l, lbB)
+	require.NoError(t, l.KillLB(lbA, false))
+	waitNexthopsGone(t, ctx, l, aAddrs)
+	for range 20 { // 10 s: more than three expirations
+		nh, err := lbNexthops(ctx, l)
+		require.NoError(t, err)
+		require.Subset(t, nh, bAddrs, "LB-B stays while LB-A goes")
+		time.Sleep(500 * time.Millisecond)
+	}
+	requireLBCarries(t, ctx, l, lbB, "after LB-A's loss")
+}

@@ -95,7 +95,7 @@ func requireUniqueAddrs(t *testing.T, l *labrun.Lab) {
 // connections that are being replaced). Memory is reported.
 func TestRestartLoop(t *testing.T) {
 	l := newLab(t, nil)
-	rounds := 5
+	rounds := 8
 	if v, err := strconv.Atoi(os.Getenv("CAUSEWAY_E2E_RESTART_ROUNDS")); err == nil && v > 0 {
 		rounds = v
 	}
