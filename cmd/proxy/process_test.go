@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,30 +18,12 @@ import (
 	"github.com/causeway-net/causeway/internal/testutil"
 )
 
-// syncBuffer is the shared, growing output of a process.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // process is a binary run in a network namespace with `ip netns exec`, which
 // execs it: the pid is the binary's.
 type process struct {
 	name   string
 	cmd    *exec.Cmd
-	output syncBuffer // stdout and stderr (JSON log lines)
+	output testutil.SyncBuffer // stdout and stderr (JSON log lines)
 	done   chan struct{}
 	err    error // Wait's result, set before done is closed
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 // After New, the fake IPAM has given the bridge 172.16.0.1/24 and
@@ -304,7 +305,7 @@ func TestSetIPContextCancelledWhileWaitingForID(t *testing.T) {
 // The IPAM moved a child the proxy holds (its store was restored from an
 // older snapshot, say): the proxy follows the IPAM and says so.
 func TestSetIPContextFollowsAMovedChild(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	e := newTestEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	conn := targetConn("t1")
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
@@ -324,21 +325,4 @@ func TestSetIPContextFollowsAMovedChild(t *testing.T) {
 	require.ElementsMatch(t, []string{"172.16.0.9/24", "fd00::2/64"}, ipcOf(conn).GetSrcIpAddrs(), "the proxy follows the IPAM")
 	require.Contains(t, logs.String(), `"msg":"the IPAM answered another address than the one held; following it"`)
 	require.Contains(t, logs.String(), `"held":"172.16.0.2/24","answered":"172.16.0.9/24"`)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,0 +1,26 @@
+package testutil
+
+import (
+	"bytes"
+	"sync"
+)
+
+// SyncBuffer is a buffer that several goroutines may write (a process's
+// output, a logger) while a test reads it.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
