@@ -19,12 +19,21 @@ func openFlags(name string, args []string) (*flag.FlagSet, *string, *string) {
 	return fs, id, base
 }
 
+// openLab opens the run (the latest when id is empty), saying why not.
+func openLab(base, id string) *labrun.Lab {
+	lab, err := labrun.Open(base, id)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+		return nil
+	}
+	return lab
+}
+
 func statusCmd(args []string) int {
 	fs, id, base := openFlags("lab status", args)
 	_ = fs.Parse(args)
-	lab, err := labrun.Open(*base, *id)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+	lab := openLab(*base, *id)
+	if lab == nil {
 		return 1
 	}
 	if err := lab.Status(os.Stdout); err != nil {
@@ -37,9 +46,8 @@ func statusCmd(args []string) int {
 func checkCmd(args []string) int {
 	fs, id, base := openFlags("lab check", args)
 	_ = fs.Parse(args)
-	lab, err := labrun.Open(*base, *id)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+	lab := openLab(*base, *id)
+	if lab == nil {
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -126,9 +134,8 @@ func componentCmd(verb string, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	lab, err := labrun.Open(*base, *id)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+	lab := openLab(*base, *id)
+	if lab == nil {
 		return 1
 	}
 	name := fs.Arg(0)
@@ -145,9 +152,8 @@ func componentCmd(verb string, args []string) int {
 func debugCmd(args []string) int {
 	fs, id, base := openFlags("lab debug", args)
 	_ = fs.Parse(args)
-	lab, err := labrun.Open(*base, *id)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+	lab := openLab(*base, *id)
+	if lab == nil {
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
