@@ -2,9 +2,11 @@ package dataplane
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -74,8 +76,10 @@ func (dp *Dataplane) ensureBridgeLocked() error {
 			dp.log.Warn("bridge was re-created; restoring its addresses, ports and routes",
 				"oldIndex", dp.m.bridgeIndex, "index", a.Index)
 			dp.m.addrs = map[netip.Prefix]struct{}{}
-			for _, ps := range dp.m.ports {
-				ps.enslaved = false
+			for idx, ps := range dp.m.ports {
+				if !ps.absent {
+					delete(dp.m.ports, idx) // released with the old bridge
+				}
 			}
 			// Routes over the old device went with it.
 			dp.m.routes = [2]routeState{}
@@ -279,8 +283,9 @@ func (dp *Dataplane) portObject(idx int) string {
 }
 
 // loadPortsLocked reads which links exist and which are enslaved to the
-// bridge. With adopt, links enslaved to the bridge become owned ports (the
-// first Apply releases those not wanted).
+// bridge (one link dump: the periodic re-sync and lost subscriptions only).
+// With adopt, links enslaved to the bridge become owned ports (the first
+// Apply releases those not wanted).
 func (dp *Dataplane) loadPortsLocked(adopt bool) error {
 	dp.read()
 	links, err := dp.h.LinkList()
@@ -289,31 +294,57 @@ func (dp *Dataplane) loadPortsLocked(adopt bool) error {
 	}
 	byIndex := make(map[int]netlink.Link, len(links))
 	for _, l := range links {
-		byIndex[l.Attrs().Index] = l
-		if adopt && l.Attrs().MasterIndex == dp.m.bridgeIndex && dp.m.bridgeIndex != 0 {
-			if _, ok := dp.m.ports[l.Attrs().Index]; !ok {
-				dp.m.ports[l.Attrs().Index] = &portState{}
+		a := l.Attrs()
+		byIndex[a.Index] = l
+		if adopt && a.MasterIndex == dp.m.bridgeIndex && dp.m.bridgeIndex != 0 {
+			if _, ok := dp.m.ports[a.Index]; !ok {
+				dp.m.ports[a.Index] = &portState{enslaved: true, mtu: a.MTU}
 			}
 		}
 	}
-	for idx, ps := range dp.m.ports {
+	for idx := range dp.m.ports {
 		l, ok := byIndex[idx]
-		ps.absent = !ok
-		ps.enslaved = ok && l.Attrs().MasterIndex == dp.m.bridgeIndex
+		dp.settlePortLocked(idx, l, ok)
 	}
 	return nil
 }
 
+// refreshPortLocked reads one port back from the kernel (a link
+// notification disagreed with the model: the monitor's view may only lag
+// behind a write of ours), instead of listing every link.
+func (dp *Dataplane) refreshPortLocked(idx int) {
+	dp.read()
+	l, err := dp.h.LinkByIndex(idx)
+	dp.settlePortLocked(idx, l, err == nil)
+}
+
+// settlePortLocked updates the model of port idx from the kernel's link l
+// (exists false: there is none). A port that exists and is not enslaved to
+// the bridge leaves the model, so that the next convergence enslaves it
+// again if it is wanted.
+func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
+	ps, ok := dp.m.ports[idx]
+	if !ok {
+		return
+	}
+	switch {
+	case !exists:
+		ps.absent, ps.enslaved = true, false
+	case l.Attrs().MasterIndex == dp.m.bridgeIndex:
+		ps.absent, ps.enslaved, ps.mtu = false, true, l.Attrs().MTU
+	default:
+		delete(dp.m.ports, idx)
+	}
+}
+
 // applyPortsLocked releases the ports no longer wanted and enslaves the
-// wanted ones that are not yet (skipping links known to be absent). It
-// reports whether the set of enslaved ports changed.
-func (dp *Dataplane) applyPortsLocked(target map[int]struct{}) (bool, error) {
+// wanted ones that are not yet (the link of a port known to be absent is
+// left alone until the monitor sees it). It returns the ports it enslaved
+// and whether one left the bridge.
+func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ error) {
+	add, del := diff(target, dp.m.ports, cmp.Compare[int])
 	var errs []error
-	changed := false
-	for _, idx := range sortedKeys(dp.m.ports) {
-		if _, ok := target[idx]; ok {
-			continue
-		}
+	for _, idx := range del {
 		ps := dp.m.ports[idx]
 		if ps.enslaved && !ps.absent {
 			if l, ok := dp.mon.link(idx); ok && l.MasterIndex != 0 && l.MasterIndex != dp.m.bridgeIndex {
@@ -327,79 +358,69 @@ func (dp *Dataplane) applyPortsLocked(target map[int]struct{}) (bool, error) {
 				errs = append(errs, err)
 				continue
 			}
-			changed = true
+			left = true
 		}
 		delete(dp.m.ports, idx)
 	}
-	for _, idx := range sortedKeys(target) {
-		ps := dp.m.ports[idx]
-		if ps != nil && (ps.absent || ps.enslaved) {
-			continue
-		}
+	for _, idx := range add {
 		if idx == dp.m.bridgeIndex {
 			errs = append(errs, &OpError{Op: opLinkSetMaster.String(), Object: dp.portObject(idx), Err: errors.New("the bridge cannot be its own port")})
 			continue
 		}
-		if ps == nil {
-			ps = &portState{}
+		if known, exists := dp.mon.linkExists(idx); known && !exists {
+			// Not there (yet): the link monitor tells when it appears.
+			dp.m.ports[idx] = &portState{absent: true}
+			continue
 		}
 		link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
 		err := dp.write(opLinkSetMaster, dp.portObject(idx), func() error { return dp.h.LinkSetMasterByIndex(link, dp.m.bridgeIndex) })
 		switch {
 		case err == nil:
-			ps.enslaved = true
-			changed = true
+			dp.m.ports[idx] = &portState{enslaved: true}
+			joined = append(joined, idx)
 		case errors.Is(err, unix.ENODEV):
 			// Vanished (or never here): remember, so that the next Apply
 			// does not retry; the link monitor tells if it appears.
-			ps.absent = true
+			dp.m.ports[idx] = &portState{absent: true}
 			dp.log.Debug("port does not exist; skipped", "port", idx)
 		default:
 			errs = append(errs, err)
-			continue
 		}
-		dp.m.ports[idx] = ps
 	}
-	if changed {
+	if len(joined) > 0 || left {
 		dp.ann.kick()
 	}
-	return changed, errors.Join(errs...)
+	return joined, left, errors.Join(errs...)
 }
 
 func sortedKeys[V any](m map[int]V) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(m))
 }
 
 // syncMTULocked makes the bridge's MTU the minimum of its ports' MTUs. The
 // kernel does so by itself unless the bridge's MTU was ever set by hand, so
-// in the usual case this reads and writes nothing more than the bridge.
-func (dp *Dataplane) syncMTULocked() error {
+// in the usual case this writes nothing. With full it walks every port (a
+// port left or changed its MTU); otherwise only the joined ones can lower
+// the minimum, and one read of the bridge tells whether it must.
+func (dp *Dataplane) syncMTULocked(joined []int, full bool) error {
 	if dp.m.bridgeIndex == 0 {
 		return nil
 	}
+	ports := joined
+	if full {
+		ports = sortedKeys(dp.m.ports)
+	}
 	minMTU := 0
-	for idx, ps := range dp.m.ports {
-		if !ps.enslaved || ps.absent {
+	for _, idx := range ports {
+		ps, ok := dp.m.ports[idx]
+		if !ok || !ps.enslaved || ps.absent {
 			continue
 		}
-		mtu := 0
-		if l, ok := dp.mon.link(idx); ok && l.MasterIndex == dp.m.bridgeIndex {
-			mtu = l.MTU
-		} else {
-			dp.read()
-			nl, err := dp.h.LinkByIndex(idx)
-			if err != nil {
-				continue
-			}
-			mtu = nl.Attrs().MTU
+		if ps.mtu == 0 || full {
+			ps.mtu = dp.portMTULocked(idx)
 		}
-		if mtu > 0 && (minMTU == 0 || mtu < minMTU) {
-			minMTU = mtu
+		if ps.mtu > 0 && (minMTU == 0 || ps.mtu < minMTU) {
+			minMTU = ps.mtu
 		}
 	}
 	if minMTU == 0 {
@@ -410,8 +431,27 @@ func (dp *Dataplane) syncMTULocked() error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", dp.bridgeObject(), err)
 	}
-	if br.Attrs().MTU == minMTU {
+	dp.m.bridgeMTU = br.Attrs().MTU
+	if dp.m.bridgeMTU == minMTU || (!full && dp.m.bridgeMTU < minMTU) {
 		return nil
 	}
-	return dp.write(opLinkSetMTU, fmt.Sprintf("%s mtu %d", dp.bridgeObject(), minMTU), func() error { return dp.h.LinkSetMTU(br, minMTU) })
+	err = dp.write(opLinkSetMTU, fmt.Sprintf("%s mtu %d", dp.bridgeObject(), minMTU), func() error { return dp.h.LinkSetMTU(br, minMTU) })
+	if err == nil {
+		dp.m.bridgeMTU = minMTU
+	}
+	return err
+}
+
+// portMTULocked is the MTU of port idx: the monitor's, or read (0 when the
+// link cannot be read).
+func (dp *Dataplane) portMTULocked(idx int) int {
+	if l, ok := dp.mon.link(idx); ok && l.MasterIndex == dp.m.bridgeIndex {
+		return l.MTU
+	}
+	dp.read()
+	nl, err := dp.h.LinkByIndex(idx)
+	if err != nil {
+		return 0
+	}
+	return nl.Attrs().MTU
 }

@@ -29,9 +29,10 @@ func (dp *Dataplane) rule(p netip.Prefix) *netlink.Rule {
 }
 
 // applyRulesLocked adds the missing VIP rules and deletes the unwanted ones.
-func (dp *Dataplane) applyRulesLocked(target map[netip.Prefix]struct{}) error {
+func (dp *Dataplane) applyRulesLocked(target []netip.Prefix) error {
 	var errs []error
-	for _, p := range missing(target, dp.m.rules) {
+	add, del := diff(target, dp.m.rules, comparePrefix)
+	for _, p := range add {
 		r := dp.rule(p)
 		err := dp.write(opRuleAdd, dp.ruleObject(p), func() error { return dp.h.RuleAdd(r) })
 		if err != nil && !errors.Is(err, unix.EEXIST) {
@@ -40,7 +41,7 @@ func (dp *Dataplane) applyRulesLocked(target map[netip.Prefix]struct{}) error {
 		}
 		dp.m.rules[p] = struct{}{}
 	}
-	for _, p := range missing(dp.m.rules, target) {
+	for _, p := range del {
 		r := dp.rule(p)
 		r.Priority = -1 // match ours whatever priority the kernel gave it
 		err := dp.write(opRuleDel, dp.ruleObject(p), func() error { return dp.h.RuleDel(r) })
@@ -49,6 +50,7 @@ func (dp *Dataplane) applyRulesLocked(target map[netip.Prefix]struct{}) error {
 			continue
 		}
 		delete(dp.m.rules, p)
+		dp.flush.add(dp.opts.DisableConntrackFlush, p)
 	}
 	return errors.Join(errs...)
 }

@@ -158,7 +158,7 @@ func (dp *Dataplane) Snapshot() (Snapshot, error) {
 		}
 		s.Rules = append(s.Rules, rs)
 	}
-	if dp.want != nil {
+	if dp.applied {
 		st := dp.want.state()
 		s.Desired = &st
 		for _, idx := range sortedKeys(dp.m.ports) {
@@ -168,7 +168,7 @@ func (dp *Dataplane) Snapshot() (Snapshot, error) {
 		}
 	}
 	for _, f := range families {
-		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.targetNexthopsLocked(f)...)
+		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.effectiveNexthopsLocked(dp.want, f)...)
 	}
 	readSysctls(dp.ns, "", globalSysctls(), s.Sysctls)
 	readSysctls(dp.ns, dp.opts.BridgeName, bridgeSysctls(dp.opts.BridgeName), s.Sysctls)
