@@ -2,11 +2,9 @@ package dataplane
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -76,11 +74,13 @@ func (dp *Dataplane) ensureBridgeLocked() error {
 			dp.log.Warn("bridge was re-created; restoring its addresses, ports and routes",
 				"oldIndex", dp.m.bridgeIndex, "index", a.Index)
 			dp.m.addrs = map[netip.Prefix]struct{}{}
-			for idx, ps := range dp.m.ports {
+			var released []int
+			for idx, ps := range dp.m.ports.all() {
 				if !ps.absent {
-					delete(dp.m.ports, idx) // released with the old bridge
+					released = append(released, idx)
 				}
 			}
+			dp.m.ports.removeAll(released) // they went with the old bridge
 			// Routes over the old device went with it.
 			dp.m.routes = [2]routeState{}
 		}
@@ -296,13 +296,11 @@ func (dp *Dataplane) loadPortsLocked(adopt bool) error {
 	for _, l := range links {
 		a := l.Attrs()
 		byIndex[a.Index] = l
-		if adopt && a.MasterIndex == dp.m.bridgeIndex && dp.m.bridgeIndex != 0 {
-			if _, ok := dp.m.ports[a.Index]; !ok {
-				dp.m.ports[a.Index] = &portState{enslaved: true, mtu: a.MTU}
-			}
+		if adopt && a.MasterIndex == dp.m.bridgeIndex && dp.m.bridgeIndex != 0 && !dp.m.ports.has(a.Index) {
+			dp.m.ports.set(a.Index, &portState{enslaved: true, mtu: a.MTU})
 		}
 	}
-	for idx := range dp.m.ports {
+	for _, idx := range slices.Clone(dp.m.ports.keys) {
 		l, ok := byIndex[idx]
 		dp.settlePortLocked(idx, l, ok)
 	}
@@ -323,7 +321,7 @@ func (dp *Dataplane) refreshPortLocked(idx int) {
 // the bridge leaves the model, so that the next convergence enslaves it
 // again if it is wanted.
 func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
-	ps, ok := dp.m.ports[idx]
+	ps, ok := dp.m.ports.get(idx)
 	if !ok {
 		return
 	}
@@ -333,7 +331,7 @@ func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
 	case l.Attrs().MasterIndex == dp.m.bridgeIndex:
 		ps.absent, ps.enslaved, ps.mtu = false, true, l.Attrs().MTU
 	default:
-		delete(dp.m.ports, idx)
+		dp.m.ports.remove(idx)
 	}
 }
 
@@ -342,14 +340,15 @@ func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
 // left alone until the monitor sees it). It returns the ports it enslaved
 // and whether one left the bridge.
 func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ error) {
-	add, del := diff(target, dp.m.ports, cmp.Compare[int])
+	add, del := diff(target, dp.m.ports)
 	var errs []error
+	gone := del[:0]
 	for _, idx := range del {
-		ps := dp.m.ports[idx]
+		ps, _ := dp.m.ports.get(idx)
 		if ps.enslaved && !ps.absent {
 			if l, ok := dp.mon.link(idx); ok && l.MasterIndex != 0 && l.MasterIndex != dp.m.bridgeIndex {
 				// Someone moved it to another master: not ours to release.
-				delete(dp.m.ports, idx)
+				gone = append(gone, idx)
 				continue
 			}
 			link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
@@ -360,59 +359,69 @@ func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ 
 			}
 			left = true
 		}
-		delete(dp.m.ports, idx)
+		gone = append(gone, idx)
 	}
+	dp.m.ports.removeAll(gone)
+	settled := add[:0]
+	var states []*portState
 	for _, idx := range add {
-		if idx == dp.m.bridgeIndex {
-			errs = append(errs, &OpError{Op: opLinkSetMaster.String(), Object: dp.portObject(idx), Err: errors.New("the bridge cannot be its own port")})
-			continue
-		}
-		if known, exists := dp.mon.linkExists(idx); known && !exists {
-			// Not there (yet): the link monitor tells when it appears.
-			dp.m.ports[idx] = &portState{absent: true}
-			continue
-		}
-		link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
-		err := dp.write(opLinkSetMaster, dp.portObject(idx), func() error { return dp.h.LinkSetMasterByIndex(link, dp.m.bridgeIndex) })
-		switch {
-		case err == nil:
-			dp.m.ports[idx] = &portState{enslaved: true}
-			joined = append(joined, idx)
-		case errors.Is(err, unix.ENODEV):
-			// Vanished (or never here): remember, so that the next Apply
-			// does not retry; the link monitor tells if it appears.
-			dp.m.ports[idx] = &portState{absent: true}
-			dp.log.Debug("port does not exist; skipped", "port", idx)
-		default:
+		ps, err := dp.enslaveLocked(idx)
+		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		settled, states = append(settled, idx), append(states, ps)
+		if ps.enslaved {
+			joined = append(joined, idx)
 		}
 	}
+	dp.m.ports.merge(settled, states)
 	if len(joined) > 0 || left {
 		dp.ann.kick()
 	}
 	return joined, left, errors.Join(errs...)
 }
 
-func sortedKeys[V any](m map[int]V) []int {
-	return slices.Sorted(maps.Keys(m))
+// enslaveLocked enslaves link idx to the bridge and returns its settled
+// state: enslaved, or absent when the link does not exist (the link
+// monitor tells when it appears, so the next Apply does not retry).
+func (dp *Dataplane) enslaveLocked(idx int) (*portState, error) {
+	if idx == dp.m.bridgeIndex {
+		return nil, &OpError{Op: opLinkSetMaster.String(), Object: dp.portObject(idx), Err: errors.New("the bridge cannot be its own port")}
+	}
+	if known, exists := dp.mon.linkExists(idx); known && !exists {
+		return &portState{absent: true}, nil
+	}
+	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
+	err := dp.write(opLinkSetMaster, dp.portObject(idx), func() error { return dp.h.LinkSetMasterByIndex(link, dp.m.bridgeIndex) })
+	switch {
+	case err == nil:
+		return &portState{enslaved: true}, nil
+	case errors.Is(err, unix.ENODEV):
+		dp.log.Debug("port does not exist; skipped", "port", idx)
+		return &portState{absent: true}, nil
+	default:
+		return nil, err
+	}
 }
 
 // syncMTULocked makes the bridge's MTU the minimum of its ports' MTUs. The
 // kernel does so by itself unless the bridge's MTU was ever set by hand, so
 // in the usual case this writes nothing. With full it walks every port (a
-// port left or changed its MTU); otherwise only the joined ones can lower
-// the minimum, and one read of the bridge tells whether it must.
+// port left or changed its MTU) and reads the bridge; otherwise only the
+// joined ports can lower the minimum, and the bridge is read only when one
+// of them is below its last known MTU.
 func (dp *Dataplane) syncMTULocked(joined []int, full bool) error {
 	if dp.m.bridgeIndex == 0 {
 		return nil
 	}
 	ports := joined
 	if full {
-		ports = sortedKeys(dp.m.ports)
+		ports = dp.m.ports.keys
 	}
 	minMTU := 0
 	for _, idx := range ports {
-		ps, ok := dp.m.ports[idx]
+		ps, ok := dp.m.ports.get(idx)
 		if !ok || !ps.enslaved || ps.absent {
 			continue
 		}
@@ -423,8 +432,8 @@ func (dp *Dataplane) syncMTULocked(joined []int, full bool) error {
 			minMTU = ps.mtu
 		}
 	}
-	if minMTU == 0 {
-		return nil
+	if minMTU == 0 || (!full && dp.m.bridgeMTU != 0 && minMTU >= dp.m.bridgeMTU) {
+		return nil // the joined ports do not lower the MTU: nothing to read
 	}
 	dp.read()
 	br, err := dp.h.LinkByIndex(dp.m.bridgeIndex)
@@ -445,7 +454,7 @@ func (dp *Dataplane) syncMTULocked(joined []int, full bool) error {
 // portMTULocked is the MTU of port idx: the monitor's, or read (0 when the
 // link cannot be read).
 func (dp *Dataplane) portMTULocked(idx int) int {
-	if l, ok := dp.mon.link(idx); ok && l.MasterIndex == dp.m.bridgeIndex {
+	if l, ok := dp.mon.link(idx); ok {
 		return l.MTU
 	}
 	dp.read()

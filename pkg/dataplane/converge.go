@@ -64,7 +64,7 @@ func (dp *Dataplane) convergeLocked(want *desired, reread kinds) (kinds, error) 
 
 	if want.noBridge {
 		// Its addresses and ports go with the bridge.
-		dp.m.addrs, dp.m.ports = map[netip.Prefix]struct{}{}, map[int]*portState{}
+		dp.m.addrs, dp.m.ports = map[netip.Prefix]struct{}{}, newPorts()
 	} else {
 		if failed&kAddrs == 0 {
 			note(kAddrs, dp.applyAddrsLocked(want.addrs))
@@ -151,7 +151,7 @@ func (dp *Dataplane) startLocked() error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	leftovers := len(dp.m.rules)
+	leftovers := dp.m.rules.len()
 	for _, f := range families {
 		if dp.m.routes[f].present {
 			leftovers++

@@ -150,33 +150,6 @@ func (d *desired) wantsPort(idx int) bool {
 	return ok
 }
 
-// diff is the one comparison between a desired set and the model: want is
-// sorted by cmp and unique, have is what the model holds. It returns the
-// elements of want that have lacks (in want's order) and those of have that
-// want lacks (sorted). It costs one lookup per wanted element; have is
-// walked only when it holds something unwanted, so an unchanged or growing
-// set costs its size in lookups and nothing more.
-func diff[K comparable, V any](want []K, have map[K]V, cmp func(a, b K) int) (add, del []K) {
-	found := 0
-	for _, k := range want {
-		if _, ok := have[k]; ok {
-			found++
-		} else {
-			add = append(add, k)
-		}
-	}
-	if found == len(have) {
-		return add, nil
-	}
-	for k := range have {
-		if _, ok := slices.BinarySearchFunc(want, k, cmp); !ok {
-			del = append(del, k)
-		}
-	}
-	slices.SortFunc(del, cmp)
-	return add, del
-}
-
 // state converts d back into a State (sorted), for Snapshot.
 func (d *desired) state() State {
 	var s State
@@ -228,17 +201,23 @@ type model struct {
 	bridgeIndex int
 	bridgeMTU   int // as last read or set by syncMTULocked (0: unknown)
 	addrs       map[netip.Prefix]struct{} // bridge addresses, link-local excluded
-	ports       map[int]*portState
+	ports       *sortedMap[int, *portState]
 	routes      [2]routeState
-	rules       map[netip.Prefix]struct{}
+	rules       *sortedMap[netip.Prefix, struct{}]
 }
 
 func newModel() *model {
 	return &model{
 		addrs: map[netip.Prefix]struct{}{},
-		ports: map[int]*portState{},
-		rules: map[netip.Prefix]struct{}{},
+		ports: newPorts(),
+		rules: newRules(),
 	}
+}
+
+func newPorts() *sortedMap[int, *portState] { return newSortedMap[int, *portState](cmp.Compare[int]) }
+
+func newRules() *sortedMap[netip.Prefix, struct{}] {
+	return newSortedMap[netip.Prefix, struct{}](comparePrefix)
 }
 
 // adopted is the desired state that keeps what the model holds: the
@@ -246,12 +225,12 @@ func newModel() *model {
 // restores rather than changes. Routes and rules are kept only with
 // Options.AdoptLeftovers.
 func (m *model) adopted(routesAndRules bool) *desired {
-	d := &desired{addrs: maps.Clone(m.addrs), ports: slices.Sorted(maps.Keys(m.ports))}
+	d := &desired{addrs: maps.Clone(m.addrs), ports: slices.Clone(m.ports.keys)}
 	if routesAndRules {
 		for _, f := range families {
 			d.nexthops[f] = slices.Clone(m.routes[f].nexthops)
 		}
-		d.vips = slices.SortedFunc(maps.Keys(m.rules), comparePrefix)
+		d.vips = slices.Clone(m.rules.keys)
 	}
 	return d
 }
@@ -276,7 +255,7 @@ func (dp *Dataplane) effectiveNexthopsLocked(want *desired, f family) []netip.Ad
 
 // portAbsentLocked tells whether link idx is known not to exist.
 func (dp *Dataplane) portAbsentLocked(idx int) bool {
-	if ps, ok := dp.m.ports[idx]; ok {
+	if ps, ok := dp.m.ports.get(idx); ok {
 		return ps.absent
 	}
 	known, exists := dp.mon.linkExists(idx)

@@ -39,16 +39,36 @@ func TestNormalize(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
-	have := map[int]struct{}{1: {}, 3: {}, 5: {}}
-	add, del := diff([]int{1, 2, 3, 4, 5}, have, cmp.Compare[int])
+	have := newSortedMap[int, struct{}](cmp.Compare[int])
+	have.merge([]int{1, 3, 5}, make([]struct{}, 3))
+	add, del := diff([]int{1, 2, 3, 4, 5}, have)
 	require.Equal(t, []int{2, 4}, add)
-	require.Empty(t, del, "a growing set walks nothing but the wanted list")
-	add, del = diff([]int{2, 3}, have, cmp.Compare[int])
-	require.Equal(t, []int{2}, add)
+	require.Empty(t, del)
+	add, del = diff([]int{2, 3, 7}, have)
+	require.Equal(t, []int{2, 7}, add)
 	require.Equal(t, []int{1, 5}, del)
-	add, del = diff(nil, have, cmp.Compare[int])
+	add, del = diff(nil, have)
 	require.Empty(t, add)
 	require.Equal(t, []int{1, 3, 5}, del)
+}
+
+func TestSortedMap(t *testing.T) {
+	m := newSortedMap[int, string](cmp.Compare[int])
+	m.merge([]int{2, 4}, []string{"b", "d"})
+	m.merge([]int{1, 3, 5}, []string{"a", "c", "e"})
+	m.set(0, "z")
+	m.set(3, "C")
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, m.keys)
+	require.Equal(t, []string{"z", "a", "b", "C", "d", "e"}, m.vals)
+	m.removeAll([]int{0, 3, 5, 9})
+	m.remove(2)
+	require.Equal(t, []int{1, 4}, m.keys)
+	require.Equal(t, []string{"a", "d"}, m.vals)
+	v, ok := m.get(4)
+	require.True(t, ok)
+	require.Equal(t, "d", v)
+	require.False(t, m.has(3))
+	require.Equal(t, 2, m.len())
 }
 
 // The flush queue keeps what the convergence removed and gives back, once,

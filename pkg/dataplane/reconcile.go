@@ -341,7 +341,7 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 			*stale |= kAll
 			continue
 		}
-		if ps, ok := m.ports[idx]; ok && !ps.absent {
+		if ps, ok := m.ports.get(idx); ok && !ps.absent {
 			ps.absent, ps.enslaved = true, false
 			touched = true
 		} else if !ok && dp.want.wantsPort(idx) {
@@ -349,8 +349,8 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 		}
 	}
 	for idx := range back {
-		if ps, ok := m.ports[idx]; ok && ps.absent {
-			delete(m.ports, idx) // to enslave again
+		if ps, ok := m.ports.get(idx); ok && ps.absent {
+			m.ports.remove(idx) // to enslave again
 			touched = true
 		} else if !ok && dp.want.wantsPort(idx) {
 			touched = true
@@ -371,7 +371,7 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 			}
 			continue
 		}
-		ps, ok := m.ports[idx]
+		ps, ok := m.ports.get(idx)
 		if !ok || !ps.enslaved || ps.absent {
 			continue
 		}
@@ -379,7 +379,7 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 			// The monitor's view may lag behind our own write: read this
 			// one link, not all of them.
 			dp.refreshPortLocked(idx)
-			if _, still := m.ports[idx]; !still {
+			if !m.ports.has(idx) {
 				touched = true
 			}
 		} else if l.MTU != ps.mtu {

@@ -161,8 +161,8 @@ func (dp *Dataplane) Snapshot() (Snapshot, error) {
 	if dp.applied {
 		st := dp.want.state()
 		s.Desired = &st
-		for _, idx := range sortedKeys(dp.m.ports) {
-			if dp.m.ports[idx].absent {
+		for idx, ps := range dp.m.ports.all() {
+			if ps.absent {
 				s.AbsentPorts = append(s.AbsentPorts, idx)
 			}
 		}
