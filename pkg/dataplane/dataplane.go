@@ -308,6 +308,7 @@ func (dp *Dataplane) Apply(s State) error {
 	dp.flushConntrackLogged(due)
 	return err
 }
+
 // Subscribe returns the link events of the namespace from now on, and a
 // function that ends the subscription (closing the channel). Each
 // subscriber has its own unbounded queue: a slow subscriber delays only

@@ -199,7 +199,7 @@ type routeState struct {
 // model is what the Dataplane believes the kernel holds of its own objects.
 type model struct {
 	bridgeIndex int
-	bridgeMTU   int // as last read or set by syncMTULocked (0: unknown)
+	bridgeMTU   int                       // as last read or set by syncMTULocked (0: unknown)
 	addrs       map[netip.Prefix]struct{} // bridge addresses, link-local excluded
 	ports       *sortedMap[int, *portState]
 	routes      [2]routeState

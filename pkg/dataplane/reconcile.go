@@ -401,4 +401,3 @@ func (dp *Dataplane) addrEventMatchesLocked(u netlink.AddrUpdate) bool {
 	_, have := dp.m.addrs[pfx]
 	return have == u.NewAddr
 }
-
