@@ -41,14 +41,21 @@ func (dp *Dataplane) wake() {
 	}
 }
 
+// markStale marks kinds to read back and wakes the reconciler.
 func (dp *Dataplane) markStale(k kinds) {
 	if k == 0 {
 		return
 	}
+	dp.deferStale(k)
+	dp.wake()
+}
+
+// deferStale marks kinds to read back at the reconciler's next pass,
+// without waking it (it is behind the rate limit, with its timer set).
+func (dp *Dataplane) deferStale(k kinds) {
 	dp.pen.mu.Lock()
 	dp.pen.stale |= k
 	dp.pen.mu.Unlock()
-	dp.wake()
 }
 
 // onLinkEvent is the link monitor's internal subscriber.
@@ -236,7 +243,7 @@ func (dp *Dataplane) Resync() error {
 		dp.mu.Unlock()
 		return ErrClosed
 	}
-	err := dp.repairLocked(kAll)
+	err := dp.repairLocked(kAll, true)
 	due := dp.flush.take(dp.want)
 	dp.mu.Unlock()
 	dp.flushConntrackLogged(due)
@@ -244,14 +251,16 @@ func (dp *Dataplane) Resync() error {
 }
 
 // repairLocked converges to the applied state after reading back reread;
-// what fails is marked stale again for the reconciler.
-func (dp *Dataplane) repairLocked(reread kinds) error {
+// what fails is marked stale again for the reconciler. The writes count as
+// restores when the kernel diverged (reread, or diverged: a port found
+// released), not when they follow a link's coming or going (a failover).
+func (dp *Dataplane) repairLocked(reread kinds, diverged bool) error {
 	if reread != 0 {
 		dp.ctr.reconciles.Add(1)
 	}
 	before := dp.ctr.writes.Load()
 	failed, err := dp.convergeLocked(dp.want, reread)
-	if n := dp.ctr.writes.Load() - before; n > 0 {
+	if n := dp.ctr.writes.Load() - before; n > 0 && (reread != 0 || diverged) {
 		dp.ctr.restores.Add(n)
 		dp.log.Info("restored kernel state", "writes", n)
 	}
@@ -290,7 +299,7 @@ func (dp *Dataplane) reconcile(allowRead bool) reconcileResult {
 	if dp.closed {
 		return res
 	}
-	touched := dp.linkEventsLocked(gone, back, chg, &stale, &res)
+	touched, diverged := dp.linkEventsLocked(gone, back, chg, &stale, &res)
 	for _, u := range addrs {
 		if u.LinkIndex == dp.m.bridgeIndex {
 			res.bridgeChanged = true
@@ -315,14 +324,14 @@ func (dp *Dataplane) reconcile(allowRead bool) reconcileResult {
 		}
 	}
 	if stale != 0 && !allowRead {
-		dp.markStale(stale) // behind the rate limit: later
+		dp.deferStale(stale) // behind the rate limit: at the timer
 		stale, res.deferred = 0, true
 	}
 	if stale == 0 && !touched {
 		return res
 	}
 	res.read = stale != 0
-	if err := dp.repairLocked(stale); err != nil {
+	if err := dp.repairLocked(stale, diverged); err != nil {
 		res.failed = true
 		dp.log.Warn("reconcile (will retry)", "error", err)
 	}
@@ -331,11 +340,11 @@ func (dp *Dataplane) reconcile(allowRead bool) reconcileResult {
 }
 
 // linkEventsLocked applies the link notifications to the model. It reports
-// whether the model changed in a way the next convergence must act on,
-// and adds to stale what must be read back.
-func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *kinds, res *reconcileResult) bool {
+// whether the model changed in a way the next convergence must act on
+// (touched) and whether it found the kernel diverged (a port released by
+// someone), and adds to stale what must be read back.
+func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *kinds, res *reconcileResult) (touched, diverged bool) {
 	m := dp.m
-	touched := false
 	for idx := range gone {
 		if idx == m.bridgeIndex {
 			*stale |= kAll
@@ -380,14 +389,14 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 			// one link, not all of them.
 			dp.refreshPortLocked(idx)
 			if !m.ports.has(idx) {
-				touched = true
+				touched, diverged = true, true
 			}
 		} else if l.MTU != ps.mtu {
 			ps.mtu = l.MTU
 			*stale |= kMTU
 		}
 	}
-	return touched
+	return touched, diverged
 }
 
 func (dp *Dataplane) addrEventMatchesLocked(u netlink.AddrUpdate) bool {

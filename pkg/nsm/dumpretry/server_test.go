@@ -94,7 +94,7 @@ func TestKernelDumpsUnderChurn(t *testing.T) {
 	h, err := netlink.NewHandleAt(ns.Handle)
 	require.NoError(t, err)
 	defer h.Close()
-	const links, requests = 300, 300
+	const links, requests = 200, 200
 	all := make([]netlink.Link, 0, links)
 	for i := range links {
 		name := fmt.Sprintf("d%d", i)
