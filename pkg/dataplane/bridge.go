@@ -389,9 +389,8 @@ func (dp *Dataplane) enslaveLocked(idx int) (*portState, error) {
 	if idx == dp.m.bridgeIndex {
 		return nil, &OpError{Op: opLinkSetMaster.String(), Object: dp.portObject(idx), Err: errors.New("the bridge cannot be its own port")}
 	}
-	if known, exists := dp.mon.linkExists(idx); known && !exists {
-		return &portState{absent: true}, nil
-	}
+	// No shortcut through the link monitor: a link just created may not
+	// be in its view yet.
 	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
 	err := dp.write(opLinkSetMaster, dp.portObject(idx), func() error { return dp.h.LinkSetMasterByIndex(link, dp.m.bridgeIndex) })
 	switch {

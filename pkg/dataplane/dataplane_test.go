@@ -638,3 +638,29 @@ func TestCustomTableProtocolAndBridge(t *testing.T) {
 		return len(rulesOf(t, h, 1000, 250)) == 2 && len(defaultRouteNexthops(t, h, v6, 1000, 250)) == 2
 	}, "restored in table 1000")
 }
+
+// TestFreshPortIsEnslaved: a link created just before the Apply that wants
+// it (the link monitor may not have seen it yet) becomes a port at once,
+// and the nexthop tied to it is in the route.
+func TestFreshPortIsEnslaved(t *testing.T) {
+	ns := testutil.NewNetNS(t, "fresh")
+	h := handle(t, ns)
+	dp := newDP(t, ns, Options{})
+	nh := ma("192.0.2.11")
+	for i := range 20 {
+		name := fmt.Sprintf("f%d", i)
+		require.NoError(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "x"}))
+		l, err := h.LinkByName(name)
+		require.NoError(t, err)
+		require.NoError(t, dp.Apply(State{
+			BridgeAddrs:  []netip.Prefix{mp("192.0.2.1/24")},
+			Ports:        []int{l.Attrs().Index},
+			Nexthops:     []netip.Addr{nh},
+			NexthopPorts: map[netip.Addr]int{nh: l.Attrs().Index},
+		}))
+		require.Equal(t, []netip.Addr{nh}, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway), "trial %d", i)
+		l, err = h.LinkByIndex(l.Attrs().Index)
+		require.NoError(t, err)
+		require.Equal(t, dp.BridgeIndex(), l.Attrs().MasterIndex, "trial %d", i)
+	}
+}
