@@ -60,7 +60,7 @@ func (dp *Dataplane) convergeLocked(want *desired, reread kinds) (kinds, error) 
 			reread |= kAll // a new bridge: read everything again
 		}
 	}
-	failed = dp.readLocked(reread&^kBridge, false, note)
+	dp.readLocked(reread&^kBridge, false, note)
 
 	if want.noBridge {
 		// Its addresses and ports go with the bridge.
@@ -112,30 +112,23 @@ func (dp *Dataplane) convergeRouteLocked(want *desired, f family) error {
 
 // readLocked reads the kinds in ks back from the kernel into the model;
 // with adopt, the ports found on the bridge become owned. It reports the
-// kinds it could not read through note and returns them.
-func (dp *Dataplane) readLocked(ks kinds, adopt bool, note func(kinds, error)) kinds {
-	var failed kinds
-	read := func(k kinds, err error) {
-		if err != nil {
-			failed |= k
-			note(k, err)
-		}
-	}
+// kinds it could not read, with their errors, through note (a nil error
+// when one was read).
+func (dp *Dataplane) readLocked(ks kinds, adopt bool, note func(kinds, error)) {
 	if ks&kAddrs != 0 {
-		read(kAddrs, dp.loadAddrsLocked())
+		note(kAddrs, dp.loadAddrsLocked())
 	}
 	if ks&kPorts != 0 {
-		read(kPorts, dp.loadPortsLocked(adopt))
+		note(kPorts, dp.loadPortsLocked(adopt))
 	}
 	for _, f := range families {
 		if k := routeKind(f); ks&k != 0 {
-			read(k, dp.loadRoutesLocked(f))
+			note(k, dp.loadRoutesLocked(f))
 		}
 	}
 	if ks&kRules != 0 {
-		read(kRules, dp.loadRulesLocked())
+		note(kRules, dp.loadRulesLocked())
 	}
-	return failed
 }
 
 // startLocked is the start: it adopts or creates the bridge, reads what the
@@ -147,7 +140,11 @@ func (dp *Dataplane) startLocked() error {
 		return err
 	}
 	var errs []error
-	dp.readLocked(kAll&^kBridge, true, func(_ kinds, err error) { errs = append(errs, err) })
+	dp.readLocked(kAll&^kBridge, true, func(_ kinds, err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
