@@ -84,6 +84,20 @@ func (dp *Dataplane) onLinkEvent(ev LinkEvent) {
 	dp.wake()
 }
 
+// enqueue queues one notification (in q, a list of dp.pen) for the
+// reconciler; past maxPending it drops it and marks its kind k stale
+// instead.
+func enqueue[T any](dp *Dataplane, q *[]T, k kinds, u T) {
+	dp.pen.mu.Lock()
+	if len(*q) < maxPending {
+		*q = append(*q, u)
+	} else {
+		dp.pen.stale |= k
+	}
+	dp.pen.mu.Unlock()
+	dp.wake()
+}
+
 func (dp *Dataplane) runAddrSubscription(ctx context.Context) {
 	runSubscription(ctx, "address", dp.log, 1024,
 		func(ch chan netlink.AddrUpdate, done chan struct{}, cb func(error)) error {
@@ -104,15 +118,7 @@ func (dp *Dataplane) runAddrSubscription(ctx context.Context) {
 		},
 		func(u netlink.AddrUpdate) {
 			dp.ctr.addrEvents.Add(1)
-			p := &dp.pen
-			p.mu.Lock()
-			if len(p.addrs) < maxPending {
-				p.addrs = append(p.addrs, u)
-			} else {
-				p.stale |= kAddrs
-			}
-			p.mu.Unlock()
-			dp.wake()
+			enqueue(dp, &dp.pen.addrs, kAddrs, u)
 		},
 		func() { dp.ctr.addrResubscribes.Add(1) })
 }
@@ -140,15 +146,7 @@ func (dp *Dataplane) runRouteSubscription(ctx context.Context) {
 				return
 			}
 			dp.ctr.routeEvents.Add(1)
-			p := &dp.pen
-			p.mu.Lock()
-			if len(p.routes) < maxPending {
-				p.routes = append(p.routes, u)
-			} else {
-				p.stale |= kRoutes4 | kRoutes6
-			}
-			p.mu.Unlock()
-			dp.wake()
+			enqueue(dp, &dp.pen.routes, kRoutes4|kRoutes6, u)
 		},
 		func() { dp.ctr.routeResubscribes.Add(1) })
 }
@@ -168,15 +166,7 @@ func (dp *Dataplane) runRuleSubscription(ctx context.Context) {
 				return
 			}
 			dp.ctr.ruleEvents.Add(1)
-			p := &dp.pen
-			p.mu.Lock()
-			if len(p.rules) < maxPending {
-				p.rules = append(p.rules, ev)
-			} else {
-				p.stale |= kRules
-			}
-			p.mu.Unlock()
-			dp.wake()
+			enqueue(dp, &dp.pen.rules, kRules, ev)
 		},
 		func() { dp.ctr.ruleResubscribes.Add(1) })
 }
