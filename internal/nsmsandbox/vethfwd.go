@@ -23,6 +23,8 @@ import (
 	"github.com/vishvananda/netns"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/causeway-net/causeway/pkg/nsm/dumpretry"
 )
 
 // NewVethDomain builds a one-node sandbox on unix sockets whose forwarder
@@ -44,6 +46,7 @@ func NewVethDomain(ctx context.Context, t *testing.T) *sandbox.Domain {
 				},
 			}, sandbox.GenerateTestToken,
 				sandbox.WithForwarderAdditionalFunctionalityServer(
+					dumpretry.NewServer(), // an interrupted netlink dump is retried, not failed
 					recvfd.NewServer(),
 					mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: null.NewServer()}),
 					connectioncontextkernel.NewServer(),

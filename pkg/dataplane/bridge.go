@@ -74,9 +74,13 @@ func (dp *Dataplane) ensureBridgeLocked() error {
 			dp.log.Warn("bridge was re-created; restoring its addresses, ports and routes",
 				"oldIndex", dp.m.bridgeIndex, "index", a.Index)
 			dp.m.addrs = map[netip.Prefix]struct{}{}
-			for _, ps := range dp.m.ports {
-				ps.enslaved = false
+			var released []int
+			for idx, ps := range dp.m.ports.all() {
+				if !ps.absent {
+					released = append(released, idx)
+				}
 			}
+			dp.m.ports.removeAll(released) // they went with the old bridge
 			// Routes over the old device went with it.
 			dp.m.routes = [2]routeState{}
 		}
@@ -279,8 +283,9 @@ func (dp *Dataplane) portObject(idx int) string {
 }
 
 // loadPortsLocked reads which links exist and which are enslaved to the
-// bridge. With adopt, links enslaved to the bridge become owned ports (the
-// first Apply releases those not wanted).
+// bridge (one link dump: the periodic re-sync and lost subscriptions only).
+// With adopt, links enslaved to the bridge become owned ports (the first
+// Apply releases those not wanted).
 func (dp *Dataplane) loadPortsLocked(adopt bool) error {
 	dp.read()
 	links, err := dp.h.LinkList()
@@ -289,36 +294,61 @@ func (dp *Dataplane) loadPortsLocked(adopt bool) error {
 	}
 	byIndex := make(map[int]netlink.Link, len(links))
 	for _, l := range links {
-		byIndex[l.Attrs().Index] = l
-		if adopt && l.Attrs().MasterIndex == dp.m.bridgeIndex && dp.m.bridgeIndex != 0 {
-			if _, ok := dp.m.ports[l.Attrs().Index]; !ok {
-				dp.m.ports[l.Attrs().Index] = &portState{}
-			}
+		a := l.Attrs()
+		byIndex[a.Index] = l
+		if adopt && a.MasterIndex == dp.m.bridgeIndex && dp.m.bridgeIndex != 0 && !dp.m.ports.has(a.Index) {
+			dp.m.ports.set(a.Index, &portState{enslaved: true, mtu: a.MTU})
 		}
 	}
-	for idx, ps := range dp.m.ports {
+	for _, idx := range slices.Clone(dp.m.ports.keys) {
 		l, ok := byIndex[idx]
-		ps.absent = !ok
-		ps.enslaved = ok && l.Attrs().MasterIndex == dp.m.bridgeIndex
+		dp.settlePortLocked(idx, l, ok)
 	}
 	return nil
 }
 
+// refreshPortLocked reads one port back from the kernel (a link
+// notification disagreed with the model: the monitor's view may only lag
+// behind a write of ours), instead of listing every link.
+func (dp *Dataplane) refreshPortLocked(idx int) {
+	dp.read()
+	l, err := dp.h.LinkByIndex(idx)
+	dp.settlePortLocked(idx, l, err == nil)
+}
+
+// settlePortLocked updates the model of port idx from the kernel's link l
+// (exists false: there is none). A port that exists and is not enslaved to
+// the bridge leaves the model, so that the next convergence enslaves it
+// again if it is wanted.
+func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
+	ps, ok := dp.m.ports.get(idx)
+	if !ok {
+		return
+	}
+	switch {
+	case !exists:
+		ps.absent, ps.enslaved = true, false
+	case l.Attrs().MasterIndex == dp.m.bridgeIndex:
+		ps.absent, ps.enslaved, ps.mtu = false, true, l.Attrs().MTU
+	default:
+		dp.m.ports.remove(idx)
+	}
+}
+
 // applyPortsLocked releases the ports no longer wanted and enslaves the
-// wanted ones that are not yet (skipping links known to be absent). It
-// reports whether the set of enslaved ports changed.
-func (dp *Dataplane) applyPortsLocked(target map[int]struct{}) (bool, error) {
+// wanted ones that are not yet (the link of a port known to be absent is
+// left alone until the monitor sees it). It returns the ports it enslaved
+// and whether one left the bridge.
+func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ error) {
+	add, del := diff(target, dp.m.ports)
 	var errs []error
-	changed := false
-	for _, idx := range sortedKeys(dp.m.ports) {
-		if _, ok := target[idx]; ok {
-			continue
-		}
-		ps := dp.m.ports[idx]
+	gone := del[:0]
+	for _, idx := range del {
+		ps, _ := dp.m.ports.get(idx)
 		if ps.enslaved && !ps.absent {
 			if l, ok := dp.mon.link(idx); ok && l.MasterIndex != 0 && l.MasterIndex != dp.m.bridgeIndex {
 				// Someone moved it to another master: not ours to release.
-				delete(dp.m.ports, idx)
+				gone = append(gone, idx)
 				continue
 			}
 			link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
@@ -327,91 +357,109 @@ func (dp *Dataplane) applyPortsLocked(target map[int]struct{}) (bool, error) {
 				errs = append(errs, err)
 				continue
 			}
-			changed = true
+			left = true
 		}
-		delete(dp.m.ports, idx)
+		gone = append(gone, idx)
 	}
-	for _, idx := range sortedKeys(target) {
-		ps := dp.m.ports[idx]
-		if ps != nil && (ps.absent || ps.enslaved) {
-			continue
-		}
-		if idx == dp.m.bridgeIndex {
-			errs = append(errs, &OpError{Op: opLinkSetMaster.String(), Object: dp.portObject(idx), Err: errors.New("the bridge cannot be its own port")})
-			continue
-		}
-		if ps == nil {
-			ps = &portState{}
-		}
-		link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
-		err := dp.write(opLinkSetMaster, dp.portObject(idx), func() error { return dp.h.LinkSetMasterByIndex(link, dp.m.bridgeIndex) })
-		switch {
-		case err == nil:
-			ps.enslaved = true
-			changed = true
-		case errors.Is(err, unix.ENODEV):
-			// Vanished (or never here): remember, so that the next Apply
-			// does not retry; the link monitor tells if it appears.
-			ps.absent = true
-			dp.log.Debug("port does not exist; skipped", "port", idx)
-		default:
+	dp.m.ports.removeAll(gone)
+	settled := add[:0]
+	var states []*portState
+	for _, idx := range add {
+		ps, err := dp.enslaveLocked(idx)
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		dp.m.ports[idx] = ps
+		settled, states = append(settled, idx), append(states, ps)
+		if ps.enslaved {
+			joined = append(joined, idx)
+		}
 	}
-	if changed {
+	dp.m.ports.merge(settled, states)
+	if len(joined) > 0 || left {
 		dp.ann.kick()
 	}
-	return changed, errors.Join(errs...)
+	return joined, left, errors.Join(errs...)
 }
 
-func sortedKeys[V any](m map[int]V) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// enslaveLocked enslaves link idx to the bridge and returns its settled
+// state: enslaved, or absent when the link does not exist (the link
+// monitor tells when it appears, so the next Apply does not retry).
+func (dp *Dataplane) enslaveLocked(idx int) (*portState, error) {
+	if idx == dp.m.bridgeIndex {
+		return nil, &OpError{Op: opLinkSetMaster.String(), Object: dp.portObject(idx), Err: errors.New("the bridge cannot be its own port")}
 	}
-	slices.Sort(out)
-	return out
+	// No shortcut through the link monitor: a link just created may not
+	// be in its view yet.
+	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
+	err := dp.write(opLinkSetMaster, dp.portObject(idx), func() error { return dp.h.LinkSetMasterByIndex(link, dp.m.bridgeIndex) })
+	switch {
+	case err == nil:
+		return &portState{enslaved: true}, nil
+	case errors.Is(err, unix.ENODEV):
+		dp.log.Debug("port does not exist; skipped", "port", idx)
+		return &portState{absent: true}, nil
+	default:
+		return nil, err
+	}
 }
 
 // syncMTULocked makes the bridge's MTU the minimum of its ports' MTUs. The
 // kernel does so by itself unless the bridge's MTU was ever set by hand, so
-// in the usual case this reads and writes nothing more than the bridge.
-func (dp *Dataplane) syncMTULocked() error {
+// in the usual case this writes nothing. With full it walks every port (a
+// port left or changed its MTU) and reads the bridge; otherwise only the
+// joined ports can lower the minimum, and the bridge is read only when one
+// of them is below its last known MTU.
+func (dp *Dataplane) syncMTULocked(joined []int, full bool) error {
 	if dp.m.bridgeIndex == 0 {
 		return nil
 	}
+	ports := joined
+	if full {
+		ports = dp.m.ports.keys
+	}
 	minMTU := 0
-	for idx, ps := range dp.m.ports {
-		if !ps.enslaved || ps.absent {
+	for _, idx := range ports {
+		ps, ok := dp.m.ports.get(idx)
+		if !ok || !ps.enslaved || ps.absent {
 			continue
 		}
-		mtu := 0
-		if l, ok := dp.mon.link(idx); ok && l.MasterIndex == dp.m.bridgeIndex {
-			mtu = l.MTU
-		} else {
-			dp.read()
-			nl, err := dp.h.LinkByIndex(idx)
-			if err != nil {
-				continue
-			}
-			mtu = nl.Attrs().MTU
+		if ps.mtu == 0 || full {
+			ps.mtu = dp.portMTULocked(idx)
 		}
-		if mtu > 0 && (minMTU == 0 || mtu < minMTU) {
-			minMTU = mtu
+		if ps.mtu > 0 && (minMTU == 0 || ps.mtu < minMTU) {
+			minMTU = ps.mtu
 		}
 	}
-	if minMTU == 0 {
-		return nil
+	if minMTU == 0 || (!full && dp.m.bridgeMTU != 0 && minMTU >= dp.m.bridgeMTU) {
+		return nil // the joined ports do not lower the MTU: nothing to read
 	}
 	dp.read()
 	br, err := dp.h.LinkByIndex(dp.m.bridgeIndex)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", dp.bridgeObject(), err)
 	}
-	if br.Attrs().MTU == minMTU {
+	dp.m.bridgeMTU = br.Attrs().MTU
+	if dp.m.bridgeMTU == minMTU || (!full && dp.m.bridgeMTU < minMTU) {
 		return nil
 	}
-	return dp.write(opLinkSetMTU, fmt.Sprintf("%s mtu %d", dp.bridgeObject(), minMTU), func() error { return dp.h.LinkSetMTU(br, minMTU) })
+	err = dp.write(opLinkSetMTU, fmt.Sprintf("%s mtu %d", dp.bridgeObject(), minMTU), func() error { return dp.h.LinkSetMTU(br, minMTU) })
+	if err == nil {
+		dp.m.bridgeMTU = minMTU
+	}
+	return err
+}
+
+// portMTULocked is the MTU of port idx: the monitor's, or read (0 when the
+// link cannot be read).
+func (dp *Dataplane) portMTULocked(idx int) int {
+	if l, ok := dp.mon.link(idx); ok {
+		return l.MTU
+	}
+	dp.read()
+	nl, err := dp.h.LinkByIndex(idx)
+	if err != nil {
+		return 0
+	}
+	return nl.Attrs().MTU
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"github.com/mdlayher/netlink"
@@ -50,8 +51,106 @@ func (dp *Dataplane) FlushConntrackPrefix(p netip.Prefix) error {
 	return err
 }
 
-// flushConntrack dumps the table once and deletes every entry matching one
-// of ps; it returns how many it deleted.
+// flushQueue holds the VIPs and nexthops whose rule or route (or place in
+// the route) the convergence removed and whose conntrack entries are still to flush. The
+// Dataplane is the one owner of that flush: Apply (or the reconciler, when
+// it completed a removal) takes the queue at its end and flushes it all in
+// one pass. Guarded by Dataplane.mu.
+type flushQueue struct {
+	due map[netip.Prefix]struct{}
+}
+
+// add queues ps (nothing when flushing is disabled: disabled is true).
+func (q *flushQueue) add(disabled bool, ps ...netip.Prefix) {
+	if disabled || len(ps) == 0 {
+		return
+	}
+	if q.due == nil {
+		q.due = map[netip.Prefix]struct{}{}
+	}
+	for _, p := range ps {
+		q.due[p] = struct{}{}
+	}
+}
+
+// take empties the queue and returns what is to flush, sorted, without the
+// prefixes that are wanted again (a VIP added back before its flush ran
+// keeps its connections).
+func (q *flushQueue) take(want *desired) []netip.Prefix {
+	if len(q.due) == 0 {
+		return nil
+	}
+	var out []netip.Prefix
+	for p := range q.due {
+		if _, back := slices.BinarySearchFunc(want.vips, p, comparePrefix); back {
+			continue
+		}
+		if p.IsSingleIP() && slices.Contains(want.nexthops[familyOf(p.Addr())], p.Addr()) {
+			continue
+		}
+		out = append(out, p)
+	}
+	q.due = nil
+	slices.SortFunc(out, comparePrefix)
+	return out
+}
+
+// flushConntrackLogged flushes ps (the end of an Apply or a repair), with
+// dp.mu not held: a dump of a large table takes a while, and a failover must
+// not wait for it.
+func (dp *Dataplane) flushConntrackLogged(ps []netip.Prefix) {
+	if len(ps) == 0 {
+		return
+	}
+	if n, err := dp.flushConntrack(ps); err != nil {
+		dp.log.Warn("conntrack flush of removed VIPs and nexthops failed", "prefixes", ps, "error", err)
+	} else {
+		dp.log.Debug("flushed conntrack entries of removed VIPs and nexthops", "prefixes", len(ps), "entries", n)
+	}
+}
+
+// prefixMatcher tells whether an address is inside one of a set of
+// prefixes: host prefixes (the usual VIP, every nexthop) by one lookup,
+// the others one by one.
+type prefixMatcher struct {
+	hosts map[netip.Addr]struct{}
+	nets  []netip.Prefix
+}
+
+func newPrefixMatcher(ps []netip.Prefix) prefixMatcher {
+	m := prefixMatcher{hosts: make(map[netip.Addr]struct{}, len(ps))}
+	for _, p := range ps {
+		if p.IsSingleIP() {
+			m.hosts[p.Addr()] = struct{}{}
+		} else {
+			m.nets = append(m.nets, p)
+		}
+	}
+	return m
+}
+
+func (m *prefixMatcher) match(a netip.Addr) bool {
+	a = a.Unmap()
+	if _, ok := m.hosts[a]; ok {
+		return true
+	}
+	for _, p := range m.nets {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchFlow tells whether one of the flow's addresses, in either
+// direction, is matched.
+func (m *prefixMatcher) matchFlow(f *conntrack.Flow) bool {
+	return m.match(f.TupleOrig.IP.SourceAddress) || m.match(f.TupleOrig.IP.DestinationAddress) ||
+		m.match(f.TupleReply.IP.SourceAddress) || m.match(f.TupleReply.IP.DestinationAddress)
+}
+
+// flushConntrack dumps the table once, filters it in process against all
+// of ps and deletes the matching entries; it returns how many it deleted.
 func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
 	dp.mu.Lock()
 	closed := dp.closed
@@ -76,20 +175,12 @@ func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
 		c.conn = nil
 		return 0, fmt.Errorf("conntrack dump: %w", err)
 	}
-	match := func(a netip.Addr) bool {
-		a = a.Unmap()
-		for _, p := range ps {
-			if p.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
+	m := newPrefixMatcher(ps)
 	var errs []error
 	n := 0
-	for _, f := range flows {
-		if !match(f.TupleOrig.IP.SourceAddress) && !match(f.TupleOrig.IP.DestinationAddress) &&
-			!match(f.TupleReply.IP.SourceAddress) && !match(f.TupleReply.IP.DestinationAddress) {
+	for i := range flows {
+		f := &flows[i]
+		if !m.matchFlow(f) {
 			continue
 		}
 		del := conntrack.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, Zone: f.Zone}

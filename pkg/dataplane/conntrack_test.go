@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/stretchr/testify/require"
+	"github.com/ti-mo/conntrack"
+	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 )
@@ -62,4 +65,32 @@ func TestConntrackFlush(t *testing.T) {
 	require.NotContains(t, out, "192.0.2.")
 	require.Contains(t, out, "src=203.0.113.11")
 	require.Equal(t, uint64(5), dp.Stats().ConntrackDeleted)
+
+	// The same state again flushes nothing; a VIP added back keeps the
+	// entries it gets, and a later removal of another VIP leaves them.
+	ctInsert(t, ns, "203.0.113.10", "198.51.100.1", "1006", "53")
+	require.NoError(t, dp.Apply(s))
+	s.VIPs = append(s.VIPs, mp("203.0.113.10/32"))
+	require.NoError(t, dp.Apply(s))
+	s.VIPs = []netip.Prefix{mp("203.0.113.10/32")}
+	require.NoError(t, dp.Apply(s))
+	out = ctList(t, ns)
+	require.Contains(t, out, "src=203.0.113.10")
+	require.NotContains(t, out, "src=203.0.113.11", "the removed VIP's entries go")
+	require.Equal(t, uint64(6), dp.Stats().ConntrackDeleted)
+}
+
+// ctDial opens a conntrack connection in ns, closed at the end of the test.
+func ctDial(t testing.TB, ns *testutil.NetNS) *conntrack.Conn {
+	t.Helper()
+	c, err := conntrack.Dial(&mdnetlink.Config{NetNS: int(ns.Handle)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// ctCreateUDP creates one UDP conntrack entry in process (the conntrack
+// tool costs a process per entry; benchmarks create tens of thousands).
+func ctCreateUDP(c *conntrack.Conn, src, dst netip.Addr, sport, dport uint16) error {
+	return c.Create(conntrack.NewFlow(unix.IPPROTO_UDP, 0, src, dst, sport, dport, 300, 0))
 }

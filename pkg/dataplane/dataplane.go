@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -162,10 +161,11 @@ type Dataplane struct {
 	mu         sync.Mutex // guards everything below and serialises kernel writes
 	closed     bool
 	m          *model
-	want       *desired // the last applied State; nil before the first Apply
+	want       *desired // the desired state: the adopted one until the first Apply
+	applied    bool     // Apply was called
+	flush      flushQueue
 	bridgeMAC  net.HardwareAddr
 	sysctlErrs []error // sysctls New could not set
-	retry      dirty   // kinds whose last convergence failed
 	started    bool    // New has returned
 
 	ctr counters
@@ -267,55 +267,6 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 	return dp, nil
 }
 
-// startLocked adopts or creates the bridge and loads the model of what the
-// Dataplane owns from the kernel, removing leftovers unless asked to adopt
-// them.
-func (dp *Dataplane) startLocked() error {
-	if err := dp.ensureBridgeLocked(); err != nil {
-		return err
-	}
-	if err := dp.loadAddrsLocked(); err != nil {
-		return err
-	}
-	if err := dp.loadPortsLocked(true); err != nil {
-		return err
-	}
-	for _, f := range families {
-		if err := dp.loadRoutesLocked(f); err != nil {
-			return err
-		}
-	}
-	if err := dp.loadRulesLocked(); err != nil {
-		return err
-	}
-	if !dp.opts.AdoptLeftovers {
-		var errs []error
-		n := 0
-		for _, f := range families {
-			if dp.m.routes[f].present {
-				errs = append(errs, dp.applyRouteLocked(f, nil))
-				n++
-			}
-		}
-		if len(dp.m.rules) > 0 {
-			n += len(dp.m.rules)
-			errs = append(errs, dp.applyRulesLocked(map[netip.Prefix]struct{}{}))
-		}
-		if err := errors.Join(errs...); err != nil {
-			return fmt.Errorf("remove leftovers: %w", err)
-		}
-		if n > 0 {
-			dp.log.Info("removed leftovers of an earlier run", "objects", n)
-		}
-	}
-	if len(dp.m.addrs) > 0 {
-		// A restart: tell the neighbours the bridge's MAC again (Meridio
-		// #466).
-		dp.ann.kick()
-	}
-	return nil
-}
-
 func (dp *Dataplane) goRun(fn func(context.Context)) {
 	dp.wg.Add(1)
 	go func() {
@@ -325,16 +276,16 @@ func (dp *Dataplane) goRun(fn func(context.Context)) {
 }
 
 // Apply makes the kernel look like s, with the fewest netlink writes: the
-// difference between s and what the Dataplane applied before. An identical
-// Apply issues no netlink operation at all. Ports that do not exist are
-// skipped without error (and enslaved if they appear later). Apply goes on
-// after a failed operation and returns all failures joined, each wrapped in
-// an *OpError naming its object; a later Apply (or the reconciler) retries
-// what failed.
+// difference between s and what the Dataplane owns. An identical Apply
+// issues no netlink operation at all, and its cost is one pass over s. Ports
+// that do not exist are skipped without error (and enslaved if they appear
+// later). Apply goes on after a failed operation and returns all failures
+// joined, each wrapped in an *OpError naming its object; the reconciler
+// retries what failed.
 //
-// When a VIP or a nexthop is removed, Apply then flushes its conntrack
-// entries (unless Options.DisableConntrackFlush), after its rule or route is
-// gone.
+// When VIPs or nexthops are removed, Apply then flushes their conntrack
+// entries (unless Options.DisableConntrackFlush), once their rule or route
+// is gone, all in one pass over the conntrack table.
 func (dp *Dataplane) Apply(s State) error {
 	want, err := normalize(s)
 	if err != nil {
@@ -345,138 +296,17 @@ func (dp *Dataplane) Apply(s State) error {
 		dp.mu.Unlock()
 		return ErrClosed
 	}
-	var flush []netip.Prefix
-	if !dp.opts.DisableConntrackFlush {
-		flush = removedAddrs(dp.want, dp.m, want)
-	}
-	moved := movedNexthops(dp.want, want)
-	dp.want = want
-	err = dp.convergeLocked()
+	prev := dp.want
+	moved := movedNexthops(prev, want)
+	dp.want, dp.applied = want, true
+	failed, err := dp.convergeLocked(want, 0)
+	dp.markStale(failed)
 	dp.forgetNeighborsLocked(moved)
+	due := dp.flush.take(want)
 	dp.mu.Unlock()
 	dp.ctr.applies.Add(1)
-	if len(flush) > 0 {
-		if n, ferr := dp.flushConntrack(flush); ferr != nil {
-			dp.log.Warn("conntrack flush after apply failed", "prefixes", flush, "error", ferr)
-		} else if n > 0 {
-			dp.log.Debug("flushed conntrack entries of removed VIPs and nexthops", "entries", n)
-		}
-	}
+	dp.flushConntrackLogged(due)
 	return err
-}
-
-// removedAddrs lists the VIPs and nexthops that were applied (or adopted)
-// and are no longer wanted.
-func removedAddrs(prev *desired, m *model, next *desired) []netip.Prefix {
-	var out []netip.Prefix
-	seen := map[netip.Prefix]struct{}{}
-	addVIP := func(p netip.Prefix) {
-		if _, ok := next.vips[p]; ok {
-			return
-		}
-		if _, ok := seen[p]; ok {
-			return
-		}
-		seen[p] = struct{}{}
-		out = append(out, p)
-	}
-	for p := range m.rules {
-		addVIP(p)
-	}
-	if prev == nil {
-		return out
-	}
-	for p := range prev.vips {
-		addVIP(p)
-	}
-	for _, f := range families {
-		for _, a := range prev.nexthops[f] {
-			p := netip.PrefixFrom(a, a.BitLen())
-			if _, ok := seen[p]; ok {
-				continue
-			}
-			keep := false
-			for _, b := range next.nexthops[f] {
-				if a == b {
-					keep = true
-					break
-				}
-			}
-			if !keep {
-				seen[p] = struct{}{}
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-// convergeLocked brings the kernel from the model to the target, in
-// dependency order: bridge, addresses, ports (and MTU), routes, rules. It
-// returns the errors, and marks the kinds that failed for the reconciler to
-// retry (an IPv6 route over an address that is not ready yet, say).
-func (dp *Dataplane) convergeLocked() error {
-	if dp.m.bridgeIndex == 0 {
-		if err := dp.ensureBridgeLocked(); err != nil {
-			dp.retryLocked(dAll)
-			return err
-		}
-	}
-	var errs []error
-	var failed dirty
-	note := func(d dirty, err error) {
-		if err != nil {
-			errs = append(errs, err)
-			failed |= d
-		}
-	}
-	note(dAddrs, dp.applyAddrsLocked(dp.targetAddrsLocked()))
-	changed, err := dp.applyPortsLocked(dp.targetPortsLocked())
-	note(dPorts, err)
-	if changed {
-		note(dMTU, dp.syncMTULocked())
-	}
-	note(dRoutes4, dp.applyRouteLocked(v4, dp.targetNexthopsLocked(v4)))
-	note(dRoutes6, dp.applyRouteLocked(v6, dp.targetNexthopsLocked(v6)))
-	note(dRules, dp.applyRulesLocked(dp.targetRulesLocked()))
-	dp.retryLocked(failed)
-	return errors.Join(errs...)
-}
-
-// The targets: what Apply asked for, or, before the first Apply, what the
-// model holds (what was adopted), so that the reconciler restores rather
-// than changes.
-
-func (dp *Dataplane) targetAddrsLocked() map[netip.Prefix]struct{} {
-	if dp.want == nil {
-		return dp.m.addrs
-	}
-	return dp.want.addrs
-}
-
-func (dp *Dataplane) targetPortsLocked() map[int]struct{} {
-	if dp.want == nil {
-		out := make(map[int]struct{}, len(dp.m.ports))
-		for idx := range dp.m.ports {
-			out[idx] = struct{}{}
-		}
-		return out
-	}
-	return dp.want.ports
-}
-
-func (dp *Dataplane) targetNexthopsLocked(f family) []netip.Addr {
-	if dp.want == nil {
-		return dp.m.routes[f].nexthops
-	}
-	return dp.effectiveNexthopsLocked(f)
-}
-
-func (dp *Dataplane) targetRulesLocked() map[netip.Prefix]struct{} {
-	if dp.want == nil {
-		return dp.m.rules
-	}
-	return dp.want.vips
 }
 
 // Subscribe returns the link events of the namespace from now on, and a

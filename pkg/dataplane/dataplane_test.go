@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -637,4 +638,76 @@ func TestCustomTableProtocolAndBridge(t *testing.T) {
 	eventually(t, func() bool {
 		return len(rulesOf(t, h, 1000, 250)) == 2 && len(defaultRouteNexthops(t, h, v6, 1000, 250)) == 2
 	}, "restored in table 1000")
+}
+
+// TestFreshPortIsEnslaved: a link created just before the Apply that wants
+// it (the link monitor may not have seen it yet) becomes a port at once,
+// and the nexthop tied to it is in the route.
+func TestFreshPortIsEnslaved(t *testing.T) {
+	ns := testutil.NewNetNS(t, "fresh")
+	h := handle(t, ns)
+	dp := newDP(t, ns, Options{})
+	nh := ma("192.0.2.11")
+	for i := range 20 {
+		name := fmt.Sprintf("f%d", i)
+		require.NoError(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "x"}))
+		l, err := h.LinkByName(name)
+		require.NoError(t, err)
+		require.NoError(t, dp.Apply(State{
+			BridgeAddrs:  []netip.Prefix{mp("192.0.2.1/24")},
+			Ports:        []int{l.Attrs().Index},
+			Nexthops:     []netip.Addr{nh},
+			NexthopPorts: map[netip.Addr]int{nh: l.Attrs().Index},
+		}))
+		require.Equal(t, []netip.Addr{nh}, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway), "trial %d", i)
+		l, err = h.LinkByIndex(l.Attrs().Index)
+		require.NoError(t, err)
+		require.Equal(t, dp.BridgeIndex(), l.Attrs().MasterIndex, "trial %d", i)
+	}
+}
+
+// TestBringUpReadsNoTables: ports added one Apply at a time (targets
+// coming up) cost no read of whole tables by the reconciler, even when the
+// link monitor's view lags behind the Dataplane's own writes: a port whose
+// notification disagrees is read back alone.
+func TestBringUpReadsNoTables(t *testing.T) {
+	ns := testutil.NewNetNS(t, "bring")
+	h := handle(t, ns)
+	const n = 200
+	ports := make([]int, 0, n)
+	for i := range n {
+		name := fmt.Sprintf("b%d", i)
+		require.NoError(t, h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "x"}))
+		l, err := h.LinkByName(name)
+		require.NoError(t, err)
+		ports = append(ports, l.Attrs().Index)
+	}
+	dp := newDP(t, ns, Options{ResyncInterval: -1, AnnounceCount: -1})
+	before := dp.Stats()
+	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, VIPs: []netip.Prefix{mp("203.0.113.10/32")}}
+	require.NoError(t, dp.Apply(s))
+	for i := range n {
+		s.Ports = ports[:i+1]
+		require.NoError(t, dp.Apply(s))
+	}
+	eventually(t, func() bool {
+		links, err := h.LinkList()
+		if err != nil {
+			return false
+		}
+		enslaved := 0
+		for _, l := range links {
+			if l.Attrs().MasterIndex == dp.BridgeIndex() {
+				enslaved++
+			}
+		}
+		return enslaved == n
+	}, "every port enslaved")
+	// Let the reconciler handle the last notifications.
+	time.Sleep(100 * time.Millisecond)
+	after := dp.Stats()
+	t.Logf("FIGURE: bringing up %d ports one Apply at a time: %d netlink reads, %d reconciler passes that read whole tables",
+		n, after.Reads-before.Reads, after.Reconciles-before.Reconciles)
+	require.Zero(t, after.Reconciles-before.Reconciles, "no table was read back")
+	require.Equal(t, uint64(n+2), after.Writes-before.Writes, "one write per port, the address and the rule")
 }

@@ -1,8 +1,10 @@
 package dataplane
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 )
@@ -39,23 +41,34 @@ func (f family) defaultDst() netip.Prefix {
 	return netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 }
 
-// desired is a validated, normalised State.
+// desired is a validated, normalised State: the one input of
+// convergeLocked. Its sets are sorted slices, so that an Apply reads each
+// list once and the diff against the model costs one lookup per element.
 type desired struct {
+	// noBridge: the bridge goes, and everything on it (the Teardown
+	// state, which is otherwise empty).
+	noBridge     bool
 	addrs        map[netip.Prefix]struct{} // at most one per family
-	ports        map[int]struct{}
-	nexthops     [2][]netip.Addr // sorted, unique, per family
-	vips         map[netip.Prefix]struct{}
+	ports        []int                     // sorted, unique
+	nexthops     [2][]netip.Addr           // sorted, unique, per family
+	vips         []netip.Prefix            // masked, sorted, unique
 	nexthopPorts map[netip.Addr]int
+	tiedPorts    map[int]struct{} // the ports of nexthopPorts
 }
 
+// emptyState is the Teardown state: nothing, not even the bridge.
+func emptyState() *desired { return &desired{noBridge: true} }
+
 // normalize validates s and returns its canonical form: addresses unmapped,
-// VIPs masked, duplicates removed, nexthops sorted per family.
+// VIPs masked, duplicates removed, sets sorted. A list that is already in
+// order (as the proxy sends it) is copied, not sorted.
 func normalize(s State) (*desired, error) {
 	d := &desired{
 		addrs:        make(map[netip.Prefix]struct{}, len(s.BridgeAddrs)),
-		ports:        make(map[int]struct{}, len(s.Ports)),
-		vips:         make(map[netip.Prefix]struct{}, len(s.VIPs)),
+		ports:        make([]int, 0, len(s.Ports)),
+		vips:         make([]netip.Prefix, 0, len(s.VIPs)),
 		nexthopPorts: make(map[netip.Addr]int, len(s.NexthopPorts)),
+		tiedPorts:    make(map[int]struct{}, len(s.NexthopPorts)),
 	}
 	var errs []error
 	var seen [2]netip.Prefix
@@ -82,8 +95,9 @@ func normalize(s State) (*desired, error) {
 			errs = append(errs, fmt.Errorf("port %d: invalid interface index", idx))
 			continue
 		}
-		d.ports[idx] = struct{}{}
+		d.ports = append(d.ports, idx)
 	}
+	d.ports = sortSet(d.ports, cmp.Compare[int])
 	for _, a := range s.Nexthops {
 		if !a.IsValid() || a.Unmap().IsUnspecified() || a.IsMulticast() {
 			errs = append(errs, fmt.Errorf("nexthop %v: not a unicast address", a))
@@ -94,8 +108,7 @@ func normalize(s State) (*desired, error) {
 		d.nexthops[f] = append(d.nexthops[f], a)
 	}
 	for _, f := range families {
-		slices.SortFunc(d.nexthops[f], func(a, b netip.Addr) int { return a.Compare(b) })
-		d.nexthops[f] = slices.Compact(d.nexthops[f])
+		d.nexthops[f] = sortSet(d.nexthops[f], netip.Addr.Compare)
 	}
 	for _, p := range s.VIPs {
 		if !p.IsValid() {
@@ -107,15 +120,34 @@ func normalize(s State) (*desired, error) {
 			errs = append(errs, fmt.Errorf("vip %v: a VIP must not be a default prefix", p))
 			continue
 		}
-		d.vips[p.Masked()] = struct{}{}
+		d.vips = append(d.vips, p.Masked())
 	}
+	d.vips = sortSet(d.vips, comparePrefix)
 	for a, idx := range s.NexthopPorts {
 		d.nexthopPorts[a.Unmap().WithZone("")] = idx
+		d.tiedPorts[idx] = struct{}{}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid state: %w", errors.Join(errs...))
 	}
 	return d, nil
+}
+
+// sortSet sorts xs (unless it already is) and removes duplicates, in place.
+func sortSet[T any](xs []T, cmp func(a, b T) int) []T {
+	if !slices.IsSortedFunc(xs, cmp) {
+		slices.SortFunc(xs, cmp)
+	}
+	return slices.CompactFunc(xs, func(a, b T) bool { return cmp(a, b) == 0 })
+}
+
+// wantsPort tells whether port idx is in d's ports or tied to a nexthop.
+func (d *desired) wantsPort(idx int) bool {
+	if _, ok := d.tiedPorts[idx]; ok {
+		return true
+	}
+	_, ok := slices.BinarySearch(d.ports, idx)
+	return ok
 }
 
 // state converts d back into a State (sorted), for Snapshot.
@@ -125,15 +157,9 @@ func (d *desired) state() State {
 		s.BridgeAddrs = append(s.BridgeAddrs, p)
 	}
 	slices.SortFunc(s.BridgeAddrs, comparePrefix)
-	for idx := range d.ports {
-		s.Ports = append(s.Ports, idx)
-	}
-	slices.Sort(s.Ports)
+	s.Ports = slices.Clone(d.ports)
 	s.Nexthops = append(append(s.Nexthops, d.nexthops[v4]...), d.nexthops[v6]...)
-	for p := range d.vips {
-		s.VIPs = append(s.VIPs, p)
-	}
-	slices.SortFunc(s.VIPs, comparePrefix)
+	s.VIPs = slices.Clone(d.vips)
 	if len(d.nexthopPorts) > 0 {
 		s.NexthopPorts = make(map[netip.Addr]int, len(d.nexthopPorts))
 		for a, i := range d.nexthopPorts {
@@ -150,7 +176,9 @@ func comparePrefix(a, b netip.Prefix) int {
 	return a.Bits() - b.Bits()
 }
 
-// portState is what the Dataplane knows of one port it owns.
+// portState is what the Dataplane knows of one port it owns. The model
+// holds only settled ports: enslaved to the bridge, or known not to exist;
+// a wanted port missing from the model is one to enslave.
 type portState struct {
 	// enslaved: the port was enslaved to the bridge (by us, or found so on
 	// an adopted bridge).
@@ -158,6 +186,8 @@ type portState struct {
 	// absent: the link does not exist in the kernel (enslaving it failed
 	// with ENODEV, or the link monitor saw it deleted).
 	absent bool
+	// mtu is the port's MTU when last seen (0: unknown).
+	mtu int
 }
 
 // routeState is the default route of one family in the table, as applied.
@@ -169,30 +199,53 @@ type routeState struct {
 // model is what the Dataplane believes the kernel holds of its own objects.
 type model struct {
 	bridgeIndex int
+	bridgeMTU   int                       // as last read or set by syncMTULocked (0: unknown)
 	addrs       map[netip.Prefix]struct{} // bridge addresses, link-local excluded
-	ports       map[int]*portState
+	ports       *sortedMap[int, *portState]
 	routes      [2]routeState
-	rules       map[netip.Prefix]struct{}
+	rules       *sortedMap[netip.Prefix, struct{}]
 }
 
 func newModel() *model {
 	return &model{
 		addrs: map[netip.Prefix]struct{}{},
-		ports: map[int]*portState{},
-		rules: map[netip.Prefix]struct{}{},
+		ports: newPorts(),
+		rules: newRules(),
 	}
 }
 
-// effectiveNexthops is the nexthop list of family f that belongs in the
-// route: the desired nexthops minus those tied to a port that is absent.
-func (dp *Dataplane) effectiveNexthopsLocked(f family) []netip.Addr {
-	want := dp.want.nexthops[f]
-	if len(dp.want.nexthopPorts) == 0 {
-		return want
+func newPorts() *sortedMap[int, *portState] { return newSortedMap[int, *portState](cmp.Compare[int]) }
+
+func newRules() *sortedMap[netip.Prefix, struct{}] {
+	return newSortedMap[netip.Prefix, struct{}](comparePrefix)
+}
+
+// adopted is the desired state that keeps what the model holds: the
+// Dataplane's state from New until the first Apply, so that the reconciler
+// restores rather than changes. Routes and rules are kept only with
+// Options.AdoptLeftovers.
+func (m *model) adopted(routesAndRules bool) *desired {
+	d := &desired{addrs: maps.Clone(m.addrs), ports: slices.Clone(m.ports.keys)}
+	if routesAndRules {
+		for _, f := range families {
+			d.nexthops[f] = slices.Clone(m.routes[f].nexthops)
+		}
+		d.vips = slices.Clone(m.rules.keys)
 	}
-	out := make([]netip.Addr, 0, len(want))
-	for _, a := range want {
-		if idx, ok := dp.want.nexthopPorts[a]; ok && dp.portAbsentLocked(idx) {
+	return d
+}
+
+// effectiveNexthopsLocked is the nexthop list of family f that belongs in
+// the route: the desired nexthops minus those tied to a port that is
+// absent.
+func (dp *Dataplane) effectiveNexthopsLocked(want *desired, f family) []netip.Addr {
+	nhs := want.nexthops[f]
+	if len(want.nexthopPorts) == 0 {
+		return nhs
+	}
+	out := make([]netip.Addr, 0, len(nhs))
+	for _, a := range nhs {
+		if idx, ok := want.nexthopPorts[a]; ok && dp.portAbsentLocked(idx) {
 			continue
 		}
 		out = append(out, a)
@@ -202,7 +255,7 @@ func (dp *Dataplane) effectiveNexthopsLocked(f family) []netip.Addr {
 
 // portAbsentLocked tells whether link idx is known not to exist.
 func (dp *Dataplane) portAbsentLocked(idx int) bool {
-	if ps, ok := dp.m.ports[idx]; ok {
+	if ps, ok := dp.m.ports.get(idx); ok {
 		return ps.absent
 	}
 	known, exists := dp.mon.linkExists(idx)

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"cmp"
 	"encoding/binary"
 	"net/netip"
 	"testing"
@@ -19,10 +20,10 @@ func TestNormalize(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, map[netip.Prefix]struct{}{mp("192.0.2.1/24"): {}, mp("fd00::1/64"): {}}, d.addrs)
-	require.Equal(t, map[int]struct{}{2: {}, 3: {}}, d.ports)
+	require.Equal(t, []int{2, 3}, d.ports)
 	require.Equal(t, []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12")}, d.nexthops[v4])
 	require.Equal(t, []netip.Addr{ma("fd00::2"), ma("fd00::3")}, d.nexthops[v6])
-	require.Equal(t, map[netip.Prefix]struct{}{mp("203.0.113.0/24"): {}, mp("2001:db8::1/128"): {}}, d.vips, "VIPs are masked")
+	require.Equal(t, []netip.Prefix{mp("203.0.113.0/24"), mp("2001:db8::1/128")}, d.vips, "VIPs are masked")
 
 	for name, s := range map[string]State{
 		"two IPv4 bridge addresses": {BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("192.0.2.2/24")}},
@@ -37,22 +38,62 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-func TestRemovedAddrs(t *testing.T) {
-	prev, err := normalize(State{
-		Nexthops: []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12"), ma("fd00::11")},
-		VIPs:     []netip.Prefix{mp("203.0.113.10/32"), mp("203.0.113.11/32")},
-	})
-	require.NoError(t, err)
+func TestDiff(t *testing.T) {
+	have := newSortedMap[int, struct{}](cmp.Compare[int])
+	have.merge([]int{1, 3, 5}, make([]struct{}, 3))
+	add, del := diff([]int{1, 2, 3, 4, 5}, have)
+	require.Equal(t, []int{2, 4}, add)
+	require.Empty(t, del)
+	add, del = diff([]int{2, 3, 7}, have)
+	require.Equal(t, []int{2, 7}, add)
+	require.Equal(t, []int{1, 5}, del)
+	add, del = diff(nil, have)
+	require.Empty(t, add)
+	require.Equal(t, []int{1, 3, 5}, del)
+}
+
+func TestSortedMap(t *testing.T) {
+	m := newSortedMap[int, string](cmp.Compare[int])
+	m.merge([]int{2, 4}, []string{"b", "d"})
+	m.merge([]int{1, 3, 5}, []string{"a", "c", "e"})
+	m.set(0, "z")
+	m.set(3, "C")
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, m.keys)
+	require.Equal(t, []string{"z", "a", "b", "C", "d", "e"}, m.vals)
+	m.removeAll([]int{0, 3, 5, 9})
+	m.remove(2)
+	require.Equal(t, []int{1, 4}, m.keys)
+	require.Equal(t, []string{"a", "d"}, m.vals)
+	v, ok := m.get(4)
+	require.True(t, ok)
+	require.Equal(t, "d", v)
+	require.False(t, m.has(3))
+	require.Equal(t, 2, m.len())
+}
+
+// The flush queue keeps what the convergence removed and gives back, once,
+// what is not wanted again: a VIP or nexthop added back keeps its entries.
+func TestFlushQueue(t *testing.T) {
+	var q flushQueue
+	q.add(true, mp("203.0.113.9/32")) // flushing disabled
+	q.add(false, mp("203.0.113.10/32"), mp("203.0.113.11/32"), mp("192.0.2.11/32"), mp("fd00::11/128"), mp("198.51.100.1/32"))
 	next, err := normalize(State{
-		Nexthops: []netip.Addr{ma("192.0.2.12")},
+		Nexthops: []netip.Addr{ma("192.0.2.12"), ma("fd00::11")},
 		VIPs:     []netip.Prefix{mp("203.0.113.11/32")},
 	})
 	require.NoError(t, err)
-	m := newModel()
-	m.rules[mp("198.51.100.1/32")] = struct{}{} // adopted, not wanted
-	require.ElementsMatch(t, []netip.Prefix{
-		mp("198.51.100.1/32"), mp("203.0.113.10/32"), mp("192.0.2.11/32"), mp("fd00::11/128"),
-	}, removedAddrs(prev, m, next))
+	require.Equal(t, []netip.Prefix{mp("192.0.2.11/32"), mp("198.51.100.1/32"), mp("203.0.113.10/32")}, q.take(next))
+	require.Empty(t, q.take(next), "taken once")
+}
+
+func TestPrefixMatcher(t *testing.T) {
+	m := newPrefixMatcher([]netip.Prefix{mp("203.0.113.10/32"), mp("2001:db8::/64"), mp("192.0.2.0/24")})
+	for a, want := range map[string]bool{
+		"203.0.113.10": true, "::ffff:203.0.113.10": true, "203.0.113.11": false,
+		"2001:db8::5": true, "2001:db8:1::5": false, "192.0.2.200": true, "192.0.3.1": false,
+	} {
+		require.Equal(t, want, m.match(ma(a)), a)
+	}
 }
 
 func TestParseRuleMsg(t *testing.T) {

@@ -2,29 +2,12 @@ package dataplane
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-)
-
-// dirty says which kinds of objects the reconciler must read back from the
-// kernel and repair.
-type dirty uint32
-
-const (
-	dBridge dirty = 1 << iota
-	dAddrs
-	dPorts
-	dMTU
-	dRoutes4
-	dRoutes6
-	dRules
-
-	dAll = dBridge | dAddrs | dPorts | dMTU | dRoutes4 | dRoutes6 | dRules
 )
 
 // maxPending bounds the notifications queued for the reconciler; past it
@@ -36,7 +19,7 @@ const maxPending = 8192
 // compares the notifications with the model under the lock.
 type pending struct {
 	mu       sync.Mutex
-	flags    dirty
+	stale    kinds // to read back: notifications dropped, subscriptions lost, writes failed
 	linkGone map[int]struct{}
 	linkBack map[int]struct{}
 	linkChg  map[int]struct{}
@@ -58,11 +41,21 @@ func (dp *Dataplane) wake() {
 	}
 }
 
-func (dp *Dataplane) markDirty(d dirty) {
-	dp.pen.mu.Lock()
-	dp.pen.flags |= d
-	dp.pen.mu.Unlock()
+// markStale marks kinds to read back and wakes the reconciler.
+func (dp *Dataplane) markStale(k kinds) {
+	if k == 0 {
+		return
+	}
+	dp.deferStale(k)
 	dp.wake()
+}
+
+// deferStale marks kinds to read back at the reconciler's next pass,
+// without waking it (it is behind the rate limit, with its timer set).
+func (dp *Dataplane) deferStale(k kinds) {
+	dp.pen.mu.Lock()
+	dp.pen.stale |= k
+	dp.pen.mu.Unlock()
 }
 
 // onLinkEvent is the link monitor's internal subscriber.
@@ -84,10 +77,24 @@ func (dp *Dataplane) onLinkEvent(ev LinkEvent) {
 			// The kernel flushes IPv4 routes over a device that goes
 			// down without notifying their deletion, and IPv6 drops the
 			// addresses: read everything back.
-			p.flags |= dAll
+			p.stale |= kAll
 		}
 	}
 	p.mu.Unlock()
+	dp.wake()
+}
+
+// enqueue queues one notification (in q, a list of dp.pen) for the
+// reconciler; past maxPending it drops it and marks its kind k stale
+// instead.
+func enqueue[T any](dp *Dataplane, q *[]T, k kinds, u T) {
+	dp.pen.mu.Lock()
+	if len(*q) < maxPending {
+		*q = append(*q, u)
+	} else {
+		dp.pen.stale |= k
+	}
+	dp.pen.mu.Unlock()
 	dp.wake()
 }
 
@@ -106,20 +113,12 @@ func (dp *Dataplane) runAddrSubscription(ctx context.Context) {
 		},
 		func(first bool) {
 			if !first {
-				dp.markDirty(dAddrs)
+				dp.markStale(kAddrs)
 			}
 		},
 		func(u netlink.AddrUpdate) {
 			dp.ctr.addrEvents.Add(1)
-			p := &dp.pen
-			p.mu.Lock()
-			if len(p.addrs) < maxPending {
-				p.addrs = append(p.addrs, u)
-			} else {
-				p.flags |= dAddrs
-			}
-			p.mu.Unlock()
-			dp.wake()
+			enqueue(dp, &dp.pen.addrs, kAddrs, u)
 		},
 		func() { dp.ctr.addrResubscribes.Add(1) })
 }
@@ -139,7 +138,7 @@ func (dp *Dataplane) runRouteSubscription(ctx context.Context) {
 		},
 		func(first bool) {
 			if !first {
-				dp.markDirty(dRoutes4 | dRoutes6)
+				dp.markStale(kRoutes4 | kRoutes6)
 			}
 		},
 		func(u netlink.RouteUpdate) {
@@ -147,15 +146,7 @@ func (dp *Dataplane) runRouteSubscription(ctx context.Context) {
 				return
 			}
 			dp.ctr.routeEvents.Add(1)
-			p := &dp.pen
-			p.mu.Lock()
-			if len(p.routes) < maxPending {
-				p.routes = append(p.routes, u)
-			} else {
-				p.flags |= dRoutes4 | dRoutes6
-			}
-			p.mu.Unlock()
-			dp.wake()
+			enqueue(dp, &dp.pen.routes, kRoutes4|kRoutes6, u)
 		},
 		func() { dp.ctr.routeResubscribes.Add(1) })
 }
@@ -167,7 +158,7 @@ func (dp *Dataplane) runRuleSubscription(ctx context.Context) {
 		},
 		func(first bool) {
 			if !first {
-				dp.markDirty(dRules)
+				dp.markStale(kRules)
 			}
 		},
 		func(ev ruleEvent) {
@@ -175,21 +166,23 @@ func (dp *Dataplane) runRuleSubscription(ctx context.Context) {
 				return
 			}
 			dp.ctr.ruleEvents.Add(1)
-			p := &dp.pen
-			p.mu.Lock()
-			if len(p.rules) < maxPending {
-				p.rules = append(p.rules, ev)
-			} else {
-				p.flags |= dRules
-			}
-			p.mu.Unlock()
-			dp.wake()
+			enqueue(dp, &dp.pen.rules, kRules, ev)
 		},
 		func() { dp.ctr.ruleResubscribes.Add(1) })
 }
 
-// reconcileLoop handles what the monitors queued, retries (with backoff)
-// what failed, and runs the periodic backstop re-sync.
+// Repairs that read the kernel are rate limited: at most one pass per
+// minRepairInterval, and after a failed pass the interval doubles up to
+// maxRepairInterval, so that a foreign agent fighting over an object, or a
+// write the kernel keeps refusing, costs a bounded amount of work. Link
+// existence changes (a failover) need no read and are never delayed.
+const (
+	minRepairInterval = 20 * time.Millisecond
+	maxRepairInterval = 5 * time.Second
+)
+
+// reconcileLoop handles what the monitors queued and runs the periodic
+// backstop re-sync, repairing behind the rate limit above.
 func (dp *Dataplane) reconcileLoop(ctx context.Context) {
 	var tick <-chan time.Time
 	if dp.opts.ResyncInterval > 0 {
@@ -197,45 +190,37 @@ func (dp *Dataplane) reconcileLoop(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
-	const minBackoff, maxBackoff = 20 * time.Millisecond, 5 * time.Second
-	backoff := minBackoff
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	armed := false
+	interval := minRepairInterval
+	var nextRead time.Time
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
-		due := false
 		select {
 		case <-ctx.Done():
-			retry.Stop()
 			return
 		case <-dp.kick:
 		case <-tick:
-			dp.pen.mu.Lock()
-			dp.pen.flags |= dAll
-			dp.pen.mu.Unlock()
-		case <-retry.C:
-			armed, due = false, true
+			dp.markStale(kAll)
+		case <-timer.C:
 		}
-		if !dp.reconcile(due) {
-			backoff = minBackoff
-			if armed {
-				retry.Stop()
-				armed = false
+		now := time.Now()
+		r := dp.reconcile(!now.Before(nextRead))
+		dp.flushConntrackLogged(r.flush)
+		if r.bridgeChanged {
+			interval = minRepairInterval // what failed may work now
+		}
+		if r.read {
+			if r.failed {
+				interval = min(2*interval, maxRepairInterval)
+			} else {
+				interval = minRepairInterval
 			}
-			continue
+			nextRead = now.Add(interval)
 		}
-		if !armed {
-			retry.Reset(backoff)
-			armed = true
-			backoff = min(2*backoff, maxBackoff)
+		if r.deferred || r.failed {
+			timer.Reset(max(time.Until(nextRead), time.Millisecond))
 		}
-	}
-}
-
-func (dp *Dataplane) retryLocked(d dirty) {
-	if d != 0 {
-		dp.retry |= d
-		dp.wake()
 	}
 }
 
@@ -244,57 +229,130 @@ func (dp *Dataplane) retryLocked(d dirty) {
 // of the repairs.
 func (dp *Dataplane) Resync() error {
 	dp.mu.Lock()
-	defer dp.mu.Unlock()
 	if dp.closed {
+		dp.mu.Unlock()
 		return ErrClosed
 	}
-	_, err := dp.verifyLocked(dAll)
+	err := dp.repairLocked(kAll, true)
+	due := dp.flush.take(dp.want)
+	dp.mu.Unlock()
+	dp.flushConntrackLogged(due)
 	return err
 }
 
-// reconcile takes the queued notifications, applies what they say about
-// link existence (ports that vanished or came back: no read needed), and
-// reads back and repairs the kinds of objects whose notifications disagree
-// with the model. With retryDue, or when the bridge or its addresses
-// changed (an IPv6 address becoming usable, say), it also retries what
-// failed before. It reports whether something still awaits a retry.
-func (dp *Dataplane) reconcile(retryDue bool) bool {
+// repairLocked converges to the applied state after reading back reread;
+// what fails is marked stale again for the reconciler. The writes count as
+// restores when the kernel diverged (reread, or diverged: a port found
+// released), not when they follow a link's coming or going (a failover).
+func (dp *Dataplane) repairLocked(reread kinds, diverged bool) error {
+	if reread != 0 {
+		dp.ctr.reconciles.Add(1)
+	}
+	before := dp.ctr.writes.Load()
+	failed, err := dp.convergeLocked(dp.want, reread)
+	if n := dp.ctr.writes.Load() - before; n > 0 && (reread != 0 || diverged) {
+		dp.ctr.restores.Add(n)
+		dp.log.Info("restored kernel state", "writes", n)
+	}
+	dp.markStale(failed)
+	return err
+}
+
+// reconcileResult is what one reconcile pass did.
+type reconcileResult struct {
+	read, failed, deferred, bridgeChanged bool
+	// flush are the removed VIPs and nexthops whose conntrack entries the
+	// caller flushes, with dp.mu not held.
+	flush []netip.Prefix
+}
+
+// reconcile takes the queued notifications and compares them with the
+// model. What they say about link existence (a port that vanished or came
+// back) updates the model without a read; a port whose notification
+// disagrees is read back alone; other disagreements mark their kind to be
+// read back. Then, if anything changed, it converges to the applied state,
+// reading back the stale kinds when allowRead (else they wait, deferred).
+func (dp *Dataplane) reconcile(allowRead bool) reconcileResult {
 	p := &dp.pen
 	p.mu.Lock()
-	flags := p.flags
+	stale := p.stale
 	gone, back, chg := p.linkGone, p.linkBack, p.linkChg
 	addrs, routes, rules := p.addrs, p.routes, p.rules
-	p.flags = 0
+	p.stale = 0
 	p.init()
 	p.addrs, p.routes, p.rules = nil, nil, nil
 	p.mu.Unlock()
 
 	dp.mu.Lock()
 	defer dp.mu.Unlock()
+	var res reconcileResult
 	if dp.closed {
-		return false
+		return res
 	}
+	touched, diverged := dp.linkEventsLocked(gone, back, chg, &stale, &res)
+	for _, u := range addrs {
+		if u.LinkIndex == dp.m.bridgeIndex {
+			res.bridgeChanged = true
+		}
+		if !dp.addrEventMatchesLocked(u) {
+			stale |= kAddrs
+		}
+	}
+	for _, u := range routes {
+		if !dp.routeEventMatchesLocked(u) {
+			if u.Route.Family == unix.AF_INET6 {
+				stale |= kRoutes6
+			} else {
+				stale |= kRoutes4
+			}
+		}
+	}
+	for _, ev := range rules {
+		if !dp.ruleEventMatchesLocked(ev) {
+			stale |= kRules
+			break
+		}
+	}
+	if stale != 0 && !allowRead {
+		dp.deferStale(stale) // behind the rate limit: at the timer
+		stale, res.deferred = 0, true
+	}
+	if stale == 0 && !touched {
+		return res
+	}
+	res.read = stale != 0
+	if err := dp.repairLocked(stale, diverged); err != nil {
+		res.failed = true
+		dp.log.Warn("reconcile (will retry)", "error", err)
+	}
+	res.flush = dp.flush.take(dp.want)
+	return res
+}
+
+// linkEventsLocked applies the link notifications to the model. It reports
+// whether the model changed in a way the next convergence must act on
+// (touched) and whether it found the kernel diverged (a port released by
+// someone), and adds to stale what must be read back.
+func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *kinds, res *reconcileResult) (touched, diverged bool) {
 	m := dp.m
-	portsMoved := false
-	bridgeEvent := false
 	for idx := range gone {
 		if idx == m.bridgeIndex {
-			flags |= dAll
+			*stale |= kAll
 			continue
 		}
-		if ps, ok := m.ports[idx]; ok && !ps.absent {
+		if ps, ok := m.ports.get(idx); ok && !ps.absent {
 			ps.absent, ps.enslaved = true, false
-			portsMoved = true
-		} else if dp.want != nil && len(dp.want.nexthopPorts) > 0 {
-			portsMoved = true // maybe a tied port outside Ports
+			touched = true
+		} else if !ok && dp.want.wantsPort(idx) {
+			touched = true // a tied port outside Ports, say
 		}
 	}
 	for idx := range back {
-		if ps, ok := m.ports[idx]; ok && ps.absent {
-			ps.absent = false
-			portsMoved = true
-		} else if dp.want != nil && len(dp.want.nexthopPorts) > 0 {
-			portsMoved = true
+		if ps, ok := m.ports.get(idx); ok && ps.absent {
+			m.ports.remove(idx) // to enslave again
+			touched = true
+		} else if !ok && dp.want.wantsPort(idx) {
+			touched = true
 		}
 	}
 	for idx := range chg {
@@ -303,79 +361,32 @@ func (dp *Dataplane) reconcile(retryDue bool) bool {
 			continue
 		}
 		if idx == m.bridgeIndex {
-			bridgeEvent = true
+			res.bridgeChanged = true
 			if !l.Up || l.Name != dp.opts.BridgeName || l.HardwareAddr != dp.bridgeMAC.String() {
-				flags |= dBridge
+				*stale |= kBridge
 			}
-			flags |= dMTU
+			if m.bridgeMTU != 0 && l.MTU != m.bridgeMTU {
+				*stale |= kMTU
+			}
 			continue
 		}
-		if ps, ok := m.ports[idx]; ok && ps.enslaved && !ps.absent {
-			if l.MasterIndex != m.bridgeIndex {
-				flags |= dPorts
+		ps, ok := m.ports.get(idx)
+		if !ok || !ps.enslaved || ps.absent {
+			continue
+		}
+		if l.MasterIndex != m.bridgeIndex {
+			// The monitor's view may lag behind our own write: read this
+			// one link, not all of them.
+			dp.refreshPortLocked(idx)
+			if !m.ports.has(idx) {
+				touched, diverged = true, true
 			}
-			flags |= dMTU
+		} else if l.MTU != ps.mtu {
+			ps.mtu = l.MTU
+			*stale |= kMTU
 		}
 	}
-	var errs []error
-	if portsMoved {
-		// The fast path of a failover: no read, just the new route.
-		changed, err := dp.applyPortsLocked(dp.targetPortsLocked())
-		if err != nil {
-			errs = append(errs, err)
-			dp.retry |= dPorts
-		}
-		if changed {
-			flags |= dMTU
-		}
-		for _, f := range families {
-			if err := dp.applyRouteLocked(f, dp.targetNexthopsLocked(f)); err != nil {
-				errs = append(errs, err)
-				dp.retry |= routeBit(f)
-			}
-		}
-	}
-	for _, u := range addrs {
-		if u.LinkIndex == m.bridgeIndex {
-			bridgeEvent = true
-		}
-		if !dp.addrEventMatchesLocked(u) {
-			flags |= dAddrs
-		}
-	}
-	for _, u := range routes {
-		if !dp.routeEventMatchesLocked(u) {
-			if u.Route.Family == unix.AF_INET6 {
-				flags |= dRoutes6
-			} else {
-				flags |= dRoutes4
-			}
-		}
-	}
-	for _, ev := range rules {
-		if !dp.ruleEventMatchesLocked(ev) {
-			flags |= dRules
-			break
-		}
-	}
-	if retryDue || bridgeEvent {
-		flags |= dp.retry
-		dp.retry = 0
-	}
-	failed, err := dp.verifyLocked(flags)
-	dp.retry |= failed
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		dp.log.Warn("reconcile (will retry)", "error", err)
-	}
-	return dp.retry != 0
-}
-
-func routeBit(f family) dirty {
-	if f == v6 {
-		return dRoutes6
-	}
-	return dRoutes4
+	return touched, diverged
 }
 
 func (dp *Dataplane) addrEventMatchesLocked(u netlink.AddrUpdate) bool {
@@ -388,94 +399,4 @@ func (dp *Dataplane) addrEventMatchesLocked(u netlink.AddrUpdate) bool {
 	}
 	_, have := dp.m.addrs[pfx]
 	return have == u.NewAddr
-}
-
-// verifyLocked reads back the kinds of objects in flags and repairs them.
-// It returns the kinds it could not repair, and the errors.
-func (dp *Dataplane) verifyLocked(flags dirty) (dirty, error) {
-	if flags == 0 {
-		return 0, nil
-	}
-	dp.ctr.reconciles.Add(1)
-	before := dp.ctr.writes.Load()
-	defer func() {
-		if n := dp.ctr.writes.Load() - before; n > 0 {
-			dp.ctr.restores.Add(n)
-			dp.log.Info("restored kernel state", "writes", n)
-		}
-	}()
-	var errs []error
-	var failed dirty
-	note := func(d dirty, err error) {
-		if err != nil {
-			errs = append(errs, err)
-			failed |= d
-		}
-	}
-	if flags&dBridge != 0 {
-		old := dp.m.bridgeIndex
-		if err := dp.ensureBridgeLocked(); err != nil {
-			return flags, err // nothing else can be repaired without it
-		}
-		if dp.m.bridgeIndex != old {
-			flags |= dAll
-		}
-	}
-	if flags&dAddrs != 0 {
-		if err := dp.loadAddrsLocked(); err != nil {
-			note(dAddrs, err)
-		} else {
-			note(dAddrs, dp.applyAddrsLocked(dp.targetAddrsLocked()))
-		}
-	}
-	if flags&dPorts != 0 {
-		if err := dp.loadPortsLocked(dp.want == nil); err != nil {
-			note(dPorts, err)
-		} else {
-			changed, err := dp.applyPortsLocked(dp.targetPortsLocked())
-			note(dPorts, err)
-			if changed {
-				flags |= dMTU
-			}
-			flags |= dRoutes4 | dRoutes6 // tied nexthops may have changed
-		}
-	}
-	if flags&dMTU != 0 {
-		note(dMTU, dp.syncMTULocked())
-	}
-	for _, f := range families {
-		bit := routeBit(f)
-		if flags&bit == 0 {
-			continue
-		}
-		note(bit, dp.loadRoutesLocked(f))
-		note(bit, dp.applyRouteLocked(f, dp.targetNexthopsLocked(f)))
-	}
-	if flags&dRules != 0 {
-		note(dRules, dp.loadRulesLocked())
-		note(dRules, dp.applyRulesLocked(dp.targetRulesLocked()))
-	}
-	return failed, errors.Join(errs...)
-}
-
-// teardownLocked removes everything owned: rules and routes carrying our
-// protocol in our table (read from the kernel) and the bridge.
-func (dp *Dataplane) teardownLocked() error {
-	var errs []error
-	if err := dp.loadRulesLocked(); err != nil {
-		errs = append(errs, err)
-	}
-	errs = append(errs, dp.applyRulesLocked(map[netip.Prefix]struct{}{}))
-	for _, f := range families {
-		if err := dp.loadRoutesLocked(f); err != nil {
-			errs = append(errs, err)
-		}
-		errs = append(errs, dp.applyRouteLocked(f, nil))
-	}
-	dp.read()
-	if l, err := dp.h.LinkByName(dp.opts.BridgeName); err == nil && l.Type() == "bridge" {
-		errs = append(errs, dp.write(opLinkDel, dp.bridgeObject(), func() error { return dp.h.LinkDel(l) }))
-	}
-	dp.m = newModel()
-	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -29,18 +30,22 @@ func (dp *Dataplane) rule(p netip.Prefix) *netlink.Rule {
 }
 
 // applyRulesLocked adds the missing VIP rules and deletes the unwanted ones.
-func (dp *Dataplane) applyRulesLocked(target map[netip.Prefix]struct{}) error {
+func (dp *Dataplane) applyRulesLocked(target []netip.Prefix) error {
 	var errs []error
-	for _, p := range missing(target, dp.m.rules) {
+	add, del := diff(target, dp.m.rules)
+	added := add[:0]
+	for _, p := range add {
 		r := dp.rule(p)
 		err := dp.write(opRuleAdd, dp.ruleObject(p), func() error { return dp.h.RuleAdd(r) })
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			errs = append(errs, err)
 			continue
 		}
-		dp.m.rules[p] = struct{}{}
+		added = append(added, p)
 	}
-	for _, p := range missing(dp.m.rules, target) {
+	dp.m.rules.merge(added, make([]struct{}, len(added)))
+	deleted := del[:0]
+	for _, p := range del {
 		r := dp.rule(p)
 		r.Priority = -1 // match ours whatever priority the kernel gave it
 		err := dp.write(opRuleDel, dp.ruleObject(p), func() error { return dp.h.RuleDel(r) })
@@ -48,8 +53,10 @@ func (dp *Dataplane) applyRulesLocked(target map[netip.Prefix]struct{}) error {
 			errs = append(errs, err)
 			continue
 		}
-		delete(dp.m.rules, p)
+		deleted = append(deleted, p)
+		dp.flush.add(dp.opts.DisableConntrackFlush, p)
 	}
+	dp.m.rules.removeAll(deleted)
 	return errors.Join(errs...)
 }
 
@@ -62,6 +69,7 @@ func (dp *Dataplane) loadRulesLocked() error {
 		return fmt.Errorf("list rules of table %d: %w", dp.table, err)
 	}
 	set := map[netip.Prefix]struct{}{}
+	var keys []netip.Prefix
 	var errs []error
 	for _, r := range rules {
 		if int(r.Protocol) != dp.proto || r.Table != dp.table {
@@ -71,6 +79,7 @@ func (dp *Dataplane) loadRulesLocked() error {
 		plain := ok && p.Bits() > 0 && r.Dst == nil && r.IifName == "" && r.OifName == "" && r.Mark == 0 && r.Goto < 0 && !r.Invert
 		if _, dup := set[p]; plain && !dup {
 			set[p] = struct{}{}
+			keys = append(keys, p)
 			continue
 		}
 		del := r
@@ -80,7 +89,9 @@ func (dp *Dataplane) loadRulesLocked() error {
 			errs = append(errs, err)
 		}
 	}
-	dp.m.rules = set
+	slices.SortFunc(keys, comparePrefix)
+	dp.m.rules = newRules()
+	dp.m.rules.merge(keys, make([]struct{}, len(keys)))
 	return errors.Join(errs...)
 }
 
@@ -183,7 +194,7 @@ func (dp *Dataplane) ruleEventMatchesLocked(ev ruleEvent) bool {
 	if !ev.src.IsValid() {
 		return ev.del // a rule of ours without a source: a stray
 	}
-	_, have := dp.m.rules[ev.src]
+	have := dp.m.rules.has(ev.src)
 	if ev.del {
 		return !have
 	}

@@ -158,17 +158,17 @@ func (dp *Dataplane) Snapshot() (Snapshot, error) {
 		}
 		s.Rules = append(s.Rules, rs)
 	}
-	if dp.want != nil {
+	if dp.applied {
 		st := dp.want.state()
 		s.Desired = &st
-		for _, idx := range sortedKeys(dp.m.ports) {
-			if dp.m.ports[idx].absent {
+		for idx, ps := range dp.m.ports.all() {
+			if ps.absent {
 				s.AbsentPorts = append(s.AbsentPorts, idx)
 			}
 		}
 	}
 	for _, f := range families {
-		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.targetNexthopsLocked(f)...)
+		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.effectiveNexthopsLocked(dp.want, f)...)
 	}
 	readSysctls(dp.ns, "", globalSysctls(), s.Sysctls)
 	readSysctls(dp.ns, dp.opts.BridgeName, bridgeSysctls(dp.opts.BridgeName), s.Sysctls)

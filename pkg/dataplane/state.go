@@ -8,15 +8,24 @@
 //
 // # Model
 //
-// A Dataplane keeps an internal model of what it applied. Apply diffs the
-// desired State against that model and issues only the netlink writes needed
-// (an identical Apply issues none, and reads nothing). Kernel events (link,
-// address, route and rule notifications) are compared against the model; an
-// event that does not match triggers a targeted read of that kind of object
-// and, when the kernel really diverged (someone deleted a rule or route,
-// released a port, took the bridge down or deleted it), the object is
-// restored. A periodic resync (Options.ResyncInterval) is the backstop for
-// anything an event could not tell.
+// A Dataplane keeps an internal model of what it owns in the kernel, and
+// changes the kernel through one operation only: converge to a desired
+// state, with one diff per kind of object against the model, in one order
+// (bridge, addresses, ports and MTU, routes, rules, and the bridge's removal
+// for the empty state). Start converges to what it found (without the
+// leftovers of an earlier run), Apply to the State it is given, a repair to
+// the applied state again after reading back what a kernel event showed
+// diverged, and Teardown to the empty state. An identical Apply issues no
+// netlink operation and reads nothing; a changed one costs its change plus
+// one pass over the State. Kernel events (link, address, route and rule
+// notifications) are compared against the model: a link that comes or goes
+// updates it at once (a failover rewrites the route without a read), a port
+// whose notification disagrees is read back alone, and another disagreement
+// marks its kind to be read back; repairs that read are rate limited. A
+// periodic resync (Options.ResyncInterval) is the backstop for anything an
+// event could not tell. The conntrack entries of the VIPs and nexthops a
+// convergence removed are flushed at its end, in one pass over the table.
+// See docs/dataplane.md.
 //
 // # Ownership
 //

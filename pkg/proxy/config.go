@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -21,11 +20,10 @@ const (
 )
 
 // Dataplane is what the proxy needs from pkg/dataplane: a declarative Apply of
-// the whole desired state and a conntrack flush for removed VIPs.
-// *dataplane.Dataplane satisfies it.
+// the whole desired state (which also flushes the conntrack entries of the
+// VIPs and nexthops it removes). *dataplane.Dataplane satisfies it.
 type Dataplane interface {
 	Apply(dataplane.State) error
-	FlushConntrackPrefix(netip.Prefix) error
 }
 
 var _ Dataplane = (*dataplane.Dataplane)(nil)

@@ -24,5 +24,6 @@
 //     allocation falls outside the bridge's subnet triggers the renewal at
 //     once.
 //   - VIPs are validated (prefix, not a default route, not overlapping the
-//     node subnet) and the conntrack entries of removed VIPs are flushed.
+//     node subnet); the dataplane flushes the conntrack entries of the
+//     VIPs it removes.
 package proxy

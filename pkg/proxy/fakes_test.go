@@ -215,11 +215,10 @@ func serveIPAM(t testing.TB, srv ipamv1.IpamServer, opts ...grpc.ServerOption) i
 	return ipamv1.NewIpamClient(cc)
 }
 
-// fakeDataplane records the states and flushes it is given.
+// fakeDataplane records the states it is given.
 type fakeDataplane struct {
 	mu       sync.Mutex
 	states   []dataplane.State
-	flushed  []netip.Prefix
 	failNext int // fail that many Apply calls
 	// gate, if set, holds each Apply until it yields; entered gets a value
 	// when an Apply starts waiting.
@@ -250,13 +249,6 @@ func (d *fakeDataplane) Apply(s dataplane.State) error {
 	return nil
 }
 
-func (d *fakeDataplane) FlushConntrackPrefix(p netip.Prefix) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.flushed = append(d.flushed, p)
-	return nil
-}
-
 func (d *fakeDataplane) last() (dataplane.State, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -264,12 +256,6 @@ func (d *fakeDataplane) last() (dataplane.State, bool) {
 		return dataplane.State{}, false
 	}
 	return d.states[len(d.states)-1], true
-}
-
-func (d *fakeDataplane) flushes() []netip.Prefix {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.flushed)
 }
 
 // waitState waits until the last applied state satisfies ok.

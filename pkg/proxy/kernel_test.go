@@ -19,7 +19,8 @@ import (
 // TestKernelProxyWithRealDataplane wires the proxy to the real dataplane in
 // a throw-away namespace and the real IPAM engine: the bridge gets the IPAM's
 // address, an LB interface becomes a port and the ECMP nexthop, a VIP gets
-// its rule, and a delete known only by index removes port and route.
+// its rule (its removal flushes its conntrack entries), and a delete known
+// only by index removes port and route.
 func TestKernelProxyWithRealDataplane(t *testing.T) {
 	ns := testutil.NewNetNS(t, "proxy")
 	dp, err := dataplane.New(context.Background(), dataplane.Options{NetNS: ns.Handle, Logger: testLogger()})
@@ -67,6 +68,15 @@ func TestKernelProxyWithRealDataplane(t *testing.T) {
 	require.NoError(t, p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
 	eventually("VIP rule", []string{"ip", "rule", "show"}, func(s string) bool {
 		return strings.Contains(s, "from 20.0.0.1 lookup 1")
+	})
+
+	// Removing the VIP removes its rule, and the dataplane (the one owner
+	// of the flush) drops its conntrack entries; others stay.
+	ns.MustExec(t, "conntrack", "-I", "-p", "udp", "-s", "20.0.0.1", "-d", "198.51.100.1", "--sport", "1000", "--dport", "53", "-t", "300")
+	ns.MustExec(t, "conntrack", "-I", "-p", "udp", "-s", "20.0.0.2", "-d", "198.51.100.1", "--sport", "1000", "--dport", "53", "-t", "300")
+	require.NoError(t, p.SetVIPs(nil))
+	eventually("VIP rule and conntrack entries removed", []string{"sh", "-c", "ip rule show; conntrack -L -f ipv4"}, func(s string) bool {
+		return !strings.Contains(s, "20.0.0.1") && strings.Contains(s, "src=20.0.0.2")
 	})
 
 	// The link goes; the kernel event knows only its index.

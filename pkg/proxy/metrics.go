@@ -35,8 +35,6 @@ var proxyMetrics = []proxyMetric{
 	counter("ipam_errors_total", "Failed IPAM calls.", func(s Stats) uint64 { return s.IPAMErrors }),
 	counter("dataplane_applies_total", "Successful dataplane applies.", func(s Stats) uint64 { return s.Applies }),
 	counter("dataplane_apply_errors_total", "Failed dataplane applies.", func(s Stats) uint64 { return s.ApplyErrors }),
-	counter("conntrack_flush_errors_total", "Failed conntrack flushes of removed VIPs.",
-		func(s Stats) uint64 { return s.FlushErrors }),
 	counter("vips_rejected_total", "VIP entries rejected as invalid.", func(s Stats) uint64 { return s.VIPsRejected }),
 	counter("releases_total", "Completed address releases.", func(s Stats) uint64 { return s.Releases }),
 	counter("releases_cancelled_total", "Address releases cancelled by a reconnect.",

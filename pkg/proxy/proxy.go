@@ -29,15 +29,15 @@ type Proxy struct {
 	// benchmark's Meridio-like baseline sets it).
 	serialFamilies bool
 
-	mu        sync.Mutex
-	closed    bool
-	bridge    map[ipamv1.IPFamily]netip.Prefix
-	conns     map[string]*connState
-	ifaces    map[int]Interface
-	vipWanted []netip.Prefix
-	vips      []netip.Prefix
-	vipFlush  []netip.Prefix // removed VIPs whose conntrack entries are still to flush
-	counters  counters
+	mu          sync.Mutex
+	closed      bool
+	bridge      map[ipamv1.IPFamily]netip.Prefix
+	conns       map[string]*connState
+	ifaces      map[int]Interface
+	vipWanted   []netip.Prefix
+	vipRejected []error        // the entries of vipWanted rejected by the last validation
+	vips        []netip.Prefix // accepted, sorted
+	counters    counters
 
 	dirty chan struct{} // capacity 1: a sync is due
 
@@ -57,7 +57,6 @@ type counters struct {
 	ipamErrors    uint64
 	applyErrors   uint64
 	applies       uint64
-	flushErrors   uint64
 	vipRejected   uint64
 	releases      uint64
 	releaseCancel uint64

@@ -23,7 +23,6 @@ type Stats struct {
 	IPAMErrors        uint64 `json:"ipamErrors"`
 	ApplyErrors       uint64 `json:"applyErrors"`
 	Applies           uint64 `json:"applies"`
-	FlushErrors       uint64 `json:"flushErrors"`
 	VIPsRejected      uint64 `json:"vipsRejected"`
 	Releases          uint64 `json:"releases"`
 	ReleasesCancelled uint64 `json:"releasesCancelled"`
@@ -45,7 +44,6 @@ func (p *Proxy) Stats() Stats {
 		IPAMErrors:        p.counters.ipamErrors,
 		ApplyErrors:       p.counters.applyErrors,
 		Applies:           p.counters.applies,
-		FlushErrors:       p.counters.flushErrors,
 		VIPsRejected:      p.counters.vipRejected,
 		Releases:          p.counters.releases,
 		ReleasesCancelled: p.counters.releaseCancel,

@@ -55,8 +55,8 @@ func (p *Proxy) desiredStateLocked() dataplane.State {
 
 // syncLoop is the only caller of the dataplane: it applies the full desired
 // state whenever the model changed (changes made during an Apply coalesce
-// into one more Apply), retrying failed applies every RetryInterval. After a
-// successful Apply it flushes the conntrack entries of removed VIPs.
+// into one more Apply), retrying failed applies every RetryInterval. The
+// dataplane flushes the conntrack entries of what an Apply removes.
 func (p *Proxy) syncLoop(ctx context.Context) {
 	defer p.bgWG.Done()
 	for {
@@ -67,14 +67,11 @@ func (p *Proxy) syncLoop(ctx context.Context) {
 		}
 		p.mu.Lock()
 		state := p.desiredStateLocked()
-		flush := p.vipFlush
-		p.vipFlush = nil
 		p.mu.Unlock()
 
 		if err := p.cfg.Dataplane.Apply(state); err != nil {
 			p.mu.Lock()
 			p.counters.applyErrors++
-			p.vipFlush = append(flush, p.vipFlush...)
 			p.mu.Unlock()
 			p.log.Error("dataplane apply failed, will retry", "error", err)
 			if !sleep(ctx.Done(), p.cfg.RetryInterval) {
@@ -88,15 +85,5 @@ func (p *Proxy) syncLoop(ctx context.Context) {
 		p.mu.Unlock()
 		p.log.Debug("dataplane state applied", "bridge", state.BridgeAddrs, "ports", state.Ports,
 			"nexthops", state.Nexthops, "vips", state.VIPs)
-		for _, v := range flush {
-			if err := p.cfg.Dataplane.FlushConntrackPrefix(v); err != nil {
-				p.mu.Lock()
-				p.counters.flushErrors++
-				p.mu.Unlock()
-				p.log.Warn("conntrack flush of removed VIP failed", "vip", v, "error", err)
-				continue
-			}
-			p.log.Info("conntrack flushed for removed VIP", "vip", v)
-		}
 	}
 }

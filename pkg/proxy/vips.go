@@ -11,19 +11,27 @@ import (
 )
 
 // SetVIPs sets the VIPs whose traffic from the targets is routed to the load
-// balancers: the dataplane keeps one rule per VIP. Invalid entries (not a
-// prefix, a default route, or overlapping the node subnet of the bridge)
-// are rejected with a logged reason and do not stop the valid ones; the
-// returned error lists them. Removing a VIP flushes its conntrack entries
-// once the dataplane has dropped its rule.
+// balancers: the dataplane keeps one rule per VIP (and flushes the
+// conntrack entries of the VIPs it removes). Invalid entries (not a prefix,
+// a default route, or overlapping the node subnet of the bridge) are
+// rejected with a logged reason and do not stop the valid ones; the
+// returned error lists them. It costs O(V log V) in the number of VIPs, and
+// one comparison when the list is the one set last.
 func (p *Proxy) SetVIPs(vips []netip.Prefix) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	p.vipWanted = slices.Clone(vips)
-	changed, errs := p.revalidateVIPsLocked()
+	var changed bool
+	var errs []error
+	if slices.Equal(vips, p.vipWanted) {
+		errs = p.vipRejected // same list, same bridge: same answer
+		p.reportRejectedLocked(errs)
+	} else {
+		p.vipWanted = slices.Clone(vips)
+		changed, errs = p.revalidateVIPsLocked()
+	}
 	p.mu.Unlock()
 	if changed {
 		p.markDirty()
@@ -70,12 +78,12 @@ func ParseVIPs(vips []string) ([]netip.Prefix, []error) {
 }
 
 // revalidateVIPsLocked recomputes the accepted VIPs from the wanted ones and
-// the current bridge prefixes, and queues conntrack flushes for the VIPs
-// that are dropped. p.mu must be held. It reports whether the accepted set
+// the current bridge prefixes (on a new list or a new bridge address), in
+// O(V log V). p.mu must be held. It reports whether the accepted set
 // changed, and returns one error per rejected entry.
 func (p *Proxy) revalidateVIPsLocked() (bool, []error) {
 	bridge := p.bridgePrefixesLocked()
-	var accepted []netip.Prefix
+	accepted := make([]netip.Prefix, 0, len(p.vipWanted))
 	var errs []error
 	for _, v := range p.vipWanted {
 		if err := validateVIP(v, bridge); err != nil {
@@ -88,36 +96,48 @@ func (p *Proxy) revalidateVIPsLocked() (bool, []error) {
 			p.log.Debug("VIP of a family the proxy does not serve ignored", "vip", v)
 			continue
 		}
-		v = v.Masked()
-		if !slices.Contains(accepted, v) {
-			accepted = append(accepted, v)
-		}
+		accepted = append(accepted, v.Masked())
 	}
 	slices.SortFunc(accepted, comparePrefix)
+	accepted = slices.Compact(accepted)
+	p.vipRejected = errs
+	p.reportRejectedLocked(errs)
+	if slices.Equal(accepted, p.vips) {
+		return false, errs
+	}
+	added, removed := sortedDifference(accepted, p.vips), sortedDifference(p.vips, accepted)
+	for _, v := range added {
+		p.log.Info("VIP added", "vip", v)
+	}
+	for _, v := range removed {
+		p.log.Info("VIP removed", "vip", v)
+	}
+	p.vips = accepted
+	return true, errs
+}
+
+// reportRejectedLocked logs and counts the rejected VIP entries.
+func (p *Proxy) reportRejectedLocked(errs []error) {
 	for _, err := range errs {
 		p.log.Warn("VIP rejected", "error", err)
 	}
 	p.counters.vipRejected += uint64(len(errs))
-	if slices.Equal(accepted, p.vips) {
-		return false, errs
-	}
-	for _, v := range accepted {
-		if !slices.Contains(p.vips, v) {
-			p.log.Info("VIP added", "vip", v)
+}
+
+// sortedDifference returns the elements of a that b lacks; both are sorted
+// by comparePrefix and unique (one merge).
+func sortedDifference(a, b []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	j := 0
+	for _, v := range a {
+		for j < len(b) && comparePrefix(b[j], v) < 0 {
+			j++
+		}
+		if j == len(b) || b[j] != v {
+			out = append(out, v)
 		}
 	}
-	for _, v := range p.vips {
-		if !slices.Contains(accepted, v) {
-			p.log.Info("VIP removed", "vip", v)
-			if !slices.Contains(p.vipFlush, v) {
-				p.vipFlush = append(p.vipFlush, v)
-			}
-		}
-	}
-	// A VIP added back before its flush ran must not lose its connections.
-	p.vipFlush = slices.DeleteFunc(p.vipFlush, func(v netip.Prefix) bool { return slices.Contains(accepted, v) })
-	p.vips = accepted
-	return true, errs
+	return out
 }
 
 // servesFamilyOf reports whether the proxy serves the family of a.

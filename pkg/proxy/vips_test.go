@@ -3,48 +3,66 @@ package proxy
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-func TestSetVIPsValidatesAndFlushesRemoved(t *testing.T) {
+// TestSetVIPsValidatesAndRemoves: invalid entries are rejected, removed
+// VIPs leave the dataplane state (whose Apply flushes their conntrack
+// entries: pkg/dataplane's TestConntrackFlush, and end to end
+// TestKernelProxyWithRealDataplane), and the same list again changes
+// nothing.
+func TestSetVIPsValidatesAndRemoves(t *testing.T) {
 	e := newTestEnv(t)
-	err := e.p.SetVIPStrings([]string{
-		"20.0.0.1/32", "2000::1/128", "40.0.0.0/24", "10.0.0.5", // valid (a bare address is a host prefix)
+	bad := []string{
 		"not-an-ip",     // unparsable
 		"0.0.0.0/0",     // default route
 		"::/0",          // default route
 		"172.16.0.0/16", // contains the node subnet 172.16.0.0/24
 		"172.16.0.9/32", // inside it
 		"fd00::/80",     // inside the IPv6 node subnet
-		"20.0.0.1/32",   // duplicate
-	})
+	}
+	list := append([]string{"20.0.0.1/32", "2000::1/128", "40.0.0.0/24", "10.0.0.5"}, // valid (a bare address is a host prefix)
+		append(bad, "20.0.0.1/32")...) // and a duplicate
+	err := e.p.SetVIPStrings(list)
 	require.Error(t, err)
-	for _, bad := range []string{"not-an-ip", "0.0.0.0/0", "::/0", "172.16.0.0/16", "172.16.0.9/32", "fd00::/80"} {
-		require.ErrorContains(t, err, bad)
+	for _, b := range bad {
+		require.ErrorContains(t, err, b)
 	}
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.VIPs) == 4 })
 	require.Equal(t, "[10.0.0.5/32 20.0.0.1/32 40.0.0.0/24 2000::1/128]", sprint(s.VIPs))
 	require.Equal(t, uint64(6), e.p.Stats().VIPsRejected)
 
-	// Removing VIPs flushes their conntrack entries; kept ones are not.
+	// The same list again gives the same answer and asks for no Apply.
+	applied := func() int {
+		e.dp.mu.Lock()
+		defer e.dp.mu.Unlock()
+		return len(e.dp.states)
+	}
+	require.Eventually(t, func() bool { return e.p.Stats().Applies == uint64(applied()) }, waitFor, tick)
+	n := applied()
+	err = e.p.SetVIPStrings(list)
+	for _, b := range bad[1:] {
+		require.ErrorContains(t, err, b)
+	}
+	require.Equal(t, uint64(12), e.p.Stats().VIPsRejected)
+	require.Never(t, func() bool { return applied() != n }, 50*time.Millisecond, tick)
+
+	// Removing VIPs removes them from the state; kept ones stay.
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
 	s = e.dp.waitState(t, func(s dataplaneState) bool { return len(s.VIPs) == 1 })
 	require.Equal(t, "[20.0.0.1/32]", sprint(s.VIPs))
-	require.Eventually(t, func() bool { return len(e.dp.flushes()) == 3 }, waitFor, tick)
-	require.ElementsMatch(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.5/32"),
-		netip.MustParsePrefix("40.0.0.0/24"), netip.MustParsePrefix("2000::1/128")}, e.dp.flushes())
-
-	// The same list again: no change, no flush.
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
 	require.NoError(t, e.p.SetVIPs(nil))
-	require.Eventually(t, func() bool { return len(e.dp.flushes()) == 4 }, waitFor, tick)
+	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.VIPs) == 0 })
 	require.Equal(t, 0, e.p.Stats().VIPs)
 }
 
-// TestVIPFlushWaitsForApply: the flush comes after the dataplane dropped
-// the rule; while Apply fails it is kept for later.
-func TestVIPFlushWaitsForApply(t *testing.T) {
+// TestVIPRemovalRetriedWhileApplyFails: while Apply fails the removal is
+// applied again until it succeeds (the dataplane flushes once the rule is
+// gone).
+func TestVIPRemovalRetriedWhileApplyFails(t *testing.T) {
 	e := newTestEnv(t)
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
 	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.VIPs) == 1 })
@@ -54,7 +72,6 @@ func TestVIPFlushWaitsForApply(t *testing.T) {
 	require.NoError(t, e.p.SetVIPs(nil))
 	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.VIPs) == 0 })
 	require.Equal(t, uint64(3), e.p.Stats().ApplyErrors)
-	require.Eventually(t, func() bool { return len(e.dp.flushes()) == 1 }, waitFor, tick)
 }
 
 // An IPv4-only proxy installs no rule for the trench's IPv6 VIPs (Meridio

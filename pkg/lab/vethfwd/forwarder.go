@@ -24,6 +24,8 @@ import (
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	registryrecvfd "github.com/networkservicemesh/sdk/pkg/registry/common/recvfd"
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
+
+	"github.com/causeway-net/causeway/pkg/nsm/dumpretry"
 )
 
 // ServiceName is the network service forwarders register under; the NSMgr
@@ -52,7 +54,8 @@ type Forwarder struct {
 
 // New builds the forwarder chain. ctx bounds its lifetime.
 //
-// Server side: recvfd, discover, roundrobin, mechanisms{KERNEL: accept as
+// Server side: dumpretry (runs the rest again after an interrupted netlink
+// dump), recvfd, discover, roundrobin, mechanisms{KERNEL: accept as
 // is}, connectioncontextkernel (programs the NSC end), stash (remembers the
 // NSC end). Client side: mechanism translation, kernel mechanism,
 // connectioncontextkernel (programs the NSE end), veth (creates the pair once
@@ -83,6 +86,9 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 	f.Endpoint = endpoint.NewServer(ctx, cfg.TokenGenerator,
 		endpoint.WithName(cfg.Name),
 		endpoint.WithAdditionalFunctionality(
+			// A request that lost the race of its address listing with
+			// another connection's is run again, not failed.
+			dumpretry.NewServer(),
 			recvfd.NewServer(),
 			discover.NewServer(nsClient, nseClient),
 			roundrobin.NewServer(),
