@@ -56,8 +56,9 @@ figures: preflight-figures
 lab: preflight-lab build
 	$(BIN)/lab run
 
-preflight-%:
-	@./scripts/preflight.sh $*
+# Explicit targets: make skips pattern rules for .PHONY targets.
+preflight-test preflight-lab preflight-figures:
+	@./scripts/preflight.sh $(@:preflight-%=%)
 
 deps:
 	./scripts/install-deps.sh
