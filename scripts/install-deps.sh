@@ -24,6 +24,9 @@ deps=(
 	"gcc (cgo for go test -race)|gcc|gcc --version"
 )
 
+# Functions the checks may call.
+checkfns=(check_protoc)
+
 # check_protoc compiles a file that imports a well-known type.
 check_protoc() {
 	local dir
@@ -33,12 +36,15 @@ check_protoc() {
 	protoc -I "$dir" --descriptor_set_out=/dev/null "$dir/c.proto"
 }
 
+missing=() # packages whose check failed, filled by check
 check() { # prints one line per missing piece; returns 1 if any
 	local bad=0 what pkg cmd
+	missing=()
 	for d in "${deps[@]}"; do
 		IFS='|' read -r what pkg cmd <<<"$d"
-		if ! bash -c "$(declare -f check_protoc); $cmd" >/dev/null 2>&1; then
+		if ! bash -c "$(declare -f "${checkfns[@]}"); $cmd" >/dev/null 2>&1; then
 			echo "missing: $what (Debian package $pkg)" >&2
+			missing+=("$pkg")
 			bad=1
 		fi
 	done
@@ -57,16 +63,14 @@ fi
 if check 2>/dev/null; then
 	exit 0
 fi
+# (check has filled missing.)
 if [ "$(id -u)" != 0 ]; then
 	check || true
 	echo "install-deps: installing these needs root (run as root, or install the packages named above)" >&2
 	exit 1
 fi
-missing=()
-for d in "${deps[@]}"; do
-	IFS='|' read -r _ pkg _ <<<"$d"
-	dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
-done
+# Install what failed its check (dpkg's own state is not enough: a removed
+# package whose configuration files remain still counts as known to dpkg).
 if ((${#missing[@]})); then
 	echo "install-deps: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
