@@ -12,13 +12,21 @@ PROTOS := api/nsp/v1/model.proto api/nsp/v1/configurationmanager.proto api/ipam/
 # -race for every package; the e2e suite fits well within the timeout.
 TESTFLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: all build test test-short generate lint bench figures lab clean tools deps preflight-test preflight-lab
+.PHONY: all build images test test-short generate lint bench figures lab clean tools deps preflight-test preflight-lab
 
 all: lint build test
 
+# Static binaries: the images are FROM scratch and take them as they are.
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+
+# The runtime images (proxy, ipam, nsp) from the root Dockerfile, built
+# offline with buildah from the binaries of `make build` (as root).
+IMAGE_REPO ?= localhost/causeway
+IMAGE_TAG ?= $(VERSION)
+images: preflight-images build
+	IMAGE_REPO=$(IMAGE_REPO) ./scripts/build-images.sh $(BIN) $(IMAGE_TAG)
 
 # The README's test command. Kernel tests need root; with CAUSEWAY_REQUIRE_ROOT
 # set they fail instead of skipping when run unprivileged.
