@@ -9,7 +9,10 @@
 # isolation, which work as root on any kernel; BUILDAH_ROOT and
 # BUILDAH_RUNROOT, when set, select a storage of their own (the image test
 # uses a temporary one). The binaries must be static (CGO_ENABLED=0): the
-# images are FROM scratch.
+# images are FROM scratch. --layers with --force-rm: buildah 1.28 otherwise
+# leaves the working container of the FROM-only "binaries" stage behind;
+# the price is a layer cache of unnamed images (`buildah rmi --prune` clears
+# it).
 set -euo pipefail
 
 bindir=${1:?usage: build-images.sh BINDIR TAG}
@@ -37,7 +40,7 @@ if [ -n "${BUILDAH_ROOT:-}" ]; then
 	storage+=(--root "$BUILDAH_ROOT" --runroot "${BUILDAH_RUNROOT:?BUILDAH_RUNROOT goes with BUILDAH_ROOT}")
 fi
 for b in "${binaries[@]}"; do
-	buildah "${storage[@]}" bud --quiet --isolation chroot --pull=never \
+	buildah "${storage[@]}" bud --quiet --layers --force-rm --isolation chroot --pull=never \
 		--build-arg BINARIES=prebuilt --target "$b" \
 		-t "$repo/$b:$tag" -f "$top/Dockerfile" "$ctx" >/dev/null
 	echo "build-images: $repo/$b:$tag"
