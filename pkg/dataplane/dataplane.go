@@ -202,10 +202,8 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 			return nil, fmt.Errorf("duplicate netns handle: %w", err)
 		}
 		dp.ns = netns.NsHandle(fd)
-	} else {
-		if dp.ns, err = netns.Get(); err != nil {
-			return nil, fmt.Errorf("get current netns: %w", err)
-		}
+	} else if dp.ns, err = callerNamespace(); err != nil {
+		return nil, err
 	}
 	dp.ctx, dp.cancel = context.WithCancel(context.Background())
 	defer func() {

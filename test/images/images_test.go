@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/causeway-net/causeway/internal/configref"
 	"github.com/causeway-net/causeway/internal/testutil"
 )
 
@@ -23,14 +24,20 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // version is stamped into the binaries; -version of each image must print it.
 const version = "image-test-1.0"
 
+// proxyCaps are the proxy binary's file capabilities, as getcap prints them:
+// netlink, nftables and conntrack need CAP_NET_ADMIN, the packet socket of
+// the gratuitous ARP / unsolicited NA CAP_NET_RAW.
+const proxyCaps = "cap_net_admin,cap_net_raw=ep"
+
 // binaries are the images, each named after its binary.
 var binaries = []string{"proxy", "ipam", "nsp"}
 
 // TestImages builds the three images offline and checks, for each, that
 // its user is not root, its entrypoint is its binary and the only file of
 // its layers, that only the proxy binary carries a file capability and that
-// it is exactly cap_net_admin, and that the binary runs -version from the
-// image's root file system as the image's user.
+// it is exactly proxyCaps, that the binary runs -version from the
+// image's root file system as the image's user; and that the proxy starts
+// from the image as a pod would (checkProxyStarts).
 func TestImages(t *testing.T) {
 	testutil.RequireRoot(t)
 	for _, tool := range []string{"buildah", "getcap", "setcap", "tar", "chroot"} {
@@ -80,16 +87,17 @@ func buildStatic(t *testing.T, dir string) string {
 
 // checkImage checks one image's configuration and root file system.
 func checkImage(t *testing.T, name string, cfg imageConfig, rootfs string) {
-	binary := "/usr/local/bin/" + name
+	binary := configref.ImageBinary(name)
 	require.Equal(t, []string{binary}, cfg.Entrypoint, "entrypoint")
 	uid, gid := parseUser(t, cfg.User)
 	require.NotZero(t, uid, "the image runs as root (user %q)", cfg.User)
+	require.Equal(t, []int{configref.ImageUser, configref.ImageUser}, []int{uid, gid}, "the user the chart runs the pods as")
 
 	require.Equal(t, []string{binary}, regularFiles(t, rootfs), "the image holds its binary and nothing else")
 
 	caps := fileCapabilities(t, rootfs)
 	if name == "proxy" {
-		require.Equal(t, map[string]string{binary: "cap_net_admin=ep"}, caps, "file capabilities")
+		require.Equal(t, map[string]string{binary: proxyCaps}, caps, "file capabilities")
 	} else {
 		require.Empty(t, caps, "file capabilities")
 	}
@@ -98,6 +106,10 @@ func checkImage(t *testing.T, name string, cfg imageConfig, rootfs string) {
 	out, err := run.CombinedOutput()
 	require.NoError(t, err, "%s -version as %d:%d in the image's root: %s", binary, uid, gid, out)
 	require.Equal(t, version, strings.TrimSpace(string(out)))
+
+	if name == "proxy" {
+		checkProxyStarts(t, rootfs, uid, gid)
+	}
 }
 
 // parseUser reads a numeric "uid:gid" image user; a name could not be

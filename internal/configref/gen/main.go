@@ -1,0 +1,32 @@
+// Command gen writes the configuration reference (configref.File) from the
+// binaries' configuration structs; `go generate ./internal/configref` runs
+// it.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/causeway-net/causeway/internal/configref"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "configref:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ref, err := configref.Build()
+	if err != nil {
+		return err
+	}
+	out, err := ref.Marshal()
+	if err != nil {
+		return err
+	}
+	// go generate runs in the package directory, two levels below the root.
+	return os.WriteFile(filepath.Join("..", "..", configref.File), out, 0o644)
+}
