@@ -11,6 +11,11 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PROTOS := api/nsp/v1/model.proto api/nsp/v1/configurationmanager.proto api/ipam/v1/ipam.proto
 # -race for every package; the e2e suite fits well within the timeout.
 TESTFLAGS ?= -race -count=1 -timeout 25m
+# The Helm chart's test is a module of its own (Helm's and Kubernetes'
+# dependencies stay out of the binaries); it renders templates in one
+# goroutine, so it skips -race and its long instrumented build.
+HELMTEST := deployments/helmtest
+HELMTESTFLAGS ?= -count=1 -timeout 10m
 
 .PHONY: all build images test test-short generate lint bench figures lab clean tools deps preflight-test preflight-lab
 
@@ -32,9 +37,11 @@ images: preflight-images build
 # set they fail instead of skipping when run unprivileged.
 test: preflight-test build
 	$(GO) test $(TESTFLAGS) ./...
+	cd $(HELMTEST) && $(GO) test $(HELMTESTFLAGS) ./...
 
 test-short:
 	$(GO) test -short -count=1 ./...
+	cd $(HELMTEST) && $(GO) test -short -count=1 ./...
 
 tools:
 	@mkdir -p $(TOOLBIN)
@@ -48,10 +55,12 @@ generate: tools
 		--go_out=. --go_opt=module=$(MODULE) \
 		--go-grpc_out=. --go-grpc_opt=module=$(MODULE) \
 		$(PROTOS)
+	$(GO) generate ./internal/configref
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(HELMTEST) && $(GO) vet ./...
 
 bench:
 	./scripts/bench.sh

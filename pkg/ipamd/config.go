@@ -43,6 +43,7 @@ type Config struct {
 	MetricsPort        int           `default:"2112" split_words:"true" desc:"new: port of the Prometheus /metrics endpoint; 0 disables it"`
 	LeaseFlushInterval time.Duration `default:"1m" split_words:"true" desc:"new: how often renewed leases are written (write-behind); after a crash a lease may look this much older"`
 	GracePeriod        time.Duration `default:"10s" split_words:"true" desc:"new: how long a stop waits for calls in flight"`
+	HealthPort         int           `default:"0" split_words:"true" desc:"new: port of a plain-text grpc.health.v1 alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
 }
 
 // EnvPrefix is the prefix of every IPAM environment variable.
@@ -78,7 +79,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("gc", c.GarbageCollectionEnabled), slog.String("gcInterval", c.GarbageCollectionInterval.String()),
 		slog.String("gcThreshold", c.GarbageCollectionThreshold.String()),
 		slog.String("leaseFlushInterval", c.LeaseFlushInterval.String()),
-		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort),
+		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort), slog.Int("healthPort", c.HealthPort),
 		slog.String("logLevel", c.LogLevel),
 	)
 }
@@ -129,6 +130,9 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	}
 	if c.MetricsPort < 0 || c.MetricsPort > 65535 {
 		bad("IPAM_METRICS_PORT: %d is not a port", c.MetricsPort)
+	}
+	if c.HealthPort < 0 || c.HealthPort > 65535 {
+		bad("IPAM_HEALTH_PORT: %d is not a port", c.HealthPort)
 	}
 	if c.Datasource == "" {
 		bad("IPAM_DATASOURCE: empty")

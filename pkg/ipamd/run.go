@@ -70,6 +70,14 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	if cfg.HealthPort > 0 {
+		hlis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.HealthPort)))
+		if err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("health listen: %w", err)
+		}
+		defer daemon.ServeHealth(hlis, hs, logger)()
+	}
 	rpcMetrics := ipam.NewRPCMetrics()
 	gs := grpc.NewServer(
 		grpc.Creds(creds.server),

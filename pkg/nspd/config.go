@@ -22,6 +22,7 @@ type Config struct {
 	LogLevel           string        `default:"DEBUG" split_words:"true" desc:"TRACE, DEBUG, INFO, WARN or ERROR"`
 	MetricsPort        int           `default:"0" split_words:"true" desc:"port of the Prometheus /metrics endpoint; 0 disables it"`
 	GracePeriod        time.Duration `default:"5s" split_words:"true" desc:"how long a stop waits for calls in flight"`
+	HealthPort         int           `default:"0" split_words:"true" desc:"port of a plain-text grpc.health.v1 alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
 }
 
 // EnvPrefix is the prefix of every configuration server environment
@@ -60,5 +61,6 @@ func (c Config) LogValue() slog.Value {
 		slog.String("logLevel", c.LogLevel),
 		slog.Int("metricsPort", c.MetricsPort),
 		slog.String("gracePeriod", c.GracePeriod.String()),
+		slog.Int("healthPort", c.HealthPort),
 	)
 }

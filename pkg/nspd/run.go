@@ -63,6 +63,17 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	hs := grpchealth.NewServer()
 	hs.SetServingStatus(nspv1.ConfigurationManager_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
+	if cfg.HealthPort > 0 {
+		hlis, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.HealthPort)))
+		if err != nil {
+			_ = lis.Close()
+			if mlis != nil {
+				_ = mlis.Close()
+			}
+			return fmt.Errorf("health listen: %w", err)
+		}
+		defer daemon.ServeHealth(hlis, hs, logger)()
+	}
 	m := newMetrics(nsp)
 
 	errc := make(chan error, 3) // one per goroutine below
