@@ -70,6 +70,7 @@ func TestChartRenders(t *testing.T) {
 			checkIPAM(t, m, bins, m.statefulSets[0].Spec.Template.Spec, trench, in.family)
 			require.Len(t, m.deployments, 1)
 			checkNSP(t, m, bins, m.deployments[0].Spec.Template.Spec, trench, in.conduits)
+			checkAuthorizedIDs(t, m, bins)
 			for _, spec := range allPods(m) {
 				require.Contains(t, m.accounts, spec.ServiceAccountName, "service account of the pod")
 				for _, c := range spec.Containers {
@@ -384,4 +385,47 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 func firstLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// spiffeID is the ID SPIRE's default registration gives the pods of spec.
+func spiffeID(spec corev1.PodSpec) string {
+	return fmt.Sprintf("spiffe://example.org/ns/%s/sa/%s", namespace, spec.ServiceAccountName)
+}
+
+// checkAuthorizedIDs checks that the IPAM authorizes the proxies and the
+// configuration server the proxies and the IPAM, by the IDs of their pods.
+func checkAuthorizedIDs(t *testing.T, m *manifests, bins map[string]binary) {
+	t.Helper()
+	proxies := map[string]bool{}
+	for _, ds := range m.daemonSets {
+		proxies[spiffeID(ds.Spec.Template.Spec)] = true
+	}
+	require.Len(t, proxies, 1, "the proxies of a trench share one identity")
+	var proxyID string
+	for id := range proxies {
+		proxyID = id
+	}
+	ipamSpec := m.statefulSets[0].Spec.Template.Spec
+	ipam := env(container(t, ipamSpec, "ipam"), bins["ipam"])
+	require.Equal(t, proxyID, ipam["IPAM_AUTHORIZED_IDS"])
+	require.Equal(t, "false", ipam["IPAM_INSECURE"])
+	nsp := env(container(t, m.deployments[0].Spec.Template.Spec, "nsp"), bins["nsp"])
+	require.ElementsMatch(t, []string{proxyID, spiffeID(ipamSpec)}, strings.Split(nsp["NSP_AUTHORIZED_IDS"], ","))
+	require.Equal(t, "false", nsp["NSP_INSECURE"])
+}
+
+// TestInsecureInstall: insecure asks every binary for plain gRPC and
+// authorizes nobody by SPIFFE ID (the binaries refuse both together).
+func TestInsecureInstall(t *testing.T) {
+	_, bins := loadReference(t)
+	m := render(t, "insecure: true")
+	for _, spec := range allPods(m) {
+		for _, c := range spec.Containers {
+			checkEnvKnown(t, c, bins[c.Name])
+			e := env(c, bins[c.Name])
+			prefix := map[string]string{"proxy": "NSM", "ipam": "IPAM", "nsp": "NSP"}[c.Name]
+			require.Equal(t, "true", e[prefix+"_INSECURE"], c.Name)
+			require.Empty(t, e[prefix+"_AUTHORIZED_IDS"], c.Name)
+		}
+	}
 }

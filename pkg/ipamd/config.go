@@ -15,6 +15,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/ipam"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Config is read from IPAM_* environment variables, with Meridio's names and
@@ -44,6 +45,8 @@ type Config struct {
 	LeaseFlushInterval time.Duration `default:"1m" split_words:"true" desc:"new: how often renewed leases are written (write-behind); after a crash a lease may look this much older"`
 	GracePeriod        time.Duration `default:"10s" split_words:"true" desc:"new: how long a stop waits for calls in flight"`
 	HealthPort         int           `default:"0" split_words:"true" desc:"new: port of a plain-text grpc.health.v1 alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
+	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"new: plain gRPC without SPIFFE, asked for explicitly (local use only; logged as a warning at start and hourly); otherwise SPIFFE mTLS from SPIFFE_ENDPOINT_SOCKET, which must be set"`
+	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"new: comma-separated SPIFFE IDs allowed to call (the trench's proxies); others get PermissionDenied, logged. Empty: any SVID the trust bundle verifies"`
 }
 
 // EnvPrefix is the prefix of every IPAM environment variable.
@@ -80,6 +83,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("gcThreshold", c.GarbageCollectionThreshold.String()),
 		slog.String("leaseFlushInterval", c.LeaseFlushInterval.String()),
 		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort), slog.Int("healthPort", c.HealthPort),
+		slog.Bool("insecure", c.Insecure), slog.Any("authorizedIDs", c.AuthorizedIDs),
 		slog.String("logLevel", c.LogLevel),
 	)
 }
@@ -133,6 +137,11 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	}
 	if c.HealthPort < 0 || c.HealthPort > 65535 {
 		bad("IPAM_HEALTH_PORT: %d is not a port", c.HealthPort)
+	}
+	if _, err := spiffeauthz.ParseIDs(c.AuthorizedIDs); err != nil {
+		bad("IPAM_AUTHORIZED_IDS: %v", err)
+	} else if c.Insecure && len(c.AuthorizedIDs) > 0 {
+		bad("IPAM_AUTHORIZED_IDS: callers cannot be authorized by SPIFFE ID with IPAM_INSECURE=true")
 	}
 	if c.Datasource == "" {
 		bad("IPAM_DATASOURCE: empty")

@@ -20,8 +20,10 @@ import (
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
+	"github.com/causeway-net/causeway/internal/plaintext"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Run serves ipam.v1.Ipam and grpc.health.v1 until ctx ends or a server
@@ -60,11 +62,18 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	}
 	defer engine.Close() // flushes leases and queued changes before the store closes
 
-	creds, closeCreds, err := transportCredentials(ctx, logger)
+	creds, closeCreds, err := transportCredentials(ctx, cfg.Insecure, logger)
 	if err != nil {
 		return err
 	}
 	defer closeCreds()
+	if cfg.Insecure {
+		defer plaintext.Start(logger, "IPAM_INSECURE", "the IPAM's server and its NSP client")()
+	}
+	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
+	if err != nil {
+		return fmt.Errorf("IPAM_AUTHORIZED_IDS: %w", err)
+	}
 
 	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -79,14 +88,14 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		defer daemon.ServeHealth(hlis, hs, logger)()
 	}
 	rpcMetrics := ipam.NewRPCMetrics()
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(creds.server),
 		grpc.UnaryInterceptor(rpcMetrics.UnaryInterceptor()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPCKeepaliveTime}),
 		// Proxies ping every NSM_GRPC_KEEPALIVE_TIME (30s); the default
 		// policy (5 min) would drop them for "too many pings".
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}, authz...)...)
 	ipamv1.RegisterIpamServer(gs, ipam.NewServer(engine))
 	healthpb.RegisterHealthServer(gs, hs)
 	serveDone := make(chan error, 1)

@@ -5,6 +5,7 @@
 package nspd
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Config is read from NSP_* environment variables.
@@ -23,6 +25,8 @@ type Config struct {
 	MetricsPort        int           `default:"0" split_words:"true" desc:"port of the Prometheus /metrics endpoint; 0 disables it"`
 	GracePeriod        time.Duration `default:"5s" split_words:"true" desc:"how long a stop waits for calls in flight"`
 	HealthPort         int           `default:"0" split_words:"true" desc:"port of a plain-text grpc.health.v1 alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
+	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"plain gRPC without SPIFFE, asked for explicitly (local use only; logged as a warning at start and hourly); otherwise SPIFFE mTLS from SPIFFE_ENDPOINT_SOCKET, which must be set"`
+	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"comma-separated SPIFFE IDs allowed to call (the trench's proxies and IPAM); others get PermissionDenied, logged. Empty: any SVID the trust bundle verifies"`
 }
 
 // EnvPrefix is the prefix of every configuration server environment
@@ -49,6 +53,12 @@ func (c *Config) Validate() error {
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("NSP_LOG_LEVEL: %w", err)
 	}
+	if _, err := spiffeauthz.ParseIDs(c.AuthorizedIDs); err != nil {
+		return fmt.Errorf("NSP_AUTHORIZED_IDS: %w", err)
+	}
+	if c.Insecure && len(c.AuthorizedIDs) > 0 {
+		return errors.New("NSP_AUTHORIZED_IDS: callers cannot be authorized by SPIFFE ID with NSP_INSECURE=true")
+	}
 	return nil
 }
 
@@ -62,5 +72,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("metricsPort", c.MetricsPort),
 		slog.String("gracePeriod", c.GracePeriod.String()),
 		slog.Int("healthPort", c.HealthPort),
+		slog.Bool("insecure", c.Insecure),
+		slog.Any("authorizedIDs", c.AuthorizedIDs),
 	)
 }

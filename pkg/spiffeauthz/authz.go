@@ -115,3 +115,17 @@ func callerID(ctx context.Context) (spiffeid.ID, error) {
 	}
 	return id, nil
 }
+
+// Options parses ids and returns the server options that authorize them,
+// or none for an empty list (any verified caller is served).
+func Options(ids []string, logger *slog.Logger) ([]grpc.ServerOption, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	parsed, err := ParseIDs(ids)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("authorizing callers by SPIFFE ID", "ids", ids)
+	return New(parsed, logger).ServerOptions(), nil
+}

@@ -87,3 +87,27 @@ net.ipv6.conf.all.accept_dad=0
 net.ipv6.conf.default.accept_dad=0
 net.ipv4.conf.default.promote_secondaries=1
 {{- end -}}
+
+{{/* The SPIFFE ID of a component's pods (SPIRE's default registration). */}}
+{{- define "causeway.spiffeID" -}}
+spiffe://{{ .root.Values.spire.trustDomain }}/ns/{{ .root.Release.Namespace }}/sa/{{ .component }}-{{ include "causeway.trench" .root }}
+{{- end -}}
+
+{{/* The security settings of a binary: plain gRPC when asked for, SPIFFE
+otherwise, with the callers it authorizes (prefix: IPAM or NSP; callers:
+the components allowed to call it). */}}
+{{- define "causeway.securityEnv" -}}
+{{- if .root.Values.insecure }}
+- name: {{ .prefix }}_INSECURE
+  value: "true"
+{{- else }}
+{{- $ids := list }}
+{{- range .callers }}
+{{- $ids = append $ids (include "causeway.spiffeID" (dict "root" $.root "component" .)) }}
+{{- end }}
+{{- if $ids }}
+- name: {{ .prefix }}_AUTHORIZED_IDS
+  value: {{ join "," $ids | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
