@@ -21,7 +21,11 @@ type buffer struct {
 }
 
 func (b *buffer) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
-func (b *buffer) count(s string) int         { b.mu.Lock(); defer b.mu.Unlock(); return strings.Count(b.b.String(), s) }
+func (b *buffer) count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.b.String(), s)
+}
 
 func TestWarnRepeats(t *testing.T) {
 	var out buffer

@@ -121,7 +121,11 @@ type lockedWriter struct {
 	mu *sync.Mutex
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.w.Write(p) }
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
 
 func dial(t *testing.T, addr string, tc *tls.Config) *grpc.ClientConn {
 	t.Helper()
