@@ -64,7 +64,7 @@ type Reference struct {
 
 // spiffeSocket is read by go-spiffe's workload API client, not by a struct.
 var spiffeSocket = Var{Name: "SPIFFE_ENDPOINT_SOCKET", Type: "String",
-	Description: "SPIRE agent's workload API socket (unix://...); go-spiffe reads it"}
+	Description: "the SPIRE agent's workload API socket ('unix://...', read by go-spiffe): SPIFFE mTLS; required unless plain gRPC is asked for"}
 
 // Build reads the reference from the configuration structs.
 func Build() (Reference, error) {

@@ -1,6 +1,6 @@
-// Command gen writes the configuration reference (configref.File) from the
-// binaries' configuration structs; `go generate ./internal/configref` runs
-// it.
+// Command gen writes the configuration reference (configref.File) and the
+// README's configuration tables from the binaries' configuration structs;
+// `go generate ./internal/configref` runs it.
 package main
 
 import (
@@ -28,5 +28,18 @@ func run() error {
 		return err
 	}
 	// go generate runs in the package directory, two levels below the root.
-	return os.WriteFile(filepath.Join("..", "..", configref.File), out, 0o644)
+	root := filepath.Join("..", "..")
+	if err := os.WriteFile(filepath.Join(root, configref.File), out, 0o644); err != nil {
+		return err
+	}
+	readme := filepath.Join(root, configref.README)
+	old, err := os.ReadFile(readme)
+	if err != nil {
+		return err
+	}
+	updated, err := ref.UpdateREADME(old)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(readme, updated, 0o644)
 }
