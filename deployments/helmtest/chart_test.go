@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -54,33 +55,48 @@ func TestChartLints(t *testing.T) {
 // TestChartRenders renders every install and checks the objects against the
 // binaries' configuration reference.
 func TestChartRenders(t *testing.T) {
-	ref, bins := loadReference(t)
 	for _, in := range installs {
 		t.Run(in.name, func(t *testing.T) {
-			m := render(t, in.values)
 			trench := "trench-a"
 			if strings.Contains(in.values, "name: red") {
 				trench = "red"
 			}
-			require.Len(t, m.daemonSets, len(in.conduits), "one proxy DaemonSet per conduit")
-			for i, ds := range m.daemonSets {
-				checkProxy(t, m, ref, bins, ds.Spec.Template.Spec, trench, in.conduits[i], in.family)
-			}
-			require.Len(t, m.statefulSets, 1)
-			checkIPAM(t, m, bins, m.statefulSets[0].Spec.Template.Spec, trench, in.family)
-			require.Len(t, m.deployments, 1)
-			checkNSP(t, m, bins, m.deployments[0].Spec.Template.Spec, trench, in.conduits)
-			checkAuthorizedIDs(t, m, bins)
-			for _, spec := range allPods(m) {
-				require.Contains(t, m.accounts, spec.ServiceAccountName, "service account of the pod")
-				for _, c := range spec.Containers {
-					checkEnvKnown(t, c, bins[c.Name])
-					require.Empty(t, c.Command, "%s: the image's entrypoint is its binary", c.Name)
-					require.Equal(t, int64(ref.ImageUser), *c.SecurityContext.RunAsUser, c.Name)
-					require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem, c.Name)
-				}
-			}
+			checkInstall(t, render(t, in.values), trench, in.family, in.conduits)
 		})
+	}
+}
+
+// TestExampleValuesRender renders the README's example values file.
+func TestExampleValuesRender(t *testing.T) {
+	data, err := os.ReadFile(exampleFile)
+	require.NoError(t, err)
+	m := render(t, string(data))
+	checkInstall(t, m, "trench-a", "dualstack", []string{"load-balancer"})
+	require.Equal(t, "registry.example.org/causeway/proxy:v0.1.0", m.daemonSets[0].Spec.Template.Spec.Containers[0].Image)
+}
+
+// checkInstall checks one rendered install against the binaries'
+// configuration reference.
+func checkInstall(t *testing.T, m *manifests, trench, family string, conduits []string) {
+	t.Helper()
+	ref, bins := loadReference(t)
+	require.Len(t, m.daemonSets, len(conduits), "one proxy DaemonSet per conduit")
+	for i, ds := range m.daemonSets {
+		checkProxy(t, m, ref, bins, ds.Spec.Template.Spec, trench, conduits[i], family)
+	}
+	require.Len(t, m.statefulSets, 1)
+	checkIPAM(t, m, bins, m.statefulSets[0].Spec.Template.Spec, trench, family)
+	require.Len(t, m.deployments, 1)
+	checkNSP(t, m, bins, m.deployments[0].Spec.Template.Spec, trench, conduits)
+	checkAuthorizedIDs(t, m, bins)
+	for _, spec := range allPods(m) {
+		require.Contains(t, m.accounts, spec.ServiceAccountName, "service account of the pod")
+		for _, c := range spec.Containers {
+			checkEnvKnown(t, c, bins[c.Name])
+			require.Empty(t, c.Command, "%s: the image's entrypoint is its binary", c.Name)
+			require.Equal(t, int64(ref.ImageUser), *c.SecurityContext.RunAsUser, c.Name)
+			require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem, c.Name)
+		}
 	}
 }
 

@@ -20,9 +20,11 @@ import (
 )
 
 const (
-	chartDir  = "../helm/causeway"
-	refFile   = "../config-reference.json"
-	namespace = "causeway-test"
+	chartDir = "../helm/causeway"
+	refFile  = "../config-reference.json"
+	// exampleFile is the README's example values file.
+	exampleFile = "../helm/examples/trench-a.yaml"
+	namespace   = "causeway-test"
 )
 
 // manifests are the rendered objects of one install, decoded strictly.
