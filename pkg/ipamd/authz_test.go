@@ -3,16 +3,21 @@ package ipamd
 import (
 	"context"
 	"log/slog"
+	"net"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
 
 // TestRunAuthorizesCallersBySPIFFEID: with IPAM_AUTHORIZED_IDS, the proxy's
@@ -28,11 +33,16 @@ func TestRunAuthorizesCallersBySPIFFEID(t *testing.T) {
 	cfg.AuthorizedIDs = []string{"spiffe://causeway.test/ns/cw/sa/proxy"}
 	_, _, stop := start(t, cfg)
 
-	proxy := mtlsClient(t, cfg, ca.Mint(t, "/ns/cw/sa/proxy"), ipamSVID.SVID.ID)
-	assert.Equal(t, "169.255.0.1/24", allocate(t, proxy, ipamv1.IPFamily_IPV4, "a"))
+	// The proxy's own client credentials (pkg/nsm/credentials).
+	creds := credentials.FromSource(ca.Mint(t, "/ns/cw/sa/proxy"), time.Hour)
+	conn, err := grpc.NewClient(net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)),
+		grpc.WithTransportCredentials(creds.ClientTransportCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	assert.Equal(t, "169.255.0.1/24", allocate(t, ipamv1.NewIpamClient(conn), ipamv1.IPFamily_IPV4, "a"))
 
 	other := mtlsClient(t, cfg, ca.Mint(t, "/ns/cw/sa/other"), ipamSVID.SVID.ID)
-	_, err := other.Allocate(context.Background(), &ipamv1.Child{Name: "bridge", Subnet: &ipamv1.Subnet{
+	_, err = other.Allocate(context.Background(), &ipamv1.Child{Name: "bridge", Subnet: &ipamv1.Subnet{
 		Conduit: &nspv1.Conduit{Name: "a", Trench: &nspv1.Trench{Name: "default"}}, Node: "worker"}})
 	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 	require.NoError(t, stop())
