@@ -4,7 +4,8 @@
 #
 #   docker build --target proxy --build-arg VERSION=v1.0.0 -t causeway/proxy:v1.0.0 .
 #
-# compiles everything in a golang image (needs a registry). Offline, `make
+# compiles everything in a golang image (needs a registry, and BuildKit, Docker's
+# default builder, which skips the unused prebuilt stage). Offline, `make
 # images` builds the same stages with buildah from the binaries of `make
 # build`: BINARIES=prebuilt takes them from the context's bin/ instead, where
 # scripts/build-images.sh has already given the proxy its file capability.
