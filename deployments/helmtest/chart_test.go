@@ -237,7 +237,7 @@ func checkProxy(t *testing.T, m *manifests, ref reference, bins map[string]binar
 			set = append(set, kv)
 		}
 	}
-	require.ElementsMatch(t, ref.ProxySysctls, set, "sysctls of the init container")
+	require.ElementsMatch(t, ref.ProxySysctls[family], set, "sysctls of the init container for %s", family)
 }
 
 // checkServiceAddress checks that host:port names a Service of the chart

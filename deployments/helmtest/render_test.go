@@ -130,7 +130,7 @@ type reference struct {
 			Default string `json:"default"`
 		} `json:"vars"`
 	} `json:"binaries"`
-	ProxySysctls []string `json:"proxySysctls"`
+	ProxySysctls map[string][]string `json:"proxySysctls"`
 }
 
 // binary is what the chart's test knows of one binary.

@@ -57,9 +57,9 @@ type Binary struct {
 type Reference struct {
 	ImageUser int      `json:"imageUser"`
 	Binaries  []Binary `json:"binaries"`
-	// ProxySysctls are dataplane.PodSysctls: what the proxy's init
-	// container sets.
-	ProxySysctls []string `json:"proxySysctls"`
+	// ProxySysctls are dataplane.PodSysctls by NSM_IP_FAMILY value (ipv4,
+	// ipv6, dualstack): what the proxy's init container sets.
+	ProxySysctls map[string][]string `json:"proxySysctls"`
 }
 
 // spiffeSocket is read by go-spiffe's workload API client, not by a struct.
@@ -68,7 +68,10 @@ var spiffeSocket = Var{Name: "SPIFFE_ENDPOINT_SOCKET", Type: "String",
 
 // Build reads the reference from the configuration structs.
 func Build() (Reference, error) {
-	ref := Reference{ImageUser: ImageUser, ProxySysctls: dataplane.PodSysctls()}
+	ref := Reference{ImageUser: ImageUser, ProxySysctls: map[string][]string{}}
+	for _, family := range []string{"ipv4", "ipv6", "dualstack"} {
+		ref.ProxySysctls[family] = dataplane.PodSysctls((&proxyd.Config{IPFamily: family}).SysctlFamilies())
+	}
 	for _, b := range []struct {
 		name, prefix string
 		spec         any

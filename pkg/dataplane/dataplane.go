@@ -82,6 +82,11 @@ type Options struct {
 	// TolerateSysctlErrors makes New log the sysctls it cannot set instead
 	// of failing. Either way they are reported in Snapshot.
 	TolerateSysctlErrors bool
+	// SysctlFamilies selects the families whose sysctls New sets and
+	// checks (zero: both). An IPv4-only proxy leaves the IPv6 keys alone,
+	// since a node may run with IPv6 disabled in its kernel, and the other
+	// way round.
+	SysctlFamilies SysctlFamilies
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
@@ -220,7 +225,7 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 		return nil, fmt.Errorf("netlink handle in namespace: %w", err)
 	}
 	// Namespace-wide sysctls first, so the bridge inherits the defaults.
-	if _, serr := setSysctls(dp.ns, "", globalSysctls()); serr != nil {
+	if _, serr := setSysctls(dp.ns, "", opts.SysctlFamilies.filter(globalSysctls())); serr != nil {
 		dp.sysctlErrs = append(dp.sysctlErrs, serr)
 	}
 	if dp.ann, err = newAnnouncer(dp.ns, opts.AnnounceCount, opts.AnnounceInterval); err != nil {

@@ -191,14 +191,39 @@ func readSysctls(ns netns.NsHandle, iface string, list []sysctl, into map[string
 	})
 }
 
+// SysctlFamilies is a set of IP families whose sysctls the Dataplane
+// manages; zero means both.
+type SysctlFamilies uint8
+
+const (
+	SysctlsIPv4 SysctlFamilies = 1 << iota
+	SysctlsIPv6
+)
+
+// filter keeps the sysctls of the families of f (all for zero).
+func (f SysctlFamilies) filter(list []sysctl) []sysctl {
+	if f == 0 {
+		return list
+	}
+	var out []sysctl
+	for _, s := range list {
+		v6 := strings.HasPrefix(s.key, "net.ipv6.")
+		if (v6 && f&SysctlsIPv6 != 0) || (!v6 && f&SysctlsIPv4 != 0) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // PodSysctls returns, as "key=value", what the Dataplane checks in its
-// namespace, with the bridge's own keys given as their "default" ones, which
-// a bridge created later inherits. A proxy that may not write /proc/sys (a
-// non-root pod) needs a privileged init container to set exactly these: New
-// only writes a sysctl whose value differs.
-func PodSysctls() []string {
+// namespace for families (see Options.SysctlFamilies), with the bridge's own
+// keys given as their "default" ones, which a bridge created later inherits.
+// A proxy that may not write /proc/sys (a non-root pod) needs a privileged
+// init container to set exactly these: New only writes a sysctl whose value
+// differs.
+func PodSysctls(families SysctlFamilies) []string {
 	var out []string
-	for _, s := range append(globalSysctls(), bridgeSysctls("default")...) {
+	for _, s := range families.filter(append(globalSysctls(), bridgeSysctls("default")...)) {
 		kv := s.key + "=" + s.value
 		if !slices.Contains(out, kv) {
 			out = append(out, kv)

@@ -17,6 +17,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
 // Config is the proxy's configuration, read from NSM_* environment
@@ -90,6 +91,20 @@ func (c *Config) Families() []Family {
 	default:
 		return []Family{IPv4, IPv6}
 	}
+}
+
+// SysctlFamilies are the families whose sysctls the dataplane sets and
+// checks: those the proxy serves.
+func (c *Config) SysctlFamilies() dataplane.SysctlFamilies {
+	var f dataplane.SysctlFamilies
+	for _, fam := range c.Families() {
+		if fam == IPv6 {
+			f |= dataplane.SysctlsIPv6
+		} else {
+			f |= dataplane.SysctlsIPv4
+		}
+	}
+	return f
 }
 
 // NSPAddress is the address of the configuration server.

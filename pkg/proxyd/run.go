@@ -193,6 +193,7 @@ func (d *Daemon) start(ctx context.Context) error {
 			Logger:         d.log.With("subsystem", "dataplane"),
 			MACFile:        cfg.BridgeMACFile,
 			AdoptLeftovers: true,
+			SysctlFamilies: cfg.SysctlFamilies(),
 		})
 		if err != nil {
 			return fmt.Errorf("dataplane: %w", err)

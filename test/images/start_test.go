@@ -24,7 +24,7 @@ const startedLine = "allocating bridge addresses"
 // checkProxyStarts runs the proxy of the image as a pod would: in a network
 // and mount namespace of its own, from the image's root file system mounted
 // read-only, with /proc (its /proc/sys read-only and preset with
-// dataplane.PodSysctls, as the chart's init container does) and a tmpfs at
+// dataplane.PodSysctls of a dual-stack proxy, as the chart's init container does) and a tmpfs at
 // /tmp, as the image's user with no capability but the binary's own. Its
 // dataplane must come up (bridge created), and `proxy -probe startup` run
 // the same way must answer.
@@ -45,7 +45,7 @@ func checkProxyStarts(t *testing.T, rootfs string, uid, gid int) {
 	}, "\n")
 	cmd := exec.Command("unshare", "--net", "--mount", "--fork", "--kill-child", "--", "bash", "-c", script)
 	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "R=" + rootfs, "SYSCTLS=" + strings.Join(dataplane.PodSysctls(), " "),
+		"PATH=" + os.Getenv("PATH"), "R=" + rootfs, "SYSCTLS=" + strings.Join(dataplane.PodSysctls(0), " "),
 		"NSM_INSECURE=true", "NSM_HOST=node-a", "NSM_LOG_LEVEL=DEBUG", "NSM_METRICS_ADDRESS=",
 		// Nobody answers: the proxy waits there, its dataplane up.
 		"NSM_IPAM_SERVICE=127.0.0.1:9", "NSM_NSP_SERVICE=127.0.0.1:9",
