@@ -11,22 +11,37 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 PROTOS := api/nsp/v1/model.proto api/nsp/v1/configurationmanager.proto api/ipam/v1/ipam.proto
 # -race for every package; the e2e suite fits well within the timeout.
 TESTFLAGS ?= -race -count=1 -timeout 25m
+# The Helm chart's test is a module of its own (Helm's and Kubernetes'
+# dependencies stay out of the binaries); it renders templates in one
+# goroutine, so it skips -race and its long instrumented build.
+HELMTEST := deployments/helmtest
+HELMTESTFLAGS ?= -count=1 -timeout 10m
 
-.PHONY: all build test test-short generate lint bench figures lab clean tools deps preflight-test preflight-lab
+.PHONY: all build images test test-short generate lint bench figures lab clean tools deps preflight-test preflight-lab
 
 all: lint build test
 
+# Static binaries: the images are FROM scratch and take them as they are.
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+
+# The runtime images (proxy, ipam, nsp) from the root Dockerfile, built
+# offline with buildah from the binaries of `make build` (as root).
+IMAGE_REPO ?= localhost/causeway
+IMAGE_TAG ?= $(VERSION)
+images: preflight-images build
+	IMAGE_REPO=$(IMAGE_REPO) ./scripts/build-images.sh $(BIN) $(IMAGE_TAG)
 
 # The README's test command. Kernel tests need root; with CAUSEWAY_REQUIRE_ROOT
 # set they fail instead of skipping when run unprivileged.
 test: preflight-test build
 	$(GO) test $(TESTFLAGS) ./...
+	cd $(HELMTEST) && $(GO) test $(HELMTESTFLAGS) ./...
 
 test-short:
 	$(GO) test -short -count=1 ./...
+	cd $(HELMTEST) && $(GO) test -short -count=1 ./...
 
 tools:
 	@mkdir -p $(TOOLBIN)
@@ -40,10 +55,12 @@ generate: tools
 		--go_out=. --go_opt=module=$(MODULE) \
 		--go-grpc_out=. --go-grpc_opt=module=$(MODULE) \
 		$(PROTOS)
+	$(GO) generate ./internal/configref
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(HELMTEST) && $(GO) vet ./...
 
 bench:
 	./scripts/bench.sh

@@ -22,10 +22,12 @@ deps=(
 	"git (version stamp, CI's tree checks)|git|git --version"
 	"make|make|make --version"
 	"gcc (cgo for go test -race)|gcc|gcc --version"
+	"buildah (make images, the image test)|buildah|check_buildah"
+	"setcap and getcap (the proxy image's file capability)|libcap2-bin|check_setcap"
 )
 
 # Functions the checks may call.
-checkfns=(check_protoc)
+checkfns=(check_protoc check_buildah check_setcap)
 
 # check_protoc compiles a file that imports a well-known type.
 check_protoc() {
@@ -34,6 +36,31 @@ check_protoc() {
 	trap 'rm -rf "$dir"' RETURN
 	printf 'syntax = "proto3";\npackage c;\nimport "google/protobuf/empty.proto";\nmessage M { google.protobuf.Empty e = 1; }\n' >"$dir/c.proto"
 	protoc -I "$dir" --descriptor_set_out=/dev/null "$dir/c.proto"
+}
+
+# check_buildah makes a working container from scratch in a throw-away vfs
+# storage (as root; otherwise only runs buildah).
+check_buildah() {
+	buildah --version || return
+	[ "$(id -u)" = 0 ] || return 0
+	local dir
+	dir=$(mktemp -d)
+	trap 'rm -rf "$dir"' RETURN
+	buildah --storage-driver vfs --root "$dir/root" --runroot "$dir/run" from scratch
+}
+
+# check_setcap sets a file capability and reads it back (as root; otherwise
+# only reads one).
+check_setcap() {
+	local dir
+	dir=$(mktemp -d)
+	trap 'rm -rf "$dir"' RETURN
+	: >"$dir/f"
+	if [ "$(id -u)" != 0 ]; then
+		getcap "$dir/f" && command -v setcap
+		return
+	fi
+	setcap cap_net_admin=ep "$dir/f" && getcap "$dir/f" | grep -q cap_net_admin
 }
 
 missing=() # packages whose check failed, filled by check

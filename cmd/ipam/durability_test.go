@@ -56,7 +56,7 @@ func startIPAM(t testing.TB, bin string, env ...string) *proc {
 	cmd := exec.Command(bin)
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
-		"IPAM_NSP_SERVICE=", "IPAM_PORT=0", "IPAM_LISTEN_ADDRESS=127.0.0.1",
+		"IPAM_NSP_SERVICE=", "IPAM_PORT=0", "IPAM_LISTEN_ADDRESS=127.0.0.1", "IPAM_INSECURE=true",
 		"IPAM_METRICS_PORT=0", "IPAM_LOG_LEVEL=INFO",
 	}, env...)
 	stderr, err := cmd.StderrPipe()

@@ -97,7 +97,7 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 	// The IPAM runs in the proxy's namespace: the proxy reaches it on
 	// loopback, the test through a socket opened in that namespace.
 	b.ipam = startProcess(t, "ipam", b.proxyNS, ipamBin, append([]string{
-		"IPAM_PORT=0", "IPAM_LISTEN_ADDRESS=127.0.0.1", "IPAM_NSP_SERVICE=", "IPAM_METRICS_PORT=0",
+		"IPAM_PORT=0", "IPAM_LISTEN_ADDRESS=127.0.0.1", "IPAM_NSP_SERVICE=", "IPAM_METRICS_PORT=0", "IPAM_INSECURE=true",
 		"IPAM_DATASOURCE=" + filepath.Join(b.dir, "ipam.db"), "IPAM_TRENCH_NAME=" + trench,
 		"IPAM_IP_FAMILY=" + cfg.ipFamily, "IPAM_LOG_LEVEL=INFO",
 	}, cfg.ipamEnv...)...)

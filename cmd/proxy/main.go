@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
@@ -28,6 +29,8 @@ func main() {
 func run() int {
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	debug := flag.Bool("debug", false, "print the running proxy's state (model and kernel) as JSON and exit")
+	probe := flag.String("probe", "", "ask the running proxy's health socket for the probe `kind` (startup, readiness or liveness); exit 0 only if it is serving (a Kubernetes exec probe)")
+	probeTimeout := flag.Duration("probe-timeout", 2*time.Second, "how long -probe waits for an answer")
 	flag.Parse()
 	proxyd.Version = version
 	if *showVersion {
@@ -38,6 +41,19 @@ func run() int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "proxy: invalid configuration:\n%v\n", err)
 		return 2
+	}
+	if *probe != "" {
+		if _, err := health.ProbeService(*probe); err != nil {
+			fmt.Fprintf(os.Stderr, "proxy: -probe: %v\n", err)
+			return 2
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *probeTimeout)
+		defer cancel()
+		if err := health.Probe(ctx, cfg.HealthSocket, *probe); err != nil {
+			fmt.Fprintf(os.Stderr, "proxy: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if *debug {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

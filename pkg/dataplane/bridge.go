@@ -86,7 +86,7 @@ func (dp *Dataplane) ensureBridgeLocked() error {
 		}
 		dp.m.bridgeIndex = a.Index
 		dp.bridgeIdx.Store(int64(a.Index))
-		if _, err := setSysctls(dp.ns, name, bridgeSysctls(name)); err != nil {
+		if _, err := setSysctls(dp.ns, name, dp.opts.SysctlFamilies.filter(bridgeSysctls(name))); err != nil {
 			if dp.started {
 				dp.log.Error("bridge sysctls", "error", err)
 			} else {

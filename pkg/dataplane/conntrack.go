@@ -162,7 +162,7 @@ func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil {
-		conn, err := conntrack.Dial(&netlink.Config{NetNS: int(dp.ns)})
+		conn, err := conntrack.Dial(&netlink.Config{NetNS: nsFD(dp.ns)})
 		if err != nil {
 			return 0, fmt.Errorf("conntrack dial: %w", err)
 		}

@@ -81,6 +81,11 @@ type Options struct {
 	// TolerateSysctlErrors makes New log the sysctls it cannot set instead
 	// of failing. Either way they are reported in Snapshot.
 	TolerateSysctlErrors bool
+	// SysctlFamilies selects the families whose sysctls New sets and
+	// checks (zero: both). An IPv4-only proxy leaves the IPv6 keys alone,
+	// since a node may run with IPv6 disabled in its kernel, and the other
+	// way round.
+	SysctlFamilies SysctlFamilies
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
@@ -202,10 +207,8 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 			return nil, fmt.Errorf("duplicate netns handle: %w", err)
 		}
 		dp.ns = netns.NsHandle(fd)
-	} else {
-		if dp.ns, err = netns.Get(); err != nil {
-			return nil, fmt.Errorf("get current netns: %w", err)
-		}
+	} else if dp.ns, err = callerNamespace(); err != nil {
+		return nil, err
 	}
 	dp.ctx, dp.cancel = context.WithCancel(context.Background())
 	defer func() {
@@ -222,7 +225,7 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 		return nil, fmt.Errorf("netlink handle in namespace: %w", err)
 	}
 	// Namespace-wide sysctls first, so the bridge inherits the defaults.
-	if _, serr := setSysctls(dp.ns, "", globalSysctls()); serr != nil {
+	if _, serr := setSysctls(dp.ns, "", opts.SysctlFamilies.filter(globalSysctls())); serr != nil {
 		dp.sysctlErrs = append(dp.sysctlErrs, serr)
 	}
 	if dp.ann, err = newAnnouncer(dp.ns, opts.AnnounceCount, opts.AnnounceInterval); err != nil {

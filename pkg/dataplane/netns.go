@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netns"
@@ -17,7 +18,13 @@ import (
 // to ns afterwards and may be used from any goroutine. If the thread cannot
 // be switched back it is left locked, so that the runtime retires it when
 // the goroutine ends instead of reusing it in the wrong namespace.
+//
+// A closed handle (netns.None(), see callerNamespace) is the process's own
+// namespace: fn runs where it is, with no switch.
 func doInNS(ns netns.NsHandle, fn func() error) error {
+	if !ns.IsOpen() {
+		return fn()
+	}
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -36,6 +43,38 @@ func doInNS(ns netns.NsHandle, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return ferr
+}
+
+// callerNamespace returns a handle of the calling thread's network namespace,
+// or netns.None() when that is the process's own namespace. With None, no
+// operation switches namespaces (the netlink library and doInNS skip setns
+// for a closed handle): setns takes CAP_SYS_ADMIN, which a non-root proxy
+// with only its file capabilities does not have, even to enter the namespace
+// it is in.
+func callerNamespace() (netns.NsHandle, error) {
+	cur, err := netns.Get()
+	if err != nil {
+		return netns.None(), fmt.Errorf("get current netns: %w", err)
+	}
+	proc, err := netns.GetFromPath("/proc/self/ns/net")
+	if err != nil {
+		return cur, nil // cannot tell: keep switching, as before
+	}
+	defer proc.Close()
+	if cur.Equal(proc) {
+		_ = cur.Close()
+		return netns.None(), nil
+	}
+	return cur, nil
+}
+
+// nsFD is ns as the NetNS of a mdlayher/netlink configuration, where 0 means
+// the current namespace.
+func nsFD(ns netns.NsHandle) int {
+	if !ns.IsOpen() {
+		return 0
+	}
+	return int(ns)
 }
 
 // sysctl is one setting the Dataplane enforces.
@@ -150,4 +189,45 @@ func readSysctls(ns netns.NsHandle, iface string, list []sysctl, into map[string
 		}
 		return nil
 	})
+}
+
+// SysctlFamilies is a set of IP families whose sysctls the Dataplane
+// manages; zero means both.
+type SysctlFamilies uint8
+
+const (
+	SysctlsIPv4 SysctlFamilies = 1 << iota
+	SysctlsIPv6
+)
+
+// filter keeps the sysctls of the families of f (all for zero).
+func (f SysctlFamilies) filter(list []sysctl) []sysctl {
+	if f == 0 {
+		return list
+	}
+	var out []sysctl
+	for _, s := range list {
+		v6 := strings.HasPrefix(s.key, "net.ipv6.")
+		if (v6 && f&SysctlsIPv6 != 0) || (!v6 && f&SysctlsIPv4 != 0) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// PodSysctls returns, as "key=value", what the Dataplane checks in its
+// namespace for families (see Options.SysctlFamilies), with the bridge's own
+// keys given as their "default" ones, which a bridge created later inherits.
+// A proxy that may not write /proc/sys (a non-root pod) needs a privileged
+// init container to set exactly these: New only writes a sysctl whose value
+// differs.
+func PodSysctls(families SysctlFamilies) []string {
+	var out []string
+	for _, s := range families.filter(append(globalSysctls(), bridgeSysctls("default")...)) {
+		kv := s.key + "=" + s.value
+		if !slices.Contains(out, kv) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -15,37 +15,41 @@ import (
 
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/ipam"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Config is read from IPAM_* environment variables, with Meridio's names and
 // defaults; the ones marked "new" are Causeway's.
 type Config struct {
-	Port                       int           `default:"7777" desc:"gRPC port of ipam.v1.Ipam and grpc.health.v1 (0 picks a free port)"`
-	Datasource                 string        `default:"/run/ipam/data/registry.db" desc:"bbolt database file; its directory is created"`
-	TrenchName                 string        `default:"default" split_words:"true" desc:"the trench this IPAM serves"`
-	NSPService                 string        `default:"nsp-service:7778" envconfig:"NSP_SERVICE" desc:"configuration server (host:port) whose conduit list is followed; empty disables the watch"`
-	PrefixIPv4                 string        `default:"169.255.0.0/16" envconfig:"PREFIX_IPV4" desc:"IPv4 pool of the trench"`
-	ConduitPrefixLengthIPv4    int           `default:"20" envconfig:"CONDUIT_PREFIX_LENGTH_IPV4"`
-	NodePrefixLengthIPv4       int           `default:"24" envconfig:"NODE_PREFIX_LENGTH_IPV4"`
+	Port                       int           `default:"7777" desc:"gRPC port of 'ipam.v1.Ipam' and 'grpc.health.v1' (0 picks a free port)"`
+	Datasource                 string        `default:"/run/ipam/data/registry.db" desc:"bbolt file; its directory is created"`
+	TrenchName                 string        `default:"default" split_words:"true" desc:"the only trench served; others get FailedPrecondition"`
+	NSPService                 string        `default:"nsp-service:7778" envconfig:"NSP_SERVICE" desc:"NSP whose conduit list is followed; empty turns the watch off"`
+	PrefixIPv4                 string        `default:"169.255.0.0/16" envconfig:"PREFIX_IPV4" desc:"IPv4 pool of the trench (the Helm chart sets '172.16.0.0/16')"`
+	ConduitPrefixLengthIPv4    int           `default:"20" envconfig:"CONDUIT_PREFIX_LENGTH_IPV4" desc:"prefix length of a conduit's IPv4 subnet"`
+	NodePrefixLengthIPv4       int           `default:"24" envconfig:"NODE_PREFIX_LENGTH_IPV4" desc:"prefix length of a node's IPv4 subnet"`
 	PrefixIPv6                 string        `default:"fd00::/48" envconfig:"PREFIX_IPV6" desc:"IPv6 pool of the trench"`
-	ConduitPrefixLengthIPv6    int           `default:"56" envconfig:"CONDUIT_PREFIX_LENGTH_IPV6"`
-	NodePrefixLengthIPv6       int           `default:"64" envconfig:"NODE_PREFIX_LENGTH_IPV6"`
-	IPFamily                   string        `default:"dualstack" envconfig:"IP_FAMILY" desc:"dualstack, ipv4 or ipv6"`
-	LogLevel                   string        `default:"DEBUG" split_words:"true" desc:"TRACE, DEBUG, INFO, WARN or ERROR"`
-	GRPCKeepaliveTime          time.Duration `default:"30s" envconfig:"GRPC_KEEPALIVE_TIME" desc:"keepalive ping period of the NSP connection and of the server"`
-	GRPCProbeRPCTimeout        time.Duration `default:"1s" envconfig:"GRPC_PROBE_RPC_TIMEOUT" desc:"accepted for compatibility; probes use grpc.health.v1 directly"`
-	GRPCMaxBackoff             time.Duration `default:"5s" envconfig:"GRPC_MAX_BACKOFF" desc:"maximum reconnect backoff towards the NSP"`
-	GarbageCollectionEnabled   bool          `default:"true" split_words:"true"`
-	GarbageCollectionInterval  time.Duration `default:"2h" split_words:"true" desc:"period of the lease collector; the first run is at start"`
+	ConduitPrefixLengthIPv6    int           `default:"56" envconfig:"CONDUIT_PREFIX_LENGTH_IPV6" desc:"prefix length of a conduit's IPv6 subnet"`
+	NodePrefixLengthIPv6       int           `default:"64" envconfig:"NODE_PREFIX_LENGTH_IPV6" desc:"prefix length of a node's IPv6 subnet"`
+	IPFamily                   string        `default:"dualstack" envconfig:"IP_FAMILY" desc:"'dualstack', 'ipv4' or 'ipv6'"`
+	LogLevel                   string        `default:"DEBUG" split_words:"true" desc:"'TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR' (JSON logs)"`
+	GRPCKeepaliveTime          time.Duration `default:"30s" envconfig:"GRPC_KEEPALIVE_TIME" desc:"keepalive of the NSP connection and of the server"`
+	GRPCProbeRPCTimeout        time.Duration `default:"1s" envconfig:"GRPC_PROBE_RPC_TIMEOUT" desc:"accepted for compatibility; probes use 'grpc.health.v1' directly"`
+	GRPCMaxBackoff             time.Duration `default:"5s" envconfig:"GRPC_MAX_BACKOFF" desc:"reconnect backoff cap toward the NSP"`
+	GarbageCollectionEnabled   bool          `default:"true" split_words:"true" desc:"lease collection on or off"`
+	GarbageCollectionInterval  time.Duration `default:"2h" split_words:"true" desc:"period of the lease collector; the first run is at start-up"`
 	GarbageCollectionThreshold time.Duration `default:"40m" split_words:"true" desc:"a node or non-bridge child not renewed for this long is collected"`
 
-	ListenAddress      string        `default:"" split_words:"true" desc:"new: address to bind the gRPC and metrics ports to; empty means all"`
-	MetricsPort        int           `default:"2112" split_words:"true" desc:"new: port of the Prometheus /metrics endpoint; 0 disables it"`
-	LeaseFlushInterval time.Duration `default:"1m" split_words:"true" desc:"new: how often renewed leases are written (write-behind); after a crash a lease may look this much older"`
+	ListenAddress      string        `default:"" split_words:"true" desc:"new: bind address of the gRPC and metrics ports; empty means all"`
+	MetricsPort        int           `default:"2112" split_words:"true" desc:"new: Prometheus '/metrics' (allocations in use per conduit/node, RPC counts and latency); 0 turns it off"`
+	LeaseFlushInterval time.Duration `default:"1m" split_words:"true" desc:"new: write-behind period of renewed leases; the GC threshold must be at least twice it"`
 	GracePeriod        time.Duration `default:"10s" split_words:"true" desc:"new: how long a stop waits for calls in flight"`
-	SnapshotDir        string        `default:"" split_words:"true" desc:"new: directory of the store's snapshots; empty means snapshots/ next to IPAM_DATASOURCE"`
+	SnapshotDir        string        `default:"" split_words:"true" desc:"new: directory of the store's snapshots; empty means 'snapshots/' next to 'IPAM_DATASOURCE' (see docs/ipam-store.md)"`
 	SnapshotInterval   time.Duration `default:"15m" split_words:"true" desc:"new: period of store snapshots (one is also taken at every stop); 0 means only at stops"`
-	SnapshotKeep       int           `default:"4" split_words:"true" desc:"new: how many snapshots are kept (the newest); 0 turns snapshots off"`
+	SnapshotKeep       int           `default:"4" split_words:"true" desc:"new: how many snapshots are kept (the newest); 0 turns snapshots off; 'ipam restore' puts one back"`
+	HealthPort         int           `default:"0" split_words:"true" desc:"new: port of a plain-text 'grpc.health.v1' alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
+	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"new: plain gRPC, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE mTLS from 'SPIFFE_ENDPOINT_SOCKET', which must be set"`
+	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"new: comma-separated SPIFFE IDs allowed to call (the trench's proxies); others get PermissionDenied, logged; empty: any SVID the trust bundle verifies"`
 }
 
 // EnvPrefix is the prefix of every IPAM environment variable.
@@ -84,6 +88,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort),
 		slog.String("snapshotDir", c.snapshots().Dir), slog.String("snapshotInterval", c.SnapshotInterval.String()),
 		slog.Int("snapshotKeep", c.SnapshotKeep),
+		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort), slog.Int("healthPort", c.HealthPort),
+		slog.Bool("insecure", c.Insecure), slog.Any("authorizedIDs", c.AuthorizedIDs),
 		slog.String("logLevel", c.LogLevel),
 	)
 }
@@ -134,6 +140,14 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	}
 	if c.MetricsPort < 0 || c.MetricsPort > 65535 {
 		bad("IPAM_METRICS_PORT: %d is not a port", c.MetricsPort)
+	}
+	if c.HealthPort < 0 || c.HealthPort > 65535 {
+		bad("IPAM_HEALTH_PORT: %d is not a port", c.HealthPort)
+	}
+	if _, err := spiffeauthz.ParseIDs(c.AuthorizedIDs); err != nil {
+		bad("IPAM_AUTHORIZED_IDS: %v", err)
+	} else if c.Insecure && len(c.AuthorizedIDs) > 0 {
+		bad("IPAM_AUTHORIZED_IDS: callers cannot be authorized by SPIFFE ID with IPAM_INSECURE=true")
 	}
 	if c.Datasource == "" {
 		bad("IPAM_DATASOURCE: empty")

@@ -2,6 +2,7 @@ package ipamd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,13 +20,17 @@ type transport struct {
 	server, client credentials.TransportCredentials
 }
 
-// transportCredentials returns SPIFFE mTLS (any SPIFFE ID authorized, as
-// Meridio) when SPIFFE_ENDPOINT_SOCKET is set, plain text otherwise. The
-// returned function releases the X.509 source.
-func transportCredentials(ctx context.Context, logger *slog.Logger) (transport, func(), error) {
-	if os.Getenv("SPIFFE_ENDPOINT_SOCKET") == "" {
-		logger.Warn("SPIFFE_ENDPOINT_SOCKET is not set: serving and dialing without TLS")
+// transportCredentials returns plain text when asked for (IPAM_INSECURE),
+// and otherwise SPIFFE mTLS from the workload API at SPIFFE_ENDPOINT_SOCKET,
+// which must then be set (any verified SPIFFE ID is accepted at the TLS
+// level, as Meridio; IPAM_AUTHORIZED_IDS narrows it). The returned function
+// releases the X.509 source.
+func transportCredentials(ctx context.Context, plain bool, logger *slog.Logger) (transport, func(), error) {
+	if plain {
 		return transport{insecure.NewCredentials(), insecure.NewCredentials()}, func() {}, nil
+	}
+	if os.Getenv("SPIFFE_ENDPOINT_SOCKET") == "" {
+		return transport{}, nil, errors.New("SPIFFE_ENDPOINT_SOCKET is not set: set it to the SPIRE agent's socket for SPIFFE mTLS, or IPAM_INSECURE=true for plain gRPC")
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -20,7 +20,9 @@ import (
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
+	"github.com/causeway-net/causeway/internal/plaintext"
 	"github.com/causeway-net/causeway/pkg/ipam"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Run serves ipam.v1.Ipam and grpc.health.v1 until ctx ends or a server
@@ -66,25 +68,40 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		snaps.final()
 	}()
 
-	creds, closeCreds, err := transportCredentials(ctx, logger)
+	creds, closeCreds, err := transportCredentials(ctx, cfg.Insecure, logger)
 	if err != nil {
 		return err
 	}
 	defer closeCreds()
+	if cfg.Insecure {
+		defer plaintext.Start(logger, "IPAM_INSECURE", "the IPAM's server and its NSP client")()
+	}
+	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
+	if err != nil {
+		return fmt.Errorf("IPAM_AUTHORIZED_IDS: %w", err)
+	}
 
 	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	if cfg.HealthPort > 0 {
+		hlis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.HealthPort)))
+		if err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("health listen: %w", err)
+		}
+		defer daemon.ServeHealth(hlis, hs, logger)()
+	}
 	rpcMetrics := ipam.NewRPCMetrics()
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(creds.server),
 		grpc.UnaryInterceptor(rpcMetrics.UnaryInterceptor()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPCKeepaliveTime}),
 		// Proxies ping every NSM_GRPC_KEEPALIVE_TIME (30s); the default
 		// policy (5 min) would drop them for "too many pings".
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}, authz...)...)
 	ipamv1.RegisterIpamServer(gs, ipam.NewServer(engine))
 	healthpb.RegisterHealthServer(gs, hs)
 	serveDone := make(chan error, 1)

@@ -52,6 +52,7 @@ func testConfig(t *testing.T) *Config {
 	c.MetricsPort = freePort(t)
 	c.NSPService = ""
 	c.Datasource = filepath.Join(t.TempDir(), "data", "registry.db")
+	c.Insecure = true // plain gRPC is asked for explicitly
 	return c
 }
 

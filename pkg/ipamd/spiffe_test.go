@@ -81,6 +81,7 @@ func TestRunServesSPIFFEMutualTLS(t *testing.T) {
 	sock := testutil.ServeWorkloadAPI(t, ipamSVID) // registered first: outlives Run
 	cfg := testConfig(t)
 	t.Setenv("SPIFFE_ENDPOINT_SOCKET", sock)
+	cfg.Insecure = false
 	cfg.NSPService = nspAddr
 	plain, _, stop := start(t, cfg)
 

@@ -5,6 +5,7 @@
 package nspd
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,16 +13,20 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Config is read from NSP_* environment variables.
 type Config struct {
-	Port               int           `default:"7778" desc:"gRPC port of the ConfigurationManager and grpc.health.v1 services (0 picks a free port)"`
-	ConfigFile         string        `default:"/etc/causeway/nsp.yaml" split_words:"true" desc:"YAML file with trenches, conduits and VIPs"`
-	ConfigPollInterval time.Duration `default:"10s" split_words:"true" desc:"period of the re-read that backs up file-system notifications"`
-	LogLevel           string        `default:"DEBUG" split_words:"true" desc:"TRACE, DEBUG, INFO, WARN or ERROR"`
-	MetricsPort        int           `default:"0" split_words:"true" desc:"port of the Prometheus /metrics endpoint; 0 disables it"`
+	Port               int           `default:"7778" desc:"gRPC port of 'nsp.v1.ConfigurationManager' and 'grpc.health.v1'"`
+	ConfigFile         string        `default:"/etc/causeway/nsp.yaml" split_words:"true" desc:"YAML file of trenches, conduits and VIPs"`
+	ConfigPollInterval time.Duration `default:"10s" split_words:"true" desc:"re-read period backing up file notifications"`
+	LogLevel           string        `default:"DEBUG" split_words:"true" desc:"log level"`
+	MetricsPort        int           `default:"0" split_words:"true" desc:"Prometheus '/metrics'; 0 turns it off"`
 	GracePeriod        time.Duration `default:"5s" split_words:"true" desc:"how long a stop waits for calls in flight"`
+	HealthPort         int           `default:"0" split_words:"true" desc:"port of a plain-text 'grpc.health.v1' alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
+	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"plain gRPC, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE mTLS from 'SPIFFE_ENDPOINT_SOCKET', which must be set"`
+	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"comma-separated SPIFFE IDs allowed to call (the trench's proxies and IPAM); others get PermissionDenied, logged; empty: any SVID the trust bundle verifies"`
 }
 
 // EnvPrefix is the prefix of every configuration server environment
@@ -48,6 +53,12 @@ func (c *Config) Validate() error {
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("NSP_LOG_LEVEL: %w", err)
 	}
+	if _, err := spiffeauthz.ParseIDs(c.AuthorizedIDs); err != nil {
+		return fmt.Errorf("NSP_AUTHORIZED_IDS: %w", err)
+	}
+	if c.Insecure && len(c.AuthorizedIDs) > 0 {
+		return errors.New("NSP_AUTHORIZED_IDS: callers cannot be authorized by SPIFFE ID with NSP_INSECURE=true")
+	}
 	return nil
 }
 
@@ -60,5 +71,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("logLevel", c.LogLevel),
 		slog.Int("metricsPort", c.MetricsPort),
 		slog.String("gracePeriod", c.GracePeriod.String()),
+		slog.Int("healthPort", c.HealthPort),
+		slog.Bool("insecure", c.Insecure),
+		slog.Any("authorizedIDs", c.AuthorizedIDs),
 	)
 }

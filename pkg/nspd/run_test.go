@@ -71,6 +71,7 @@ func TestRunServesFollowsAndStops(t *testing.T) {
 	cfg, err := Load()
 	require.NoError(t, err)
 	cfg.ConfigFile, cfg.Port, cfg.ConfigPollInterval = path, 0, 50*time.Millisecond
+	cfg.Insecure = true // plain gRPC is asked for explicitly
 
 	pr, pw := io.Pipe()
 	scanned := make(chan struct{})

@@ -17,6 +17,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
 // Config is the proxy's configuration, read from NSM_* environment
@@ -24,45 +25,45 @@ import (
 // carry new names in the same style.
 type Config struct {
 	Name                  string        `default:"proxy" desc:"pod name: NSE name, NSM client name, prefix of LB connection ids"`
-	ServiceName           string        `default:"proxy" desc:"network service the proxy serves to targets (proxy.<conduit>.<trench>.<ns>)" split_words:"true"`
+	ServiceName           string        `default:"proxy" desc:"network service served to targets, used as given; Meridio's operator and the Helm chart compose 'proxy.<conduit>.<trench>.<ns>'" split_words:"true"`
 	ConnectTo             url.URL       `default:"unix:///var/lib/networkservicemesh/nsm.io.sock" desc:"NSMgr URL" split_words:"true"`
 	DialTimeout           time.Duration `default:"5s" desc:"NSMgr dial timeout" split_words:"true"`
-	RequestTimeout        time.Duration `default:"15s" desc:"timeout of one NSM request try, and of each LB connection close" split_words:"true"`
-	MaxTokenLifetime      time.Duration `default:"24h" desc:"lifetime of the NSM tokens the proxy issues" split_words:"true"`
-	IPAMService           string        `default:"ipam-service:7777" desc:"IPAM gRPC address" envconfig:"IPAM_SERVICE"`
-	Host                  string        `default:"" desc:"node name: IPAM node and NSE nodeName label"`
-	NetworkServiceName    string        `default:"load-balancer" desc:"LB network service to connect to in full mesh (<conduit>.<trench>.<ns>)" split_words:"true"`
+	RequestTimeout        time.Duration `default:"15s" desc:"timeout of one NSM request try and of each LB connection close" split_words:"true"`
+	MaxTokenLifetime      time.Duration `default:"24h" desc:"lifetime of the proxy's NSM tokens; half of it is the grace before an LB whose registration expired is evicted" split_words:"true"`
+	IPAMService           string        `default:"ipam-service:7777" desc:"IPAM address" envconfig:"IPAM_SERVICE"`
+	Host                  string        `default:"" desc:"node name: IPAM node and the NSE's 'nodeName' label"`
+	NetworkServiceName    string        `default:"load-balancer" desc:"LB network service of the full mesh, used as given; the Helm chart composes '<conduit>.<trench>.<ns>'" split_words:"true"`
 	Namespace             string        `default:"default" desc:"namespace, part of the NSP address"`
-	Trench                string        `default:"default" desc:"trench name"`
-	Conduit               string        `default:"load-balancer" desc:"conduit name"`
-	NSPServiceName        string        `default:"nsp-service" desc:"NSP service name prefix (<name>-<trench>.<namespace>)" envconfig:"NSP_SERVICE_NAME"`
+	Trench                string        `default:"default" desc:"trench"`
+	Conduit               string        `default:"load-balancer" desc:"conduit"`
+	NSPServiceName        string        `default:"nsp-service" desc:"NSP address prefix: '<name>-<trench>.<namespace>:<port>'" envconfig:"NSP_SERVICE_NAME"`
 	NSPServicePort        int           `default:"7778" desc:"NSP port" envconfig:"NSP_SERVICE_PORT"`
-	IPFamily              string        `default:"dualstack" desc:"ipv4, ipv6 or dualstack (anything else means dualstack)" envconfig:"IP_FAMILY"`
-	LogLevel              string        `default:"DEBUG" desc:"TRACE, DEBUG, INFO, WARN or ERROR" split_words:"true"`
-	MTU                   int           `default:"1500" desc:"MTU of the NSM connections" envconfig:"MTU"`
+	IPFamily              string        `default:"dualstack" desc:"'ipv4', 'ipv6', anything else is dual-stack" envconfig:"IP_FAMILY"`
+	LogLevel              string        `default:"DEBUG" desc:"'TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'; SIGUSR2 switches to TRACE, SIGUSR1 back" split_words:"true"`
+	MTU                   int           `default:"1500" desc:"MTU of the NSM connections (≥ 576 for ipv4, ≥ 1280 otherwise)" envconfig:"MTU"`
 	GRPCKeepaliveTime     time.Duration `default:"30s" desc:"keepalive of the IPAM and NSP connections" envconfig:"GRPC_KEEPALIVE_TIME"`
-	GRPCProbeRPCTimeout   time.Duration `default:"1s" desc:"RPC timeout of the internal NSE health probe" envconfig:"GRPC_PROBE_RPC_TIMEOUT"`
-	GRPCMaxBackoff        time.Duration `default:"5s" desc:"gRPC connect backoff cap (IPAM, NSP, NSMgr)" envconfig:"GRPC_MAX_BACKOFF"`
-	IPReleaseDelay        time.Duration `default:"20s" desc:"delay before the addresses of a closed connection are released" envconfig:"IP_RELEASE_DELAY"`
+	GRPCProbeRPCTimeout   time.Duration `default:"1s" desc:"RPC timeout of the endpoint's own health probe" envconfig:"GRPC_PROBE_RPC_TIMEOUT"`
+	GRPCMaxBackoff        time.Duration `default:"5s" desc:"reconnect backoff cap (IPAM, NSP, VIP watch)" envconfig:"GRPC_MAX_BACKOFF"`
+	IPReleaseDelay        time.Duration `default:"20s" desc:"delay before the addresses of a closed connection are released; a reconnect within it keeps them" envconfig:"IP_RELEASE_DELAY"`
 	BridgeIPRenewInterval time.Duration `default:"5m" desc:"period of the bridge address lease renewal" envconfig:"BRIDGE_IP_RENEW_INTERVAL"`
 
 	// Settings Causeway adds.
 
 	// NSPService, when set, is the NSP address used as is instead of the
 	// one built from NSPServiceName, Trench, Namespace and NSPServicePort.
-	NSPService string `default:"" desc:"NSP address; overrides the one built from NSM_NSP_SERVICE_NAME" envconfig:"NSP_SERVICE"`
+	NSPService string `default:"" desc:"new: NSP address used as is, instead of the one built from the three above" envconfig:"NSP_SERVICE"`
 	// VIPFile, when set, takes the VIPs from this watched YAML file
 	// instead of the NSP.
-	VIPFile        string `default:"" desc:"take VIPs from this watched YAML file instead of the NSP" envconfig:"VIP_FILE"`
-	BridgeName     string `default:"bridge0" desc:"name of the bridge" envconfig:"BRIDGE_NAME"`
-	BridgeMACFile  string `default:"" desc:"file keeping the bridge MAC across pod restarts (empty: none)" envconfig:"BRIDGE_MAC_FILE"`
-	DebugSocket    string `default:"/tmp/causeway-proxy-debug.sock" desc:"unix socket where the running proxy serves its state for -debug" envconfig:"DEBUG_SOCKET"`
-	Table          int    `default:"1" desc:"routing table of the ECMP routes and VIP rules" envconfig:"TABLE"`
-	HealthSocket   string `default:"/tmp/health.sock" desc:"unix socket of the gRPC health service" envconfig:"HEALTH_SOCKET"`
-	MetricsAddress string `default:":9091" desc:"Prometheus metrics listen address (empty: off)" envconfig:"METRICS_ADDRESS"`
-	Insecure       bool   `default:"false" desc:"plain gRPC without SPIFFE (local use only; logged as a warning)" envconfig:"INSECURE"`
-	IPAMInsecure   bool   `default:"false" desc:"plain gRPC to the IPAM and NSP even when SPIFFE is used for NSM" envconfig:"IPAM_INSECURE"`
-	ListenOn       string `default:"" desc:"unix socket the NSE serves on (default: a fresh temporary directory)" envconfig:"LISTEN_ON"`
+	VIPFile        string `default:"" desc:"new: take the VIPs from this watched YAML file (the 'nsp' format) instead of the NSP" envconfig:"VIP_FILE"`
+	BridgeName     string `default:"bridge0" desc:"new: bridge name" envconfig:"BRIDGE_NAME"`
+	BridgeMACFile  string `default:"" desc:"new: file that keeps the bridge MAC when the bridge itself is re-created (new pod)" envconfig:"BRIDGE_MAC_FILE"`
+	DebugSocket    string `default:"/tmp/causeway-proxy-debug.sock" desc:"new: where the running proxy serves its state for '-debug'" envconfig:"DEBUG_SOCKET"`
+	Table          int    `default:"1" desc:"new: routing table of the ECMP routes and VIP rules" envconfig:"TABLE"`
+	HealthSocket   string `default:"/tmp/health.sock" desc:"new: gRPC health (Startup / Readiness / Liveness) unix socket; 'proxy -probe startup|readiness|liveness' asks it" envconfig:"HEALTH_SOCKET"`
+	MetricsAddress string `default:":9091" desc:"new: Prometheus '/metrics'; empty turns it off" envconfig:"METRICS_ADDRESS"`
+	Insecure       bool   `default:"false" desc:"new: plain gRPC and unsigned NSM tokens, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE from 'SPIFFE_ENDPOINT_SOCKET'" envconfig:"INSECURE"`
+	IPAMInsecure   bool   `default:"false" desc:"new: plain gRPC toward the IPAM and NSP even when NSM uses SPIFFE (warned at start and hourly)" envconfig:"IPAM_INSECURE"`
+	ListenOn       string `default:"" desc:"new: unix socket of the NSE (default: a fresh temporary directory)" envconfig:"LISTEN_ON"`
 }
 
 // EnvPrefix is the prefix of every proxy environment variable.
@@ -90,6 +91,20 @@ func (c *Config) Families() []Family {
 	default:
 		return []Family{IPv4, IPv6}
 	}
+}
+
+// SysctlFamilies are the families whose sysctls the dataplane sets and
+// checks: those the proxy serves.
+func (c *Config) SysctlFamilies() dataplane.SysctlFamilies {
+	var f dataplane.SysctlFamilies
+	for _, fam := range c.Families() {
+		if fam == IPv6 {
+			f |= dataplane.SysctlsIPv6
+		} else {
+			f |= dataplane.SysctlsIPv4
+		}
+	}
+	return f
 }
 
 // NSPAddress is the address of the configuration server.

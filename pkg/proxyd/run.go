@@ -30,6 +30,7 @@ import (
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/plaintext"
 	"github.com/causeway-net/causeway/pkg/config"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
@@ -194,6 +195,7 @@ func (d *Daemon) start(ctx context.Context) error {
 			Logger:         d.log.With("subsystem", "dataplane"),
 			MACFile:        cfg.BridgeMACFile,
 			AdoptLeftovers: true,
+			SysctlFamilies: cfg.SysctlFamilies(),
 		})
 		if err != nil {
 			return fmt.Errorf("dataplane: %w", err)
@@ -210,6 +212,16 @@ func (d *Daemon) start(ctx context.Context) error {
 			return fmt.Errorf("credentials: %w", err)
 		}
 		d.creds = creds
+	}
+	switch {
+	case cfg.Insecure:
+		d.background(bg, func(ctx context.Context) {
+			plaintext.Warn(ctx, d.log, "NSM_INSECURE", "NSM, the IPAM and the NSP; unsigned NSM tokens", plaintext.Interval)
+		})
+	case cfg.IPAMInsecure:
+		d.background(bg, func(ctx context.Context) {
+			plaintext.Warn(ctx, d.log, "NSM_IPAM_INSECURE", "the IPAM and the NSP", plaintext.Interval)
+		})
 	}
 	nsmDial := d.creds.NSMDialOptions()
 	if d.opts.nsmDial != nil {

@@ -156,6 +156,7 @@ func (l *Lab) startNSP(ctx context.Context) error {
 		"NSP_CONFIG_POLL_INTERVAL=2s",
 		"NSP_LOG_LEVEL=" + st.LogLevel,
 		"NSP_METRICS_PORT=" + strconv.Itoa(nspMetricsPort),
+		"NSP_INSECURE=true", // the lab has no SPIRE
 	})
 	if err != nil {
 		return err
@@ -178,6 +179,7 @@ func (l *Lab) StartIPAM() error {
 		"IPAM_PREFIX_IPV6=" + st.IPAMPrefixIPv6,
 		"IPAM_METRICS_PORT=" + strconv.Itoa(ipamMetricsPort),
 		"IPAM_LOG_LEVEL=" + st.LogLevel,
+		"IPAM_INSECURE=true", // the lab has no SPIRE
 	}, st.IPAMEnv...))
 	if err != nil {
 		return err

@@ -1,0 +1,109 @@
+{{/* Names. Every object carries the trench, so two releases of different
+trenches can share a namespace. */}}
+{{- define "causeway.trench" -}}{{ .Values.trench.name }}{{- end -}}
+{{- define "causeway.ipamName" -}}ipam-{{ include "causeway.trench" . }}{{- end -}}
+{{- define "causeway.ipamService" -}}ipam-service-{{ include "causeway.trench" . }}{{- end -}}
+{{- define "causeway.nspName" -}}nsp-{{ include "causeway.trench" . }}{{- end -}}
+{{/* The proxy builds the NSP address as <NSM_NSP_SERVICE_NAME>-<trench>.<namespace>:<port>. */}}
+{{- define "causeway.nspServicePrefix" -}}nsp-service{{- end -}}
+{{- define "causeway.nspService" -}}{{ include "causeway.nspServicePrefix" . }}-{{ include "causeway.trench" . }}{{- end -}}
+{{- define "causeway.proxyServiceAccount" -}}proxy-{{ include "causeway.trench" . }}{{- end -}}
+
+{{/* Ports: the binaries' defaults (IPAM_PORT, NSP_PORT, NSM_METRICS_ADDRESS). */}}
+{{- define "causeway.ipamPort" -}}7777{{- end -}}
+{{- define "causeway.nspPort" -}}7778{{- end -}}
+{{/* IPAM_HEALTH_PORT and NSP_HEALTH_PORT: plain-text health for the kubelet. */}}
+{{- define "causeway.healthPort" -}}7779{{- end -}}
+
+{{/* Where the images put the binaries, and the user they run as. */}}
+{{- define "causeway.binary" -}}/usr/local/bin/{{ . }}{{- end -}}
+{{- define "causeway.user" -}}10005{{- end -}}
+
+{{- define "causeway.image" -}}
+{{- $img := index .root.Values.images .name -}}
+image: {{ printf "%s:%s" $img.repository (default .root.Chart.AppVersion $img.tag) | quote }}
+imagePullPolicy: {{ $img.pullPolicy }}
+{{- end -}}
+
+{{- define "causeway.labels" -}}
+app.kubernetes.io/name: causeway
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+causeway.io/trench: {{ .root.Values.trench.name }}
+{{- end -}}
+
+{{- define "causeway.selector" -}}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+causeway.io/trench: {{ .root.Values.trench.name }}
+{{- end -}}
+
+{{/* The SPIFFE socket, as go-spiffe reads it. */}}
+{{- define "causeway.spiffeEnv" -}}
+- name: SPIFFE_ENDPOINT_SOCKET
+  value: {{ printf "unix://%s/%s" .Values.spire.socketDir .Values.spire.socket | quote }}
+{{- end -}}
+
+{{- define "causeway.spireMount" -}}
+- name: spire-agent-socket
+  mountPath: {{ .Values.spire.socketDir }}
+  readOnly: true
+{{- end -}}
+
+{{- define "causeway.spireVolume" -}}
+- name: spire-agent-socket
+  hostPath:
+    path: {{ .Values.spire.socketDir }}
+    type: Directory
+{{- end -}}
+
+{{/* The container security context of ipam and nsp: nothing but their
+binary, no capability at all. */}}
+{{- define "causeway.restricted" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: {{ include "causeway.user" . }}
+runAsGroup: {{ include "causeway.user" . }}
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The sysctls the proxy checks in its namespace for the IP family it
+serves (dataplane.PodSysctls, listed by family in
+deployments/config-reference.json; the chart's test compares). */}}
+{{- define "causeway.proxySysctls" -}}
+{{- $v4 := list "net.ipv4.ip_forward=1" "net.ipv4.conf.all.forwarding=1" "net.ipv4.fib_multipath_hash_policy=1" "net.ipv4.conf.all.rp_filter=0" "net.ipv4.conf.default.rp_filter=0" "net.ipv4.conf.default.promote_secondaries=1" -}}
+{{- $v6 := list "net.ipv6.conf.all.forwarding=1" "net.ipv6.fib_multipath_hash_policy=1" "net.ipv6.conf.all.accept_dad=0" "net.ipv6.conf.default.accept_dad=0" -}}
+{{- $out := list -}}
+{{- if ne .Values.ipFamily "ipv6" }}{{ $out = concat $out $v4 }}{{ end -}}
+{{- if ne .Values.ipFamily "ipv4" }}{{ $out = concat $out $v6 }}{{ end -}}
+{{- join "\n" $out -}}
+{{- end -}}
+
+{{/* The SPIFFE ID of a component's pods (SPIRE's default registration). */}}
+{{- define "causeway.spiffeID" -}}
+spiffe://{{ .root.Values.spire.trustDomain }}/ns/{{ .root.Release.Namespace }}/sa/{{ .component }}-{{ include "causeway.trench" .root }}
+{{- end -}}
+
+{{/* The security settings of a binary: plain gRPC when asked for, SPIFFE
+otherwise, with the callers it authorizes (prefix: IPAM or NSP; callers:
+the components allowed to call it). */}}
+{{- define "causeway.securityEnv" -}}
+{{- if .root.Values.insecure }}
+- name: {{ .prefix }}_INSECURE
+  value: "true"
+{{- else }}
+{{- $ids := list }}
+{{- range .callers }}
+{{- $ids = append $ids (include "causeway.spiffeID" (dict "root" $.root "component" .)) }}
+{{- end }}
+{{- if $ids }}
+- name: {{ .prefix }}_AUTHORIZED_IDS
+  value: {{ join "," $ids | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,5 @@
+// Package helmtest holds the test of the Helm chart deployments/helm/causeway.
+// It is a module of its own so that Helm's and Kubernetes' dependencies never
+// reach the binaries' module; it knows the binaries only through the
+// configuration reference they generate (deployments/config-reference.json).
+package helmtest

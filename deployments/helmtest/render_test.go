@@ -1,0 +1,183 @@
+package helmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	chartDir = "../helm/causeway"
+	refFile  = "../config-reference.json"
+	// exampleFile is the README's example values file.
+	exampleFile = "../helm/examples/trench-a.yaml"
+	namespace   = "causeway-test"
+)
+
+// manifests are the rendered objects of one install, decoded strictly.
+type manifests struct {
+	daemonSets   []*appsv1.DaemonSet
+	statefulSets []*appsv1.StatefulSet
+	deployments  []*appsv1.Deployment
+	services     map[string]*corev1.Service
+	configMaps   map[string]*corev1.ConfigMap
+	accounts     map[string]*corev1.ServiceAccount
+}
+
+// render installs the chart client-side (Helm's dry run, schema included)
+// with values on top of values.yaml and decodes every manifest.
+func render(t *testing.T, values string) *manifests {
+	t.Helper()
+	m, err := tryRender(values)
+	require.NoError(t, err)
+	return m
+}
+
+func tryRender(values string) (*manifests, error) {
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart: %w", err)
+	}
+	vals := map[string]any{}
+	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+		return nil, fmt.Errorf("test values: %w", err)
+	}
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun = true
+	install.ClientOnly = true
+	install.Replace = true
+	install.ReleaseName = "causeway"
+	install.Namespace = namespace
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
+	rel, err := install.Run(chrt, vals)
+	if err != nil {
+		return nil, err
+	}
+	return decode(rel.Manifest)
+}
+
+// decode decodes each manifest into its Kubernetes API type; an unknown
+// field or an unexpected kind is an error.
+func decode(all string) (*manifests, error) {
+	m := &manifests{services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
+		accounts: map[string]*corev1.ServiceAccount{}}
+	for name, doc := range releaseutil.SplitManifests(all) {
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		var obj any
+		switch head.APIVersion + "/" + head.Kind {
+		case "apps/v1/DaemonSet":
+			o := &appsv1.DaemonSet{}
+			m.daemonSets, obj = append(m.daemonSets, o), o
+		case "apps/v1/StatefulSet":
+			o := &appsv1.StatefulSet{}
+			m.statefulSets, obj = append(m.statefulSets, o), o
+		case "apps/v1/Deployment":
+			o := &appsv1.Deployment{}
+			m.deployments, obj = append(m.deployments, o), o
+		case "v1/Service":
+			obj = &corev1.Service{}
+		case "v1/ConfigMap":
+			obj = &corev1.ConfigMap{}
+		case "v1/ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		default:
+			return nil, fmt.Errorf("%s: unexpected %s %s", name, head.APIVersion, head.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			return nil, fmt.Errorf("%s (%s): %w\n%s", name, head.Kind, err, doc)
+		}
+		switch o := obj.(type) {
+		case *corev1.Service:
+			m.services[o.Name] = o
+		case *corev1.ConfigMap:
+			m.configMaps[o.Name] = o
+		case *corev1.ServiceAccount:
+			m.accounts[o.Name] = o
+		}
+	}
+	slices.SortFunc(m.daemonSets, func(a, b *appsv1.DaemonSet) int { return strings.Compare(a.Name, b.Name) })
+	return m, nil
+}
+
+// reference is deployments/config-reference.json, written by the main
+// module from the binaries' configuration structs.
+type reference struct {
+	ImageUser int `json:"imageUser"`
+	Binaries  []struct {
+		Name  string `json:"name"`
+		Image string `json:"image"`
+		Vars  []struct {
+			Name    string `json:"name"`
+			Default string `json:"default"`
+		} `json:"vars"`
+	} `json:"binaries"`
+	ProxySysctls map[string][]string `json:"proxySysctls"`
+}
+
+// binary is what the chart's test knows of one binary.
+type binary struct {
+	image    string
+	defaults map[string]string // every variable it reads → its default
+}
+
+func loadReference(t *testing.T) (reference, map[string]binary) {
+	t.Helper()
+	data, err := os.ReadFile(refFile)
+	require.NoError(t, err)
+	var ref reference
+	require.NoError(t, json.Unmarshal(data, &ref), "%s", refFile)
+	bins := map[string]binary{}
+	for _, b := range ref.Binaries {
+		d := map[string]string{}
+		for _, v := range b.Vars {
+			d[v.Name] = v.Default
+		}
+		bins[b.Name] = binary{image: b.Image, defaults: d}
+	}
+	require.Contains(t, bins, "proxy")
+	return ref, bins
+}
+
+// env is the effective environment of a container for a binary: the
+// binary's defaults overridden by the container's values. A variable set
+// from a field reference is "<fieldPath>".
+func env(c corev1.Container, b binary) map[string]string {
+	out := map[string]string{}
+	for k, v := range b.defaults {
+		out[k] = v
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			out[e.Name] = "<" + e.ValueFrom.FieldRef.FieldPath + ">"
+			continue
+		}
+		out[e.Name] = e.Value
+	}
+	return out
+}
+
+func absChart(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs(chartDir)
+	require.NoError(t, err)
+	return p
+}

@@ -1,0 +1,36 @@
+package health
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestProbeFollowsProbeServices(t *testing.T) {
+	c := New(WithLogger(quiet))
+	_, path := serveUnix(t, c)
+	c.Register(Readiness, IPAMCli)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+
+	require.NoError(t, Probe(ctx, path, "startup"))
+	require.NoError(t, Probe(ctx, "unix://"+path, "LIVENESS"))
+	require.ErrorContains(t, Probe(ctx, path, "readiness"), "NOT_SERVING")
+	c.SetServing(IPAMCli, true)
+	require.NoError(t, Probe(ctx, path, "readiness"))
+}
+
+func TestProbeFailsWithoutServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := Probe(ctx, filepath.Join(t.TempDir(), "absent.sock"), "liveness")
+	require.ErrorContains(t, err, "Liveness probe")
+}
+
+func TestProbeRejectsUnknownKind(t *testing.T) {
+	_, err := ProbeService("ready")
+	require.ErrorContains(t, err, "want startup, readiness or liveness")
+}

@@ -1,0 +1,68 @@
+package ipamd
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
+)
+
+// TestRunAuthorizesCallersBySPIFFEID: with IPAM_AUTHORIZED_IDS, the proxy's
+// ID is served over mTLS and any other ID of the trust domain is refused
+// with PermissionDenied.
+func TestRunAuthorizesCallersBySPIFFEID(t *testing.T) {
+	ca := testutil.NewSPIFFECA(t, "causeway.test")
+	ipamSVID := ca.Mint(t, "/ns/cw/sa/ipam")
+	sock := testutil.ServeWorkloadAPI(t, ipamSVID)
+	cfg := testConfig(t)
+	t.Setenv("SPIFFE_ENDPOINT_SOCKET", sock)
+	cfg.Insecure = false
+	cfg.AuthorizedIDs = []string{"spiffe://causeway.test/ns/cw/sa/proxy"}
+	_, _, stop := start(t, cfg)
+
+	// The proxy's own client credentials (pkg/nsm/credentials).
+	creds := credentials.FromSource(ca.Mint(t, "/ns/cw/sa/proxy"), time.Hour)
+	conn, err := grpc.NewClient(net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)),
+		grpc.WithTransportCredentials(creds.ClientTransportCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	assert.Equal(t, "169.255.0.1/24", allocate(t, ipamv1.NewIpamClient(conn), ipamv1.IPFamily_IPV4, "a"))
+
+	other := mtlsClient(t, cfg, ca.Mint(t, "/ns/cw/sa/other"), ipamSVID.SVID.ID)
+	_, err = other.Allocate(context.Background(), &ipamv1.Child{Name: "bridge", Subnet: &ipamv1.Subnet{
+		Conduit: &nspv1.Conduit{Name: "a", Trench: &nspv1.Trench{Name: "default"}}, Node: "worker"}})
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	require.NoError(t, stop())
+}
+
+// TestRunNeedsSPIFFEOrAnExplicitInsecure: without SPIFFE_ENDPOINT_SOCKET,
+// Run refuses to serve plain gRPC unless IPAM_INSECURE asks for it.
+func TestRunNeedsSPIFFEOrAnExplicitInsecure(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Insecure = false
+	err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	require.ErrorContains(t, err, "IPAM_INSECURE=true")
+}
+
+func TestConfigRefusesBadAuthorizedIDs(t *testing.T) {
+	c := testConfig(t)
+	c.AuthorizedIDs = []string{"proxy"}
+	require.ErrorContains(t, c.Validate(), "IPAM_AUTHORIZED_IDS")
+	c.AuthorizedIDs = []string{"spiffe://td/proxy"}
+	require.ErrorContains(t, c.Validate(), "IPAM_INSECURE=true", "no authorization without mTLS")
+	c.Insecure = false
+	require.NoError(t, c.Validate())
+}
