@@ -100,7 +100,9 @@ func pickMoved(svc ServicePortName, c int) lbStep {
 }
 
 func advance(d time.Duration) lbStep {
-	return func(_ *testing.T, _ *LoadBalancerRR, clk *fakeClock, _ map[int]netip.AddrPort) { clk.now = clk.now.Add(d) }
+	return func(_ *testing.T, _ *LoadBalancerRR, clk *fakeClock, _ map[int]netip.AddrPort) {
+		clk.now = clk.now.Add(d)
+	}
 }
 
 func cleanup(svc ServicePortName) lbStep {
@@ -116,7 +118,9 @@ func deleteService(svc ServicePortName) lbStep {
 // sameOrder asserts that svc's order did not change since the step that
 // saved it.
 func saveOrder(svc ServicePortName, into *[]netip.AddrPort) lbStep {
-	return func(_ *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) { *into = lb.Endpoints(svc) }
+	return func(_ *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+		*into = lb.Endpoints(svc)
+	}
 }
 
 func sameOrder(svc ServicePortName, saved *[]netip.AddrPort) lbStep {

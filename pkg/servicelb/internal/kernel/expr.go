@@ -104,3 +104,6 @@ func Redirect(port uint16) []expr.Any {
 
 // Goto jumps to chain without return.
 func Goto(chain string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictGoto, Chain: chain} }
+
+// Jump calls chain.
+func Jump(chain string) *expr.Verdict { return &expr.Verdict{Kind: expr.VerdictJump, Chain: chain} }
