@@ -164,7 +164,9 @@ func (p *Proxier) OnServiceUpdate(services []servicelb.Service) {
 	}
 	for name, sp := range p.services {
 		if pi, ok := want[name]; ok && sp.info.SameConfig(pi) {
-			sp.info.ServicePortInfo = pi // reference or timeout may change in place
+			// A new affinity timeout needs no new socket: the balancer
+			// takes it. (ServiceInfo is never changed once its loop runs.)
+			_ = p.lb.NewService(name, pi.Affinity, pi.AffinityTimeout)
 			continue
 		}
 		p.stopLocked(name, sp)

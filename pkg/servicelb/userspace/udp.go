@@ -48,9 +48,10 @@ func (c *ClientCache) DropEndpoints(keep func(netip.AddrPort) bool) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for _, cl := range c.clients {
+	for client, cl := range c.clients {
 		if !keep(cl.endpoint) {
 			_ = cl.conn.Close()
+			delete(c.clients, client)
 			n++
 		}
 	}
