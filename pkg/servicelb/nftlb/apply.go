@@ -270,6 +270,8 @@ func (x *tx) svcRules(name string, sc svcChain) {
 		x.rule(name, kernel.Goto(sc.eps[0]))
 		return
 	}
+	// Keys are in host order, as numgen writes its register (nft lists
+	// them as if big-endian: 1 shows as 16777216 on x86).
 	vmap := &nftables.Set{Anonymous: true, Constant: true, IsMap: true, KeyType: nftables.TypeInteger, DataType: nftables.TypeVerdict}
 	elems := make([]nftables.SetElement, len(sc.eps))
 	for i, ep := range sc.eps {
