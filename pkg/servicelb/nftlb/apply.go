@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -14,19 +15,46 @@ import (
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/kernel"
 )
 
-// Fixed objects of the table.
+// The shared sets of the table.
 const (
 	dispatch4 = "dispatch4" // ipv4_addr : verdict (goto the IP's chain)
 	dispatch6 = "dispatch6"
+	rr4       = "roundrobin4" // service id . turn : ipv4_addr . inet_service . endpoint id
+	rr6       = "roundrobin6"
+	affinity4 = "affinity4" // endpoint id . ipv4_addr, with timeout
+	affinity6 = "affinity6"
 )
+
+// 32-bit registers. The round-robin lookup takes its key from regKey on and
+// writes the endpoint from regEP on: address, port, then endpoint id (at
+// regEP+2 for IPv4, regEP+5 for IPv6), followed by the client address to
+// form the affinity key. Per-endpoint affinity rules build their key from
+// regAff on.
+const (
+	regKey = 8
+	regEP  = 8
+	regAff = 16
+)
+
+// affinitySize bounds each affinity set (clients × endpoints with affinity).
+const affinitySize = 1 << 20
+
+// elemsPerMessage keeps a message's element list under the 64 KiB that a
+// netlink attribute can hold (a goto element takes about 60 bytes).
+const elemsPerMessage = 500
 
 // tx is one transaction being built; n counts the objects it sends.
 type tx struct {
-	c    *nftables.Conn
-	t    *nftables.Table
-	n    int
-	sets map[string]*nftables.Set // sets created in this transaction
-	err  error
+	c   *nftables.Conn
+	t   *nftables.Table
+	n   int
+	err error
+}
+
+func (x *tx) fail(err error) {
+	if err != nil && x.err == nil {
+		x.err = err
+	}
 }
 
 func (x *tx) chain(name string) *nftables.Chain { return &nftables.Chain{Name: name, Table: x.t} }
@@ -36,33 +64,41 @@ func (x *tx) rule(chain string, exprs ...expr.Any) {
 	x.n++
 }
 
-func (x *tx) addSet(s *nftables.Set, elems []nftables.SetElement) {
-	s.Table = x.t
-	if err := x.c.AddSet(s, elems); err != nil && x.err == nil {
-		x.err = fmt.Errorf("set %s: %w", s.Name, err)
-	}
-	x.n += 1 + len(elems)
-	if !s.Anonymous {
-		x.sets[s.Name] = s
-	}
-}
-
-// set returns the set named name: the one created in this transaction, or
-// a reference to one in the kernel.
-func (x *tx) set(name string) *nftables.Set {
-	if s, ok := x.sets[name]; ok {
-		return s
-	}
-	return &nftables.Set{Table: x.t, Name: name}
-}
+func id32(id uint32) []byte { return binaryutil.NativeEndian.PutUint32(id) }
 
 func dispatchSet(v6 bool) *nftables.Set {
-	s := &nftables.Set{Name: dispatch4, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict, IsMap: true}
 	if v6 {
-		s.Name, s.KeyType = dispatch6, nftables.TypeIP6Addr
+		return &nftables.Set{Name: dispatch6, KeyType: nftables.TypeIP6Addr, DataType: nftables.TypeVerdict, IsMap: true}
+	}
+	return &nftables.Set{Name: dispatch4, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict, IsMap: true}
+}
+
+func roundRobinSet(v6 bool) *nftables.Set {
+	key := nftables.MustConcatSetType(nftables.TypeMark, nftables.TypeMark)
+	if v6 {
+		return &nftables.Set{Name: rr6, KeyType: key, Concatenation: true, IsMap: true,
+			DataType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetService, nftables.TypeMark)}
+	}
+	return &nftables.Set{Name: rr4, KeyType: key, Concatenation: true, IsMap: true,
+		DataType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService, nftables.TypeMark)}
+}
+
+// rrData is an endpoint as the round-robin map holds it.
+func rrData(e endpoint) []byte {
+	out := append(e.to.Addr().AsSlice(), byte(e.to.Port()>>8), byte(e.to.Port()), 0, 0)
+	return append(out, id32(e.id)...)
+}
+
+func affinitySet(v6 bool) *nftables.Set {
+	s := &nftables.Set{Name: affinity4, KeyType: nftables.MustConcatSetType(nftables.TypeMark, nftables.TypeIPAddr),
+		Concatenation: true, HasTimeout: true, Dynamic: true, Size: affinitySize}
+	if v6 {
+		s.Name, s.KeyType = affinity6, nftables.MustConcatSetType(nftables.TypeMark, nftables.TypeIP6Addr)
 	}
 	return s
 }
+
+func affinityName(v6 bool) string { return affinitySet(v6).Name }
 
 var (
 	any4 = netip.IPv4Unspecified()
@@ -76,14 +112,17 @@ func family(v6 bool) netip.Addr {
 	return any4
 }
 
-// base creates the table, the dispatch maps and the NAT base chains that
-// look every new flow's destination up in them (prerouting for routed
-// traffic, output for the namespace's own).
+// base creates the table, its shared sets and the NAT base chains that look
+// every new flow's destination up in the dispatch maps (prerouting for
+// routed traffic, output for the namespace's own).
 func (x *tx) base() {
 	x.c.AddTable(x.t)
 	x.n++
-	for _, v6 := range []bool{false, true} {
-		x.addSet(dispatchSet(v6), nil)
+	for _, s := range []*nftables.Set{dispatchSet(false), dispatchSet(true), roundRobinSet(false), roundRobinSet(true),
+		affinitySet(false), affinitySet(true)} {
+		s.Table = x.t
+		x.fail(x.c.AddSet(s, nil))
+		x.n++
 	}
 	for _, h := range []struct {
 		name string
@@ -93,9 +132,8 @@ func (x *tx) base() {
 			Hooknum: h.hook, Priority: nftables.ChainPriorityNATDest})
 		x.n++
 		for _, v6 := range []bool{false, true} {
-			s := x.set(dispatchSet(v6).Name)
 			exprs := append(kernel.MatchFamily(family(v6)), kernel.LoadDaddr(family(v6), 1),
-				&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID, IsDestRegSet: true, DestRegister: 0})
+				&expr.Lookup{SourceRegister: 1, SetName: dispatchSet(v6).Name, IsDestRegSet: true, DestRegister: 0})
 			x.rule(h.name, exprs...)
 		}
 	}
@@ -105,33 +143,33 @@ func (x *tx) base() {
 // and returns how many objects it sent.
 func (p *Provider) apply(want *state) (int, error) {
 	old := p.applied
-	x := &tx{t: kernel.Table(TableName), sets: make(map[string]*nftables.Set)}
 	if old == nil {
 		old = newState()
 	}
-	var sendSize int
-	c, err := p.conn(&sendSize)
+	var size int
+	c, err := p.conn(&size)
 	if err != nil {
 		return 0, err
 	}
-	x.c = c
+	x := &tx{c: c, t: kernel.Table(TableName)}
 	if p.applied == nil {
 		x.base()
 	}
-	p.diffAffinity(x, old, want)
-	p.diffChains(x, old, want)
-	p.diffDispatch(x, old, want)
-	p.deletions(x, old, want)
+	x.diffChains(old, want)
+	x.diffElements(old, want)
+	x.deletions(old, want)
 	if x.err != nil {
 		return x.n, x.err
 	}
 	if x.n == 0 {
 		return 0, nil
 	}
-	sendSize = x.n
+	size = x.n
+	built := time.Now()
 	if err := c.Flush(); err != nil {
 		return x.n, fmt.Errorf("nftables transaction of %d objects: %w", x.n, err)
 	}
+	p.stats.LastKernel = time.Since(built)
 	return x.n, nil
 }
 
@@ -159,37 +197,32 @@ func (p *Provider) conn(objects *int) (*nftables.Conn, error) {
 		}
 		return serr
 	})
-	c, err := nftables.New(append(nsOpt(p), opt)...)
+	opts := []nftables.ConnOption{opt}
+	if !kernel.Current(p.opts.NetNS) {
+		opts = append(opts, nftables.WithNetNSFd(int(p.opts.NetNS)))
+	}
+	c, err := nftables.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("nftables connection: %w", err)
 	}
 	return c, nil
 }
 
-func nsOpt(p *Provider) []nftables.ConnOption {
-	if kernel.Current(p.opts.NetNS) {
-		return nil
-	}
-	return []nftables.ConnOption{nftables.WithNetNSFd(int(p.opts.NetNS))}
-}
-
-func (p *Provider) diffAffinity(x *tx, old, want *state) {
-	for name, s := range want.affinity {
-		if _, ok := old.affinity[name]; ok {
-			continue
-		}
-		kt := nftables.TypeIPAddr
-		if s.v6 {
-			kt = nftables.TypeIP6Addr
-		}
-		x.addSet(&nftables.Set{Name: name, KeyType: kt, HasTimeout: true, Dynamic: true, Timeout: s.timeout}, nil)
-	}
-}
-
 // diffChains creates the new chains first (so every goto finds its target),
 // then writes the rules of new and changed chains.
-func (p *Provider) diffChains(x *tx, old, want *state) {
-	addChain := func(name string) {
+func (x *tx) diffChains(old, want *state) {
+	var added []string
+	for name := range want.services {
+		if _, ok := old.services[name]; !ok {
+			added = append(added, name)
+		}
+	}
+	for ip, ic := range want.dispatch {
+		if oc, ok := old.dispatch[ip]; !ok || oc.name != ic.name {
+			added = append(added, ic.name)
+		}
+	}
+	for _, name := range added {
 		x.c.AddChain(x.chain(name))
 		x.n++
 	}
@@ -199,36 +232,11 @@ func (p *Provider) diffChains(x *tx, old, want *state) {
 			x.n++
 		}
 	}
-	for name := range want.eps {
-		if _, ok := old.eps[name]; !ok {
-			addChain(name)
-		}
-	}
-	for name := range want.services {
-		if _, ok := old.services[name]; !ok {
-			addChain(name)
-		}
-	}
-	for ip, ic := range want.dispatch {
-		if oc, ok := old.dispatch[ip]; !ok || oc.name != ic.name {
-			addChain(ic.name)
-		}
-	}
-	for name, ec := range want.eps {
-		oc, ok := old.eps[name]
-		if ok && oc == ec {
-			continue
-		}
-		rewrite(name, ok)
-		x.epRule(name, ec)
-	}
 	for name, sc := range want.services {
-		oc, ok := old.services[name]
-		if ok && oc.equal(sc) {
-			continue
+		if oc, ok := old.services[name]; !ok || !oc.equal(sc) {
+			rewrite(name, ok)
+			x.svcRules(name, sc)
 		}
-		rewrite(name, ok)
-		x.svcRules(name, sc)
 	}
 	for ip, ic := range want.dispatch {
 		oc, ok := old.dispatch[ip]
@@ -242,85 +250,124 @@ func (p *Provider) diffChains(x *tx, old, want *state) {
 	}
 }
 
-// epRule: remember the client in the endpoint's affinity set (adding it or
-// refreshing its timeout), then DNAT to the endpoint.
-func (x *tx) epRule(name string, ec epChain) {
-	var exprs []expr.Any
-	if ec.affinity != "" {
-		s := x.set(ec.affinity)
-		exprs = append(exprs, kernel.LoadSaddr(ec.to.Addr(), 1),
-			&expr.Dynset{SrcRegKey: 1, SetName: s.Name, SetID: s.ID, Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: ec.timeout})
-	}
-	x.rule(name, append(exprs, kernel.DNAT(ec.to)...)...)
-}
-
-// svcRules: a client found in an endpoint's affinity set goes there; any
-// other takes the next endpoint of an incrementing counter.
+// svcRules: with affinity, one rule per endpoint sends a client that has a
+// live element (endpoint id, client address) there and refreshes it; then
+// every other client takes the service's next turn: an incrementing counter
+// (numgen inc) looked up with the service id in the round-robin map, which
+// yields the endpoint; with affinity the client gets its element; DNAT.
 func (x *tx) svcRules(name string, sc svcChain) {
 	fam := family(sc.v6)
-	for i, aff := range sc.affinity {
-		s := x.set(aff)
-		x.rule(name, kernel.LoadSaddr(fam, 1), &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID},
-			kernel.Goto(sc.eps[i]))
+	affinity := affinityName(sc.v6)
+	remember := func(reg uint32) []expr.Any {
+		return []expr.Any{&expr.Dynset{SrcRegKey: reg, SetName: affinity, Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: sc.timeout}}
+	}
+	if sc.timeout > 0 {
+		for _, ep := range sc.eps {
+			exprs := []expr.Any{&expr.Immediate{Register: regAff, Data: id32(ep.id)}, kernel.LoadSaddr(fam, regAff+1),
+				&expr.Lookup{SourceRegister: regAff, SetName: affinity}}
+			exprs = append(exprs, remember(regAff)...)
+			x.rule(name, append(exprs, kernel.DNAT(ep.to)...)...)
+		}
 	}
 	switch len(sc.eps) {
 	case 0:
 		return
 	case 1:
-		x.rule(name, kernel.Goto(sc.eps[0]))
+		var exprs []expr.Any
+		if sc.timeout > 0 {
+			exprs = append(exprs, &expr.Immediate{Register: regAff, Data: id32(sc.eps[0].id)}, kernel.LoadSaddr(fam, regAff+1))
+			exprs = append(exprs, remember(regAff)...)
+		}
+		x.rule(name, append(exprs, kernel.DNAT(sc.eps[0].to)...)...)
 		return
 	}
-	// Keys are in host order, as numgen writes its register (nft lists
-	// them as if big-endian: 1 shows as 16777216 on x86).
-	vmap := &nftables.Set{Anonymous: true, Constant: true, IsMap: true, KeyType: nftables.TypeInteger, DataType: nftables.TypeVerdict}
-	elems := make([]nftables.SetElement, len(sc.eps))
-	for i, ep := range sc.eps {
-		elems[i] = nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(i)), VerdictData: kernel.Goto(ep)}
+	addrRegs, idReg := uint32(1), uint32(regEP+2) // the port follows a 4-byte address
+	if sc.v6 {
+		addrRegs, idReg = 4, regEP+5
 	}
-	x.addSet(vmap, elems)
-	x.rule(name,
-		&expr.Numgen{Register: 1, Modulus: uint32(len(sc.eps)), Type: unix.NFT_NG_INCREMENTAL},
-		&expr.Lookup{SourceRegister: 1, SetName: vmap.Name, SetID: vmap.ID, IsDestRegSet: true, DestRegister: 0})
+	exprs := []expr.Any{
+		&expr.Immediate{Register: regKey, Data: id32(sc.id)},
+		&expr.Numgen{Register: regKey + 1, Modulus: uint32(len(sc.eps)), Type: unix.NFT_NG_INCREMENTAL},
+		&expr.Lookup{SourceRegister: regKey, SetName: roundRobinSet(sc.v6).Name, IsDestRegSet: true, DestRegister: regEP},
+	}
+	if sc.timeout > 0 {
+		exprs = append(exprs, kernel.LoadSaddr(fam, idReg+1))
+		exprs = append(exprs, remember(idReg)...)
+	}
+	exprs = append(exprs, &expr.NAT{Type: expr.NATTypeDestNAT, Family: kernel.NFProto(fam),
+		RegAddrMin: regEP, RegProtoMin: regEP + addrRegs, Specified: true})
+	x.rule(name, exprs...)
 }
 
-// diffDispatch points the dispatch maps at the IP chains of new service
-// IPs and drops the elements of removed ones.
-func (p *Provider) diffDispatch(x *tx, old, want *state) {
-	add := map[bool][]nftables.SetElement{}
-	del := map[bool][]nftables.SetElement{}
-	for ip, ic := range want.dispatch {
-		if oc, ok := old.dispatch[ip]; ok && oc.name == ic.name {
-			continue
-		} else if ok {
-			del[!ip.Is4()] = append(del[!ip.Is4()], nftables.SetElement{Key: ip.AsSlice()})
-		}
-		add[!ip.Is4()] = append(add[!ip.Is4()], nftables.SetElement{Key: ip.AsSlice(), VerdictData: kernel.Goto(ic.name)})
-	}
-	for ip := range old.dispatch {
-		if _, ok := want.dispatch[ip]; !ok {
-			del[!ip.Is4()] = append(del[!ip.Is4()], nftables.SetElement{Key: ip.AsSlice()})
-		}
-	}
+// diffElements updates the dispatch and round-robin maps: new keys are
+// added, changed ones deleted and added again, gone ones deleted.
+func (x *tx) diffElements(old, want *state) {
 	for _, v6 := range []bool{false, true} {
-		s := x.set(dispatchSet(v6).Name)
-		s.KeyType, s.DataType, s.IsMap = dispatchSet(v6).KeyType, nftables.TypeVerdict, true
-		if len(del[v6]) > 0 {
-			if err := x.c.SetDeleteElements(s, del[v6]); err != nil && x.err == nil {
-				x.err = err
+		var add, del []nftables.SetElement
+		for ip, ic := range want.dispatch {
+			if ip.Is4() == v6 {
+				continue
 			}
-			x.n += len(del[v6])
-		}
-		if len(add[v6]) > 0 {
-			if err := x.c.SetAddElements(s, add[v6]); err != nil && x.err == nil {
-				x.err = err
+			oc, ok := old.dispatch[ip]
+			if ok && oc.name == ic.name {
+				continue
 			}
-			x.n += len(add[v6])
+			if ok {
+				del = append(del, nftables.SetElement{Key: ip.AsSlice()})
+			}
+			add = append(add, nftables.SetElement{Key: ip.AsSlice(), VerdictData: kernel.Goto(ic.name)})
 		}
+		for ip := range old.dispatch {
+			if _, ok := want.dispatch[ip]; !ok && ip.Is4() != v6 {
+				del = append(del, nftables.SetElement{Key: ip.AsSlice()})
+			}
+		}
+		x.elements(dispatchSet(v6), add, del)
+	}
+	key := func(k rrKey) []byte { return append(id32(k.svc), id32(k.turn)...) }
+	for _, v6 := range []bool{false, true} {
+		var add, del []nftables.SetElement
+		for k, ep := range want.rr {
+			if ep.to.Addr().Is4() == v6 {
+				continue
+			}
+			oep, ok := old.rr[k]
+			if ok && oep == ep {
+				continue
+			}
+			if ok {
+				del = append(del, nftables.SetElement{Key: key(k)})
+			}
+			add = append(add, nftables.SetElement{Key: key(k), Val: rrData(ep)})
+		}
+		for k, oep := range old.rr {
+			if _, ok := want.rr[k]; !ok && oep.to.Addr().Is4() != v6 {
+				del = append(del, nftables.SetElement{Key: key(k)})
+			}
+		}
+		x.elements(roundRobinSet(v6), add, del)
 	}
 }
 
-// deletions removes what want no longer has, referrers first.
-func (p *Provider) deletions(x *tx, old, want *state) {
+// elements deletes del then adds add to s, in messages of bounded size.
+func (x *tx) elements(s *nftables.Set, add, del []nftables.SetElement) {
+	s.Table = x.t
+	for chunk := range slices.Chunk(del, elemsPerMessage) {
+		x.fail(x.c.SetDeleteElements(s, chunk))
+		x.n += len(chunk)
+	}
+	for chunk := range slices.Chunk(add, elemsPerMessage) {
+		x.fail(x.c.SetAddElements(s, chunk))
+		x.n += len(chunk)
+	}
+}
+
+// deletions removes the chains want no longer has, referrers first (their
+// rules and map elements are gone earlier in the same transaction). The
+// affinity elements of a removed endpoint are no longer looked up (its rule
+// went with the service chain's rewrite) and expire on their own; its id is
+// never reused.
+func (x *tx) deletions(old, want *state) {
 	del := func(name string) {
 		x.c.DelChain(x.chain(name))
 		x.n++
@@ -333,17 +380,6 @@ func (p *Provider) deletions(x *tx, old, want *state) {
 	for name := range old.services {
 		if _, ok := want.services[name]; !ok {
 			del(name)
-		}
-	}
-	for name := range old.eps {
-		if _, ok := want.eps[name]; !ok {
-			del(name)
-		}
-	}
-	for name := range old.affinity {
-		if _, ok := want.affinity[name]; !ok {
-			x.c.DelSet(&nftables.Set{Table: x.t, Name: name})
-			x.n++
 		}
 	}
 }

@@ -50,6 +50,7 @@ type Stats struct {
 	LastObjects      int // objects (table, chains, rules, sets, elements, deletions) sent by the last sync
 	TotalObjects     uint64
 	LastDuration     time.Duration
+	LastKernel       time.Duration // of LastDuration, the transaction's round trip to the kernel
 	ConntrackFlushed uint64
 }
 
@@ -65,6 +66,7 @@ type Provider struct {
 
 	syncMu  sync.Mutex
 	applied *state // nil: our table is not (known to be) there
+	ids     ids
 	stats   Stats
 }
 
@@ -84,6 +86,7 @@ func New(opts Options) (*Provider, error) {
 		log:       opts.Logger.With("provider", servicelb.ProviderNftables),
 		ports:     make(map[servicelb.ServicePortName]servicelb.ServicePortInfo),
 		endpoints: make(map[servicelb.ServicePortName][]netip.AddrPort),
+		ids:       ids{m: make(map[string]uint32)},
 	}
 	p.runner = servicelb.NewSyncRunner(p.syncOnce, opts.MinSyncPeriod, opts.SyncPeriod)
 	if err := p.CleanupLeftovers(); err != nil {
@@ -158,7 +161,7 @@ func (p *Provider) SyncNow() error {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	p.mu.Lock()
-	want := desired(p.ports, p.endpoints)
+	want := desired(p.ports, p.endpoints, &p.ids)
 	p.mu.Unlock()
 	start := time.Now()
 	n, err := p.apply(want)
@@ -173,6 +176,7 @@ func (p *Provider) SyncNow() error {
 	}
 	stale := staleUDP(p.applied, want)
 	p.applied = want
+	p.ids.keep(want)
 	flushed, err := kernel.FlushUDP(p.opts.NetNS, stale)
 	p.stats.ConntrackFlushed += uint64(flushed)
 	if err != nil {

@@ -1,6 +1,7 @@
 package nftlb
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
@@ -12,14 +13,23 @@ import (
 
 // state is the content of our table, as plain values that compare, so that
 // a sync can send only what differs from the state last applied.
+//
+// The layout keeps a change cheap in the kernel. Per-service objects are
+// chains (found by hash) and elements of shared sets (the kernel finds sets
+// by walking the table's list, so there are only five); and below the
+// service chain nothing jumps: the endpoint comes out of a data map and is
+// DNATed in the same rule, so an endpoint change adds no goto and the
+// kernel does not re-validate the whole jump graph.
 type state struct {
 	// dispatch: service IP -> chain holding one rule per service port.
 	dispatch map[netip.Addr]ipChain
 	services map[string]svcChain // by chain name
-	eps      map[string]epChain  // by chain name
-	affinity map[string]affSet   // by set name
-	// ports is what conntrack flushing needs: the UDP service ports and
-	// their endpoints.
+	// rr is the round-robin map: (service id, turn) -> endpoint.
+	rr map[rrKey]endpoint
+	// names are the keys of the ids in use.
+	names map[string]bool
+	// ports is what conntrack flushing needs: the service ports and their
+	// endpoints.
 	ports map[servicelb.ServicePortName]portState
 }
 
@@ -34,28 +44,30 @@ type portRule struct {
 	chain string
 }
 
-// svcChain picks an endpoint: affinity lookups first (one per endpoint),
-// then the round robin over eps.
+// svcChain picks an endpoint: with affinity, a client with a live element
+// (endpoint id, client address) in the affinity set goes to that endpoint;
+// the others take the next turn of the service's counter in the round-robin
+// map (and, with affinity, get an element).
 type svcChain struct {
-	v6       bool
-	eps      []string // endpoint chain names, in round-robin order
-	affinity []string // affinity set of each endpoint, or nil
+	v6      bool
+	id      uint32
+	timeout time.Duration // affinity timeout, 0 without affinity
+	eps     []endpoint    // in round-robin order
 }
 
 func (s svcChain) equal(o svcChain) bool {
-	return s.v6 == o.v6 && slices.Equal(s.eps, o.eps) && slices.Equal(s.affinity, o.affinity)
+	return s.v6 == o.v6 && s.id == o.id && s.timeout == o.timeout && slices.Equal(s.eps, o.eps)
 }
 
-// epChain records the client in its affinity set and DNATs to the endpoint.
-type epChain struct {
-	to       netip.AddrPort
-	affinity string // set name, "" without affinity
-	timeout  time.Duration
+// endpoint is one turn of a service port: the address and its id.
+type endpoint struct {
+	to netip.AddrPort
+	id uint32
 }
 
-type affSet struct {
-	v6      bool
-	timeout time.Duration
+type rrKey struct {
+	svc  uint32
+	turn uint32
 }
 
 type portState struct {
@@ -67,8 +79,8 @@ func newState() *state {
 	return &state{
 		dispatch: make(map[netip.Addr]ipChain),
 		services: make(map[string]svcChain),
-		eps:      make(map[string]epChain),
-		affinity: make(map[string]affSet),
+		rr:       make(map[rrKey]endpoint),
+		names:    make(map[string]bool),
 		ports:    make(map[servicelb.ServicePortName]portState),
 	}
 }
@@ -82,10 +94,36 @@ func hash(parts ...string) string {
 	return fmt.Sprintf("%016x", h.Sum64())
 }
 
+// ids hands out the numeric ids of service ports and endpoints: stable
+// while they exist, never reused (so the stale affinity elements of a gone
+// endpoint never match a new one; they expire unseen).
+type ids struct {
+	next uint32
+	m    map[string]uint32
+}
+
+func (i *ids) get(name string) uint32 {
+	if id, ok := i.m[name]; ok {
+		return id
+	}
+	i.next++
+	i.m[name] = i.next
+	return i.next
+}
+
+// keep forgets the ids st does not use.
+func (i *ids) keep(st *state) {
+	for name := range i.m {
+		if !st.names[name] {
+			delete(i.m, name)
+		}
+	}
+}
+
 // desired computes the table for the service ports and their endpoints.
 // Names derive from what the object serves, so that an unchanged endpoint
-// keeps its chain and affinity set (its clients stay) whatever else changes.
-func desired(ports map[servicelb.ServicePortName]servicelb.ServicePortInfo, endpoints map[servicelb.ServicePortName][]netip.AddrPort) *state {
+// keeps its chain and id (its clients stay) whatever else changes.
+func desired(ports map[servicelb.ServicePortName]servicelb.ServicePortInfo, endpoints map[servicelb.ServicePortName][]netip.AddrPort, id *ids) *state {
 	st := newState()
 	for name, pi := range ports {
 		key := fmt.Sprintf("%s|%s|%s|%s", name, pi.Addr(), pi.Protocol, pi.Affinity)
@@ -99,20 +137,18 @@ func desired(ports map[servicelb.ServicePortName]servicelb.ServicePortInfo, endp
 		// A fixed order: a reordered but equal list changes nothing.
 		slices.SortFunc(eps, netip.AddrPort.Compare)
 		st.ports[name] = portState{info: pi, eps: eps}
-		sc := svcChain{v6: !pi.IP.Is4()}
+		sc := svcChain{v6: !pi.IP.Is4(), id: id.get(svcName)}
+		st.names[svcName] = true
+		if pi.Affinity == servicelb.AffinityClientIP {
+			sc.timeout = pi.AffinityTimeout
+		}
 		for i, e := range eps {
-			// The index keeps duplicates apart: each copy is one turn.
-			id := hash(key, e.String(), fmt.Sprint(occurrence(eps, i)))
-			ec := epChain{to: e}
-			if pi.Affinity == servicelb.AffinityClientIP {
-				ec.affinity = "aff-" + hash(id, pi.AffinityTimeout.String())[:16]
-				ec.timeout = pi.AffinityTimeout
-				st.affinity[ec.affinity] = affSet{v6: !pi.IP.Is4(), timeout: pi.AffinityTimeout}
-				sc.affinity = append(sc.affinity, ec.affinity)
-			}
-			epName := "ep-" + id
-			st.eps[epName] = ec
-			sc.eps = append(sc.eps, epName)
+			// The occurrence keeps duplicates apart: each copy is one turn.
+			epName := "ep|" + hash(key, e.String(), fmt.Sprint(occurrence(eps, i)))
+			st.names[epName] = true
+			ep := endpoint{to: e, id: id.get(epName)}
+			st.rr[rrKey{svc: sc.id, turn: uint32(i)}] = ep
+			sc.eps = append(sc.eps, ep)
 		}
 		st.services[svcName] = sc
 		ic := st.dispatch[pi.IP]
@@ -122,19 +158,7 @@ func desired(ports map[servicelb.ServicePortName]servicelb.ServicePortInfo, endp
 	}
 	for ip, ic := range st.dispatch {
 		slices.SortFunc(ic.ports, func(a, b portRule) int {
-			if a.port != b.port {
-				return int(a.port) - int(b.port)
-			}
-			if a.proto != b.proto {
-				if a.proto < b.proto {
-					return -1
-				}
-				return 1
-			}
-			if a.chain < b.chain {
-				return -1
-			}
-			return 1
+			return cmp.Or(cmp.Compare(a.port, b.port), cmp.Compare(a.proto, b.proto), cmp.Compare(a.chain, b.chain))
 		})
 		st.dispatch[ip] = ic
 	}
