@@ -139,13 +139,10 @@ func (x *tx) base() {
 	}
 }
 
-// apply sends the difference between p.applied and want in one transaction
-// and returns how many objects it sent.
-func (p *Provider) apply(want *state) (int, error) {
-	old := p.applied
-	if old == nil {
-		old = newState()
-	}
+// apply sends the difference from old to want (fragments of the table, or
+// the whole of it when nothing is applied yet) in one transaction and
+// returns how many objects it sent.
+func (p *Provider) apply(old, want *state) (int, error) {
 	var size int
 	c, err := p.conn(&size)
 	if err != nil {

@@ -3,6 +3,7 @@ package nftlb
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/slbtest"
@@ -44,6 +45,7 @@ func BenchmarkSync(b *testing.B) {
 			}
 			b.ResetTimer()
 			objects := 0
+			var kernelTime time.Duration
 			for range b.N {
 				b.StopTimer()
 				changeOneEndpoint(eps)
@@ -53,8 +55,10 @@ func BenchmarkSync(b *testing.B) {
 					b.Fatal(err)
 				}
 				objects = p.Stats().LastObjects
+				kernelTime += p.Stats().LastKernel
 			}
 			b.ReportMetric(float64(objects), "objects/op")
+			b.ReportMetric(float64(kernelTime.Microseconds())/float64(b.N), "kernel-µs/op")
 		})
 	}
 }

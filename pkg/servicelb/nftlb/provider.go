@@ -66,6 +66,7 @@ type Provider struct {
 
 	syncMu  sync.Mutex
 	applied *state // nil: our table is not (known to be) there
+	inputs  inputs // what applied was computed from
 	ids     ids
 	stats   Stats
 }
@@ -161,10 +162,11 @@ func (p *Provider) SyncNow() error {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	p.mu.Lock()
-	want := desired(p.ports, p.endpoints, &p.ids)
+	cur := newInputs(p.ports, p.endpoints)
 	p.mu.Unlock()
 	start := time.Now()
-	n, err := p.apply(want)
+	old, want := p.fragments(cur)
+	n, err := p.apply(old, want)
 	p.stats.Syncs++
 	p.stats.LastObjects = n
 	p.stats.TotalObjects += uint64(n)
@@ -174,15 +176,48 @@ func (p *Provider) SyncNow() error {
 		p.applied = nil
 		return errors.Join(err, kernel.DeleteTable(p.opts.NetNS, TableName))
 	}
-	stale := staleUDP(p.applied, want)
-	p.applied = want
-	p.ids.keep(want)
-	flushed, err := kernel.FlushUDP(p.opts.NetNS, stale)
+	if p.applied == nil {
+		p.applied = want
+	} else {
+		p.applied.merge(old, want)
+	}
+	p.inputs = cur
+	p.ids.drop(old, want)
+	flushed, err := kernel.FlushUDP(p.opts.NetNS, staleUDP(old, want))
 	p.stats.ConntrackFlushed += uint64(flushed)
 	if err != nil {
 		return fmt.Errorf("flush stale UDP conntrack entries: %w", err)
 	}
 	return nil
+}
+
+// fragments returns the part of the applied state that cur changes, and
+// what it becomes: only the service ports whose inputs differ and the IP
+// chains of their service IPs (everything when nothing is applied yet), so
+// a sync's cost follows the size of the change, not of the table.
+func (p *Provider) fragments(cur inputs) (old, want *state) {
+	if p.applied == nil {
+		return newState(), desired(cur, nil, &p.ids)
+	}
+	dirty := changed(p.inputs, cur)
+	old = desired(p.inputs, dirty, &p.ids)
+	want = desired(cur, dirty, &p.ids)
+	for ip := range old.dispatch {
+		if _, ok := cur.byIP[ip]; ok {
+			want.dispatch[ip] = ipChainOf(cur, ip)
+		}
+	}
+	for ip := range want.dispatch {
+		old.dispatch[ip] = p.applied.dispatch[ip]
+	}
+	for ip := range old.dispatch {
+		if ic, ok := p.applied.dispatch[ip]; ok {
+			old.dispatch[ip] = ic
+		} else {
+			delete(old.dispatch, ip)
+		}
+	}
+	return old, want
 }
 
 // staleUDP lists what conntrack entries must go between two states: UDP

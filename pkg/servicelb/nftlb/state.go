@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -111,23 +112,34 @@ func (i *ids) get(name string) uint32 {
 	return i.next
 }
 
-// keep forgets the ids st does not use.
-func (i *ids) keep(st *state) {
-	for name := range i.m {
-		if !st.names[name] {
+// drop forgets the ids old used and cur does not.
+func (i *ids) drop(old, cur *state) {
+	for name := range old.names {
+		if !cur.names[name] {
 			delete(i.m, name)
 		}
 	}
 }
 
-// desired computes the table for the service ports and their endpoints.
-// Names derive from what the object serves, so that an unchanged endpoint
-// keeps its chain and id (its clients stay) whatever else changes.
-func desired(ports map[servicelb.ServicePortName]servicelb.ServicePortInfo, endpoints map[servicelb.ServicePortName][]netip.AddrPort, id *ids) *state {
-	st := newState()
+// portInput is what one service port's objects derive from.
+type portInput struct {
+	info servicelb.ServicePortInfo
+	eps  []netip.AddrPort // of the service's family, sorted
+}
+
+func (a portInput) equal(b portInput) bool {
+	return a.info == b.info && slices.Equal(a.eps, b.eps)
+}
+
+// inputs are all service ports, with their names by service IP.
+type inputs struct {
+	ports map[servicelb.ServicePortName]portInput
+	byIP  map[netip.Addr][]servicelb.ServicePortName
+}
+
+func newInputs(ports map[servicelb.ServicePortName]servicelb.ServicePortInfo, endpoints map[servicelb.ServicePortName][]netip.AddrPort) inputs {
+	in := inputs{ports: make(map[servicelb.ServicePortName]portInput, len(ports)), byIP: make(map[netip.Addr][]servicelb.ServicePortName)}
 	for name, pi := range ports {
-		key := fmt.Sprintf("%s|%s|%s|%s", name, pi.Addr(), pi.Protocol, pi.Affinity)
-		svcName := "svc-" + hash(key)
 		var eps []netip.AddrPort
 		for _, e := range endpoints[name] {
 			if e.Addr().Is4() == pi.IP.Is4() {
@@ -136,6 +148,55 @@ func desired(ports map[servicelb.ServicePortName]servicelb.ServicePortInfo, endp
 		}
 		// A fixed order: a reordered but equal list changes nothing.
 		slices.SortFunc(eps, netip.AddrPort.Compare)
+		in.ports[name] = portInput{info: pi, eps: eps}
+		in.byIP[pi.IP] = append(in.byIP[pi.IP], name)
+	}
+	return in
+}
+
+// changed lists the service ports added, removed or changed from a to b.
+func changed(a, b inputs) []servicelb.ServicePortName {
+	var out []servicelb.ServicePortName
+	for name, pb := range b.ports {
+		if pa, ok := a.ports[name]; !ok || !pa.equal(pb) {
+			out = append(out, name)
+		}
+	}
+	for name := range a.ports {
+		if _, ok := b.ports[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func portKey(name servicelb.ServicePortName, pi servicelb.ServicePortInfo) string {
+	return fmt.Sprintf("%s|%s|%s|%s", name, pi.Addr(), pi.Protocol, pi.Affinity)
+}
+
+func svcChainName(name servicelb.ServicePortName, pi servicelb.ServicePortInfo) string {
+	return "svc-" + hash(portKey(name, pi))
+}
+
+// desired computes the objects of the named service ports of in (all of
+// them when names is nil), with the IP chains of their service IPs.
+// Names derive from what the object serves, so that an unchanged endpoint
+// keeps its id (its clients stay) whatever else changes.
+func desired(in inputs, names []servicelb.ServicePortName, id *ids) *state {
+	if names == nil {
+		for name := range in.ports {
+			names = append(names, name)
+		}
+	}
+	st := newState()
+	for _, name := range names {
+		input, ok := in.ports[name]
+		if !ok {
+			continue
+		}
+		pi, eps := input.info, input.eps
+		key := portKey(name, pi)
+		svcName := svcChainName(name, pi)
 		st.ports[name] = portState{info: pi, eps: eps}
 		sc := svcChain{v6: !pi.IP.Is4(), id: id.get(svcName)}
 		st.names[svcName] = true
@@ -151,18 +212,47 @@ func desired(ports map[servicelb.ServicePortName]servicelb.ServicePortInfo, endp
 			sc.eps = append(sc.eps, ep)
 		}
 		st.services[svcName] = sc
-		ic := st.dispatch[pi.IP]
-		ic.name = "ip-" + hash(pi.IP.String())
-		ic.ports = append(ic.ports, portRule{proto: pi.Protocol, port: pi.Port, chain: svcName})
-		st.dispatch[pi.IP] = ic
-	}
-	for ip, ic := range st.dispatch {
-		slices.SortFunc(ic.ports, func(a, b portRule) int {
-			return cmp.Or(cmp.Compare(a.port, b.port), cmp.Compare(a.proto, b.proto), cmp.Compare(a.chain, b.chain))
-		})
-		st.dispatch[ip] = ic
+		st.dispatch[pi.IP] = ipChainOf(in, pi.IP)
 	}
 	return st
+}
+
+// ipChainOf is the chain of service IP ip: one rule per service port.
+func ipChainOf(in inputs, ip netip.Addr) ipChain {
+	ic := ipChain{name: "ip-" + hash(ip.String())}
+	for _, name := range in.byIP[ip] {
+		pi := in.ports[name].info
+		ic.ports = append(ic.ports, portRule{proto: pi.Protocol, port: pi.Port, chain: svcChainName(name, pi)})
+	}
+	slices.SortFunc(ic.ports, func(a, b portRule) int {
+		return cmp.Or(cmp.Compare(a.port, b.port), cmp.Compare(a.proto, b.proto), cmp.Compare(a.chain, b.chain))
+	})
+	return ic
+}
+
+// merge makes applied equal to the whole state after a sync that turned
+// fragment old into fragment cur.
+func (st *state) merge(old, cur *state) {
+	for k := range old.services {
+		delete(st.services, k)
+	}
+	for k := range old.rr {
+		delete(st.rr, k)
+	}
+	for k := range old.names {
+		delete(st.names, k)
+	}
+	for k := range old.ports {
+		delete(st.ports, k)
+	}
+	for ip := range old.dispatch {
+		delete(st.dispatch, ip)
+	}
+	maps.Copy(st.services, cur.services)
+	maps.Copy(st.rr, cur.rr)
+	maps.Copy(st.names, cur.names)
+	maps.Copy(st.ports, cur.ports)
+	maps.Copy(st.dispatch, cur.dispatch)
 }
 
 // occurrence counts the copies of eps[i] before position i.
