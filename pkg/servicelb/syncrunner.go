@@ -45,6 +45,11 @@ func (r *SyncRunner) Run(ctx context.Context) {
 			case <-time.After(wait):
 			}
 		}
+		// Requests made until now are served by this run.
+		select {
+		case <-r.kick:
+		default:
+		}
 		last = time.Now()
 		r.fn()
 		select {
