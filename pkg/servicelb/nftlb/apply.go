@@ -266,16 +266,7 @@ func (x *tx) svcRules(name string, sc svcChain) {
 			x.rule(name, append(exprs, kernel.DNAT(ep.to)...)...)
 		}
 	}
-	switch len(sc.eps) {
-	case 0:
-		return
-	case 1:
-		var exprs []expr.Any
-		if sc.timeout > 0 {
-			exprs = append(exprs, &expr.Immediate{Register: regAff, Data: id32(sc.eps[0].id)}, kernel.LoadSaddr(fam, regAff+1))
-			exprs = append(exprs, remember(regAff)...)
-		}
-		x.rule(name, append(exprs, kernel.DNAT(sc.eps[0].to)...)...)
+	if sc.n == 0 {
 		return
 	}
 	addrRegs, idReg := uint32(1), uint32(regEP+2) // the port follows a 4-byte address
@@ -284,7 +275,7 @@ func (x *tx) svcRules(name string, sc svcChain) {
 	}
 	exprs := []expr.Any{
 		&expr.Immediate{Register: regKey, Data: id32(sc.id)},
-		&expr.Numgen{Register: regKey + 1, Modulus: uint32(len(sc.eps)), Type: unix.NFT_NG_INCREMENTAL},
+		&expr.Numgen{Register: regKey + 1, Modulus: uint32(sc.n), Type: unix.NFT_NG_INCREMENTAL},
 		&expr.Lookup{SourceRegister: regKey, SetName: roundRobinSet(sc.v6).Name, IsDestRegSet: true, DestRegister: regEP},
 	}
 	if sc.timeout > 0 {

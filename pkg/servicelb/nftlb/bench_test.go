@@ -9,14 +9,22 @@ import (
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/slbtest"
 )
 
-// BenchmarkSync programs n service ports (3 endpoints each, ClientIP
-// affinity: every object kind is there) into an empty table, then changes
-// one endpoint of one service port; objects/op is what each transaction
-// sent.
+// BenchmarkSync programs n service ports (3 endpoints each, without and
+// with ClientIP affinity) into an empty table, then replaces one endpoint of
+// one service port; objects/op is what each transaction sent, kernel-µs/op
+// the transaction's round trip.
 func BenchmarkSync(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		svcs, eps := syntheticServices(n, 3, servicelb.AffinityClientIP)
-		b.Run(fmt.Sprintf("ports=%d/from-empty", n), func(b *testing.B) {
+	for _, aff := range []servicelb.AffinityType{servicelb.AffinityNone, servicelb.AffinityClientIP} {
+		for _, n := range []int{1000, 10000} {
+			benchSync(b, n, aff)
+		}
+	}
+}
+
+func benchSync(b *testing.B, n int, aff servicelb.AffinityType) {
+	{
+		svcs, eps := syntheticServices(n, 3, aff)
+		b.Run(fmt.Sprintf("affinity=%s/ports=%d/from-empty", aff, n), func(b *testing.B) {
 			topo := slbtest.New(b, 0)
 			p := newTestProvider(b, topo, Options{})
 			objects := 0
@@ -35,7 +43,7 @@ func BenchmarkSync(b *testing.B) {
 			}
 			b.ReportMetric(float64(objects), "objects/op")
 		})
-		b.Run(fmt.Sprintf("ports=%d/one-endpoint", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("affinity=%s/ports=%d/one-endpoint", aff, n), func(b *testing.B) {
 			topo := slbtest.New(b, 0)
 			p := newTestProvider(b, topo, Options{})
 			p.OnServiceUpdate(svcs)

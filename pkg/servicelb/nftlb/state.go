@@ -48,16 +48,19 @@ type portRule struct {
 // svcChain picks an endpoint: with affinity, a client with a live element
 // (endpoint id, client address) in the affinity set goes to that endpoint;
 // the others take the next turn of the service's counter in the round-robin
-// map (and, with affinity, get an element).
+// map (and, with affinity, get an element). Without affinity its one rule
+// depends only on the number of endpoints, so replacing an endpoint changes
+// a map element and no rule.
 type svcChain struct {
 	v6      bool
 	id      uint32
 	timeout time.Duration // affinity timeout, 0 without affinity
-	eps     []endpoint    // in round-robin order
+	n       int           // endpoints
+	eps     []endpoint    // with affinity only: one rule each
 }
 
 func (s svcChain) equal(o svcChain) bool {
-	return s.v6 == o.v6 && s.id == o.id && s.timeout == o.timeout && slices.Equal(s.eps, o.eps)
+	return s.v6 == o.v6 && s.id == o.id && s.timeout == o.timeout && s.n == o.n && slices.Equal(s.eps, o.eps)
 }
 
 // endpoint is one turn of a service port: the address and its id.
@@ -209,8 +212,11 @@ func desired(in inputs, names []servicelb.ServicePortName, id *ids) *state {
 			st.names[epName] = true
 			ep := endpoint{to: e, id: id.get(epName)}
 			st.rr[rrKey{svc: sc.id, turn: uint32(i)}] = ep
-			sc.eps = append(sc.eps, ep)
+			if sc.timeout > 0 {
+				sc.eps = append(sc.eps, ep)
+			}
 		}
+		sc.n = len(eps)
 		st.services[svcName] = sc
 		st.dispatch[pi.IP] = ipChainOf(in, pi.IP)
 	}
