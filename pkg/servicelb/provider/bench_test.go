@@ -99,7 +99,7 @@ func BenchmarkTCPConnRate(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			ctx := context.Background()
 			for range b.N {
-				if _, err := topo.Client.TCPHello(ctx, p.addr); err != nil {
+				if _, err := topo.Client.TCPHelloAbort(ctx, p.addr); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -125,9 +125,22 @@ type Greeting struct {
 
 // TCPHello connects to addr, reads the greeting and closes.
 func (h *Host) TCPHello(ctx context.Context, addr netip.AddrPort) (Greeting, error) {
+	return h.tcpHello(ctx, addr, false)
+}
+
+// TCPHelloAbort is TCPHello closing with a reset, which leaves no TIME_WAIT
+// behind (for connection-rate loops).
+func (h *Host) TCPHelloAbort(ctx context.Context, addr netip.AddrPort) (Greeting, error) {
+	return h.tcpHello(ctx, addr, true)
+}
+
+func (h *Host) tcpHello(ctx context.Context, addr netip.AddrPort, abort bool) (Greeting, error) {
 	c, err := h.DialTCP(ctx, addr)
 	if err != nil {
 		return Greeting{}, err
+	}
+	if abort {
+		_ = c.SetLinger(0)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
