@@ -115,7 +115,8 @@ func (s *tcpSocket) serve(in *net.TCPConn, svc servicelb.ServicePortName, info *
 // the runtime turns into splice(2) through a kernel pipe: the bytes never
 // enter user space. An EOF is passed on as a half-close (CloseWrite), so a
 // client that shuts down its sending side still gets the whole answer; an
-// error aborts both connections, so nothing is left blocked.
+// error (a reset from either side) aborts both connections with a reset, so
+// nothing is left blocked.
 func ProxyTCP(in, out *net.TCPConn) {
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -131,6 +132,9 @@ func ProxyTCP(in, out *net.TCPConn) {
 
 func copyHalf(dst, src *net.TCPConn) {
 	if _, err := io.Copy(dst, src); err != nil {
+		// Pass the failure on as a reset (and leave no TIME_WAIT behind).
+		_ = dst.SetLinger(0)
+		_ = src.SetLinger(0)
 		_ = dst.Close()
 		_ = src.Close()
 		return
