@@ -2,6 +2,7 @@ package servicelb
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"time"
@@ -142,6 +143,22 @@ func (s Service) PortInfos() []ServicePortInfo {
 			Affinity:        aff,
 			AffinityTimeout: ttl,
 		})
+	}
+	return out
+}
+
+// PortsByName returns the served ports of services by name; a port of
+// another protocol than TCP or UDP is logged and skipped.
+func PortsByName(services []Service, log *slog.Logger) map[ServicePortName]ServicePortInfo {
+	out := make(map[ServicePortName]ServicePortInfo)
+	for _, s := range services {
+		for _, pi := range s.PortInfos() {
+			if pi.Protocol != TCP && pi.Protocol != UDP {
+				log.Warn("service port skipped", "service", pi.Name.String(), "protocol", string(pi.Protocol))
+				continue
+			}
+			out[pi.Name] = pi
+		}
 	}
 	return out
 }

@@ -105,16 +105,7 @@ func New(opts Options) (*Provider, error) {
 
 // OnServiceUpdate replaces the service ports and asks for a sync.
 func (p *Provider) OnServiceUpdate(services []servicelb.Service) {
-	ports := make(map[servicelb.ServicePortName]servicelb.ServicePortInfo)
-	for _, s := range services {
-		for _, pi := range s.PortInfos() {
-			if pi.Protocol != servicelb.TCP && pi.Protocol != servicelb.UDP {
-				p.log.Warn("service port skipped", "service", pi.Name.String(), "protocol", string(pi.Protocol))
-				continue
-			}
-			ports[pi.Name] = pi
-		}
-	}
+	ports := servicelb.PortsByName(services, p.log)
 	p.mu.Lock()
 	p.ports = ports
 	p.mu.Unlock()

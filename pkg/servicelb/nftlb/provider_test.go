@@ -1,9 +1,7 @@
 package nftlb
 
 import (
-	"log/slog"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,25 +15,15 @@ import (
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/slbtest"
 )
 
-func testLogger() *slog.Logger {
-	level := slog.LevelWarn
-	if os.Getenv("SLB_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-}
-
 func newTestProvider(t testing.TB, topo *slbtest.Topology, opts Options) *Provider {
 	t.Helper()
 	opts.NetNS = topo.Proxy.Handle
-	opts.Logger = testLogger()
+	opts.Logger = slbtest.Logger()
 	p, err := New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, p.Close())
-		ok, err := kernel.TableExists(topo.Proxy.Handle, TableName)
-		require.NoError(t, err)
-		require.False(t, ok, "table left behind after Close")
+		require.False(t, topo.TableExists(t, TableName), "table left behind after Close")
 	})
 	return p
 }
@@ -58,7 +46,7 @@ func chains(t testing.TB, topo *slbtest.Topology, prefix string) []string {
 
 func subject(t *testing.T, topo *slbtest.Topology) *slbtest.Subject {
 	p := newTestProvider(t, topo, Options{BridgeNetfilter: true})
-	return &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow, Removed: func(t *testing.T, svc servicelb.ServicePortInfo) {
+	return &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow, Table: TableName, Removed: func(t *testing.T, svc servicelb.ServicePortInfo) {
 		for _, prefix := range []string{"ip-", "svc-", "ep-"} {
 			assert.Empty(t, chains(t, topo, prefix), "%s chains of the removed service remain", prefix)
 		}
@@ -69,17 +57,6 @@ func TestNftablesScenarios(t *testing.T) {
 	topo := slbtest.New(t, 3)
 	echo := slbtest.StartEcho(t, topo.Endpoints)
 	slbtest.RunScenarios(t, topo, echo, func(t *testing.T) *slbtest.Subject { return subject(t, topo) })
-	t.Run("cleanup leftovers leaves no table", func(t *testing.T) {
-		s := subject(t, topo)
-		s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP6, Port: 80, Protocol: servicelb.UDP, Hosts: topo.Endpoints, EPPort: echo.Port})
-		ok, err := kernel.TableExists(topo.Proxy.Handle, TableName)
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.NoError(t, CleanupLeftovers(topo.Proxy.Handle))
-		ok, err = kernel.TableExists(topo.Proxy.Handle, TableName)
-		require.NoError(t, err)
-		require.False(t, ok)
-	})
 }
 
 // TestHairpin: client and endpoints are ports of one bridge, so an

@@ -147,16 +147,7 @@ func (p *Proxier) OnEndpointsUpdate(endpoints []servicelb.Endpoints) {
 // ports, reopens those whose protocol, IP, port or affinity changed and
 // closes those of removed ports; then it asks for a sync of the rules.
 func (p *Proxier) OnServiceUpdate(services []servicelb.Service) {
-	want := make(map[servicelb.ServicePortName]servicelb.ServicePortInfo)
-	for _, s := range services {
-		for _, pi := range s.PortInfos() {
-			if pi.Protocol != servicelb.TCP && pi.Protocol != servicelb.UDP {
-				p.log.Warn("service port skipped", "service", pi.Name.String(), "protocol", string(pi.Protocol))
-				continue
-			}
-			want[pi.Name] = pi
-		}
-	}
+	want := servicelb.PortsByName(services, p.log)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

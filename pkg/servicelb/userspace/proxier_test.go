@@ -2,9 +2,7 @@ package userspace
 
 import (
 	"context"
-	"log/slog"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -12,17 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
-	"github.com/causeway-net/causeway/pkg/servicelb/internal/kernel"
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/slbtest"
 )
-
-func testLogger() *slog.Logger {
-	level := slog.LevelWarn
-	if os.Getenv("SLB_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-}
 
 func TestNewProxierRefusesLoopback(t *testing.T) {
 	for _, ip := range []string{"127.0.0.1", "::1"} {
@@ -36,24 +25,22 @@ func TestNewProxierRefusesLoopback(t *testing.T) {
 // checked clean) with t.
 func newTestProxier(t *testing.T, topo *slbtest.Topology, opts Options) (*Proxier, *servicelb.LogRecorder) {
 	t.Helper()
-	rec := servicelb.NewLogRecorder(testLogger())
+	rec := servicelb.NewLogRecorder(slbtest.Logger())
 	opts.NetNS = topo.Proxy.Handle
-	opts.Logger = testLogger()
+	opts.Logger = slbtest.Logger()
 	opts.Recorder = rec
 	p, err := NewProxier(servicelb.NewLoadBalancerRR(), netip.Addr{}, servicelb.PortRange{}, time.Minute, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, p.Close())
-		ok, err := kernel.TableExists(topo.Proxy.Handle, TableName)
-		require.NoError(t, err)
-		require.False(t, ok, "table left behind after Close")
+		require.False(t, topo.TableExists(t, TableName), "table left behind after Close")
 	})
 	return p, rec
 }
 
 func subject(t *testing.T, topo *slbtest.Topology, opts Options) (*slbtest.Subject, *Proxier) {
 	p, _ := newTestProxier(t, topo, opts)
-	return &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow, Removed: func(t *testing.T, svc servicelb.ServicePortInfo) {
+	return &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow, Table: TableName, Removed: func(t *testing.T, svc servicelb.ServicePortInfo) {
 		assert.Zero(t, p.Port(svc.Name), "socket of the removed service still open")
 		assert.Nil(t, p.Info(svc.Name))
 		p.syncMu.Lock()
@@ -68,17 +55,6 @@ func TestUserspaceScenarios(t *testing.T) {
 	slbtest.RunScenarios(t, topo, echo, func(t *testing.T) *slbtest.Subject {
 		s, _ := subject(t, topo, Options{})
 		return s
-	})
-	t.Run("cleanup leftovers leaves no table", func(t *testing.T) {
-		s, _ := subject(t, topo, Options{})
-		s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP4, Port: 80, Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
-		ok, err := kernel.TableExists(topo.Proxy.Handle, TableName)
-		require.NoError(t, err)
-		require.True(t, ok)
-		require.NoError(t, CleanupLeftovers(topo.Proxy.Handle))
-		ok, err = kernel.TableExists(topo.Proxy.Handle, TableName)
-		require.NoError(t, err)
-		require.False(t, ok)
 	})
 }
 

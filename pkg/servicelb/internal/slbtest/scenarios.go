@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
+	"github.com/causeway-net/causeway/pkg/servicelb/internal/kernel"
 )
 
 // Subject is a provider under test in a topology.
@@ -27,6 +30,36 @@ type Subject struct {
 	// Removed checks what a provider must leave behind a removed service
 	// port (sockets closed, rules gone).
 	Removed func(t *testing.T, svc servicelb.ServicePortInfo)
+	// Table is the provider's nftables table.
+	Table string
+}
+
+// Logger is the providers' logger in tests (debug with SLB_DEBUG set).
+func Logger() *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("SLB_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// TableExists reports whether the proxy namespace has the inet table name.
+func (topo *Topology) TableExists(t testing.TB, name string) bool {
+	t.Helper()
+	ok, err := kernel.TableExists(topo.Proxy.Handle, name)
+	require.NoError(t, err)
+	return ok
+}
+
+// without returns hosts but the one named name.
+func without(hosts []*Host, name string) []*Host {
+	var out []*Host
+	for _, h := range hosts {
+		if h.Name != name {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // Ref is the reference the test services carry.
@@ -138,12 +171,7 @@ func RunScenarios(t *testing.T, topo *Topology, echo *Echo, newSubject func(t *t
 			require.NoError(t, err)
 			require.Equal(t, first.Endpoint, g.Endpoint, "affinity survives a reorder")
 			// Its endpoint going ends it.
-			var rest []*Host
-			for _, h := range eps {
-				if h.Name != first.Endpoint {
-					rest = append(rest, h)
-				}
-			}
+			rest := without(eps, first.Endpoint)
 			s.Apply(t, Config{IP: ip, Port: 80, Protocol: proto, Affinity: servicelb.AffinityClientIP,
 				Timeout: time.Hour, Hosts: rest, EPPort: echo.Port})
 			moved, err := s.Hello(t, proto, netip.AddrPortFrom(ip, 80))
@@ -204,10 +232,14 @@ func RunScenarios(t *testing.T, topo *Topology, echo *Echo, newSubject func(t *t
 			s.Removed(t, svc)
 		})
 	})
-	t.Run("cleanup leftovers", func(t *testing.T) {
-		s := newSubject(t)
-		s.Apply(t, Config{IP: ServiceIP4, Port: 80, Protocol: servicelb.TCP, Hosts: eps, EPPort: echo.Port})
-		require.NoError(t, s.Provider.CleanupLeftovers())
+	t.Run("cleanup leftovers leaves no table", func(t *testing.T) {
+		for _, ip := range families() {
+			s := newSubject(t)
+			s.Apply(t, Config{IP: ip, Port: 80, Protocol: servicelb.UDP, Hosts: eps, EPPort: echo.Port})
+			require.True(t, s.Topo.TableExists(t, s.Table))
+			require.NoError(t, s.Provider.CleanupLeftovers())
+			require.False(t, s.Topo.TableExists(t, s.Table))
+		}
 	})
 }
 
@@ -226,13 +258,7 @@ func endpointRemovedTCP(t *testing.T, s *Subject, ip netip.Addr, echo *Echo) {
 	require.NoError(t, err)
 	g, err := parseGreeting(string(greet[:n-1]))
 	require.NoError(t, err)
-	var rest []*Host
-	for _, h := range eps {
-		if h.Name != g.Endpoint {
-			rest = append(rest, h)
-		}
-	}
-	cfg.Hosts = rest
+	cfg.Hosts = without(eps, g.Endpoint)
 	s.Apply(t, cfg)
 	for range 6 {
 		ng, err := s.Hello(t, servicelb.TCP, netip.AddrPortFrom(ip, 80))
@@ -261,13 +287,7 @@ func endpointRemovedUDP(t *testing.T, s *Subject, ip netip.Addr, echo *Echo) {
 	again, _, err := UDPHello(flow, []byte("b"), 2*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, g.Endpoint, again.Endpoint, "one flow, one endpoint")
-	var rest []*Host
-	for _, h := range eps {
-		if h.Name != g.Endpoint {
-			rest = append(rest, h)
-		}
-	}
-	cfg.Hosts = rest
+	cfg.Hosts = without(eps, g.Endpoint)
 	s.Apply(t, cfg)
 	moved, _, err := UDPHello(flow, []byte("c"), 2*time.Second)
 	require.NoError(t, err, "the flow of a removed endpoint must move, not black-hole")
