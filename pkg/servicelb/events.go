@@ -85,16 +85,3 @@ func (r *LogRecorder) Count(ref Reference, reason EventReason) uint64 {
 	defer r.mu.Unlock()
 	return r.counts[eventKey{ref, reason}]
 }
-
-// discard is the Recorder used when none is given.
-type discard struct{}
-
-func (discard) Record(Event) {}
-
-// OrDiscard returns r, or a recorder that drops events when r is nil.
-func OrDiscard(r Recorder) Recorder {
-	if r == nil {
-		return discard{}
-	}
-	return r
-}

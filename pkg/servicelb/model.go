@@ -28,9 +28,6 @@ func ParseProtocol(s string) (Protocol, error) {
 	return "", fmt.Errorf("unknown protocol %q (want TCP or UDP)", s)
 }
 
-// Network is the Go network name of p ("tcp" or "udp").
-func (p Protocol) Network() string { return strings.ToLower(string(p)) }
-
 // AffinityType is the session affinity of a service.
 type AffinityType string
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -228,21 +229,12 @@ func staleUDP(old, cur *state) []kernel.StaleUDP {
 			continue
 		}
 		for _, e := range op.eps {
-			if !containsAddrPort(np.eps, e) {
+			if !slices.Contains(np.eps, e) {
 				out = append(out, kernel.StaleUDP{Service: op.info.Addr(), Endpoint: e})
 			}
 		}
 	}
 	return out
-}
-
-func containsAddrPort(list []netip.AddrPort, a netip.AddrPort) bool {
-	for _, x := range list {
-		if x == a {
-			return true
-		}
-	}
-	return false
 }
 
 // CleanupLeftovers removes the provider's table.
