@@ -3,6 +3,7 @@ package userspace
 import (
 	"context"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,4 +179,67 @@ func TestSyncLoop(t *testing.T) {
 		_, err := s.Hello(t, servicelb.TCP, svc)
 		return err == nil
 	}, 10*time.Second, 20*time.Millisecond, "SyncLoop never wrote the rules")
+}
+
+// countingSocket is a ProxySocket written outside the default constructor:
+// it wraps the default one and counts its loops.
+type countingSocket struct {
+	ProxySocket
+	loops *atomic.Int32
+}
+
+func (s countingSocket) ProxyLoop(svc servicelb.ServicePortName, info *ServiceInfo, lb servicelb.LoadBalancer) {
+	s.loops.Add(1)
+	s.ProxySocket.ProxyLoop(svc, info, lb)
+}
+
+func TestNewCustomProxier(t *testing.T) {
+	topo := slbtest.New(t, 1)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	var loops atomic.Int32
+	makeSocket := func(proto servicelb.Protocol, ip netip.Addr, port int) (ProxySocket, error) {
+		s, err := NewProxySocket(proto, ip, port)
+		if err != nil {
+			return nil, err
+		}
+		return countingSocket{ProxySocket: s, loops: &loops}, nil
+	}
+	p, err := NewCustomProxier(servicelb.NewLoadBalancerRR(), netip.Addr{}, servicelb.PortRange{}, time.Minute,
+		Options{NetNS: topo.Proxy.Handle, Logger: slbtest.Logger()}, makeSocket)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	s := &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow}
+	svc := netip.AddrPortFrom(slbtest.ServiceIP6, 80)
+	s.Apply(t, slbtest.Config{IP: svc.Addr(), Port: svc.Port(), Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	g, err := s.Hello(t, servicelb.TCP, svc)
+	require.NoError(t, err)
+	require.Equal(t, "ep1", g.Endpoint)
+	require.Equal(t, int32(1), loops.Load())
+}
+
+func TestPortRange(t *testing.T) {
+	topo := slbtest.New(t, 1)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	// Pick some port (the fresh proxy namespace has none in use) and
+	// confine the proxier to it.
+	probe, err := NewProxySocket(servicelb.TCP, netip.Addr{}, 0)
+	require.NoError(t, err)
+	port := int(clientOf(probe.Addr()).Port())
+	require.NoError(t, probe.Close())
+	p, err := NewProxier(servicelb.NewLoadBalancerRR(), netip.Addr{}, servicelb.PortRange{Base: port, Size: 1}, time.Minute,
+		Options{NetNS: topo.Proxy.Handle, Logger: slbtest.Logger()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	s := &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow}
+	cfg := slbtest.Config{IP: slbtest.ServiceIP4, Port: 80, Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port}
+	s.Apply(t, cfg)
+	require.Equal(t, uint16(port), p.Port(slbtest.SvcName), "socket on the range's only port")
+	// A second service port finds the range exhausted and is not served;
+	// the first keeps working.
+	p.OnServiceUpdate([]servicelb.Service{{Ref: slbtest.Ref, IP: slbtest.ServiceIP4, Ports: []servicelb.ServicePort{
+		{Name: "p", Port: 80, Protocol: servicelb.TCP}, {Name: "q", Port: 81, Protocol: servicelb.TCP}}}})
+	require.NoError(t, p.SyncNow())
+	require.Zero(t, p.Port(servicelb.ServicePortName{Namespace: slbtest.Ref.Namespace, Name: slbtest.Ref.Name, Port: "q"}))
+	_, err = s.Hello(t, servicelb.TCP, netip.AddrPortFrom(slbtest.ServiceIP4, 80))
+	require.NoError(t, err)
 }
