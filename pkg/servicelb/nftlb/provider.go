@@ -1,8 +1,8 @@
 // Package nftlb is the nftables provider of the service load balancer: no
 // user-space hop, the kernel DNATs each new connection or UDP flow to an
 // endpoint. Endpoint choice is a deterministic round robin (an incrementing
-// counter, numgen inc), ClientIP affinity lives in per-endpoint sets with a
-// timeout, the client's source address is kept, and everything is in one
+// counter, numgen inc), ClientIP affinity lives in timed elements (endpoint
+// id, client address), the client's source address is kept, and everything is in one
 // inet table of our own, changed by one atomic transaction per sync that
 // carries only what changed.
 package nftlb
