@@ -140,7 +140,19 @@ func RunScenarios(t *testing.T, topo *Topology, echo *Echo, newSubject func(t *t
 			s.Apply(t, Config{IP: ip, Port: 80, Protocol: proto, Hosts: eps, EPPort: echo.Port})
 			got := map[string]int{}
 			for range 10 * len(eps) {
-				g, err := s.Hello(t, proto, netip.AddrPortFrom(ip, 80))
+				var g Greeting
+				var err error
+				if proto == servicelb.TCP {
+					g, err = s.Hello(t, proto, netip.AddrPortFrom(ip, 80))
+				} else {
+					// Each flow keeps its socket until the end: a closed
+					// one's port could come back and rejoin its old flow.
+					var c *net.UDPConn
+					c, err = s.Topo.Client.DialUDP(netip.AddrPortFrom(ip, 80))
+					require.NoError(t, err)
+					defer c.Close()
+					g, _, err = UDPHello(c, []byte("hi"), 2*time.Second)
+				}
 				require.NoError(t, err)
 				got[g.Endpoint]++
 			}
