@@ -315,6 +315,16 @@ func (p *Proxier) Port(svc servicelb.ServicePortName) uint16 {
 	return 0
 }
 
+// socketAddr is the bound address of svc's socket.
+func (p *Proxier) socketAddr(svc servicelb.ServicePortName) netip.AddrPort {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sp, ok := p.services[svc]; ok {
+		return clientOf(sp.socket.Addr())
+	}
+	return netip.AddrPort{}
+}
+
 // Info returns svc's ServiceInfo (nil when it has no socket).
 func (p *Proxier) Info(svc servicelb.ServicePortName) *ServiceInfo {
 	p.mu.Lock()

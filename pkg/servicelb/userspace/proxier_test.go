@@ -243,3 +243,23 @@ func TestPortRange(t *testing.T) {
 	_, err = s.Hello(t, servicelb.TCP, netip.AddrPortFrom(slbtest.ServiceIP4, 80))
 	require.NoError(t, err)
 }
+
+// TestSpecificListenIP: sockets bound to one address are reached by DNAT to
+// it; a service of the other family is not served.
+func TestSpecificListenIP(t *testing.T) {
+	topo := slbtest.New(t, 1)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	p, err := NewProxier(servicelb.NewLoadBalancerRR(), slbtest.Gateway4, servicelb.PortRange{}, time.Minute,
+		Options{NetNS: topo.Proxy.Handle, Logger: slbtest.Logger()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	s := &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow}
+	for _, proto := range []servicelb.Protocol{servicelb.TCP, servicelb.UDP} {
+		s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP4, Port: 80, Protocol: proto, Hosts: topo.Endpoints, EPPort: echo.Port})
+		require.Equal(t, slbtest.Gateway4, p.socketAddr(slbtest.SvcName).Addr(), "socket bound to the listen IP")
+		_, err = s.Hello(t, proto, netip.AddrPortFrom(slbtest.ServiceIP4, 80))
+		require.NoError(t, err, proto)
+	}
+	s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP6, Port: 80, Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	require.Nil(t, p.Info(slbtest.SvcName), "IPv6 service on an IPv4 listen IP")
+}
