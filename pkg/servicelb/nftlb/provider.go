@@ -189,7 +189,7 @@ func (p *Provider) SyncNow() error {
 // a sync's cost follows the size of the change, not of the table.
 func (p *Provider) fragments(cur inputs) (old, want *state) {
 	if p.applied == nil {
-		return newState(), desired(cur, nil, &p.ids)
+		return newState(), desired(cur, cur.allPorts(), &p.ids)
 	}
 	dirty := changed(p.inputs, cur)
 	old = desired(p.inputs, dirty, &p.ids)

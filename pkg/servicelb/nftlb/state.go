@@ -181,16 +181,16 @@ func svcChainName(name servicelb.ServicePortName, pi servicelb.ServicePortInfo) 
 	return "svc-" + hash(portKey(name, pi))
 }
 
-// desired computes the objects of the named service ports of in (all of
-// them when names is nil), with the IP chains of their service IPs.
-// Names derive from what the object serves, so that an unchanged endpoint
-// keeps its id (its clients stay) whatever else changes.
+// allPorts lists the names of every service port of in.
+func (in inputs) allPorts() []servicelb.ServicePortName {
+	return slices.Collect(maps.Keys(in.ports))
+}
+
+// desired computes the objects of the named service ports of in, with the
+// IP chains of their service IPs. Names derive from what the object
+// serves, so that an unchanged endpoint keeps its id (its clients stay)
+// whatever else changes.
 func desired(in inputs, names []servicelb.ServicePortName, id *ids) *state {
-	if names == nil {
-		for name := range in.ports {
-			names = append(names, name)
-		}
-	}
 	st := newState()
 	for _, name := range names {
 		input, ok := in.ports[name]
