@@ -2,6 +2,7 @@ package nftlb
 
 import (
 	"net/netip"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -17,6 +18,9 @@ import (
 // map lookup's registers, which nft's decoder does not follow) but lists
 // everything else.
 func TestRulesetListable(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft(8) is not installed (scripts/install-deps.sh lists it)")
+	}
 	topo := slbtest.New(t, 3)
 	echo := slbtest.StartEcho(t, topo.Endpoints)
 	s := subject(t, topo)
