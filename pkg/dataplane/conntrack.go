@@ -176,15 +176,24 @@ func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
 		return 0, fmt.Errorf("conntrack dump: %w", err)
 	}
 	m := newPrefixMatcher(ps)
+	n, err := DeleteFlows(c.conn, flows, m.matchFlow)
+	dp.ctr.ctDeleted.Add(uint64(n))
+	return n, err
+}
+
+// DeleteFlows deletes, through conn, the flows of a dump that match; entries
+// that expired meanwhile are not errors. It returns how many it deleted.
+// The service load balancer shares it for its own flushes.
+func DeleteFlows(conn *conntrack.Conn, flows []conntrack.Flow, match func(*conntrack.Flow) bool) (int, error) {
 	var errs []error
 	n := 0
 	for i := range flows {
 		f := &flows[i]
-		if !m.matchFlow(f) {
+		if !match(f) {
 			continue
 		}
 		del := conntrack.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, Zone: f.Zone}
-		if err := c.conn.Delete(del); err != nil {
+		if err := conn.Delete(del); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue // expired meanwhile
 			}
@@ -193,6 +202,5 @@ func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
 		}
 		n++
 	}
-	dp.ctr.ctDeleted.Add(uint64(n))
 	return n, errors.Join(errs...)
 }

@@ -77,6 +77,10 @@ func nsFD(ns netns.NsHandle) int {
 	return int(ns)
 }
 
+// DoInNS runs fn on an OS thread switched into ns and switches back (see
+// doInNS); other packages that open sockets in a namespace share it.
+func DoInNS(ns netns.NsHandle, fn func() error) error { return doInNS(ns, fn) }
+
 // sysctl is one setting the Dataplane enforces.
 type sysctl struct {
 	key   string // dotted, as sysctl(8) names it

@@ -1,0 +1,97 @@
+// Package kernel holds what both service load balancer providers do to the
+// kernel of their namespace: run code in it, reach its nftables, build the
+// nftables expressions they share, remove their table, and flush the
+// conntrack entries of removed UDP services and endpoints.
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netns"
+
+	"github.com/causeway-net/causeway/pkg/dataplane"
+)
+
+// Current reports whether ns means "the namespace of the caller".
+func Current(ns netns.NsHandle) bool { return ns <= 0 }
+
+// Do runs fn in ns (directly when ns is the caller's).
+func Do(ns netns.NsHandle, fn func() error) error {
+	if Current(ns) {
+		return fn()
+	}
+	return dataplane.DoInNS(ns, fn)
+}
+
+// NFT returns an nftables connection to ns.
+func NFT(ns netns.NsHandle) (*nftables.Conn, error) {
+	var opts []nftables.ConnOption
+	if !Current(ns) {
+		opts = append(opts, nftables.WithNetNSFd(int(ns)))
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nftables connection: %w", err)
+	}
+	return c, nil
+}
+
+// Table is the inet table named name.
+func Table(name string) *nftables.Table {
+	return &nftables.Table{Name: name, Family: nftables.TableFamilyINet}
+}
+
+// TableExists reports whether ns has our inet table name.
+func TableExists(ns netns.NsHandle, name string) (bool, error) {
+	c, err := NFT(ns)
+	if err != nil {
+		return false, err
+	}
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, fmt.Errorf("list nftables tables: %w", err)
+	}
+	for _, t := range tables {
+		if t.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// DeleteTable removes the inet table name from ns; a missing table is no
+// error.
+func DeleteTable(ns netns.NsHandle, name string) error {
+	ok, err := TableExists(ns, name)
+	if err != nil || !ok {
+		return err
+	}
+	c, err := NFT(ns)
+	if err != nil {
+		return err
+	}
+	c.DelTable(Table(name))
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("delete nftables table %s: %w", name, err)
+	}
+	return nil
+}
+
+// SetSysctl writes value to the dotted key in ns.
+func SetSysctl(ns netns.NsHandle, key, value string) error {
+	path := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
+	return Do(ns, func() error {
+		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("sysctl %s: %w (is the module loaded?)", key, err)
+			}
+			return fmt.Errorf("sysctl %s: %w", key, err)
+		}
+		return nil
+	})
+}

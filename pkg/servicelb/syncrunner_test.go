@@ -1,0 +1,46 @@
+package servicelb
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSyncRunner(t *testing.T) {
+	var runs atomic.Int32
+	r := NewSyncRunner(func() { runs.Add(1) }, 50*time.Millisecond, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.Run(ctx)
+	}()
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, time.Millisecond, "first run at start")
+	for range 100 {
+		r.Request() // a burst coalesces
+	}
+	require.Eventually(t, func() bool { return runs.Load() == 2 }, 5*time.Second, time.Millisecond)
+	time.Sleep(120 * time.Millisecond)
+	require.Equal(t, int32(2), runs.Load(), "coalesced requests ran more than once")
+	cancel()
+	wg.Wait()
+}
+
+func TestSyncRunnerPeriodic(t *testing.T) {
+	var runs atomic.Int32
+	r := NewSyncRunner(func() { runs.Add(1) }, time.Millisecond, 10*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	require.Eventually(t, func() bool { return runs.Load() >= 3 }, 5*time.Second, time.Millisecond, "runs every period")
+	cancel()
+	<-done
+}

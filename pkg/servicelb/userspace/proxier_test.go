@@ -1,0 +1,265 @@
+package userspace
+
+import (
+	"context"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/pkg/servicelb"
+	"github.com/causeway-net/causeway/pkg/servicelb/internal/slbtest"
+)
+
+func TestNewProxierRefusesLoopback(t *testing.T) {
+	for _, ip := range []string{"127.0.0.1", "::1"} {
+		_, err := NewProxier(servicelb.NewLoadBalancerRR(), netip.MustParseAddr(ip), servicelb.PortRange{}, time.Minute,
+			Options{NoRedirect: true})
+		require.ErrorIs(t, err, ErrProxyOnLocalhost, ip)
+	}
+}
+
+// newTestProxier returns a proxier in topo's proxy namespace, closed (and
+// checked clean) with t.
+func newTestProxier(t *testing.T, topo *slbtest.Topology, opts Options) (*Proxier, *servicelb.LogRecorder) {
+	t.Helper()
+	rec := servicelb.NewLogRecorder(slbtest.Logger())
+	opts.NetNS = topo.Proxy.Handle
+	opts.Logger = slbtest.Logger()
+	opts.Recorder = rec
+	p, err := NewProxier(servicelb.NewLoadBalancerRR(), netip.Addr{}, servicelb.PortRange{}, time.Minute, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, p.Close())
+		require.False(t, topo.TableExists(t, TableName), "table left behind after Close")
+	})
+	return p, rec
+}
+
+func subject(t *testing.T, topo *slbtest.Topology, opts Options) (*slbtest.Subject, *Proxier) {
+	p, _ := newTestProxier(t, topo, opts)
+	return &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow, Table: TableName, Removed: func(t *testing.T, svc servicelb.ServicePortInfo) {
+		assert.Zero(t, p.Port(svc.Name), "socket of the removed service still open")
+		assert.Nil(t, p.Info(svc.Name))
+		p.syncMu.Lock()
+		defer p.syncMu.Unlock()
+		assert.Empty(t, p.applied, "redirect rules of the removed service remain")
+	}}, p
+}
+
+func TestUserspaceScenarios(t *testing.T) {
+	topo := slbtest.New(t, 3)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	slbtest.RunScenarios(t, topo, echo, func(t *testing.T) *slbtest.Subject {
+		s, _ := subject(t, topo, Options{})
+		return s
+	})
+}
+
+func TestUserspaceUDP(t *testing.T) {
+	topo := slbtest.New(t, 3)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	svc := netip.AddrPortFrom(slbtest.ServiceIP4, 53)
+	cfg := slbtest.Config{IP: svc.Addr(), Port: svc.Port(), Protocol: servicelb.UDP, Hosts: topo.Endpoints, EPPort: echo.Port}
+
+	t.Run("idle timeout ends the flow", func(t *testing.T) {
+		s, p := subject(t, topo, Options{UDPIdleTimeout: 300 * time.Millisecond})
+		s.Apply(t, cfg)
+		c, err := topo.Client.DialUDP(svc)
+		require.NoError(t, err)
+		defer c.Close()
+		start := time.Now()
+		_, _, err = slbtest.UDPHello(c, []byte("x"), 2*time.Second)
+		require.NoError(t, err)
+		clients := p.Info(slbtest.SvcName).ActiveClients
+		require.Equal(t, 1, clients.Len())
+		require.Eventually(t, func() bool { return clients.Len() == 0 }, 10*time.Second, 10*time.Millisecond)
+		t.Logf("FIGURE: UDP flow reaped %v after its last datagram (idle timeout 300ms)", time.Since(start))
+	})
+	t.Run("64 KiB datagrams pass whole", func(t *testing.T) {
+		for _, ip := range []netip.Addr{slbtest.ServiceIP4, slbtest.ServiceIP6} {
+			s, _ := subject(t, topo, Options{})
+			c := cfg
+			c.IP = ip
+			s.Apply(t, c)
+			conn, err := topo.Client.DialUDP(netip.AddrPortFrom(ip, svc.Port()))
+			require.NoError(t, err)
+			payload := make([]byte, 65000)
+			for i := range payload {
+				payload[i] = byte(i * 7)
+			}
+			_, got, err := slbtest.UDPHello(conn, payload, 3*time.Second)
+			_ = conn.Close()
+			require.NoError(t, err)
+			require.Equal(t, payload, got, "datagram over %s truncated or changed", ip)
+		}
+	})
+	t.Run("client sockets are bounded and counted", func(t *testing.T) {
+		s, p := subject(t, topo, Options{MaxUDPClients: 2})
+		s.Apply(t, cfg)
+		for i := range 3 {
+			c, err := topo.Client.DialUDP(svc)
+			require.NoError(t, err)
+			defer c.Close()
+			_, _, err = slbtest.UDPHello(c, []byte("x"), time.Second)
+			if i < 2 {
+				require.NoError(t, err)
+			} else {
+				require.True(t, slbtest.IsTimeout(err), "third flow answered: %v", err)
+			}
+		}
+		info := p.Info(slbtest.SvcName)
+		require.Equal(t, 2, info.ActiveClients.Len())
+		require.Equal(t, uint64(1), info.ActiveClients.Refused())
+	})
+}
+
+func TestUserspaceDialFailover(t *testing.T) {
+	topo := slbtest.New(t, 3)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	s, p := subject(t, topo, Options{})
+	_ = p
+	echo.StopHost(0) // ep1 refuses
+	svc := netip.AddrPortFrom(slbtest.ServiceIP4, 80)
+	s.Apply(t, slbtest.Config{IP: svc.Addr(), Port: svc.Port(), Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	got := map[string]int{}
+	for range 9 {
+		g, err := s.Hello(t, servicelb.TCP, svc)
+		require.NoError(t, err, "a refused dial must move on to the next endpoint")
+		got[g.Endpoint]++
+	}
+	require.Zero(t, got["ep1"])
+	require.Equal(t, 9, got["ep2"]+got["ep3"])
+}
+
+func TestUserspaceEvents(t *testing.T) {
+	topo := slbtest.New(t, 1)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	s, p := subject(t, topo, Options{})
+	rec := p.opts.Recorder.(*servicelb.LogRecorder)
+	svc := netip.AddrPortFrom(slbtest.ServiceIP4, 80)
+	cfg := slbtest.Config{IP: svc.Addr(), Port: svc.Port(), Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port}
+	s.Apply(t, cfg)
+	_, err := s.Hello(t, servicelb.TCP, svc)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return rec.Count(slbtest.Ref, servicelb.EventEndpointChosen) == 1 }, 5*time.Second, 5*time.Millisecond)
+	echo.StopHost(0)
+	_, err = s.Hello(t, servicelb.TCP, svc)
+	require.Error(t, err)
+	require.Eventually(t, func() bool { return rec.Count(slbtest.Ref, servicelb.EventDialFailed) == uint64(len(dialTimeouts)) },
+		10*time.Second, 5*time.Millisecond)
+	cfg.Hosts = nil
+	s.Apply(t, cfg)
+	_, err = s.Hello(t, servicelb.TCP, svc)
+	require.Error(t, err)
+	require.Eventually(t, func() bool { return rec.Count(slbtest.Ref, servicelb.EventNoEndpoints) == 1 }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestSyncLoop(t *testing.T) {
+	topo := slbtest.New(t, 1)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	p, _ := newTestProxier(t, topo, Options{MinSyncPeriod: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.SyncLoop(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	svc := netip.AddrPortFrom(slbtest.ServiceIP4, 80)
+	s := &slbtest.Subject{Topo: topo, Provider: p, SyncNow: func() error { return nil }}
+	s.Apply(t, slbtest.Config{IP: svc.Addr(), Port: svc.Port(), Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	require.Eventually(t, func() bool {
+		_, err := s.Hello(t, servicelb.TCP, svc)
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "SyncLoop never wrote the rules")
+}
+
+// countingSocket is a ProxySocket written outside the default constructor:
+// it wraps the default one and counts its loops.
+type countingSocket struct {
+	ProxySocket
+	loops *atomic.Int32
+}
+
+func (s countingSocket) ProxyLoop(svc servicelb.ServicePortName, info *ServiceInfo, lb servicelb.LoadBalancer) {
+	s.loops.Add(1)
+	s.ProxySocket.ProxyLoop(svc, info, lb)
+}
+
+func TestNewCustomProxier(t *testing.T) {
+	topo := slbtest.New(t, 1)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	var loops atomic.Int32
+	makeSocket := func(proto servicelb.Protocol, ip netip.Addr, port int) (ProxySocket, error) {
+		s, err := NewProxySocket(proto, ip, port)
+		if err != nil {
+			return nil, err
+		}
+		return countingSocket{ProxySocket: s, loops: &loops}, nil
+	}
+	p, err := NewCustomProxier(servicelb.NewLoadBalancerRR(), netip.Addr{}, servicelb.PortRange{}, time.Minute,
+		Options{NetNS: topo.Proxy.Handle, Logger: slbtest.Logger()}, makeSocket)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	s := &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow}
+	svc := netip.AddrPortFrom(slbtest.ServiceIP6, 80)
+	s.Apply(t, slbtest.Config{IP: svc.Addr(), Port: svc.Port(), Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	g, err := s.Hello(t, servicelb.TCP, svc)
+	require.NoError(t, err)
+	require.Equal(t, "ep1", g.Endpoint)
+	require.Equal(t, int32(1), loops.Load())
+}
+
+func TestPortRange(t *testing.T) {
+	topo := slbtest.New(t, 1)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	// Pick some port (the fresh proxy namespace has none in use) and
+	// confine the proxier to it.
+	probe, err := NewProxySocket(servicelb.TCP, netip.Addr{}, 0)
+	require.NoError(t, err)
+	port := int(clientOf(probe.Addr()).Port())
+	require.NoError(t, probe.Close())
+	p, err := NewProxier(servicelb.NewLoadBalancerRR(), netip.Addr{}, servicelb.PortRange{Base: port, Size: 1}, time.Minute,
+		Options{NetNS: topo.Proxy.Handle, Logger: slbtest.Logger()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	s := &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow}
+	cfg := slbtest.Config{IP: slbtest.ServiceIP4, Port: 80, Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port}
+	s.Apply(t, cfg)
+	require.Equal(t, uint16(port), p.Port(slbtest.SvcName), "socket on the range's only port")
+	// A second service port finds the range exhausted and is not served;
+	// the first keeps working.
+	p.OnServiceUpdate([]servicelb.Service{{Ref: slbtest.Ref, IP: slbtest.ServiceIP4, Ports: []servicelb.ServicePort{
+		{Name: "p", Port: 80, Protocol: servicelb.TCP}, {Name: "q", Port: 81, Protocol: servicelb.TCP}}}})
+	require.NoError(t, p.SyncNow())
+	require.Zero(t, p.Port(servicelb.ServicePortName{Namespace: slbtest.Ref.Namespace, Name: slbtest.Ref.Name, Port: "q"}))
+	_, err = s.Hello(t, servicelb.TCP, netip.AddrPortFrom(slbtest.ServiceIP4, 80))
+	require.NoError(t, err)
+}
+
+// TestSpecificListenIP: sockets bound to one address are reached by DNAT to
+// it; a service of the other family is not served.
+func TestSpecificListenIP(t *testing.T) {
+	topo := slbtest.New(t, 1)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	p, err := NewProxier(servicelb.NewLoadBalancerRR(), slbtest.Gateway4, servicelb.PortRange{}, time.Minute,
+		Options{NetNS: topo.Proxy.Handle, Logger: slbtest.Logger()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close()) }()
+	s := &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow}
+	for _, proto := range []servicelb.Protocol{servicelb.TCP, servicelb.UDP} {
+		s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP4, Port: 80, Protocol: proto, Hosts: topo.Endpoints, EPPort: echo.Port})
+		require.Equal(t, slbtest.Gateway4, p.socketAddr(slbtest.SvcName).Addr(), "socket bound to the listen IP")
+		_, err = s.Hello(t, proto, netip.AddrPortFrom(slbtest.ServiceIP4, 80))
+		require.NoError(t, err, proto)
+	}
+	s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP6, Port: 80, Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	require.Nil(t, p.Info(slbtest.SvcName), "IPv6 service on an IPv4 listen IP")
+}

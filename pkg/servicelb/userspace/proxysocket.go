@@ -1,0 +1,146 @@
+// Package userspace is the userspace provider of the service load balancer:
+// one ProxySocket per service port accepts what the kernel redirects to it
+// (nftables, in a table of its own) and relays each connection or UDP flow
+// to an endpoint chosen by a servicelb.LoadBalancer. Its one advantage over
+// the kernel path is failover: a refused dial is retried on the next
+// endpoint.
+package userspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/causeway-net/causeway/pkg/servicelb"
+)
+
+// ServiceInfo is what a ProxySocket needs to serve its service port.
+type ServiceInfo struct {
+	servicelb.ServicePortInfo
+	// Timeout is the idle timeout of a UDP flow.
+	Timeout time.Duration
+	// MaxClients bounds the UDP flows (backend sockets) of the port.
+	MaxClients int
+	// ActiveClients holds the UDP flows.
+	ActiveClients *ClientCache
+	// Recorder receives the socket's events, with the service reference.
+	Recorder servicelb.Recorder
+	// Dial opens a connection to an endpoint (in the proxier's namespace).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// Log is the socket's logger.
+	Log *slog.Logger
+}
+
+func (i *ServiceInfo) record(reason servicelb.EventReason, client, endpoint netip.AddrPort, err error) {
+	i.Recorder.Record(servicelb.Event{Ref: i.Ref, Service: i.Name, Reason: reason, Client: client, Endpoint: endpoint, Err: err})
+}
+
+// ProxySocket is the socket of one service port. Other packages may
+// implement it and hand a constructor to NewCustomProxier.
+type ProxySocket interface {
+	// Addr is the bound local address.
+	Addr() net.Addr
+	// Close stops accepting. TCP connections in flight continue; UDP flows
+	// end.
+	Close() error
+	// ProxyLoop serves until Close, then returns once its own goroutines
+	// have ended.
+	ProxyLoop(svc servicelb.ServicePortName, info *ServiceInfo, lb servicelb.LoadBalancer)
+	// ListenPort is the port asked for at construction (0: the kernel's
+	// choice).
+	ListenPort() int
+}
+
+// ConnectionCloser is implemented by sockets that can abort the
+// connections they relay (used when the proxier shuts down).
+type ConnectionCloser interface {
+	CloseConnections()
+}
+
+// ProxySocketFunc opens the socket of a service port on ip:port.
+type ProxySocketFunc func(protocol servicelb.Protocol, ip netip.Addr, port int) (ProxySocket, error)
+
+// NewProxySocket is the default ProxySocketFunc: a TCP listener or a UDP
+// socket on ip:port (all addresses when ip is unspecified or unset).
+func NewProxySocket(protocol servicelb.Protocol, ip netip.Addr, port int) (ProxySocket, error) {
+	host := ""
+	if ip.IsValid() && !ip.IsUnspecified() {
+		host = ip.String()
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	switch protocol {
+	case servicelb.TCP:
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen tcp %s: %w", addr, err)
+		}
+		return newTCPSocket(l.(*net.TCPListener), port), nil
+	case servicelb.UDP:
+		ua, err := net.ResolveUDPAddr("udp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("resolve %s: %w", addr, err)
+		}
+		c, err := net.ListenUDP("udp", ua)
+		if err != nil {
+			return nil, fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+		return newUDPSocket(c, port), nil
+	}
+	return nil, fmt.Errorf("unknown protocol %q", protocol)
+}
+
+// dialTimeouts are the successive dial timeouts; each failed dial moves the
+// client to the next endpoint.
+var dialTimeouts = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// ErrNoEndpointReachable is returned when every dial attempt failed.
+var ErrNoEndpointReachable = errors.New("no endpoint reachable")
+
+// TryConnectEndpoints dials an endpoint of svc for client over network,
+// retrying with growing timeouts and a short backoff; after a failure the
+// balancer is asked with reset, so a sticky client moves on. It returns the
+// connection and the endpoint.
+func TryConnectEndpoints(ctx context.Context, svc servicelb.ServicePortName, client netip.AddrPort, network string,
+	info *ServiceInfo, lb servicelb.LoadBalancer) (net.Conn, netip.AddrPort, error) {
+	reset := false
+	for i, timeout := range dialTimeouts {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, netip.AddrPort{}, ctx.Err()
+			case <-time.After(time.Duration(i) * 10 * time.Millisecond):
+			}
+		}
+		ep, err := lb.NextEndpoint(svc, client.Addr(), reset)
+		if err != nil {
+			info.record(servicelb.EventNoEndpoints, client, netip.AddrPort{}, err)
+			return nil, netip.AddrPort{}, fmt.Errorf("choose an endpoint of %s: %w", svc, err)
+		}
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		c, err := info.Dial(dctx, network, ep.String())
+		cancel()
+		if err == nil {
+			info.record(servicelb.EventEndpointChosen, client, ep, nil)
+			return c, ep, nil
+		}
+		info.record(servicelb.EventDialFailed, client, ep, err)
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			return nil, ep, fmt.Errorf("dial %s: %w", ep, err) // retrying cannot help
+		}
+		reset = true
+	}
+	return nil, netip.AddrPort{}, fmt.Errorf("%s: %w after %d attempts", svc, ErrNoEndpointReachable, len(dialTimeouts))
+}
+
+func clientOf(a net.Addr) netip.AddrPort {
+	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return netip.AddrPort{}
+}

@@ -1,0 +1,143 @@
+package userspace
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/causeway-net/causeway/pkg/servicelb"
+)
+
+type tcpSocket struct {
+	l    *net.TCPListener
+	port int
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[*net.TCPConn]struct{}
+}
+
+func newTCPSocket(l *net.TCPListener, port int) *tcpSocket {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &tcpSocket{l: l, port: port, ctx: ctx, cancel: cancel, conns: make(map[*net.TCPConn]struct{})}
+}
+
+func (s *tcpSocket) Addr() net.Addr  { return s.l.Addr() }
+func (s *tcpSocket) ListenPort() int { return s.port }
+func (s *tcpSocket) Close() error    { return s.l.Close() }
+
+// CloseConnections aborts every relayed connection and pending dial.
+func (s *tcpSocket) CloseConnections() {
+	s.cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+}
+
+// track registers c for CloseConnections; it reports false (and closes c)
+// when the socket is already shutting down.
+func (s *tcpSocket) track(c *net.TCPConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		_ = c.Close()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *tcpSocket) untrack(c *net.TCPConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+}
+
+// ProxyLoop accepts until Close; each connection is dialled and relayed in
+// its own goroutine, so a slow endpoint never delays the next client. An
+// accept error (even "too many open files") is reported and the loop goes
+// on after a short pause.
+func (s *tcpSocket) ProxyLoop(svc servicelb.ServicePortName, info *ServiceInfo, lb servicelb.LoadBalancer) {
+	defer s.wg.Wait()
+	for {
+		c, err := s.l.AcceptTCP()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			info.record(servicelb.EventReadError, netip.AddrPort{}, netip.AddrPort{}, err)
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serve(c, svc, info, lb)
+		}()
+	}
+}
+
+func (s *tcpSocket) serve(in *net.TCPConn, svc servicelb.ServicePortName, info *ServiceInfo, lb servicelb.LoadBalancer) {
+	if !s.track(in) {
+		return
+	}
+	defer s.untrack(in)
+	c, _, err := TryConnectEndpoints(s.ctx, svc, clientOf(in.RemoteAddr()), "tcp", info, lb)
+	if err != nil {
+		info.Log.Debug("no endpoint for connection", "service", svc.String(), "client", in.RemoteAddr().String(), "error", err)
+		_ = in.Close()
+		return
+	}
+	out, ok := c.(*net.TCPConn)
+	if !ok {
+		_ = c.Close()
+		_ = in.Close()
+		return
+	}
+	if !s.track(out) {
+		_ = in.Close()
+		return
+	}
+	defer s.untrack(out)
+	ProxyTCP(in, out)
+}
+
+// ProxyTCP relays in and out both ways until both directions ended, then
+// closes them. Each direction is an io.Copy between two *net.TCPConn, which
+// the runtime turns into splice(2) through a kernel pipe: the bytes never
+// enter user space. An EOF is passed on as a half-close (CloseWrite), so a
+// client that shuts down its sending side still gets the whole answer; an
+// error (a reset from either side) aborts both connections with a reset, so
+// nothing is left blocked.
+func ProxyTCP(in, out *net.TCPConn) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		copyHalf(out, in)
+	}()
+	copyHalf(in, out)
+	wg.Wait()
+	_ = in.Close()
+	_ = out.Close()
+}
+
+func copyHalf(dst, src *net.TCPConn) {
+	if _, err := io.Copy(dst, src); err != nil {
+		// Pass the failure on as a reset (and leave no TIME_WAIT behind).
+		_ = dst.SetLinger(0)
+		_ = src.SetLinger(0)
+		_ = dst.Close()
+		_ = src.Close()
+		return
+	}
+	_ = dst.CloseWrite()
+}
