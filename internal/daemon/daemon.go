@@ -1,7 +1,9 @@
 // Package daemon is the common main of Causeway's service binaries (ipam,
-// nsp): the -version flag, configuration loading with exit status 2 on
-// error, the JSON logger at the configured level, the signal context, and
-// exit status 1 when the service fails (or the status of an *ExitError).
+// nsp, proxy): the -version flag and the service's one-shot modes,
+// configuration loading with exit status 2 on error, the JSON logger at the
+// configured level (optionally switched by SIGUSR1/SIGUSR2), the signal
+// context, and exit status 1 when the service fails (or the status of an
+// *ExitError).
 package daemon
 
 import (
@@ -12,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -32,13 +35,36 @@ type Service[C any] struct {
 	LogLevel func(C) string
 	// Run serves until ctx ends.
 	Run func(ctx context.Context, cfg C, logger *slog.Logger) error
+
+	// Modes are one-shot commands, each selected by a boolean flag: with
+	// the flag set, Main loads the configuration and runs the mode instead
+	// of the service (exit status 0, or 1 after printing its error).
+	Modes []Mode[C]
+	// StopSignals end Run's context; by default SIGINT and SIGTERM.
+	StopSignals []os.Signal
+	// LevelSignals makes SIGUSR2 switch the log level to TRACE and SIGUSR1
+	// put back the configured one while the service runs.
+	LevelSignals bool
 }
+
+// Mode is a one-shot command of a service (the proxy's -debug).
+type Mode[C any] struct {
+	Flag, Usage string
+	// Run writes its result to stdout; ctx ends on a stop signal.
+	Run func(ctx context.Context, cfg C, stdout io.Writer) error
+}
+
+var defaultStopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 
 // Main runs s with the command-line args and returns the exit status.
 func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(s.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	modes := make([]*bool, len(s.Modes))
+	for i, m := range s.Modes {
+		modes[i] = fs.Bool(m.Flag, false, m.Usage)
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,12 +77,39 @@ func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", s.Name, err)
 		return 2
 	}
-	level, _ := logging.ParseLevel(s.LogLevel(cfg))
-	logger, _ := logging.New(stderr, s.Name, level)
-	logger.Info("starting", "version", s.Version, "config", cfg)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	stopSignals := s.StopSignals
+	if len(stopSignals) == 0 {
+		stopSignals = defaultStopSignals
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
+	for i, m := range s.Modes {
+		if *modes[i] {
+			return runMode(ctx, s.Name, m, cfg, stdout, stderr)
+		}
+	}
+	return serve(ctx, s, cfg, stderr)
+}
+
+func runMode[C any](ctx context.Context, name string, m Mode[C], cfg C, stdout, stderr io.Writer) int {
+	if err := m.Run(ctx, cfg, stdout); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs the service with its logger (also the process's default one
+// while it runs) until ctx ends.
+func serve[C any](ctx context.Context, s Service[C], cfg C, stderr io.Writer) int {
+	level, _ := logging.ParseLevel(s.LogLevel(cfg))
+	logger, levelVar := logging.New(stderr, s.Name, level)
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(logger)
+	if s.LevelSignals {
+		defer logging.FollowLevelSignals(levelVar, level, logger)()
+	}
+	logger.Info("starting", "version", s.Version, "config", cfg)
 	if err := s.Run(ctx, cfg, logger); err != nil {
 		var exit *ExitError
 		if errors.As(err, &exit) {

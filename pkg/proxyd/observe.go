@@ -103,6 +103,14 @@ func (d *Daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler
 	}
 }
 
+// Debug is `proxy -debug`: it prints the state of the proxy running with
+// cfg (asked on its debug socket, for at most 10 seconds) to w.
+func Debug(ctx context.Context, cfg *Config, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return PrintDebug(ctx, cfg.DebugSocket, w)
+}
+
 // PrintDebug asks the running proxy listening on socket for its state and
 // copies the JSON to w.
 func PrintDebug(ctx context.Context, socket string, w io.Writer) error {
