@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
+
+	"github.com/causeway-net/causeway/internal/clock"
 )
 
 // Option configures a FullMesh.
@@ -24,7 +26,7 @@ type options struct {
 	pinner         *Pinner
 	recovery       networkservice.MonitorConnectionClient
 	logger         *slog.Logger
-	now            func() time.Time
+	clock          clock.Clock
 }
 
 func newOptions(opts []Option) *options {
@@ -37,7 +39,7 @@ func newOptions(opts []Option) *options {
 		backoffInitial: 500 * time.Millisecond,
 		backoffMax:     15 * time.Second,
 		logger:         slog.Default(),
-		now:            time.Now,
+		clock:          clock.Real(),
 	}
 	for _, opt := range opts {
 		opt(o)
