@@ -16,6 +16,7 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 // fakeNSP streams every list sent on lists to the (single) watcher.
@@ -69,12 +70,8 @@ func TestFollowsNSPConduits(t *testing.T) {
 	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "b"))
 	require.Eventually(t, func() bool { return p.logged("conduit watch interrupted; retrying") > 0 }, 30*time.Second, 20*time.Millisecond)
 
-	lis, err = net.Listen("tcp", addr)
-	require.NoError(t, err)
 	nsp := &fakeNSP{lists: make(chan []string)}
-	srv := grpc.NewServer()
-	nspv1.RegisterConfigurationManagerServer(srv, nsp)
-	go func() { _ = srv.Serve(lis) }()
+	srv := testutil.ServeGRPC(t, addr, func(s *grpc.Server) { nspv1.RegisterConfigurationManagerServer(s, nsp) })
 	defer srv.Stop()
 
 	nsp.lists <- []string{"a", "b"}

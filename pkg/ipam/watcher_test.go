@@ -2,7 +2,6 @@ package ipam
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -11,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 func TestSyncConduits(t *testing.T) {
@@ -113,18 +112,8 @@ func (f *fakeNSP) callCount() int {
 }
 
 func startNSP(t *testing.T, f *fakeNSP) nspv1.ConfigurationManagerClient {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := grpc.NewServer()
-	nspv1.RegisterConfigurationManagerServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = conn.Close()
-		srv.Stop()
-	})
-	return nspv1.NewConfigurationManagerClient(conn)
+	s := testutil.ServeGRPC(t, "", func(s *grpc.Server) { nspv1.RegisterConfigurationManagerServer(s, f) })
+	return nspv1.NewConfigurationManagerClient(s.Dial(t))
 }
 
 func TestConduitWatcher(t *testing.T) {
