@@ -15,9 +15,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -151,57 +149,32 @@ func TestNSPSourceReconnectsAfterServerRestart(t *testing.T) {
 	assert.Equal(t, []string{"20.0.0.7/32", "2001:db8::1/128"}, u.next(t))
 }
 
-// fakeNSP answers WatchVip with scripted responses; a nil entry fails the call.
-type fakeNSP struct {
-	nspv1.UnimplementedConfigurationManagerServer
-	calls   chan *nspv1.Vip
-	answers chan *nspv1.VipResponse
-}
-
-func (f *fakeNSP) WatchVip(filter *nspv1.Vip, stream grpc.ServerStreamingServer[nspv1.VipResponse]) error {
-	f.calls <- filter
-	for {
-		select {
-		case r := <-f.answers:
-			if r == nil {
-				return status.Error(codes.Unavailable, "scripted failure")
-			}
-			if err := stream.Send(r); err != nil {
-				return err
-			}
-		case <-stream.Context().Done():
-			return nil
-		}
-	}
-}
-
 func TestNSPSourceSkipsInvalidAndRetriesFailedStreams(t *testing.T) {
-	f := &fakeNSP{calls: make(chan *nspv1.Vip, 8), answers: make(chan *nspv1.VipResponse, 8)}
-	s := startServer(t, "", f)
+	f, s := testutil.ServeFakeNSP(t, "", 0)
 	u := run(t, NewNSPSource(dial(t, s.Addr), "red", WithLogger(quiet), WithBackoff(10*time.Millisecond, 50*time.Millisecond)))
-	filter := <-f.calls
+	filter := <-f.VIPWatches
 	assert.Equal(t, "red", filter.GetTrench().GetName())
 	assert.Empty(t, filter.GetName())
 	assert.Empty(t, filter.GetAddress())
 
 	vip := func(addr string) *nspv1.Vip { return &nspv1.Vip{Name: "v-" + addr, Address: addr} }
-	f.answers <- &nspv1.VipResponse{Vips: []*nspv1.Vip{
+	f.VIPs <- &nspv1.VipResponse{Vips: []*nspv1.Vip{
 		vip("20.0.0.2"), vip("bogus"), vip("20.0.0.1/32"), vip("20.0.0.1"), vip("20.0.0.1/33"), vip("40.0.0.9/24"),
 	}}
 	assert.Equal(t, []string{"20.0.0.1/32", "20.0.0.2/32", "40.0.0.0/24"}, u.next(t))
 
 	// An empty list is a real update (every VIP removed).
-	f.answers <- &nspv1.VipResponse{}
+	f.VIPs <- &nspv1.VipResponse{}
 	assert.Equal(t, []string{}, u.next(t))
 
 	// The server fails the stream: the source opens a new watch and the
 	// list is delivered again only if it changed.
-	f.answers <- nil
-	<-f.calls
-	f.answers <- &nspv1.VipResponse{}
-	f.answers <- nil
-	<-f.calls
-	f.answers <- &nspv1.VipResponse{Vips: []*nspv1.Vip{vip("2001:db8::5")}}
+	f.VIPs <- nil
+	<-f.VIPWatches
+	f.VIPs <- &nspv1.VipResponse{}
+	f.VIPs <- nil
+	<-f.VIPWatches
+	f.VIPs <- &nspv1.VipResponse{Vips: []*nspv1.Vip{vip("2001:db8::5")}}
 	assert.Equal(t, []string{"2001:db8::5/128"}, u.next(t))
 }
 
