@@ -10,36 +10,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
-	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
-
-// fakeNSP streams every list sent on lists to the (single) watcher.
-type fakeNSP struct {
-	nspv1.UnimplementedConfigurationManagerServer
-	lists chan []string
-}
-
-func (f *fakeNSP) WatchConduit(_ *nspv1.Conduit, stream nspv1.ConfigurationManager_WatchConduitServer) error {
-	for {
-		select {
-		case names := <-f.lists:
-			resp := &nspv1.ConduitResponse{}
-			for _, n := range names {
-				resp.Conduits = append(resp.Conduits, &nspv1.Conduit{Name: n, Trench: &nspv1.Trench{Name: "default"}})
-			}
-			if err := stream.Send(resp); err != nil {
-				return err
-			}
-		case <-stream.Context().Done():
-			return nil
-		}
-	}
-}
 
 func allocate(t *testing.T, c ipamv1.IpamClient, conduit string) string {
 	t.Helper()
@@ -69,16 +45,11 @@ func TestFollowsNSPConduits(t *testing.T) {
 	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "b"))
 	require.Eventually(t, func() bool { return p.logged("conduit watch interrupted; retrying") > 0 }, 30*time.Second, 20*time.Millisecond)
 
-	lis, err = net.Listen("tcp", addr)
-	require.NoError(t, err)
-	nsp := &fakeNSP{lists: make(chan []string)}
-	srv := grpc.NewServer()
-	nspv1.RegisterConfigurationManagerServer(srv, nsp)
-	go func() { _ = srv.Serve(lis) }()
+	nsp, srv := testutil.ServeFakeNSP(t, addr, 0)
 	defer srv.Stop()
 
-	nsp.lists <- []string{"a", "b"}
-	nsp.lists <- []string{"a"}
+	nsp.Conduits <- testutil.ConduitList("default", "a", "b")
+	nsp.Conduits <- testutil.ConduitList("default", "a")
 	require.Eventually(t, func() bool { return p.logged("conduit list applied") > 0 }, 30*time.Second, 20*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -87,7 +58,7 @@ func TestFollowsNSPConduits(t *testing.T) {
 	assert.Contains(t, status.Convert(err).Message(), "not in the configuration")
 	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "b"), "held address renewed")
 	assert.Equal(t, "169.255.32.1", allocate(t, p.client, "c"), "b's subnet is not handed out")
-	nsp.lists <- []string{"a", "b"}
+	nsp.Conduits <- testutil.ConduitList("default", "a", "b")
 	require.Eventually(t, func() bool { return p.logged("conduit revived") > 0 }, 30*time.Second, 20*time.Millisecond)
 	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "b"))
 	assert.Equal(t, "169.255.0.1", allocate(t, p.client, "a"))

@@ -1,7 +1,9 @@
 // Package daemon is the common main of Causeway's service binaries (ipam,
-// nsp): the -version flag, configuration loading with exit status 2 on
-// error, the JSON logger at the configured level, the signal context, and
-// exit status 1 when the service fails (or the status of an *ExitError).
+// nsp, proxy): the -version flag and the service's one-shot modes,
+// configuration loading with exit status 2 on error, the JSON logger at the
+// configured level (optionally switched by SIGUSR1/SIGUSR2), the signal
+// context, and exit status 1 when the service fails (or the status of an
+// *ExitError).
 package daemon
 
 import (
@@ -12,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -32,13 +35,57 @@ type Service[C any] struct {
 	LogLevel func(C) string
 	// Run serves until ctx ends.
 	Run func(ctx context.Context, cfg C, logger *slog.Logger) error
+
+	// Modes are one-shot commands, each selected by a boolean flag: with
+	// the flag set, Main loads the configuration and runs the mode instead
+	// of the service (exit status 0, or 1 after printing its error).
+	Modes []Mode[C]
+	// StopSignals end Run's context; by default SIGINT and SIGTERM.
+	StopSignals []os.Signal
+	// LevelSignals makes SIGUSR2 switch the log level to TRACE and SIGUSR1
+	// put back the configured one while the service runs.
+	LevelSignals bool
 }
+
+// Mode is a one-shot command of a service (the proxy's -debug, -probe).
+type Mode[C any] struct {
+	Flag, Usage string
+	// ValueName, when set, makes Flag take a value (named so in the
+	// usage); the mode runs when the value is not empty, through RunValue.
+	ValueName string
+	// Run (a flag without value) writes its result to stdout; ctx ends on a
+	// stop signal. An *ExitError chooses the exit status.
+	Run func(ctx context.Context, cfg C, stdout io.Writer) error
+	// RunValue is Run for a flag with a value.
+	RunValue func(ctx context.Context, cfg C, value string, stdout io.Writer) error
+	// Flags, if set, registers the mode's own further flags.
+	Flags func(fs *flag.FlagSet)
+}
+
+// register registers m's flags and returns what tells whether it was given.
+func (m Mode[C]) register(fs *flag.FlagSet) func() (string, bool) {
+	if m.Flags != nil {
+		m.Flags(fs)
+	}
+	if m.ValueName != "" {
+		v := fs.String(m.Flag, "", m.Usage)
+		return func() (string, bool) { return *v, *v != "" }
+	}
+	b := fs.Bool(m.Flag, false, m.Usage)
+	return func() (string, bool) { return "", *b }
+}
+
+var defaultStopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 
 // Main runs s with the command-line args and returns the exit status.
 func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(s.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	modes := make([]func() (string, bool), len(s.Modes))
+	for i, m := range s.Modes {
+		modes[i] = m.register(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -51,12 +98,51 @@ func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", s.Name, err)
 		return 2
 	}
-	level, _ := logging.ParseLevel(s.LogLevel(cfg))
-	logger, _ := logging.New(stderr, s.Name, level)
-	logger.Info("starting", "version", s.Version, "config", cfg)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	stopSignals := s.StopSignals
+	if len(stopSignals) == 0 {
+		stopSignals = defaultStopSignals
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
+	for i, m := range s.Modes {
+		if value, on := modes[i](); on {
+			return runMode(ctx, s.Name, m, cfg, value, stdout, stderr)
+		}
+	}
+	return serve(ctx, s, cfg, stderr)
+}
+
+func runMode[C any](ctx context.Context, name string, m Mode[C], cfg C, value string, stdout, stderr io.Writer) int {
+	var err error
+	if m.ValueName != "" {
+		err = m.RunValue(ctx, cfg, value, stdout)
+	} else {
+		err = m.Run(ctx, cfg, stdout)
+	}
+	var exit *ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		fmt.Fprintf(stderr, "%s: %s\n", name, exit.Message)
+		return exit.Status
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+}
+
+// serve runs the service with its logger (also the process's default one
+// while it runs) until ctx ends.
+func serve[C any](ctx context.Context, s Service[C], cfg C, stderr io.Writer) int {
+	level, _ := logging.ParseLevel(s.LogLevel(cfg))
+	logger, levelVar := logging.New(stderr, s.Name, level)
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(logger)
+	if s.LevelSignals {
+		defer logging.FollowLevelSignals(levelVar, level, logger)()
+	}
+	logger.Info("starting", "version", s.Version, "config", cfg)
 	if err := s.Run(ctx, cfg, logger); err != nil {
 		var exit *ExitError
 		if errors.As(err, &exit) {

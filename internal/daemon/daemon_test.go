@@ -5,11 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -54,5 +61,76 @@ func TestMainExitStatuses(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", errOut.String(), tc.inErr)
 			}
 		})
+	}
+}
+
+func TestMainRunsAMode(t *testing.T) {
+	s := service(nil, errors.New("the service must not run"))
+	var got cfg
+	s.Modes = []Mode[cfg]{{Flag: "dump", Usage: "print the state", Run: func(_ context.Context, c cfg, w io.Writer) error {
+		got = c
+		_, err := io.WriteString(w, "state\n")
+		return err
+	}}, {Flag: "broken", Run: func(context.Context, cfg, io.Writer) error { return errors.New("no socket") }}}
+
+	var out, errOut bytes.Buffer
+	if st := Main(s, []string{"-dump"}, &out, &errOut); st != 0 || out.String() != "state\n" || got.level != "INFO" {
+		t.Fatalf("-dump: status %d, stdout %q, config %+v, stderr %q", st, out.String(), got, errOut.String())
+	}
+	out.Reset()
+	if st := Main(s, []string{"-broken"}, &out, &errOut); st != 1 || !strings.HasSuffix(errOut.String(), "svc: no socket\n") {
+		t.Fatalf("-broken: status %d, stderr %q", st, errOut.String())
+	}
+	errOut.Reset()
+	bad := service(errors.New("SVC_PORT: not a port"), nil)
+	bad.Modes = s.Modes
+	if st := Main(bad, []string{"-dump"}, &out, &errOut); st != 2 {
+		t.Fatalf("-dump with a bad configuration: status %d, stderr %q", st, errOut.String())
+	}
+}
+
+// TestMainFollowsSignals runs a service that signals its own process: SIGUSR2
+// turns TRACE on in its logger, and a stop signal of the service's list
+// (here SIGHUP) ends its context and makes a clean stop.
+func TestMainFollowsSignals(t *testing.T) {
+	s := service(nil, nil)
+	s.LevelSignals = true
+	s.StopSignals = []os.Signal{syscall.SIGHUP}
+	s.Run = func(ctx context.Context, _ cfg, logger *slog.Logger) error {
+		if logger.Enabled(ctx, logging.LevelTrace) {
+			return errors.New("TRACE on before SIGUSR2")
+		}
+		if err := syscall.Kill(os.Getpid(), syscall.SIGUSR2); err != nil {
+			return err
+		}
+		for !logger.Enabled(ctx, logging.LevelTrace) {
+			select {
+			case <-ctx.Done():
+				return errors.New("stopped before TRACE was on")
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		logger.Log(ctx, logging.LevelTrace, "traced")
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	}
+	var out testutil.SyncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Main(s, nil, io.Discard, &out) }()
+	select {
+	case st := <-done:
+		if st != 0 {
+			t.Fatalf("exit status %d, stderr %q", st, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no stop on SIGHUP; stderr %q", out.String())
+	}
+	for _, line := range []string{`"msg":"log level changed","component":"svc","level":"TRACE"`, `"level":"TRACE","msg":"traced"`, `"msg":"stopped"`} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("stderr lacks %s: %q", line, out.String())
+		}
 	}
 }

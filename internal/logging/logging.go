@@ -1,13 +1,18 @@
-// Package logging builds the structured JSON loggers of Causeway's binaries
-// and understands Meridio's level names (TRACE, DEBUG, INFO, WARN/WARNING,
-// ERROR, FATAL, PANIC).
+// Package logging builds the structured JSON loggers of Causeway's binaries,
+// understands Meridio's level names (TRACE, DEBUG, INFO, WARN/WARNING,
+// ERROR, FATAL, PANIC) and switches the level at run time on SIGUSR1 and
+// SIGUSR2.
 package logging
 
 import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 )
 
 // LevelTrace is below slog's Debug; it turns on the NSM SDK's tracing.
@@ -48,4 +53,48 @@ func New(w io.Writer, component string, level slog.Level) (*slog.Logger, *slog.L
 		},
 	})
 	return slog.New(h).With("component", component), lv
+}
+
+// FollowLevelSignals switches lv on signals until the returned stop is
+// called: SIGUSR2 turns on TRACE, SIGUSR1 puts back the configured level.
+// Each change is logged on log. stop ends the signal delivery and waits for
+// the goroutine that follows them; it may be called more than once.
+func FollowLevelSignals(lv *slog.LevelVar, configured slog.Level, log *slog.Logger) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-sigs:
+				if s == syscall.SIGUSR2 {
+					lv.Set(LevelTrace)
+				} else {
+					lv.Set(configured)
+				}
+				log.Info("log level changed", "level", levelName(lv.Level()), "signal", s.String())
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(done)
+			wg.Wait()
+		})
+	}
+}
+
+// levelName names a level as the log lines do (TRACE below DEBUG).
+func levelName(l slog.Level) string {
+	if l <= LevelTrace {
+		return "TRACE"
+	}
+	return l.String()
 }

@@ -123,17 +123,7 @@ func ServeWorkloadAPI(t *testing.T, src *SVIDSource) string {
 	sock := filepath.Join(dir, "agent.sock")
 	l, err := net.Listen("unix", sock)
 	require.NoError(t, err)
-	s := grpc.NewServer()
-	workload.RegisterSpiffeWorkloadAPIServer(s, api)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(l)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-		_ = os.RemoveAll(dir)
-	})
+	t.Cleanup(func() { _ = os.RemoveAll(dir) }) // after the server stops
+	ServeGRPCOn(t, l, func(s *grpc.Server) { workload.RegisterSpiffeWorkloadAPIServer(s, api) })
 	return "unix://" + sock
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/backoff"
 )
 
 // Default retry delays of the NSP watches; MaxBackoff matches the default of
@@ -126,7 +127,7 @@ func WatchConduits(ctx context.Context, cc grpc.ClientConnInterface, filter *nsp
 // backoff.
 func watchStream[T any](ctx context.Context, o watchOpts, log *slog.Logger,
 	open func(context.Context) (grpc.ServerStreamingClient[T], error), onMsg func(*T)) {
-	delay := o.min
+	b := backoff.New(o.min, o.max)
 	for {
 		err := func() error {
 			sctx, cancel := context.WithCancel(ctx)
@@ -140,7 +141,7 @@ func watchStream[T any](ctx context.Context, o watchOpts, log *slog.Logger,
 				if err != nil {
 					return err
 				}
-				delay = o.min
+				b.Reset()
 				onMsg(msg)
 			}
 		}()
@@ -149,15 +150,11 @@ func watchStream[T any](ctx context.Context, o watchOpts, log *slog.Logger,
 		}
 		// Up to 20% less than the nominal delay, so that proxies restarted
 		// together do not retry in lockstep.
+		delay := b.Next()
 		wait := delay - time.Duration(rand.Int64N(int64(delay)/5+1))
 		log.Warn("watch failed; keeping the last list and retrying", "error", err, "retryIn", wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
-		delay = min(2*delay, o.max)
 	}
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -16,11 +15,10 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/config/file"
 	"github.com/causeway-net/causeway/pkg/config/nspserver"
 )
@@ -85,30 +83,10 @@ func run(t *testing.T, src VIPSource) updates {
 	return u
 }
 
-// grpcServer serves a ConfigurationManager on addr ("" picks a port).
-type grpcServer struct {
-	addr string
-	gs   *grpc.Server
-	done chan struct{}
-}
-
-func startServer(t *testing.T, addr string, impl nspv1.ConfigurationManagerServer) *grpcServer {
+// startServer serves impl on addr ("" picks a port) until the test ends.
+func startServer(t *testing.T, addr string, impl nspv1.ConfigurationManagerServer) *testutil.GRPCServer {
 	t.Helper()
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	lis, err := net.Listen("tcp", addr)
-	require.NoError(t, err)
-	s := &grpcServer{addr: lis.Addr().String(), gs: grpc.NewServer(), done: make(chan struct{})}
-	nspv1.RegisterConfigurationManagerServer(s.gs, impl)
-	go func() { defer close(s.done); _ = s.gs.Serve(lis) }()
-	t.Cleanup(s.stop)
-	return s
-}
-
-func (s *grpcServer) stop() {
-	s.gs.Stop()
-	<-s.done
+	return testutil.ServeGRPC(t, addr, func(s *grpc.Server) { nspv1.RegisterConfigurationManagerServer(s, impl) })
 }
 
 func dial(t *testing.T, addr string) *grpc.ClientConn {
@@ -146,7 +124,7 @@ vips:
 func TestNSPSourceDeliversAndFollowsChanges(t *testing.T) {
 	srv := nspWith(t, twoTrenches)
 	s := startServer(t, "", srv)
-	u := run(t, NewNSPSource(dial(t, s.addr), "red", WithLogger(quiet)))
+	u := run(t, NewNSPSource(dial(t, s.Addr), "red", WithLogger(quiet)))
 	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
 
 	cfg, err := file.Parse([]byte(strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.2/32", 1)))
@@ -157,78 +135,53 @@ func TestNSPSourceDeliversAndFollowsChanges(t *testing.T) {
 
 func TestNSPSourceReconnectsAfterServerRestart(t *testing.T) {
 	s1 := startServer(t, "", nspWith(t, twoTrenches))
-	u := run(t, NewNSPSource(dial(t, s1.addr), "red", WithLogger(quiet), WithBackoff(20*time.Millisecond, 200*time.Millisecond)))
+	u := run(t, NewNSPSource(dial(t, s1.Addr), "red", WithLogger(quiet), WithBackoff(20*time.Millisecond, 200*time.Millisecond)))
 	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
 
 	// Same port, same configuration: the source re-opens the watch but
 	// delivers nothing new.
-	s1.stop()
-	s2 := startServer(t, s1.addr, nspWith(t, twoTrenches))
-	s2.stop()
+	s1.Stop()
+	s2 := startServer(t, s1.Addr, nspWith(t, twoTrenches))
+	s2.Stop()
 	// Same port, new configuration: delivered. It being the next update also
 	// proves that the restart with the same list delivered nothing.
-	startServer(t, s1.addr, nspWith(t, strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.7/32", 1)))
+	startServer(t, s1.Addr, nspWith(t, strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.7/32", 1)))
 	assert.Equal(t, []string{"20.0.0.7/32", "2001:db8::1/128"}, u.next(t))
 }
 
-// fakeNSP answers WatchVip with scripted responses; a nil entry fails the call.
-type fakeNSP struct {
-	nspv1.UnimplementedConfigurationManagerServer
-	calls   chan *nspv1.Vip
-	answers chan *nspv1.VipResponse
-}
-
-func (f *fakeNSP) WatchVip(filter *nspv1.Vip, stream grpc.ServerStreamingServer[nspv1.VipResponse]) error {
-	f.calls <- filter
-	for {
-		select {
-		case r := <-f.answers:
-			if r == nil {
-				return status.Error(codes.Unavailable, "scripted failure")
-			}
-			if err := stream.Send(r); err != nil {
-				return err
-			}
-		case <-stream.Context().Done():
-			return nil
-		}
-	}
-}
-
 func TestNSPSourceSkipsInvalidAndRetriesFailedStreams(t *testing.T) {
-	f := &fakeNSP{calls: make(chan *nspv1.Vip, 8), answers: make(chan *nspv1.VipResponse, 8)}
-	s := startServer(t, "", f)
-	u := run(t, NewNSPSource(dial(t, s.addr), "red", WithLogger(quiet), WithBackoff(10*time.Millisecond, 50*time.Millisecond)))
-	filter := <-f.calls
+	f, s := testutil.ServeFakeNSP(t, "", 0)
+	u := run(t, NewNSPSource(dial(t, s.Addr), "red", WithLogger(quiet), WithBackoff(10*time.Millisecond, 50*time.Millisecond)))
+	filter := <-f.VIPWatches
 	assert.Equal(t, "red", filter.GetTrench().GetName())
 	assert.Empty(t, filter.GetName())
 	assert.Empty(t, filter.GetAddress())
 
 	vip := func(addr string) *nspv1.Vip { return &nspv1.Vip{Name: "v-" + addr, Address: addr} }
-	f.answers <- &nspv1.VipResponse{Vips: []*nspv1.Vip{
+	f.VIPs <- &nspv1.VipResponse{Vips: []*nspv1.Vip{
 		vip("20.0.0.2"), vip("bogus"), vip("20.0.0.1/32"), vip("20.0.0.1"), vip("20.0.0.1/33"), vip("40.0.0.9/24"),
 	}}
 	assert.Equal(t, []string{"20.0.0.1/32", "20.0.0.2/32", "40.0.0.0/24"}, u.next(t))
 
 	// An empty list is a real update (every VIP removed).
-	f.answers <- &nspv1.VipResponse{}
+	f.VIPs <- &nspv1.VipResponse{}
 	assert.Equal(t, []string{}, u.next(t))
 
 	// The server fails the stream: the source opens a new watch and the
 	// list is delivered again only if it changed.
-	f.answers <- nil
-	<-f.calls
-	f.answers <- &nspv1.VipResponse{}
-	f.answers <- nil
-	<-f.calls
-	f.answers <- &nspv1.VipResponse{Vips: []*nspv1.Vip{vip("2001:db8::5")}}
+	f.VIPs <- nil
+	<-f.VIPWatches
+	f.VIPs <- &nspv1.VipResponse{}
+	f.VIPs <- nil
+	<-f.VIPWatches
+	f.VIPs <- &nspv1.VipResponse{Vips: []*nspv1.Vip{vip("2001:db8::5")}}
 	assert.Equal(t, []string{"2001:db8::5/128"}, u.next(t))
 }
 
 func TestWatchConduits(t *testing.T) {
 	srv := nspWith(t, twoTrenches)
 	s := startServer(t, "", srv)
-	conn := dial(t, s.addr)
+	conn := dial(t, s.Addr)
 	got := make(chan []string, 8)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

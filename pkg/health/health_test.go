@@ -3,7 +3,6 @@ package health
 import (
 	"context"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,6 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -138,19 +139,12 @@ func TestListenUnixReplacesStaleSocket(t *testing.T) {
 }
 
 func TestMonitorConn(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	peer := grpc.NewServer()
-	served := make(chan struct{})
-	go func() { defer close(served); _ = peer.Serve(lis) }()
-	defer func() { peer.Stop(); <-served }()
+	peer := testutil.ServeGRPC(t, "", nil)
 
 	c := New(WithLogger(quiet))
 	c.Register(Readiness, NSPCli)
 	hc, _ := serveUnix(t, c)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer func() { _ = conn.Close() }()
+	conn := peer.Dial(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

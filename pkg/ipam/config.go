@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"time"
+
+	"github.com/causeway-net/causeway/internal/clock"
 )
 
 // Family is an address family.
@@ -86,8 +88,8 @@ type Config struct {
 	// when a store commit fails after succeeding, and with true when commits
 	// succeed again.
 	OnStoreHealth func(ok bool)
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock tells the time of leases and drains (default clock.Real()).
+	Clock clock.Clock
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/causeway-net/causeway/internal/clock"
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 )
 
@@ -48,8 +49,8 @@ func New(ctx context.Context, st store.Store, cfg Config) (*Engine, error) {
 	if cfg.LeaseFlushInterval == 0 {
 		cfg.LeaseFlushInterval = time.Minute
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -57,7 +58,7 @@ func New(ctx context.Context, st store.Store, cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		now:      cfg.Now,
+		now:      cfg.Clock.Now,
 		trenches: map[Family]*trench{},
 		stats:    newStoreStats(),
 		stop:     make(chan struct{}),

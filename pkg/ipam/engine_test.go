@@ -340,7 +340,7 @@ func TestInvalidConfig(t *testing.T) {
 func TestLeasesAreWrittenBehind(t *testing.T) {
 	clk := newClock()
 	cfg := baseConfig()
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.LeaseFlushInterval = time.Hour
 	st := memory.New()
 	e := newEngine(t, st, cfg)

@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/causeway-net/causeway/internal/clock"
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
 	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
@@ -24,25 +24,8 @@ func TestMain(m *testing.M) {
 
 const testTrench = "trench-a"
 
-// clock is a settable test clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock is a settable test clock.
+func newClock() *clock.Fake { return clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 // stores is the set of back ends every engine test runs on. The bolt
 // constructor returns a reopenable path-bound store.
@@ -74,10 +57,10 @@ func baseConfig() Config {
 // gcConfig is baseConfig on a test clock with a 10-minute GC threshold and
 // an interval so long that the loop never fires: tests collect by hand
 // (the first collection still runs in New).
-func gcConfig() (*clock, Config) {
+func gcConfig() (*clock.Fake, Config) {
 	clk := newClock()
 	cfg := baseConfig()
-	cfg.Now = clk.Now
+	cfg.Clock = clk
 	cfg.GCInterval = time.Hour
 	cfg.GCThreshold = 10 * time.Minute
 	return clk, cfg

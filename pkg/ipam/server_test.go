@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -16,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
 )
 
@@ -31,22 +30,14 @@ func serve(t testing.TB, e *Engine, m *RPCMetrics) ipamv1.IpamClient {
 
 // serveConns is serve with n client connections.
 func serveConns(t testing.TB, e *Engine, m *RPCMetrics, n int) []ipamv1.IpamClient {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	var opts []grpc.ServerOption
 	if m != nil {
 		opts = append(opts, grpc.UnaryInterceptor(m.UnaryInterceptor()))
 	}
-	srv := grpc.NewServer(opts...)
-	ipamv1.RegisterIpamServer(srv, NewServer(e))
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
+	srv := testutil.ServeGRPC(t, "", func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, NewServer(e)) }, opts...)
 	var out []ipamv1.IpamClient
 	for i := 0; i < n; i++ {
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = conn.Close() })
-		out = append(out, ipamv1.NewIpamClient(conn))
+		out = append(out, ipamv1.NewIpamClient(srv.Dial(t)))
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/backoff"
 )
 
 // ConduitSyncer receives the conduit lists of the configuration server
@@ -36,25 +37,20 @@ func (w *ConduitWatcher) Run(ctx context.Context) {
 	if maxBackoff <= 0 {
 		maxBackoff = 5 * time.Second
 	}
-	const minBackoff = 100 * time.Millisecond
-	backoff := minBackoff
+	b := backoff.New(100*time.Millisecond, maxBackoff)
 	for {
 		received, err := w.watch(ctx, log)
 		if ctx.Err() != nil {
 			return
 		}
 		if received {
-			backoff = minBackoff
+			b.Reset()
 		}
-		log.Warn("conduit watch interrupted; retrying", "error", err, "retry_in", backoff.String())
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		wait := b.Next()
+		log.Warn("conduit watch interrupted; retrying", "error", err, "retry_in", wait.String())
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

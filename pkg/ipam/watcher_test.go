@@ -2,19 +2,14 @@ package ipam
 
 import (
 	"context"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 func TestSyncConduits(t *testing.T) {
@@ -64,67 +59,12 @@ func TestSyncConduits(t *testing.T) {
 	}
 }
 
-// fakeNSP is a ConfigurationManager whose WatchConduit fails the first
-// `fail` calls, then streams the lists sent on `lists` until the stream's
-// end is requested on `hangup`.
-type fakeNSP struct {
-	nspv1.UnimplementedConfigurationManagerServer
-	mu     sync.Mutex
-	calls  int
-	fail   int
-	trench string
-	lists  chan []string
-	hangup chan struct{}
-}
-
-func (f *fakeNSP) WatchConduit(req *nspv1.Conduit, stream nspv1.ConfigurationManager_WatchConduitServer) error {
-	f.mu.Lock()
-	f.calls++
-	failing := f.calls <= f.fail
-	f.trench = req.GetTrench().GetName()
-	f.mu.Unlock()
-	if failing {
-		return status.Error(codes.Unavailable, "not ready")
-	}
-	for {
-		select {
-		case names := <-f.lists:
-			resp := &nspv1.ConduitResponse{}
-			for _, n := range names {
-				resp.Conduits = append(resp.Conduits, &nspv1.Conduit{Name: n, Trench: &nspv1.Trench{Name: testTrench}})
-			}
-			// A conduit of another trench is ignored.
-			resp.Conduits = append(resp.Conduits, &nspv1.Conduit{Name: "b", Trench: &nspv1.Trench{Name: "other"}})
-			if err := stream.Send(resp); err != nil {
-				return err
-			}
-		case <-f.hangup:
-			return status.Error(codes.Unavailable, "restarting")
-		case <-stream.Context().Done():
-			return nil
-		}
-	}
-}
-
-func (f *fakeNSP) callCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls
-}
-
-func startNSP(t *testing.T, f *fakeNSP) nspv1.ConfigurationManagerClient {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := grpc.NewServer()
-	nspv1.RegisterConfigurationManagerServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = conn.Close()
-		srv.Stop()
-	})
-	return nspv1.NewConfigurationManagerClient(conn)
+// conduits is a conduit list of the test trench, with one conduit of
+// another trench (to be ignored).
+func conduits(names ...string) *nspv1.ConduitResponse {
+	r := testutil.ConduitList(testTrench, names...)
+	r.Conduits = append(r.Conduits, &nspv1.Conduit{Name: "b", Trench: &nspv1.Trench{Name: "other"}})
+	return r
 }
 
 func TestConduitWatcher(t *testing.T) {
@@ -135,8 +75,8 @@ func TestConduitWatcher(t *testing.T) {
 	for _, c := range []string{"a", "b", "c"} {
 		addr[c] = alloc(t, e, sub(IPv4, c, "w1"), "bridge")
 	}
-	nsp := &fakeNSP{fail: 3, lists: make(chan []string), hangup: make(chan struct{})}
-	client := startNSP(t, nsp)
+	nsp, srv := testutil.ServeFakeNSP(t, "", 3)
+	client := nspv1.NewConfigurationManagerClient(srv.Dial(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	w := &ConduitWatcher{Client: client, Trench: testTrench, Syncer: e, MaxBackoff: 200 * time.Millisecond, Logger: quietLogger()}
@@ -150,21 +90,19 @@ func TestConduitWatcher(t *testing.T) {
 	}()
 
 	// Failing server: retried, and nothing drains meanwhile.
-	require.Eventually(t, func() bool { return nsp.callCount() > 3 }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return nsp.Calls() > 3 }, 20*time.Second, 10*time.Millisecond)
 	for _, c := range []string{"a", "b", "c"} {
 		assert.True(t, e.hasConduit(IPv4, c))
 		assert.False(t, e.isDraining(IPv4, c))
 	}
-	nsp.mu.Lock()
-	assert.Equal(t, testTrench, nsp.trench, "the watch filters by trench")
-	nsp.mu.Unlock()
+	assert.Equal(t, testTrench, (<-nsp.ConduitWatches).GetTrench().GetName(), "the watch filters by trench")
 
 	// c was created by Allocate and never listed: kept serving by the first list.
-	nsp.lists <- []string{"a", "b"}
-	nsp.lists <- []string{"a", "b"} // the second send returns once the first is applied
+	nsp.Conduits <- conduits("a", "b")
+	nsp.Conduits <- conduits("a", "b") // the second send returns once the first is applied
 	assert.False(t, e.isDraining(IPv4, "c"))
 	// b leaves the list (renamed for a few seconds): drained, not deleted.
-	nsp.lists <- []string{"a", "c"}
+	nsp.Conduits <- conduits("a", "c")
 	require.Eventually(t, func() bool { return e.isDraining(IPv4, "b") }, 20*time.Second, 10*time.Millisecond)
 	assert.Equal(t, addr["b"], alloc(t, e, sub(IPv4, "b", "w1"), "bridge"), "a held address is renewed")
 	_, err := e.Allocate(context.Background(), sub(IPv4, "b", "w1"), "t1-src")
@@ -172,16 +110,16 @@ func TestConduitWatcher(t *testing.T) {
 	assert.Equal(t, "169.255.48.1/24", alloc(t, e, sub(IPv4, "d", "w1"), "bridge"), "b's subnet is not handed out")
 	clk.Advance(5 * time.Second)
 	// b is back: revived whole.
-	nsp.lists <- []string{"a", "b", "c"}
+	nsp.Conduits <- conduits("a", "b", "c")
 	require.Eventually(t, func() bool { return !e.isDraining(IPv4, "b") }, 20*time.Second, 10*time.Millisecond)
 	assert.Equal(t, addr["b"], alloc(t, e, sub(IPv4, "b", "w1"), "bridge"))
 	alloc(t, e, sub(IPv4, "b", "w1"), "t1-src")
 
 	// Stream ends: the watcher reconnects and follows the new stream.
-	calls := nsp.callCount()
-	nsp.hangup <- struct{}{}
-	require.Eventually(t, func() bool { return nsp.callCount() > calls }, 20*time.Second, 10*time.Millisecond)
-	nsp.lists <- []string{"c"}
+	calls := nsp.Calls()
+	nsp.Conduits <- nil // the server hangs up
+	require.Eventually(t, func() bool { return nsp.Calls() > calls }, 20*time.Second, 10*time.Millisecond)
+	nsp.Conduits <- conduits("c")
 	require.Eventually(t, func() bool { return e.isDraining(IPv4, "a") && e.isDraining(IPv4, "b") }, 20*time.Second, 10*time.Millisecond)
 
 	// Gone for good: their allocations go when their leases end, and the

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/causeway-net/causeway/internal/backoff"
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 )
 
@@ -122,11 +123,14 @@ func (w *writer) wait(ctx context.Context, seq uint64) error {
 func (w *writer) run() {
 	defer close(w.done)
 	var batch []store.Op
-	backoff := time.Duration(0)
+	// After a failed commit the writer retries on its own, after a pause
+	// that grows while commits keep failing; otherwise it waits for work.
+	retry := backoff.New(50*time.Millisecond, 5*time.Second)
+	var pause time.Duration
 	healthy := true
 	for {
-		if backoff > 0 {
-			t := time.NewTimer(backoff)
+		if pause > 0 {
+			t := time.NewTimer(pause)
 			select {
 			case <-t.C:
 			case <-w.stop:
@@ -175,10 +179,11 @@ func (w *writer) run() {
 			}
 			if err != nil {
 				w.log.Error("store commit failed; retrying", "ops", n, "error", err)
-				backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+				pause = retry.Next()
 				break
 			}
-			backoff = 0
+			pause = 0
+			retry.Reset()
 		}
 		if stopping {
 			w.mu.Lock()

@@ -40,7 +40,9 @@ func mtlsClient(t *testing.T, cfg *Config, src *testutil.SVIDSource, serverID sp
 func nspPeers(t *testing.T, src *testutil.SVIDSource) (string, <-chan string) {
 	t.Helper()
 	ids := make(chan string, 100)
-	s := grpc.NewServer(
+	s := testutil.ServeGRPC(t, "", func(s *grpc.Server) {
+		nspv1.RegisterConfigurationManagerServer(s, nspv1.UnimplementedConfigurationManagerServer{})
+	},
 		grpc.Creds(grpccreds.NewTLS(tlsconfig.MTLSServerConfig(src, src, tlsconfig.AuthorizeAny()))),
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			if p, ok := peer.FromContext(ss.Context()); ok {
@@ -55,19 +57,7 @@ func nspPeers(t *testing.T, src *testutil.SVIDSource) (string, <-chan string) {
 			}
 			return h(srv, ss)
 		}))
-	nspv1.RegisterConfigurationManagerServer(s, nspv1.UnimplementedConfigurationManagerServer{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(l)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	return l.Addr().String(), ids
+	return s.Addr, ids
 }
 
 // TestRunServesSPIFFEMutualTLS: with SPIFFE_ENDPOINT_SOCKET set (here a fake

@@ -95,8 +95,8 @@ func TestBridgeRenewalFollowsIPAM(t *testing.T) {
 	}
 
 	// Renewal with the same answer: nothing changes.
-	require.Eventually(t, func() bool { return e.clk.active() == 1 }, waitFor, tick)
-	e.clk.advance(time.Minute)
+	require.Eventually(t, func() bool { return e.clk.Active() == 1 }, waitFor, tick)
+	e.clk.Advance(time.Minute)
 	require.Eventually(t, func() bool { return e.ipam.countCalls("Allocate IPV4/bridge") == 2 }, waitFor, tick)
 	require.Equal(t, uint64(0), e.p.Stats().BridgeAddrChanges)
 
@@ -107,8 +107,8 @@ func TestBridgeRenewalFollowsIPAM(t *testing.T) {
 	delete(n.byName, "bridge")
 	n.byName["squatter"] = netip.MustParseAddr("172.16.0.1")
 	e.ipam.mu.Unlock()
-	require.Eventually(t, func() bool { return e.clk.active() == 1 }, waitFor, tick)
-	e.clk.advance(time.Minute)
+	require.Eventually(t, func() bool { return e.clk.Active() == 1 }, waitFor, tick)
+	e.clk.Advance(time.Minute)
 	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.BridgeAddrs) == "[172.16.0.4/24]" })
 	require.Equal(t, uint64(1), e.p.Stats().BridgeAddrChanges)
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/clock"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
@@ -61,7 +62,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock times the release delays and the bridge renewal; nil means the
 	// real clock.
-	Clock Clock
+	Clock clock.Clock
 }
 
 // ParseIPFamily maps Meridio's NSM_IP_FAMILY values to the families served:
@@ -132,7 +133,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = clock.Real()
 	}
 	return c, nil
 }

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/clock"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
@@ -271,63 +272,7 @@ func (d *fakeDataplane) waitState(t *testing.T, ok func(dataplane.State) bool) d
 }
 
 // fakeClock fires its timers only when advanced.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Duration
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c        *fakeClock
-	deadline time.Duration
-	ch       chan time.Time
-	stopped  bool
-	fired    bool
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, deadline: c.now + d, ch: make(chan time.Time, 1)}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	active := !t.stopped && !t.fired
-	t.stopped = true
-	return active
-}
-
-// active counts the timers that are neither stopped nor fired.
-func (c *fakeClock) active() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.stopped && !t.fired {
-			n++
-		}
-	}
-	return n
-}
-
-// advance moves time forward and fires the timers that are due.
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now += d
-	for _, t := range c.timers {
-		if !t.stopped && !t.fired && t.deadline <= c.now {
-			t.fired = true
-			t.ch <- time.Unix(0, 0).Add(c.now)
-		}
-	}
-}
+type fakeClock = clock.Fake
 
 const (
 	waitFor = 30 * time.Second

@@ -124,8 +124,8 @@ func TestRealIPAMReleaseAndReconnect(t *testing.T) {
 
 	// a is closed for good: after the delay its addresses are free again.
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), a, LBConn))
-	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
-	e.clk.advance(DefaultReleaseDelay)
+	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick)
+	e.clk.Advance(DefaultReleaseDelay)
 	require.Eventually(t, func() bool { return e.p.Stats().PendingReleases == 0 }, waitFor, tick)
 	require.Equal(t, "172.16.0.2/24", e.probe(t, ipam.IPv4, "probe-1").String())
 	require.Equal(t, "172.16.0.3/24", e.probe(t, ipam.IPv4, "probe-2").String())

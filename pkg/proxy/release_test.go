@@ -25,11 +25,11 @@ func TestReleaseAfterDelay(t *testing.T) {
 
 	// Nothing is released before the delay (one timer: the release's,
 	// besides the bridge renewal's).
-	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
-	e.clk.advance(releaseDelay - time.Second)
+	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick)
+	e.clk.Advance(releaseDelay - time.Second)
 	require.Len(t, e.ipam.children(), 6)
 
-	e.clk.advance(time.Second)
+	e.clk.Advance(time.Second)
 	require.Eventually(t, func() bool { return sprint(e.ipam.children()) == "[IPV4/bridge IPV6/bridge]" }, waitFor, tick)
 	require.Eventually(t, func() bool { return e.p.Stats().PendingReleases == 0 }, waitFor, tick)
 	s := e.p.Stats()
@@ -44,7 +44,7 @@ func TestReconnectCancelsRelease(t *testing.T) {
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
 	addrs := sprint(ipcOf(conn).GetSrcIpAddrs())
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, TargetConn))
-	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
+	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick)
 
 	// The target heals through another path: a new connection id, the same
 	// path segment id.
@@ -53,9 +53,9 @@ func TestReconnectCancelsRelease(t *testing.T) {
 	healed.Context = conn.Context
 	require.NoError(t, e.p.SetIPContext(context.Background(), healed, TargetConn))
 	require.Equal(t, addrs, sprint(ipcOf(healed).GetSrcIpAddrs()))
-	require.Eventually(t, func() bool { return e.clk.active() == 1 }, waitFor, tick, "release timer not stopped")
+	require.Eventually(t, func() bool { return e.clk.Active() == 1 }, waitFor, tick, "release timer not stopped")
 
-	e.clk.advance(time.Hour)
+	e.clk.Advance(time.Hour)
 	require.Equal(t, uint64(1), e.p.Stats().ReleasesCancelled)
 	require.Equal(t, 1, e.p.Stats().Connections)
 	require.Equal(t, 0, e.p.Stats().PendingReleases)
@@ -81,8 +81,8 @@ func TestReleaseRetriesAndIsCancelledByRequest(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, LBConn))
-	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
-	e.clk.advance(releaseDelay)
+	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick)
+	e.clk.Advance(releaseDelay)
 	require.Eventually(t, func() bool { return e.ipam.countCalls("Release IPV4/lb-1-src") >= 3 }, waitFor, tick)
 
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
@@ -186,8 +186,8 @@ func TestCloseForcesPendingReleasesInParallel(t *testing.T) {
 func TestUnsetUnknownIDReleasesByName(t *testing.T) {
 	e := newTestEnv(t)
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), lbConn("old"), LBConn))
-	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick)
-	e.clk.advance(releaseDelay)
+	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick)
+	e.clk.Advance(releaseDelay)
 	require.Eventually(t, func() bool {
 		return e.ipam.countCalls("Release IPV4/old-src") == 1 && e.ipam.countCalls("Release IPV6/old-dst") == 1
 	}, waitFor, tick)
@@ -263,5 +263,5 @@ func TestUnsetAfterFailedRefreshIsDelayed(t *testing.T) {
 	require.Error(t, e.p.SetIPContext(context.Background(), conn, LBConn))
 	require.Eventually(t, func() bool { return e.ipam.countCalls("Release IPV6/x-src") == 1 }, waitFor, tick)
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, LBConn))
-	require.Eventually(t, func() bool { return e.clk.active() == 2 }, waitFor, tick, "a delayed release")
+	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick, "a delayed release")
 }

@@ -1,9 +1,10 @@
 // Package proxyd assembles the proxy daemon: it reads the NSM_* environment,
 // and starts and stops the proxy's components (health, dataplane, IPAM and
 // NSP clients, the proxy state machine, the full-mesh NSM client, the NSE and
-// the VIP source) in a fixed order. cmd/proxy only calls Load and Run; Start
-// returns the running Daemon instead, and the Options replace the kernel
-// dataplane, the credentials and the NSM gRPC options (for tests).
+// the VIP source) in a fixed order. cmd/proxy only hands Load, Run and Debug
+// to internal/daemon's main; Start returns the running Daemon instead, and
+// the Options replace the kernel dataplane, the credentials and the NSM gRPC
+// options (for tests).
 package proxyd
 
 import (
@@ -76,7 +77,7 @@ func Load() (*Config, error) {
 		return nil, fmt.Errorf("read NSM_* environment: %w", err)
 	}
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	return &c, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/config/file"
 	"github.com/causeway-net/causeway/pkg/config/nspserver"
 	"github.com/causeway-net/causeway/pkg/dataplane"
@@ -286,23 +286,11 @@ func newEnv(t *testing.T, opts ...nsmsandbox.Option) *env {
 // address. beforeStop runs first at cleanup (ends watch streams).
 func serveGRPC(t *testing.T, register func(*grpc.Server), beforeStop func()) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := grpc.NewServer()
-	register(s)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		if beforeStop != nil {
-			beforeStop()
-		}
-		s.Stop()
-		<-done
-	})
-	return lis.Addr().String()
+	s := testutil.ServeGRPC(t, "", register)
+	if beforeStop != nil {
+		t.Cleanup(beforeStop)
+	}
+	return s.Addr
 }
 
 // config is the proxy's configuration for this node, as the NSM_*

@@ -47,51 +47,68 @@ func (d *Daemon) debugState() DebugState {
 	return st
 }
 
-// serveObservability starts the Prometheus endpoint and the debug socket.
-func (d *Daemon) serveObservability(ctx context.Context) error {
-	if d.cfg.MetricsAddress != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), d.proxy)
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		lis, err := net.Listen("tcp", d.cfg.MetricsAddress)
-		if err != nil {
-			return fmt.Errorf("metrics listener %s: %w", d.cfg.MetricsAddress, err)
-		}
-		d.serveHTTP(ctx, lis, mux, "metrics")
+// startMetrics serves the Prometheus endpoint (when an address is set).
+func (d *Daemon) startMetrics(ctx context.Context) (func() error, error) {
+	if d.cfg.MetricsAddress == "" {
+		return noStop, nil
 	}
-	if d.cfg.DebugSocket != "" {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/state", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(d.debugState())
-		})
-		_ = os.MkdirAll(filepath.Dir(d.cfg.DebugSocket), 0o755)
-		_ = os.Remove(d.cfg.DebugSocket)
-		lis, err := net.Listen("unix", d.cfg.DebugSocket)
-		if err != nil {
-			return fmt.Errorf("debug socket %s: %w", d.cfg.DebugSocket, err)
-		}
-		d.serveHTTP(ctx, lis, mux, "debug")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), d.proxy)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	lis, err := net.Listen("tcp", d.cfg.MetricsAddress)
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", d.cfg.MetricsAddress, err)
 	}
-	return nil
+	return d.serveHTTP(ctx, lis, mux, "metrics"), nil
 }
 
-func (d *Daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string) {
+// startDebugSocket serves the state that -debug prints (when a socket is
+// set).
+func (d *Daemon) startDebugSocket(ctx context.Context) (func() error, error) {
+	if d.cfg.DebugSocket == "" {
+		return noStop, nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/state", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(d.debugState())
+	})
+	_ = os.MkdirAll(filepath.Dir(d.cfg.DebugSocket), 0o755)
+	_ = os.Remove(d.cfg.DebugSocket)
+	lis, err := net.Listen("unix", d.cfg.DebugSocket)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.cfg.DebugSocket, err)
+	}
+	return d.serveHTTP(ctx, lis, mux, "debug"), nil
+}
+
+// serveHTTP serves h on lis until the returned stop, which shuts the
+// server down (within a second) and waits for it.
+func (d *Daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string) func() error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	d.background(ctx, func(ctx context.Context) {
-		go func() {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
+	t := newTasks(ctx)
+	t.Go(func(context.Context) {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("http server stopped", "server", what, "error", err)
 		}
 	})
+	return func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return t.stop()
+	}
+}
+
+// Debug is `proxy -debug`: it prints the state of the proxy running with
+// cfg (asked on its debug socket, for at most 10 seconds) to w.
+func Debug(ctx context.Context, cfg *Config, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return PrintDebug(ctx, cfg.DebugSocket, w)
 }
 
 // PrintDebug asks the running proxy listening on socket for its state and

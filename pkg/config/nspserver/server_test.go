@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +13,10 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/config/file"
 )
 
@@ -28,21 +27,9 @@ const waitFor = 20 * time.Second
 // serve starts srv on a loopback port and returns a client to it.
 func serve(t *testing.T, srv *Server) nspv1.ConfigurationManagerClient {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	gs := grpc.NewServer()
-	nspv1.RegisterConfigurationManagerServer(gs, srv)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = gs.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = conn.Close()
-		srv.Close()
-		gs.Stop()
-		<-done
-	})
-	return nspv1.NewConfigurationManagerClient(conn)
+	gs := testutil.ServeGRPC(t, "", func(gs *grpc.Server) { nspv1.RegisterConfigurationManagerServer(gs, srv) })
+	t.Cleanup(srv.Close) // before the server stops: it ends the watch streams
+	return nspv1.NewConfigurationManagerClient(gs.Dial(t))
 }
 
 func mustParse(t *testing.T, doc string) *file.Config {

@@ -15,6 +15,8 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/causeway-net/causeway/internal/backoff"
 )
 
 type client struct {
@@ -24,10 +26,13 @@ type client struct {
 	failures map[string]*streak
 }
 
-// streak is a run of consecutive failures of one connection id.
+// streak is a run of n consecutive failures of one connection id: pause is
+// the wait before its next request, taken from b at each failure.
 type streak struct {
-	n    int
-	last time.Time
+	n     int
+	b     *backoff.Backoff
+	pause time.Duration
+	last  time.Time
 }
 
 // NewClient returns an element that, after n consecutive failed requests
@@ -47,19 +52,14 @@ func NewClient(opts ...Option) networkservice.NetworkServiceClient {
 
 func (c *client) delay(id string, deadline time.Time, hasDeadline bool) time.Duration {
 	c.mu.Lock()
-	var n int
+	var d time.Duration
 	if s, ok := c.failures[id]; ok && time.Since(s.last) < 2*c.opts.max {
-		n = s.n
+		d = s.pause
 	}
 	c.mu.Unlock()
-	if n == 0 {
+	if d == 0 {
 		return 0
 	}
-	d := c.opts.initial
-	for i := 1; i < n && d < c.opts.max; i++ {
-		d *= 2
-	}
-	d = min(d, c.opts.max)
 	if hasDeadline {
 		d = min(d, time.Until(deadline)/2)
 	}
@@ -99,10 +99,11 @@ func (c *client) record(id string, ok bool, now time.Time) {
 	}
 	s, found := c.failures[id]
 	if !found {
-		s = &streak{}
+		s = &streak{b: backoff.New(c.opts.initial, c.opts.max)}
 		c.failures[id] = s
 	}
 	s.n++
+	s.pause = s.b.Next()
 	s.last = now
 }
 

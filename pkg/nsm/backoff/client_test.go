@@ -23,11 +23,16 @@ func TestDelayGrowsWithFailuresAndResets(t *testing.T) {
 	c := NewClient(WithDelays(time.Second, 4*time.Second)).(*client)
 	none := time.Time{}
 	require.Zero(t, c.delay("a", none, false))
-	c.failures["a"] = &streak{n: 1, last: time.Now()}
+	fail := func(n int) {
+		for range n {
+			c.record("a", false, time.Now())
+		}
+	}
+	fail(1)
 	require.Equal(t, time.Second, c.delay("a", none, false))
-	c.failures["a"].n = 2
+	fail(1)
 	require.Equal(t, 2*time.Second, c.delay("a", none, false))
-	c.failures["a"].n = 10
+	fail(8)
 	require.Equal(t, 4*time.Second, c.delay("a", none, false), "capped")
 	require.Zero(t, c.delay("b", none, false), "per connection id")
 	// Never more than half of what is left of the request's deadline.
@@ -40,7 +45,9 @@ func TestDelayGrowsWithFailuresAndResets(t *testing.T) {
 }
 
 func TestFailuresCountedAndForgotten(t *testing.T) {
-	bo := NewClient(WithDelays(time.Millisecond, time.Millisecond))
+	// Short pauses, but streaks that stay fresh for minutes: a loaded
+	// machine's gap between two failures must not end the streak.
+	bo := NewClient(WithDelays(time.Millisecond, time.Minute))
 	failing := chain.NewNetworkServiceClient(bo, injecterror.NewClient())
 	for range 3 {
 		_, err := failing.Request(context.Background(), request("a"))
@@ -67,7 +74,7 @@ func TestFailuresCountedAndForgotten(t *testing.T) {
 
 func TestPauseEndsWithTheContext(t *testing.T) {
 	bo := NewClient(WithDelays(time.Hour, time.Hour))
-	bo.(*client).failures["a"] = &streak{n: 1, last: time.Now()}
+	bo.(*client).record("a", false, time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -28,6 +27,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
 
@@ -92,20 +92,8 @@ func serve(t *testing.T, opts ...grpc.ServerOption) (addr string, lastToken func
 		tokens <- strings.Join(md.Get("nsm-client-token"), ",")
 		return h(ctx, req)
 	}))
-	s := grpc.NewServer(opts...)
-	healthpb.RegisterHealthServer(s, health.NewServer())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(l)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	return l.Addr().String(), func() string {
+	s := testutil.ServeGRPC(t, "", func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) }, opts...)
+	return s.Addr, func() string {
 		select {
 		case tok := <-tokens:
 			return tok

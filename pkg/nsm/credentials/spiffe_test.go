@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -190,20 +189,8 @@ func nseOverMTLS(t *testing.T, ctx context.Context, creds *credentials.Credentia
 	t.Helper()
 	nse := endpoint.NewServer(ctx, creds.TokenGenerator(), endpoint.WithName("nse"),
 		endpoint.WithAuthorizeServer(creds.AuthorizeServer()))
-	s := grpc.NewServer(creds.NSMServerOptions()...)
-	nse.Register(s)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(l)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	return &url.URL{Scheme: "tcp", Host: l.Addr().String()}
+	s := testutil.ServeGRPC(t, "", nse.Register, creds.NSMServerOptions()...)
+	return &url.URL{Scheme: "tcp", Host: s.Addr}
 }
 
 // TestSPIFFENSMRequest: an NSM client and endpoint with SVIDs of one trust

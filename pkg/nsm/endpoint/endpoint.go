@@ -128,10 +128,10 @@ const registerTryTimeout = 2 * time.Second
 // registered until Stop, whatever happens to the NSMgr meanwhile.
 func (e *Endpoint) register(ctx context.Context) error {
 	reg := registration.Clients(ctx, e.cfg.ConnectTo, e.cfg.DialOptions, 0,
-		&lifetimeClient{lifetime: e.opts.lifetime},
+		&lifetimeClient{lifetime: registrationLifetime},
 		registrysendfd.NewNetworkServiceEndpointRegistryClient())
-	k, err := registration.Start(ctx, reg, networkService(e.cfg.Service, e.opts.payload), networkServiceEndpoint(&e.cfg, e.url.String()),
-		registration.WithFirstTimeout(e.opts.registerTimeout),
+	k, err := registration.Start(ctx, reg, networkService(e.cfg.Service, servicePayload), networkServiceEndpoint(&e.cfg, e.url.String()),
+		registration.WithFirstTimeout(registerTimeout),
 		registration.WithTryTimeout(registerTryTimeout),
 		registration.WithOnChange(e.opts.onRegistered),
 		registration.WithLogger(e.logger))
@@ -172,7 +172,7 @@ func (e *Endpoint) Registration() *registry.NetworkServiceEndpoint { return e.ke
 func (e *Endpoint) Stop(ctx context.Context) error {
 	e.stopOnce.Do(func() {
 		if e.keeper != nil {
-			uctx, cancel := context.WithTimeout(ctx, e.opts.registerTimeout)
+			uctx, cancel := context.WithTimeout(ctx, registerTimeout)
 			e.stopErr = e.keeper.Stop(uctx)
 			cancel()
 		}

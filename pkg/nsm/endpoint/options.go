@@ -34,26 +34,34 @@ type Config struct {
 	Elements []networkservice.NetworkServiceServer
 }
 
+// The endpoint's fixed settings.
+const (
+	// servicePayload is the payload of the network service: the proxy
+	// bridges the targets' interfaces.
+	servicePayload = payload.Ethernet
+	// registrationLifetime is the expiration requested on every
+	// (re-)registration; the registry client refreshes it before it runs
+	// out.
+	registrationLifetime = time.Minute
+	// registerTimeout bounds the first registration's retries and the
+	// unregistration at Stop.
+	registerTimeout = 15 * time.Second
+)
+
 // Option changes a default.
 type Option func(*options)
 
 type options struct {
-	listenURL       *url.URL
-	payload         string
-	lifetime        time.Duration
-	authorize       networkservice.NetworkServiceServer
-	registerTimeout time.Duration
-	onRegistered    func(bool)
-	logger          *slog.Logger
+	listenURL    *url.URL
+	authorize    networkservice.NetworkServiceServer
+	onRegistered func(bool)
+	logger       *slog.Logger
 }
 
 func newOptions(opts []Option) *options {
 	o := &options{
-		payload:         payload.Ethernet,
-		lifetime:        time.Minute,
-		registerTimeout: 15 * time.Second,
-		onRegistered:    func(bool) {},
-		logger:          slog.Default(),
+		onRegistered: func(bool) {},
+		logger:       slog.Default(),
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -65,19 +73,6 @@ func newOptions(opts []Option) *options {
 // a free port) instead of a socket in a fresh temporary directory.
 func WithListenURL(u *url.URL) Option {
 	return func(o *options) { o.listenURL = u }
-}
-
-// WithPayload sets the network service payload (default ethernet, as the
-// proxy bridges the targets' interfaces).
-func WithPayload(p string) Option {
-	return func(o *options) { o.payload = p }
-}
-
-// WithRegistrationLifetime sets the expiration requested for the endpoint's
-// registration on every (re-)registration (default 1 minute); the registry
-// client refreshes it before it runs out.
-func WithRegistrationLifetime(d time.Duration) Option {
-	return func(o *options) { o.lifetime = d }
 }
 
 // WithAuthorizeServer sets the endpoint's authorization element (default:
@@ -96,12 +91,6 @@ func WithRegistrationState(fn func(registered bool)) Option {
 			o.onRegistered = fn
 		}
 	}
-}
-
-// WithRegisterTimeout bounds the first registration's retries and the
-// unregistration at Stop (default 15s).
-func WithRegisterTimeout(d time.Duration) Option {
-	return func(o *options) { o.registerTimeout = d }
 }
 
 // WithLogger sets the logger.

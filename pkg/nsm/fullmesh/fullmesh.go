@@ -150,7 +150,7 @@ func (f *FullMesh) add(ctx context.Context, nse string, expires time.Time) {
 		}
 		return
 	}
-	if !expires.IsZero() && f.opts.now().After(expires.Add(f.opts.expiryGrace)) {
+	if !expires.IsZero() && f.opts.clock.Now().After(expires.Add(f.opts.expiryGrace)) {
 		return // a stale listing of an endpoint whose registration is over
 	}
 	m := &member{
@@ -195,7 +195,7 @@ func (f *FullMesh) resync(listed []string) {
 	for _, n := range listed {
 		present[n] = true
 	}
-	now := f.opts.now()
+	now := f.opts.clock.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for nse, m := range f.members {
@@ -219,7 +219,7 @@ func (f *FullMesh) relistDeadline(m *member) time.Time {
 }
 
 func (f *FullMesh) evictExpired() {
-	now := f.opts.now()
+	now := f.opts.clock.Now()
 	f.mu.Lock()
 	expired := map[string]string{}
 	for nse, m := range f.members {

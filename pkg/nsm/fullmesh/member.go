@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
 )
 
 // member owns the connection to one endpoint: it requests until it
@@ -106,17 +107,13 @@ func (f *FullMesh) newRequest(m *member) *networkservice.NetworkServiceRequest {
 		Id:                         m.id,
 		NetworkService:             f.service,
 		NetworkServiceEndpointName: m.nse,
-		Payload:                    f.opts.payload,
+		Payload:                    payload.Ethernet, // the proxy bridges its interfaces
 		Labels:                     make(map[string]string, len(f.opts.labels)),
 	}
 	for k, v := range f.opts.labels {
 		conn.Labels[k] = v
 	}
-	req := &networkservice.NetworkServiceRequest{Connection: conn}
-	for _, mech := range f.opts.mechanisms {
-		req.MechanismPreferences = append(req.MechanismPreferences, mech.Clone())
-	}
-	return req
+	return &networkservice.NetworkServiceRequest{Connection: conn}
 }
 
 // recover returns the connection with the member's id that the NSMgr still

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
-	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
+
+	"github.com/causeway-net/causeway/internal/clock"
 )
 
 // Option configures a FullMesh.
@@ -14,8 +15,6 @@ type Option func(*options)
 
 type options struct {
 	labels         map[string]string
-	payload        string
-	mechanisms     []*networkservice.Mechanism
 	requestTimeout time.Duration
 	closeTimeout   time.Duration
 	retryInterval  time.Duration
@@ -27,12 +26,11 @@ type options struct {
 	pinner         *Pinner
 	recovery       networkservice.MonitorConnectionClient
 	logger         *slog.Logger
-	now            func() time.Time
+	clock          clock.Clock
 }
 
 func newOptions(opts []Option) *options {
 	o := &options{
-		payload:        payload.Ethernet,
 		requestTimeout: 15 * time.Second,
 		retryInterval:  5 * time.Second,
 		expiryInterval: 5 * time.Second,
@@ -41,7 +39,7 @@ func newOptions(opts []Option) *options {
 		backoffInitial: 500 * time.Millisecond,
 		backoffMax:     15 * time.Second,
 		logger:         slog.Default(),
-		now:            time.Now,
+		clock:          clock.Real(),
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -55,18 +53,6 @@ func newOptions(opts []Option) *options {
 // WithLabels sets the labels of every request (copied).
 func WithLabels(labels map[string]string) Option {
 	return func(o *options) { o.labels = maps.Clone(labels) }
-}
-
-// WithPayload sets the connection payload (default payload.Ethernet: the
-// proxy bridges its interfaces).
-func WithPayload(payload string) Option {
-	return func(o *options) { o.payload = payload }
-}
-
-// WithMechanismPreferences sets the mechanism preferences of every request
-// (e.g. a LOCAL KERNEL mechanism).
-func WithMechanismPreferences(mechs ...*networkservice.Mechanism) Option {
-	return func(o *options) { o.mechanisms = mechs }
 }
 
 // WithRequestTimeout bounds each Request (default 15s). Requests do not

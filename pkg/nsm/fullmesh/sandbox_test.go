@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"net/url"
 	"sync"
@@ -33,6 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/egress"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
@@ -259,19 +259,7 @@ func serveShortLived(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name 
 	t.Helper()
 	nse := endpoint.NewServer(ctx, sandbox.GenerateTestToken, endpoint.WithName(name),
 		endpoint.WithAdditionalFunctionality(nsmsandbox.KernelServer(), elem))
-	srv := grpc.NewServer(grpc.Creds(grpcfd.TransportCredentials(insecure.NewCredentials())))
-	nse.Register(srv)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(l)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
+	srv := testutil.ServeGRPC(t, "", nse.Register, grpc.Creds(grpcfd.TransportCredentials(insecure.NewCredentials())))
 
 	cc, err := grpc.NewClient(grpcutils.URLToTarget(nsmgrURL), sandbox.DialOptions()...)
 	require.NoError(t, err)
@@ -279,7 +267,7 @@ func serveShortLived(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name 
 	_, err = registryapi.NewNetworkServiceEndpointRegistryClient(cc).Register(ctx, &registryapi.NetworkServiceEndpoint{
 		Name:                name,
 		NetworkServiceNames: []string{lbService},
-		Url:                 "tcp://" + l.Addr().String(),
+		Url:                 "tcp://" + srv.Addr,
 		ExpirationTime:      timestamppb.New(time.Now().Add(lifetime)),
 	})
 	require.NoError(t, err)

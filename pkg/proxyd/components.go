@@ -1,0 +1,269 @@
+package proxyd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	grpccreds "google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/plaintext"
+	"github.com/causeway-net/causeway/pkg/config"
+	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/proxy"
+)
+
+// components are the daemon's parts in their start order, which follows
+// Meridio's proxy; they stop in the reverse order. The NSM ones are in
+// nsm.go, the observability ones in observe.go.
+func (d *Daemon) components() []component {
+	return []component{
+		{"health", d.startHealth},
+		{"dataplane", d.startDataplane},
+		{"credentials", d.startCredentials},
+		{"IPAM client", d.startIPAMClient},
+		{"VIP source", d.startVIPSource},
+		{"proxy", d.startProxy},
+		{"interface monitor", d.startInterfaceMonitor},
+		{"NSM client", d.startNSMClient},
+		{"full mesh", d.startFullMesh},
+		{"endpoint", d.startEndpoint},
+		{"endpoint probe", d.startEndpointProbe},
+		{"metrics", d.startMetrics},
+		{"debug socket", d.startDebugSocket},
+		{"VIPs", d.startVIPs},
+	}
+}
+
+// startHealth serves the gRPC health service on the health socket.
+func (d *Daemon) startHealth(ctx context.Context) (func() error, error) {
+	d.health = health.New(health.WithLogger(d.log))
+	d.health.Register(health.Readiness, health.IPAMCli, health.NSPCli, health.NSMEndpoint, health.Egress, health.NSMRegistry)
+	d.health.Register(health.Liveness, health.NSMEndpoint)
+	lis, err := health.ListenUnix(d.cfg.HealthSocket)
+	if err != nil {
+		return nil, fmt.Errorf("socket %s: %w", d.cfg.HealthSocket, err)
+	}
+	t := newTasks(ctx)
+	t.Go(func(ctx context.Context) {
+		if err := d.health.Serve(ctx, lis); err != nil {
+			d.log.Error("health server stopped", "error", err)
+		}
+	})
+	return t.stop, nil
+}
+
+// startDataplane creates the bridge, sysctls, table and link monitor (or
+// takes the one WithDataplane gave). Its stop closes it; the kernel keeps
+// the bridge, its addresses and the VIP rules.
+func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
+	d.dp = d.opts.dataplane
+	if d.dp == nil {
+		dp, err := dataplane.New(ctx, dataplane.Options{
+			BridgeName:     d.cfg.BridgeName,
+			Table:          d.cfg.Table,
+			Logger:         d.log.With("subsystem", "dataplane"),
+			MACFile:        d.cfg.BridgeMACFile,
+			AdoptLeftovers: true,
+			SysctlFamilies: d.cfg.SysctlFamilies(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		d.dp = dp
+	}
+	return d.dp.Close, nil
+}
+
+// startCredentials sets up the NSM tokens and the gRPC options (or takes
+// the ones WithCredentials gave; those the caller closes).
+func (d *Daemon) startCredentials(ctx context.Context) (func() error, error) {
+	stop := noStop
+	d.creds = d.opts.creds
+	if d.creds == nil {
+		creds, err := credentials.New(ctx, credentials.Config{Insecure: d.cfg.Insecure, MaxTokenLifetime: d.cfg.MaxTokenLifetime,
+			Logger: d.log})
+		if err != nil {
+			return nil, err
+		}
+		d.creds = creds
+		stop = func() error { _ = creds.Close(); return nil }
+	}
+	d.nsmDial = d.creds.NSMDialOptions()
+	if d.opts.nsmDial != nil {
+		d.nsmDial = d.opts.nsmDial
+	}
+	d.nsmServer = d.creds.NSMServerOptions()
+	if d.opts.nsmServer != nil {
+		d.nsmServer = d.opts.nsmServer
+	}
+	return d.warnPlaintext(ctx, stop), nil
+}
+
+// warnPlaintext warns at start and every hour while plain gRPC is in use,
+// as asked by NSM_INSECURE or NSM_IPAM_INSECURE; the returned stop ends
+// the warnings, then runs next.
+func (d *Daemon) warnPlaintext(ctx context.Context, next func() error) func() error {
+	variable, what := "", ""
+	switch {
+	case d.cfg.Insecure:
+		variable, what = "NSM_INSECURE", "NSM, the IPAM and the NSP; unsigned NSM tokens"
+	case d.cfg.IPAMInsecure:
+		variable, what = "NSM_IPAM_INSECURE", "the IPAM and the NSP"
+	default:
+		return next
+	}
+	t := newTasks(ctx)
+	t.Go(func(ctx context.Context) { plaintext.Warn(ctx, d.log, variable, what, plaintext.Interval) })
+	return func() error {
+		_ = t.stop()
+		return next()
+	}
+}
+
+// startIPAMClient dials the IPAM and follows its connection's health.
+func (d *Daemon) startIPAMClient(ctx context.Context) (func() error, error) {
+	cc, err := d.dialService(d.cfg.IPAMService)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.cfg.IPAMService, err)
+	}
+	d.ipamCC = cc
+	return d.monitorConn(ctx, cc, health.IPAMCli), nil
+}
+
+// startVIPSource prepares where the VIPs come from: the watched file of
+// NSM_VIP_FILE, or else the NSP (dialed here, watched by the VIPs
+// component).
+func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
+	log := d.log.With("subsystem", "vips")
+	if d.cfg.VIPFile != "" {
+		d.vips = config.NewFileSource(d.cfg.VIPFile, d.cfg.Trench, log)
+		d.health.SetServing(health.NSPCli, true)
+		return noStop, nil
+	}
+	cc, err := d.dialService(d.cfg.NSPAddress())
+	if err != nil {
+		return nil, fmt.Errorf("NSP %s: %w", d.cfg.NSPAddress(), err)
+	}
+	d.vips = config.NewNSPSource(cc, d.cfg.Trench, config.WithLogger(log),
+		config.WithBackoff(250*time.Millisecond, d.cfg.GRPCMaxBackoff))
+	return d.monitorConn(ctx, cc, health.NSPCli), nil
+}
+
+// monitorConn drives a subservice from the state of cc; the returned stop
+// ends that and closes cc.
+func (d *Daemon) monitorConn(ctx context.Context, cc *grpc.ClientConn, sub string) func() error {
+	t := newTasks(ctx)
+	t.Go(func(ctx context.Context) { d.health.MonitorConn(ctx, cc, sub) })
+	return func() error {
+		_ = t.stop()
+		_ = cc.Close()
+		return nil
+	}
+}
+
+// startProxy starts the proxy state machine; it returns once the bridge
+// has its addresses. Its stop forces the pending address releases.
+func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
+	d.log.Info("allocating bridge addresses", "ipam", d.cfg.IPAMService)
+	p, err := proxy.New(ctx, proxy.Config{
+		Conduit: d.cfg.Conduit, Trench: d.cfg.Trench, Node: d.cfg.Host, Families: proxy.ParseIPFamily(d.cfg.IPFamily),
+		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp,
+		ReleaseDelay: d.cfg.IPReleaseDelay, BridgeRenewInterval: d.cfg.BridgeIPRenewInterval,
+		Logger: d.log.With("subsystem", "proxy"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.proxy = p
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+		defer cancel()
+		return p.Close(ctx)
+	}, nil
+}
+
+// startInterfaceMonitor starts the interface monitor, fed with the links
+// of the dataplane's link monitor.
+func (d *Daemon) startInterfaceMonitor(ctx context.Context) (func() error, error) {
+	d.mon = interfacemonitor.New(d.proxy, interfacemonitor.WithLogger(d.log.With("subsystem", "interfacemonitor")))
+	events, unsubscribe := d.dp.Subscribe()
+	for _, l := range d.dp.Links() {
+		d.mon.HandleLinkEvent(interfacemonitor.LinkEvent{Index: l.Index, Name: l.Name})
+	}
+	linkEvents := make(chan interfacemonitor.LinkEvent)
+	t := newTasks(ctx)
+	t.Go(func(ctx context.Context) {
+		defer unsubscribe()
+		defer close(linkEvents)
+		forwardLinkEvents(ctx, events, linkEvents)
+	})
+	t.Go(func(ctx context.Context) {
+		if err := d.mon.Run(ctx, linkEvents); err != nil && !errors.Is(err, interfacemonitor.ErrSourceClosed) {
+			d.log.Error("interface monitor stopped", "error", err)
+		}
+	})
+	return t.stop, nil
+}
+
+// forwardLinkEvents translates the dataplane's link events into the
+// interface monitor's until ctx ends or events closes.
+func forwardLinkEvents(ctx context.Context, events <-chan dataplane.LinkEvent, out chan<- interfacemonitor.LinkEvent) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			select {
+			case out <- interfacemonitor.LinkEvent{Index: ev.Index, Name: ev.Name, Deleted: ev.Type == dataplane.LinkDeleted}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// startVIPs hands the VIPs of the source to the proxy until stop.
+func (d *Daemon) startVIPs(ctx context.Context) (func() error, error) {
+	t := newTasks(ctx)
+	t.Go(func(ctx context.Context) {
+		err := d.vips.Run(ctx, func(p []netip.Prefix) {
+			if err := d.proxy.SetVIPs(p); err != nil {
+				d.log.Warn("some VIPs were rejected", "error", err)
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("VIP source stopped", "error", err)
+		}
+	})
+	return t.stop, nil
+}
+
+// dialService dials the IPAM or the NSP with Meridio's connection options.
+func (d *Daemon) dialService(target string) (*grpc.ClientConn, error) {
+	var tc grpccreds.TransportCredentials = insecure.NewCredentials()
+	if d.creds.Secure() && !d.cfg.IPAMInsecure {
+		tc = d.creds.ClientTransportCredentials()
+	}
+	bc := backoff.DefaultConfig
+	bc.MaxDelay = d.cfg.GRPCMaxBackoff
+	return grpc.NewClient(target,
+		grpc.WithTransportCredentials(tc),
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bc, MinConnectTimeout: d.cfg.DialTimeout}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: d.cfg.GRPCKeepaliveTime, PermitWithoutStream: true}),
+	)
+}

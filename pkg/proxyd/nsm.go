@@ -1,0 +1,213 @@
+package proxyd
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
+	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
+	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
+	registrynull "github.com/networkservicemesh/sdk/pkg/registry/common/null"
+	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/causeway-net/causeway/pkg/health"
+	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/backoff"
+	"github.com/causeway-net/causeway/pkg/nsm/egress"
+	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
+	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/keepmech"
+	"github.com/causeway-net/causeway/pkg/nsm/liveness"
+	"github.com/causeway-net/causeway/pkg/nsm/mtu"
+	"github.com/causeway-net/causeway/pkg/proxy"
+)
+
+// nsmClient is what the full mesh uses to reach the load balancers: the
+// NSM client chain, the registry client and the NSMgr's connection monitor.
+type nsmClient struct {
+	nsc      networkservice.NetworkServiceClient
+	registry registryapi.NetworkServiceEndpointRegistryClient
+	monitor  networkservice.MonitorConnectionClient
+	pinner   *fullmesh.Pinner
+}
+
+// startNSMClient builds the NSM client chain toward the load balancers and
+// its registry client. The chains (and their refresh and heal goroutines)
+// live until stop, after the full mesh has closed its connections.
+func (d *Daemon) startNSMClient(ctx context.Context) (func() error, error) {
+	connectTo := d.cfg.ConnectTo
+	cc, err := grpc.NewClient(grpcutils.URLToTarget(&connectTo), d.nsmDial...)
+	if err != nil {
+		return nil, fmt.Errorf("connection monitor %s: %w", connectTo.String(), err)
+	}
+	nsmCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.nsm = nsmClient{
+		monitor: networkservice.NewMonitorConnectionClient(cc),
+		pinner:  fullmesh.NewPinner(),
+	}
+	d.nsm.nsc = d.lbClientChain(nsmCtx)
+	// The full mesh reopens its watch itself and resyncs from a listing
+	// when the stream breaks; the SDK's registry heal would reopen it
+	// silently and any deletion carried by the break would be lost (with
+	// the NSMgr's embedded registry, the Deleted event of an unregistered
+	// NSE breaks the stream: its passed socket fd is already closed).
+	d.nsm.registry = registryclient.NewNetworkServiceEndpointRegistryClient(nsmCtx,
+		registryclient.WithClientURL(&connectTo),
+		registryclient.WithDialOptions(d.nsmDial...),
+		registryclient.WithNSEHealClient(registrynull.NewNetworkServiceEndpointRegistryClient()))
+	return func() error {
+		cancel()
+		_ = cc.Close()
+		return nil
+	}, nil
+}
+
+// lbClientChain is the NSM client chain of the LB connections.
+func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServiceClient {
+	connectTo := d.cfg.ConnectTo
+	return client.NewClient(ctx,
+		client.WithClientURL(&connectTo),
+		client.WithName(d.cfg.Name),
+		client.WithDialOptions(d.nsmDial...),
+		client.WithDialTimeout(d.cfg.DialTimeout),
+		client.WithAuthorizeClient(d.creds.AuthorizeClient()),
+		// A heal that starts because the NSMgr went away re-requests as is
+		// instead of closing first: the LB ports, nexthops and addresses
+		// stay while NSM is away (see pkg/nsm/liveness).
+		client.WithHealClient(heal.NewClient(ctx, liveness.HealOptions(d.nsm.monitor, func(c *networkservice.Connection) bool {
+			return d.mon.Lost(proxy.LBConn, c.GetId())
+		})...)),
+		client.WithAdditionalFunctionality(
+			// Heal re-requests an LB that died without unregistering as
+			// fast as the failures come back; pause between failed tries
+			// so that each one does not renew addresses with the IPAM.
+			nsmbackoff.NewClient(),
+			kernel.NewClient(),
+			interfacemonitor.NewClient(d.mon),
+			ipcontext.NewClient(d.proxy, ipcontext.WithLogger(d.log.With("subsystem", "ipcontext"))),
+			mtu.NewClient(mtu.WithMTU(uint32(d.cfg.MTU))),
+			egress.NewClient(func(serving bool) { d.health.SetServing(health.Egress, serving) }),
+			d.nsm.pinner,
+			sendfd.NewClient(),
+		),
+	)
+}
+
+// startFullMesh connects to every load balancer of the conduit. Its stop
+// returns once the mesh has closed its connections (their interfaces and
+// nexthops go); a mesh that stops by itself fails the daemon.
+func (d *Daemon) startFullMesh(ctx context.Context) (func() error, error) {
+	d.mesh = fullmesh.New(d.cfg.Name, d.cfg.NetworkServiceName, d.nsm.nsc, d.nsm.registry,
+		fullmesh.WithPinner(d.nsm.pinner),
+		fullmesh.WithRecovery(d.nsm.monitor),
+		fullmesh.WithRequestTimeout(d.cfg.RequestTimeout),
+		fullmesh.WithCloseTimeout(d.cfg.RequestTimeout),
+		fullmesh.WithExpiry(10*time.Second, d.cfg.MaxTokenLifetime/2),
+		fullmesh.WithLogger(d.log.With("subsystem", "fullmesh")),
+	)
+	t := newTasks(ctx)
+	t.Go(func(ctx context.Context) {
+		err := d.mesh.Run(ctx)
+		if ctx.Err() == nil {
+			d.fail(fmt.Errorf("full mesh stopped: %w", err))
+		}
+	})
+	return t.stop, nil
+}
+
+// startEndpoint serves and registers the endpoint for the targets. Its
+// stop unregisters it and stops its server; an endpoint that stops by
+// itself fails the daemon.
+func (d *Daemon) startEndpoint(ctx context.Context) (func() error, error) {
+	connectTo := d.cfg.ConnectTo
+	ep, err := endpoint.Start(ctx, endpoint.Config{
+		Name: d.cfg.Name, Service: d.cfg.ServiceName, NodeName: d.cfg.Host, ConnectTo: &connectTo,
+		TokenGenerator: d.creds.TokenGenerator(),
+		DialOptions:    d.nsmDial,
+		ServerOptions:  d.nsmServer,
+		Elements: []networkservice.NetworkServiceServer{
+			keepmech.NewServer(),
+			mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()}),
+			interfacemonitor.NewServer(d.mon),
+			ipcontext.NewServer(d.proxy, ipcontext.WithLogger(d.log.With("subsystem", "ipcontext"))),
+			mtu.NewServer(mtu.WithMTU(uint32(d.cfg.MTU))),
+		},
+	}, endpoint.WithAuthorizeServer(d.creds.AuthorizeServer()), endpoint.WithLogger(d.log.With("subsystem", "endpoint")),
+		endpoint.WithRegistrationState(func(ok bool) { d.health.SetServing(health.NSMRegistry, ok) }),
+		endpoint.WithListenURL(listenURL(d.cfg.ListenOn)))
+	if err != nil {
+		return nil, err
+	}
+	d.ep = ep
+	t := newTasks(ctx)
+	t.Go(func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+		case <-ep.Done():
+			d.fail(fmt.Errorf("endpoint stopped: %w", ep.Err()))
+		}
+	})
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		err := ep.Stop(ctx)
+		_ = t.stop()
+		return err
+	}, nil
+}
+
+func listenURL(s string) *url.URL {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		return &url.URL{Scheme: "unix", Path: s}
+	}
+	return u
+}
+
+// startEndpointProbe checks the endpoint's own health service, as
+// Meridio's liveness probe does, and drives the NSMEndpoint subservice.
+func (d *Daemon) startEndpointProbe(ctx context.Context) (func() error, error) {
+	cc, err := grpc.NewClient(grpcutils.URLToTarget(d.ep.URL()), d.nsmDial...)
+	if err != nil {
+		// As before the split: the daemon runs on, NSMEndpoint stays unknown.
+		d.log.Error("endpoint health probe", "error", err)
+		return noStop, nil
+	}
+	t := newTasks(ctx)
+	t.Go(func(ctx context.Context) { d.probeEndpoint(ctx, healthpb.NewHealthClient(cc)) })
+	return func() error {
+		_ = t.stop()
+		_ = cc.Close()
+		return nil
+	}, nil
+}
+
+func (d *Daemon) probeEndpoint(ctx context.Context, hc healthpb.HealthClient) {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, d.cfg.GRPCProbeRPCTimeout)
+		resp, err := hc.Check(pctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		d.health.SetServing(health.NSMEndpoint, err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,35 @@
+package proxyd
+
+import (
+	"context"
+	"flag"
+	"io"
+	"time"
+
+	"github.com/causeway-net/causeway/internal/daemon"
+	"github.com/causeway-net/causeway/pkg/health"
+)
+
+// ProbeMode is `proxy -probe KIND [-probe-timeout D]`, the chart's exec
+// probe: it asks the running proxy's health socket for the probe KIND
+// (startup, readiness or liveness) and exits 0 only if it is serving, 1
+// if not (or no answer), 2 for an unknown KIND. The image needs no probe
+// tool of its own.
+func ProbeMode() daemon.Mode[*Config] {
+	timeout := 2 * time.Second
+	return daemon.Mode[*Config]{
+		Flag: "probe", ValueName: "kind",
+		Usage: "ask the running proxy's health socket for the probe `kind` (startup, readiness or liveness); exit 0 only if it is serving (a Kubernetes exec probe)",
+		Flags: func(fs *flag.FlagSet) {
+			fs.DurationVar(&timeout, "probe-timeout", timeout, "how long -probe waits for an answer")
+		},
+		RunValue: func(ctx context.Context, cfg *Config, kind string, _ io.Writer) error {
+			if _, err := health.ProbeService(kind); err != nil {
+				return &daemon.ExitError{Status: 2, Message: "-probe: " + err.Error(), Err: err}
+			}
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			return health.Probe(ctx, cfg.HealthSocket, kind)
+		},
+	}
+}
