@@ -1,0 +1,156 @@
+package bolt
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/causeway-net/causeway/pkg/ipam/store"
+)
+
+// Fill writes records into a new store through put.
+type Fill func(put func(store.Record) error) error
+
+// buildBatch bounds the records of one transaction of Build: the dirty
+// pages of a transaction stay in memory until it commits.
+const buildBatch = 4096
+
+// Build creates a new database at path (replacing a file there) with the
+// records fill puts, in transactions of buildBatch records, each committed
+// with fsync. On error the file is removed.
+func Build(path string, fill Fill) (err error) {
+	_ = os.Remove(path)
+	db, err := bbolt.Open(path, 0o600, options(time.Second, false))
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	defer func() {
+		if cerr := db.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close %s: %w", path, cerr)
+		}
+		if err != nil {
+			_ = os.Remove(path)
+		}
+	}()
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		for _, b := range [][]byte{mainBucket, journalBucket} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("create buckets in %s: %w", path, err)
+	}
+	var batch []store.Record
+	flush := func() error {
+		err := db.Update(func(tx *bbolt.Tx) error {
+			m := tx.Bucket(mainBucket)
+			for _, r := range batch {
+				v, err := store.EncodeValue(r)
+				if err != nil {
+					return err
+				}
+				if err := m.Put(store.EncodeKey(r.Key), v); err != nil {
+					return fmt.Errorf("put %v: %w", r.Key, err)
+				}
+			}
+			return nil
+		})
+		batch = batch[:0]
+		return err
+	}
+	err = fill(func(r store.Record) error {
+		batch = append(batch, r)
+		if len(batch) >= buildBatch {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil && len(batch) > 0 {
+		err = flush()
+	}
+	if err != nil {
+		return fmt.Errorf("build %s: %w", path, err)
+	}
+	return nil
+}
+
+// Converted says what Convert did.
+type Converted struct {
+	// Aside is where the file that was at the datasource is kept ("" if
+	// there was none).
+	Aside    string
+	Contents Contents
+}
+
+// Convert puts a new store, filled by fill, in place of the datasource,
+// which no process may hold. The store is built and synced under a
+// temporary name (<datasource>.import) and checked; then the file at the
+// datasource, if any, gets a second name <datasource>.<what>-<time> (a hard
+// link, or a synced copy where links are not possible) and the new store is
+// renamed over the datasource. A crash at any point leaves at the
+// datasource either the original file or the complete new store. A second
+// name that a crashed Convert gave the same file is reused.
+func Convert(datasource, what string, fill Fill, now time.Time) (Converted, error) {
+	var c Converted
+	unlock, err := lockExclusive(datasource)
+	if err != nil {
+		return c, err
+	}
+	defer unlock()
+	tmp := datasource + ".import"
+	if err := Build(tmp, fill); err != nil {
+		return c, err
+	}
+	defer os.Remove(tmp) // gone after the rename
+	if c.Contents, err = Inspect(tmp); err != nil {
+		return c, fmt.Errorf("the new store %s: %w", tmp, err)
+	}
+	if c.Aside, err = keepAside(datasource, what, now); err != nil {
+		return c, err
+	}
+	if err := renameDurably(tmp, datasource); err != nil {
+		return c, fmt.Errorf("put %s in place: %w", datasource, err)
+	}
+	return c, nil
+}
+
+// keepAside gives the file at path a second name next to it and returns
+// it ("" if there is no file).
+func keepAside(path, what string, now time.Time) (string, error) {
+	info, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	prefix := path + "." + what + "-"
+	if old, _ := filepath.Glob(prefix + "*"); len(old) > 0 {
+		for _, o := range old {
+			if oi, err := os.Stat(o); err == nil && os.SameFile(info, oi) {
+				return o, nil
+			}
+		}
+	}
+	aside := prefix + now.UTC().Format(snapshotTimeFormat)
+	if err := os.Link(path, aside); err != nil {
+		tmp := aside + ".tmp"
+		if err := copyFile(path, tmp); err != nil {
+			_ = os.Remove(tmp)
+			return "", fmt.Errorf("keep %s aside: %w", path, err)
+		}
+		if err := os.Rename(tmp, aside); err != nil {
+			return "", fmt.Errorf("keep %s aside: %w", path, err)
+		}
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return "", err
+	}
+	return aside, nil
+}
