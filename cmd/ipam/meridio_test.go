@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -267,29 +268,33 @@ func TestImportInterruptedByKill(t *testing.T) {
 	db := filepath.Join(dir, "data", "registry.db")
 	require.NoError(t, os.MkdirAll(filepath.Dir(db), 0o750))
 	env := append(ipamEnv50k, "IPAM_DATASOURCE="+db)
-	mid := 0
+	mid, building := 0, 0
 	const kills = 8
 	for i := 0; i < kills; i++ {
 		if ok, _ := meridio.IsSQLite(db); !ok {
-			require.NoError(t, os.WriteFile(db, original, 0o600)) // start over from the original
+			startOver(t, db, original)
 		}
 		cmd, exited := startUntil(t, bin, "the datasource is a Meridio IPAM database: importing it", env...)
-		time.Sleep(took * time.Duration(i) / kills)
+		time.Sleep(took * time.Duration(i) * 3 / 2 / kills) // up to 1.5 times the whole import
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 		now, err := os.ReadFile(db)
 		require.NoError(t, err)
 		if bytes.Equal(now, original) {
 			mid++
+			if _, err := os.Stat(db + ".import"); err == nil {
+				building++ // killed while the new store was being written
+			}
 			continue
 		}
 		assert.Equal(t, want, loadStore(t, db), "kill %d: the store is complete", i)
 	}
-	t.Logf("FIGURE: %d of %d kills left the original in place (interrupted before the swap)", mid, kills)
-	assert.Positive(t, mid, "some kill landed inside the import")
+	t.Logf("FIGURE: %d of %d kills left the original in place (%d while the new store was half written), the others the complete store",
+		mid, kills, building)
+	assert.Positive(t, building, "some kill landed inside the import")
 
 	if ok, _ := meridio.IsSQLite(db); !ok {
-		require.NoError(t, os.WriteFile(db, original, 0o600))
+		startOver(t, db, original)
 		cmd, exited := startUntil(t, bin, "the datasource is a Meridio IPAM database: importing it", env...)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
@@ -304,6 +309,21 @@ func TestImportInterruptedByKill(t *testing.T) {
 	kept, err := os.ReadFile(aside[0])
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(original, kept))
+}
+
+// startOver puts the original Meridio database back at db after a
+// completed import, with the kept original removed.
+func startOver(t *testing.T, db string, original []byte) {
+	t.Helper()
+	aside, err := filepath.Glob(db + ".meridio-*")
+	require.NoError(t, err)
+	for _, a := range aside {
+		require.NoError(t, os.Remove(a))
+	}
+	if err := os.Remove(db); !errors.Is(err, os.ErrNotExist) {
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.WriteFile(db, original, 0o600))
 }
 
 // peakRSS returns the peak and current resident memory of pid in MiB.

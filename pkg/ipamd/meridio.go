@@ -60,9 +60,9 @@ func importOnStart(ctx context.Context, c *Config, log *slog.Logger) error {
 // .replaced-<time> otherwise.
 func importMeridio(ctx context.Context, c *Config, from string, now time.Time) (*meridio.Summary, bolt.Converted, error) {
 	opts := readOptions(c, now)
-	// Read once before anything is written: a foreign or damaged file is
+	// Check before anything is written: a foreign or damaged file is
 	// refused with nothing created.
-	if _, err := meridio.Read(ctx, from, opts, func(store.Record) error { return nil }); err != nil {
+	if err := meridio.Check(ctx, from); err != nil {
 		return nil, bolt.Converted{}, err
 	}
 	what := "replaced"
@@ -139,7 +139,7 @@ func foreignExit(c *Config, err error) error {
 			f.Error(), MigrationDoc)}
 	case errors.As(err, &d):
 		return &daemon.ExitError{Status: ExitStoreDamaged, Err: err, Message: fmt.Sprintf(
-			"store %s; the IPAM does not start on it and leaves it untouched: put back a copy of Meridio's file, "+
+			"%s; the IPAM does not start on it and leaves it untouched: put back a copy of Meridio's file, "+
 				"or move it aside to start empty (the proxies' renewals re-claim what they hold); see %s",
 			d.Error(), MigrationDoc)}
 	}

@@ -14,6 +14,17 @@ import (
 // columns are the columns of Meridio's prefixes table that the import reads.
 var columns = []string{"id", "name", "cidr", "parent_id", "updated_at", "expirable"}
 
+// Check checks, as Read does before it emits anything, that the file at
+// path is a readable Meridio database: a *ForeignError or *DamagedError
+// if not.
+func Check(ctx context.Context, path string) error {
+	db, err := open(ctx, path)
+	if err != nil {
+		return err
+	}
+	return db.Close()
+}
+
 // open opens the SQLite file at path read-only and checks that it is
 // readable whole (PRAGMA quick_check) and has Meridio's prefixes table.
 func open(ctx context.Context, path string) (*sql.DB, error) {
