@@ -381,3 +381,28 @@ func BenchmarkImport50k(b *testing.B) {
 	b.ReportMetric(now, "restart-RSS-MiB")
 	require.NoError(b, p.kill(b, syscall.SIGTERM))
 }
+
+// BenchmarkRestart50k reports the resident memory of ipam holding 50,000
+// allocations made through gRPC (RSS-MiB: the running figure), and the
+// peak of a restart on that store (restart-peak-MiB) with its ratio to the
+// running figure (peak/running). b.N is ignored.
+func BenchmarkRestart50k(b *testing.B) {
+	bin := buildIPAM(b)
+	env := append(ipamEnv50k, "IPAM_DATASOURCE="+filepath.Join(b.TempDir(), "registry.db"))
+	var ids []childID
+	for i := 0; i < 50000; i++ {
+		ids = append(ids, childID{ipamv1.IPFamily_IPV4, fmt.Sprintf("conduit-%d", i%4), fmt.Sprintf("worker-%d", i%40),
+			fmt.Sprintf("target-%d-proxy.conduit.default.ns-0-src", i)})
+	}
+	p := startIPAM(b, bin, env...)
+	allocateAll(b, p.client, ids)
+	_, running := peakRSS(b, p.cmd.Process.Pid)
+	require.NoError(b, p.kill(b, syscall.SIGTERM))
+	b.ResetTimer()
+	p = startIPAM(b, bin, env...)
+	peak, _ := peakRSS(b, p.cmd.Process.Pid)
+	b.ReportMetric(running, "RSS-MiB")
+	b.ReportMetric(peak, "restart-peak-MiB")
+	b.ReportMetric(peak/running, "peak/running")
+	require.NoError(b, p.kill(b, syscall.SIGTERM))
+}

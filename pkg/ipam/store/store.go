@@ -94,6 +94,15 @@ type Store interface {
 	Close() error
 }
 
+// Streamer is a Store that can also pass its records one at a time, in key
+// order, without building the whole list: a large store is then never held
+// in memory twice while it is loaded.
+type Streamer interface {
+	// Each calls f with every stored record, in key order, and stops at
+	// the first error f returns.
+	Each(ctx context.Context, f func(Record) error) error
+}
+
 // sep separates the path components of an encoded key.
 const sep = "\x00"
 

@@ -20,9 +20,45 @@ type Fill func(put func(store.Record) error) error
 const buildBatch = 4096
 
 // Build creates a new database at path (replacing a file there) with the
-// records fill puts, in transactions of buildBatch records, each committed
-// with fsync. On error the file is removed.
-func Build(path string, fill Fill) (err error) {
+// records fill puts. They are written in transactions of buildBatch records
+// to path.build, in the order fill gives them, then copied in key order
+// with full pages (bbolt.Compact) to path, which is synced: the store is as
+// compact as one written in order, whatever the order of fill, and Open
+// maps (and checks) no more pages than needed. On error nothing is left.
+func Build(path string, fill Fill) error {
+	scratch := path + ".build"
+	defer os.Remove(scratch)
+	if err := build(scratch, fill); err != nil {
+		return err
+	}
+	return compactInto(path, scratch)
+}
+
+// compactInto writes a key-ordered copy of the database at src to dst.
+func compactInto(dst, src string) (err error) {
+	_ = os.Remove(dst)
+	from, err := bbolt.Open(src, 0o600, &bbolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("open %s: %w", src, err)
+	}
+	defer from.Close()
+	to, err := bbolt.Open(dst, 0o600, options(time.Second, false))
+	if err != nil {
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	err = bbolt.Compact(to, from, 4<<20)
+	if cerr := to.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(dst)
+		return fmt.Errorf("compact %s into %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// build writes the records of fill to a new database at path.
+func build(path string, fill Fill) (err error) {
 	_ = os.Remove(path)
 	db, err := bbolt.Open(path, 0o600, options(time.Second, false))
 	if err != nil {
