@@ -408,17 +408,33 @@ func (r *reader) addChild(x row) error {
 	case p.Addr() == n.prefix.Addr() || p.Addr() == lastAddr(n.prefix):
 		r.sum.skip(x, "the first or last address of its node (never handed out)")
 		return nil
-	case n.names[x.name] || n.addrs[p.Addr()]:
+	case n.duplicate(x, p):
 		r.sum.skip(x, "a second child of that name or address")
 		return nil
 	}
-	n.names[x.name], n.addrs[p.Addr()] = true, true
 	t.Children++
 	return r.emit(store.Record{
 		Key: store.Key{Level: store.LevelChild, Trench: t.Name, Family: uint8(t.Family),
 			Conduit: n.conduit.name, Node: n.name, Child: x.name},
 		Prefix: p, Updated: r.lease(x, x.name == ipam.BridgeChild),
 	})
+}
+
+// duplicate reports whether n already has a child of x's name or address
+// p, and remembers them otherwise. Meridio's primary key (id, which is
+// <name>-<node id>) and unique index (cidr under a parent) already make the
+// rows that follow Meridio's naming and write the address canonically
+// unique, so only the others are remembered: the import of a large
+// database holds no set of all its children.
+func (n *nodeState) duplicate(x row, p netip.Prefix) bool {
+	if x.id == x.name+"-"+x.parent && x.cidr == p.String() {
+		return false
+	}
+	if n.names[x.name] || n.addrs[p.Addr()] {
+		return true
+	}
+	n.names[x.name], n.addrs[p.Addr()] = true, true
+	return false
 }
 
 // subnet parses cidr and checks that it is a canonical /bits inside parent.

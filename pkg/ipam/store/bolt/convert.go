@@ -17,7 +17,7 @@ type Fill func(put func(store.Record) error) error
 
 // buildBatch bounds the records of one transaction of Build: the dirty
 // pages of a transaction stay in memory until it commits.
-const buildBatch = 4096
+const buildBatch = 1024
 
 // Build creates a new database at path (replacing a file there) with the
 // records fill puts. They are written in transactions of buildBatch records
@@ -46,7 +46,7 @@ func compactInto(dst, src string) (err error) {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", dst, err)
 	}
-	err = bbolt.Compact(to, from, 4<<20)
+	err = bbolt.Compact(to, from, 1<<20)
 	if cerr := to.Close(); err == nil {
 		err = cerr
 	}
