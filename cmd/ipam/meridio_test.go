@@ -347,13 +347,13 @@ func peakRSS(t testing.TB, pid int) (peak, now float64) {
 	return peak, now
 }
 
-// BenchmarkImport50k reports the start of ipam on a Meridio database of
+// BenchmarkRSSImport50k reports the start of ipam on a Meridio database of
 // 50,000 children, import included (start-with-import-ms, until it
 // serves), and its resident memory: the peak of import and start
 // (peak-MiB), after every child is renewed through gRPC (RSS-MiB), and the
 // time and peak of a restart on the imported store (restart-ms,
 // restart-peak-MiB). b.N is ignored.
-func BenchmarkImport50k(b *testing.B) {
+func BenchmarkRSSImport50k(b *testing.B) {
 	bin := buildIPAM(b)
 	dir := b.TempDir()
 	db := filepath.Join(dir, "registry.db")
@@ -382,11 +382,11 @@ func BenchmarkImport50k(b *testing.B) {
 	require.NoError(b, p.kill(b, syscall.SIGTERM))
 }
 
-// BenchmarkRestart50k reports the resident memory of ipam holding 50,000
+// BenchmarkRSSRestart50k reports the resident memory of ipam holding 50,000
 // allocations made through gRPC (RSS-MiB: the running figure), and the
 // peak of a restart on that store (restart-peak-MiB) with its ratio to the
 // running figure (peak/running). b.N is ignored.
-func BenchmarkRestart50k(b *testing.B) {
+func BenchmarkRSSRestart50k(b *testing.B) {
 	bin := buildIPAM(b)
 	env := append(ipamEnv50k, "IPAM_DATASOURCE="+filepath.Join(b.TempDir(), "registry.db"))
 	var ids []childID
