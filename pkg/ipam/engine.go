@@ -62,7 +62,7 @@ func New(ctx context.Context, st store.Store, cfg Config) (*Engine, error) {
 		stats:    newStoreStats(),
 		stop:     make(chan struct{}),
 	}
-	ops, err := e.load(func(f func(store.Record) error) error { return each(ctx, st, f) })
+	ops, err := e.load(func(f func(store.Record) error) error { return store.Each(ctx, st, f) })
 	if err != nil {
 		return nil, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}
@@ -83,24 +83,6 @@ func New(ctx context.Context, st store.Store, cfg Config) (*Engine, error) {
 	e.loops.Add(1)
 	go e.every(cfg.LeaseFlushInterval, e.FlushLeases)
 	return e, nil
-}
-
-// each passes the records of st to f in key order: streamed if st is a
-// store.Streamer, from Load otherwise.
-func each(ctx context.Context, st store.Store, f func(store.Record) error) error {
-	if s, ok := st.(store.Streamer); ok {
-		return s.Each(ctx, f)
-	}
-	records, err := st.Load(ctx)
-	if err != nil {
-		return err
-	}
-	for _, r := range records {
-		if err := f(r); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (e *Engine) every(d time.Duration, f func()) {

@@ -8,10 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/causeway-net/causeway/internal/daemon"
-
 	"github.com/causeway-net/causeway/pkg/ipam/meridio"
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 )
@@ -23,51 +20,43 @@ import (
 // 1 nothing imported, 2 usage, ExitStoreForeign and ExitStoreDamaged as the
 // service for a file it refuses.
 func Import(args []string, stdout, stderr io.Writer) int {
-	var c Config
-	if err := envconfig.Process(EnvPrefix, &c); err != nil {
-		fmt.Fprintf(stderr, "ipam import: configuration: %v\n", err)
+	var from string
+	var dryRun bool
+	c := command("ipam import", "ipam import -from FILE [-dry-run] [-datasource FILE]", args, stderr, func(fs *flag.FlagSet, _ *Config) {
+		fs.StringVar(&from, "from", "", "the Meridio database to import (required)")
+		fs.BoolVar(&dryRun, "dry-run", false, "only print what would be imported")
+	})
+	if c == nil {
 		return 2
 	}
-	fs := flag.NewFlagSet("ipam import", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.Datasource, "datasource", c.Datasource, "the store file to write (default IPAM_DATASOURCE)")
-	from := fs.String("from", "", "the Meridio database to import (required)")
-	dryRun := fs.Bool("dry-run", false, "only print what would be imported")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ipam import -from FILE [-dry-run] [-datasource FILE]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 || *from == "" || c.Datasource == "" {
-		fs.Usage()
+	if from == "" {
+		fmt.Fprintln(stderr, "ipam import: -from FILE is required")
 		return 2
 	}
 	ctx := context.Background()
 	now := time.Now()
-	if isSQLite, err := meridio.IsSQLite(*from); err != nil || !isSQLite {
+	if isSQLite, err := meridio.IsSQLite(from); err != nil || !isSQLite {
 		if err == nil {
-			err = fmt.Errorf("%s does not begin with the SQLite header: it is not a Meridio IPAM database; %s", *from, meridio.Expected)
+			err = fmt.Errorf("%s does not begin with the SQLite header: it is not a Meridio IPAM database; %s", from, meridio.Expected)
 		}
 		fmt.Fprintf(stderr, "ipam import: %v\n", err)
 		return ExitStoreForeign
 	}
-	if *dryRun {
-		sum, err := meridio.Read(ctx, *from, readOptions(&c, now), func(store.Record) error { return nil })
+	if dryRun {
+		sum, err := meridio.Read(ctx, from, readOptions(c, now), func(store.Record) error { return nil })
 		if err != nil {
-			return importFailed(&c, err, stderr)
+			return importFailed(c, err, stderr)
 		}
-		fmt.Fprintf(stdout, "dry run: would import %s into %s\n", *from, c.Datasource)
-		writeSummary(stdout, &c, sum)
+		fmt.Fprintf(stdout, "dry run: would import %s into %s\n", from, c.Datasource)
+		writeSummary(stdout, c, sum)
 		return 0
 	}
-	sum, conv, err := importMeridio(ctx, &c, *from, now)
+	sum, conv, err := importMeridio(ctx, c, from, now)
 	if err != nil {
-		return importFailed(&c, err, stderr)
+		return importFailed(c, err, stderr)
 	}
-	fmt.Fprintf(stdout, "imported %s into %s\n", *from, c.Datasource)
-	writeSummary(stdout, &c, sum)
+	fmt.Fprintf(stdout, "imported %s into %s\n", from, c.Datasource)
+	writeSummary(stdout, c, sum)
 	if conv.Aside != "" {
 		fmt.Fprintf(stdout, "the file that was at %s is kept at %s\n", c.Datasource, conv.Aside)
 	}

@@ -195,12 +195,7 @@ func (s *Store) Each(ctx context.Context, f func(store.Record) error) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range recs {
-		if err := f(r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return store.Walk(recs, f)
 }
 
 // Apply appends ops to the journal in one transaction and commits it (with
