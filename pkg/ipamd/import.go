@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/causeway-net/causeway/internal/daemon"
@@ -35,6 +36,10 @@ func Import(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx := context.Background()
 	now := time.Now()
+	if _, err := os.Stat(from); err != nil {
+		fmt.Fprintf(stderr, "ipam import: %v\n", err)
+		return 1
+	}
 	if isSQLite, err := meridio.IsSQLite(from); err != nil || !isSQLite {
 		if err == nil {
 			err = fmt.Errorf("%s does not begin with the SQLite header: it is not a Meridio IPAM database; %s", from, meridio.Expected)
