@@ -21,8 +21,9 @@ const buildBatch = 1024
 
 // Build creates a new database at path (replacing a file there) with the
 // records fill puts. They are written in transactions of buildBatch records
-// to path.build, in the order fill gives them, then copied in key order
-// with full pages (bbolt.Compact) to path, which is synced: the store is as
+// to the scratch file path.build, in the order fill gives them, then copied
+// in key order with full pages (bbolt.Compact) to path, every transaction
+// of which is synced: the store is as
 // compact as one written in order, whatever the order of fill, and Open
 // maps (and checks) no more pages than needed. On error nothing is left.
 func Build(path string, fill Fill) error {
@@ -57,10 +58,14 @@ func compactInto(dst, src string) (err error) {
 	return nil
 }
 
-// build writes the records of fill to a new database at path.
+// build writes the records of fill to a new scratch database at path,
+// without fsync: it is only read by compactInto, and rebuilt after a
+// crash.
 func build(path string, fill Fill) (err error) {
 	_ = os.Remove(path)
-	db, err := bbolt.Open(path, 0o600, options(time.Second, false))
+	opts := options(time.Second, false)
+	opts.NoSync = true
+	db, err := bbolt.Open(path, 0o600, opts)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
