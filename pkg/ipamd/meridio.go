@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"time"
 
@@ -70,7 +71,7 @@ func importMeridio(ctx context.Context, c *Config, from string, now time.Time) (
 		return nil, bolt.Converted{}, err
 	}
 	what := "replaced"
-	if from == c.Datasource {
+	if sameFile(from, c.Datasource) {
 		what = asideMeridio
 	}
 	var sum *meridio.Summary
@@ -83,6 +84,13 @@ func importMeridio(ctx context.Context, c *Config, from string, now time.Time) (
 		return nil, conv, fmt.Errorf("import %s: %w", from, err)
 	}
 	return sum, conv, nil
+}
+
+// sameFile reports whether the paths a and b name the same existing file.
+func sameFile(a, b string) bool {
+	ia, errA := os.Stat(a)
+	ib, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(ia, ib)
 }
 
 func readOptions(c *Config, now time.Time) meridio.Options {
