@@ -75,7 +75,7 @@ func importMeridio(ctx context.Context, c *Config, from string, now time.Time) (
 		what = asideMeridio
 	}
 	var sum *meridio.Summary
-	conv, err := bolt.Convert(c.Datasource, what, func(put func(store.Record) error) error {
+	conv, err := bolt.Convert(c.Datasource, what, companions(what), func(put func(store.Record) error) error {
 		var err error
 		sum, err = meridio.Read(ctx, from, opts, put)
 		return err
@@ -84,6 +84,15 @@ func importMeridio(ctx context.Context, c *Config, from string, now time.Time) (
 		return nil, conv, fmt.Errorf("import %s: %w", from, err)
 	}
 	return sum, conv, nil
+}
+
+// companions are the files beside the datasource that go with the
+// original: SQLite's, when it is the Meridio database itself.
+func companions(what string) []string {
+	if what == asideMeridio {
+		return meridio.Companions
+	}
+	return nil
 }
 
 // sameFile reports whether the paths a and b name the same existing file.

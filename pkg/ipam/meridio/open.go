@@ -18,27 +18,41 @@ var columns = []string{"id", "name", "cidr", "parent_id", "updated_at", "expirab
 // path is a readable Meridio database: a *ForeignError or *DamagedError
 // if not.
 func Check(ctx context.Context, path string) error {
-	db, err := open(ctx, path)
+	db, done, err := open(ctx, path)
 	if err != nil {
 		return err
 	}
+	defer done()
 	return db.Close()
 }
 
 // open opens the SQLite file at path read-only and checks that it is
-// readable whole (PRAGMA quick_check) and has Meridio's prefixes table.
-func open(ctx context.Context, path string) (*sql.DB, error) {
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro"
+// readable whole (PRAGMA quick_check) and has Meridio's prefixes table. A
+// database with a companion file (a hot journal, a log) is read from a
+// recovered copy instead: the original is never written. Call done after
+// closing the database.
+func open(ctx context.Context, path string) (*sql.DB, func(), error) {
+	src, mode, done := path, "ro", func() {}
+	if hasCompanion(path) {
+		var err error
+		if src, done, err = recoveredCopy(path); err != nil {
+			return nil, nil, err
+		}
+		mode = "rw"
+	}
+	dsn := "file:" + (&url.URL{Path: src}).EscapedPath() + "?mode=" + mode
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		done()
+		return nil, nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
 	if err := check(ctx, db, path); err != nil {
 		_ = db.Close()
-		return nil, err
+		done()
+		return nil, nil, err
 	}
-	return db, nil
+	return db, done, nil
 }
 
 func check(ctx context.Context, db *sql.DB, path string) error {

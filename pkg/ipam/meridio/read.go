@@ -42,10 +42,11 @@ type Emit func(store.Record) error
 // not a readable Meridio database is a *ForeignError or *DamagedError,
 // returned before anything is emitted.
 func Read(ctx context.Context, path string, opts Options, emit Emit) (*Summary, error) {
-	db, err := open(ctx, path)
+	db, done, err := open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	defer db.Close()
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -355,4 +357,55 @@ func renameTable(t *testing.T, path string) {
 	w := meridiotest.Open(t, path)
 	w.Exec("DROP TABLE prefixes; CREATE TABLE users (id integer, email text)")
 	w.Close()
+}
+
+// TestHelperKilledWriter is not a test: run by TestImportHotJournal in a
+// process of its own, it writes to the database named by
+// MERIDIO_TEST_KILLED_WRITER and kills itself before committing, as a
+// Meridio IPAM killed in the middle of a write does.
+func TestHelperKilledWriter(t *testing.T) {
+	path := os.Getenv("MERIDIO_TEST_KILLED_WRITER")
+	if path == "" {
+		t.Skip("helper process only")
+	}
+	w := meridiotest.Open(t, path+"?_pragma=cache_size(10)")
+	for i := 0; i < 5000; i++ {
+		w.Exec(fmt.Sprintf("DELETE FROM prefixes WHERE rowid = %d; INSERT INTO prefixes (id, name, cidr, parent_id) VALUES ('junk-%d', 'junk', '10.9.9.9/32', 'nowhere')", i, i))
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+}
+
+// TestImportHotJournal: a database whose last writer was killed mid-write
+// (a hot journal beside it) is read as committed, from a recovered copy;
+// the original and its journal are not touched, no copy is left.
+func TestImportHotJournal(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "registry.db")
+	w := meridiotest.Create(t, path)
+	kids := w.Populate(meridiotest.Spec{Trench: "t", Pool: "172.16.0.0/16", ConduitLength: 20, NodeLength: 24,
+		Conduits: 2, Nodes: 4, Children: 100, Updated: t0})
+	w.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperKilledWriter$")
+	cmd.Env = append(os.Environ(), "MERIDIO_TEST_KILLED_WRITER="+path)
+	require.Error(t, cmd.Run(), "the writer is killed")
+	journal, err := os.ReadFile(path + "-journal")
+	require.NoError(t, err, "a hot journal is left")
+	require.NotEmpty(t, journal)
+	db, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	_, sum := importInto(t, path, meridio.Options{})
+	_, _, children := sum.Totals()
+	assert.Equal(t, len(kids), children, "what was committed, all of it")
+	assert.Zero(t, sum.Skipped)
+
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, db, after, "the original is not written")
+	j, err := os.ReadFile(path + "-journal")
+	require.NoError(t, err)
+	assert.Equal(t, journal, j, "nor its journal")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "no copy left")
 }

@@ -136,8 +136,11 @@ type Converted struct {
 // link, or a synced copy where links are not possible) and the new store is
 // renamed over the datasource. A crash at any point leaves at the
 // datasource either the original file or the complete new store. A second
-// name that a crashed Convert gave the same file is reused.
-func Convert(datasource, what string, fill Fill, now time.Time) (Converted, error) {
+// name that a crashed Convert gave the same file is reused. companions are
+// the suffixes of files beside the datasource that belong to the original
+// (SQLite's -journal): each gets the second name with its suffix, and is
+// removed from beside the new store once it is in place.
+func Convert(datasource, what string, companions []string, fill Fill, now time.Time) (Converted, error) {
 	var c Converted
 	unlock, err := lockExclusive(datasource)
 	if err != nil {
@@ -152,18 +155,23 @@ func Convert(datasource, what string, fill Fill, now time.Time) (Converted, erro
 	if c.Contents, err = Inspect(tmp); err != nil {
 		return c, fmt.Errorf("the new store %s: %w", tmp, err)
 	}
-	if c.Aside, err = keepAside(datasource, what, now); err != nil {
+	if c.Aside, err = keepAside(datasource, what, companions, now); err != nil {
 		return c, err
 	}
 	if err := renameDurably(tmp, datasource); err != nil {
 		return c, fmt.Errorf("put %s in place: %w", datasource, err)
 	}
+	for _, s := range companions {
+		if err := os.Remove(datasource + s); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return c, fmt.Errorf("remove %s (kept as %s): %w", datasource+s, c.Aside+s, err)
+		}
+	}
 	return c, nil
 }
 
-// keepAside gives the file at path a second name next to it and returns
-// it ("" if there is no file).
-func keepAside(path, what string, now time.Time) (string, error) {
+// keepAside gives the file at path, and its companions, a second name
+// next to them and returns it ("" if there is no file).
+func keepAside(path, what string, companions []string, now time.Time) (string, error) {
 	info, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
@@ -172,26 +180,47 @@ func keepAside(path, what string, now time.Time) (string, error) {
 		return "", err
 	}
 	prefix := path + "." + what + "-"
+	aside := prefix + now.UTC().Format(snapshotTimeFormat)
 	if old, _ := filepath.Glob(prefix + "*"); len(old) > 0 {
 		for _, o := range old {
 			if oi, err := os.Stat(o); err == nil && os.SameFile(info, oi) {
-				return o, nil
+				aside = o
 			}
 		}
 	}
-	aside := prefix + now.UTC().Format(snapshotTimeFormat)
-	if err := os.Link(path, aside); err != nil {
-		tmp := aside + ".tmp"
-		if err := copyFile(path, tmp); err != nil {
-			_ = os.Remove(tmp)
-			return "", fmt.Errorf("keep %s aside: %w", path, err)
-		}
-		if err := os.Rename(tmp, aside); err != nil {
-			return "", fmt.Errorf("keep %s aside: %w", path, err)
+	for _, s := range append([]string{""}, companions...) {
+		if err := secondName(path+s, aside+s); err != nil {
+			return "", fmt.Errorf("keep %s aside: %w", path+s, err)
 		}
 	}
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return "", err
 	}
 	return aside, nil
+}
+
+// secondName makes the file at path reachable as name too: a hard link, or
+// a synced copy. A missing path, or a name that is already the same file,
+// is left as it is.
+func secondName(path, name string) error {
+	info, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ni, err := os.Stat(name); err == nil && os.SameFile(info, ni) {
+		return nil
+	}
+	_ = os.Remove(name) // a copy a crash left half done
+	if err := os.Link(path, name); err == nil {
+		return nil
+	}
+	tmp := name + ".tmp"
+	if err := copyFile(path, tmp); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, name)
 }

@@ -49,7 +49,7 @@ func TestEachMatchesLoad(t *testing.T) {
 }
 
 // TestConvert: the new store replaces the file at the datasource, which is
-// kept aside; a second name that an interrupted Convert gave it is reused;
+// kept aside with its companion file; a second name that an interrupted Convert gave it is reused;
 // a failing fill leaves everything as it was.
 func TestConvert(t *testing.T) {
 	dir := t.TempDir()
@@ -72,23 +72,28 @@ func TestConvert(t *testing.T) {
 	}
 
 	// A fill that fails: nothing changes, nothing is left.
-	_, err := Convert(ds, "meridio", func(func(store.Record) error) error { return errors.New("read failed") }, time.Now())
+	_, err := Convert(ds, "meridio", nil, func(func(store.Record) error) error { return errors.New("read failed") }, time.Now())
 	require.Error(t, err)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Len(t, entries, 1)
 
+	require.NoError(t, os.WriteFile(ds+"-journal", []byte("its journal"), 0o600))
 	// A crash after the second name was given and before the swap.
 	now := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
-	early, err := keepAside(ds, "meridio", now.Add(-time.Minute))
+	early, err := keepAside(ds, "meridio", []string{"-journal"}, now.Add(-time.Minute))
 	require.NoError(t, err)
 
-	c, err := Convert(ds, "meridio", fill, now)
+	c, err := Convert(ds, "meridio", []string{"-journal"}, fill, now)
 	require.NoError(t, err)
 	assert.Equal(t, early, c.Aside, "the earlier second name is reused")
 	kept, err := os.ReadFile(c.Aside)
 	require.NoError(t, err)
 	assert.Equal(t, "the original", string(kept))
+	kept, err = os.ReadFile(c.Aside + "-journal")
+	require.NoError(t, err)
+	assert.Equal(t, "its journal", string(kept), "the companion goes with it")
+	assert.NoFileExists(t, ds+"-journal", "and is not left beside the new store")
 	s, err := Open(ds, time.Second)
 	require.NoError(t, err)
 	got, err := s.Load(context.Background())
