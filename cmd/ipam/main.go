@@ -2,9 +2,12 @@
 // the pkg/ipam engine and a bbolt database, following the conduits of the
 // configuration server when one is configured. Configuration comes from
 // IPAM_* environment variables (see the README); the work is done by
-// pkg/ipamd. "ipam restore" puts a store snapshot back (docs/ipam-store.md).
-// Exit status: 0 clean stop, 1 failure, 2 configuration error, 3 damaged
-// store (ipamd.ExitStoreDamaged).
+// pkg/ipamd. "ipam restore" puts a store snapshot back (docs/ipam-store.md);
+// "ipam import" reads a Meridio IPAM database (docs/moving-from-meridio.md),
+// which the service also imports on start when it finds one at
+// IPAM_DATASOURCE. Exit status: 0 clean stop, 1 failure, 2 configuration
+// error, 3 damaged store (ipamd.ExitStoreDamaged), 4 a SQLite file that is
+// not Meridio's IPAM (ipamd.ExitStoreForeign).
 package main
 
 import (
@@ -19,6 +22,9 @@ var version = "dev"
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "restore" {
 		os.Exit(ipamd.Restore(os.Args[2:], os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "import" {
+		os.Exit(ipamd.Import(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	os.Exit(daemon.Main(daemon.Service[*ipamd.Config]{
 		Name:     "ipam",

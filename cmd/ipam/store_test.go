@@ -16,12 +16,19 @@ import (
 	"github.com/causeway-net/causeway/pkg/ipamd"
 )
 
+// testEnv is the environment of the binary tests' ipam: no NSP, free
+// ports on loopback, plain gRPC; env is added after it.
+func testEnv(env ...string) []string {
+	return append([]string{"IPAM_NSP_SERVICE=", "IPAM_PORT=0", "IPAM_LISTEN_ADDRESS=127.0.0.1", "IPAM_METRICS_PORT=0",
+		"IPAM_LOG_LEVEL=INFO", "IPAM_INSECURE=true"}, env...)
+}
+
 // runIPAM runs bin to its end with env and returns its exit status and
 // standard error.
 func runIPAM(t *testing.T, bin string, args []string, env ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append([]string{"IPAM_NSP_SERVICE=", "IPAM_PORT=0", "IPAM_LISTEN_ADDRESS=127.0.0.1", "IPAM_METRICS_PORT=0", "IPAM_LOG_LEVEL=INFO"}, env...)
+	cmd.Env = testEnv(env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	done := make(chan error, 1)

@@ -63,12 +63,15 @@ func New(ctx context.Context, st store.Store, cfg Config) (*Engine, error) {
 		stats:    newStoreStats(),
 		stop:     make(chan struct{}),
 	}
-	records, err := st.Load(ctx)
+	ops, err := e.load(func(f func(store.Record) error) error { return store.Each(ctx, st, f) })
 	if err != nil {
 		return nil, fmt.Errorf("%w: load: %w", ErrUnavailable, err)
 	}
 	e.w = newWriter(st, cfg.MaxBatch, e.log, e.stats.observe, cfg.OnStoreHealth)
-	seq := e.load(records)
+	var seq uint64
+	if len(ops) > 0 {
+		seq = e.w.enqueue(ops...)
+	}
 	if err := e.w.wait(ctx, seq); err != nil {
 		e.w.close()
 		return nil, fmt.Errorf("persist initial state: %w", err)

@@ -7,8 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
 )
 
@@ -17,31 +15,18 @@ import (
 // Without -from it takes the newest snapshot that checks. The IPAM must be
 // stopped. Exit status: 0 restored, 1 nothing restored, 2 usage.
 func Restore(args []string, stdout, stderr io.Writer) int {
-	var c Config
-	if err := envconfig.Process(EnvPrefix, &c); err != nil {
-		fmt.Fprintf(stderr, "ipam restore: configuration: %v\n", err)
-		return 2
-	}
-	fs := flag.NewFlagSet("ipam restore", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.Datasource, "datasource", c.Datasource, "the store file to restore (default IPAM_DATASOURCE)")
-	fs.StringVar(&c.SnapshotDir, "snapshot-dir", c.SnapshotDir, "where the snapshots are (default IPAM_SNAPSHOT_DIR, or snapshots/ next to the datasource)")
-	from := fs.String("from", "", "the snapshot file to restore (default: the newest one that checks)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ipam restore [-from SNAPSHOT] [-datasource FILE] [-snapshot-dir DIR]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 || c.Datasource == "" {
-		fs.Usage()
+	var from string
+	c := command("ipam restore", "ipam restore [-from SNAPSHOT] [-datasource FILE] [-snapshot-dir DIR]", args, stderr, func(fs *flag.FlagSet, c *Config) {
+		fs.StringVar(&c.SnapshotDir, "snapshot-dir", c.SnapshotDir, "where the snapshots are (default IPAM_SNAPSHOT_DIR, or snapshots/ next to the datasource)")
+		fs.StringVar(&from, "from", "", "the snapshot file to restore (default: the newest one that checks)")
+	})
+	if c == nil {
 		return 2
 	}
 	sn := c.snapshots()
 	var candidates []bolt.SnapshotFile
-	if *from != "" {
-		candidates = []bolt.SnapshotFile{bolt.SnapshotAt(*from)}
+	if from != "" {
+		candidates = []bolt.SnapshotFile{bolt.SnapshotAt(from)}
 	} else {
 		list, err := sn.List()
 		if err != nil {
@@ -57,7 +42,7 @@ func Restore(args []string, stdout, stderr io.Writer) int {
 	for _, snap := range candidates {
 		r, err := bolt.Restore(c.Datasource, snap.Path, time.Now())
 		var d *bolt.DamagedError
-		if errors.As(err, &d) && d.Path == snap.Path && *from == "" {
+		if errors.As(err, &d) && d.Path == snap.Path && from == "" {
 			fmt.Fprintf(stderr, "ipam restore: skipping %v\n", err)
 			continue
 		}

@@ -26,18 +26,23 @@ import (
 )
 
 // Run serves ipam.v1.Ipam and grpc.health.v1 until ctx ends or a server
-// fails, then stops and returns. Start order: store, engine, snapshots,
+// fails, then stops and returns. Start order: import of a Meridio database
+// found at the datasource (once: it is then a store), store, engine, snapshots,
 // credentials, gRPC server, metrics server, conduit watch. Stop order:
 // probes fail, the watch ends, calls in flight get cfg.GracePeriod, the
 // metrics server stops, periodic snapshots stop, the engine flushes its
 // leases, a last snapshot is taken and the store closes. A damaged store is
-// a *daemon.ExitError with ExitStoreDamaged.
+// a *daemon.ExitError with ExitStoreDamaged, another application's SQLite
+// file one with ExitStoreForeign.
 func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) {
 	ecfg, err := cfg.engineConfig()
 	if err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	ecfg.Logger = logger
+	if err := importOnStart(ctx, cfg, logger); err != nil {
+		return err
+	}
 	st, err := openStore(cfg)
 	if err != nil {
 		return err

@@ -1,9 +1,12 @@
 package ipamd
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/causeway-net/causeway/internal/daemon"
+	"github.com/causeway-net/causeway/pkg/ipam/meridio"
 	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
 )
 
@@ -56,7 +60,7 @@ func damageExit(c *Config, err error) error {
 // damagedMessage tells the operator, on one line, what is wrong with the
 // file and what to do.
 func damagedMessage(d *bolt.DamagedError, sn bolt.Snapshots) string {
-	what := fmt.Sprintf("%s; the IPAM does not start on it and leaves it untouched", d.Error())
+	what := fmt.Sprintf("%s%s; the IPAM does not start on it and leaves it untouched", d.Error(), unrecognised(d.Path))
 	list, err := sn.List()
 	switch {
 	case err != nil:
@@ -68,6 +72,26 @@ func damagedMessage(d *bolt.DamagedError, sn bolt.Snapshots) string {
 	return fmt.Sprintf("%s. To put back the newest valid snapshot (%d in %s, newest %s), run: ipam restore -datasource %s; see %s",
 		what, len(list), sn.Dir, list[0].Time.Format(time.RFC3339), d.Path, StoreDoc)
 }
+
+// unrecognised says what a file that does not begin as a bbolt file (nor a
+// SQLite one: those are imported) begins with, and what is expected; "" for
+// a file that begins as bbolt.
+func unrecognised(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 32)
+	n, _ := io.ReadFull(f, head)
+	if n == 0 || (n >= 20 && binary.NativeEndian.Uint32(head[16:20]) == bboltMagic) {
+		return ""
+	}
+	return fmt.Sprintf(": found a file beginning with %q; %s", head[:n], meridio.Expected)
+}
+
+// bboltMagic is the magic number in the header page of a bbolt file.
+const bboltMagic = 0xED0CDAED
 
 // snapshotter takes the store's snapshots: every interval and once more,
 // after the engine's last commit, at close.

@@ -94,6 +94,38 @@ type Store interface {
 	Close() error
 }
 
+// Streamer is a Store that can also pass its records one at a time, in key
+// order, without building the whole list: a large store is then never held
+// in memory twice while it is loaded.
+type Streamer interface {
+	// Each calls f with every stored record, in key order, and stops at
+	// the first error f returns.
+	Each(ctx context.Context, f func(Record) error) error
+}
+
+// Each passes the records of st to f in key order: streamed if st is a
+// Streamer, from Load otherwise.
+func Each(ctx context.Context, st Store, f func(Record) error) error {
+	if s, ok := st.(Streamer); ok {
+		return s.Each(ctx, f)
+	}
+	records, err := st.Load(ctx)
+	if err != nil {
+		return err
+	}
+	return Walk(records, f)
+}
+
+// Walk calls f with each record in turn and stops at the first error.
+func Walk(records []Record, f func(Record) error) error {
+	for _, r := range records {
+		if err := f(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sep separates the path components of an encoded key.
 const sep = "\x00"
 

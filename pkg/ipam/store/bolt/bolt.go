@@ -164,6 +164,40 @@ func (s *Store) Load(context.Context) ([]store.Record, error) {
 	return out, nil
 }
 
+var _ store.Streamer = (*Store)(nil)
+
+// Each calls f with every record in key order. With an empty journal (as
+// after Open, which compacts it) the records are decoded one at a time
+// from the main bucket; otherwise Load builds the list first.
+func (s *Store) Each(ctx context.Context, f func(store.Record) error) error {
+	var empty bool
+	if err := s.db.View(func(tx *bbolt.Tx) error {
+		k, _ := tx.Bucket(journalBucket).Cursor().First()
+		empty = k == nil
+		if !empty {
+			return nil
+		}
+		return tx.Bucket(mainBucket).ForEach(func(k, v []byte) error {
+			key, err := store.DecodeKey(k)
+			if err != nil {
+				return damaged(s.path, "%v", err)
+			}
+			r, err := store.DecodeValue(key, v)
+			if err != nil {
+				return damaged(s.path, "key %q: %v", k, err)
+			}
+			return f(r)
+		})
+	}); err != nil || empty {
+		return err
+	}
+	recs, err := s.Load(ctx)
+	if err != nil {
+		return err
+	}
+	return store.Walk(recs, f)
+}
+
 // Apply appends ops to the journal in one transaction and commits it (with
 // fsync).
 func (s *Store) Apply(_ context.Context, ops []store.Op) error {

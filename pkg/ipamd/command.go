@@ -1,0 +1,37 @@
+package ipamd
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// command does what the ipam subcommands (restore, import) share: the
+// configuration from the environment, the -datasource flag, the command's
+// own flags (defined by flags) and their parsing. It returns nil when the
+// command must exit with status 2; the reason is on stderr.
+func command(name, usage string, args []string, stderr io.Writer, flags func(*flag.FlagSet, *Config)) *Config {
+	var c Config
+	if err := envconfig.Process(EnvPrefix, &c); err != nil {
+		fmt.Fprintf(stderr, "%s: configuration: %v\n", name, err)
+		return nil
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Datasource, "datasource", c.Datasource, "the store file (default IPAM_DATASOURCE)")
+	flags(fs, &c)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: "+usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil
+	}
+	if fs.NArg() > 0 || c.Datasource == "" {
+		fs.Usage()
+		return nil
+	}
+	return &c
+}
