@@ -22,7 +22,17 @@ func (l *Lab) Status(w io.Writer) error {
 	if alive(st.OwnerPID, st.OwnerStartTime) {
 		owner = fmt.Sprintf("pid %d", st.OwnerPID)
 	}
-	fmt.Fprintf(w, "lab %s  created %s  dir %s  owner (lab run) %s\n", st.ID, rs.Created.Format("2006-01-02 15:04:05Z"), l.run.Dir, owner)
+	cp := "not running"
+	for _, p := range rs.Processes { // the last one recorded under the name
+		if p.Name == "nsm" {
+			cp = "not running"
+			if alive(p.PID, p.StartTime) {
+				cp = fmt.Sprintf("pid %d", p.PID)
+			}
+		}
+	}
+	fmt.Fprintf(w, "lab %s  created %s  dir %s  owner (lab run) %s  NSM control plane (lab nsm) %s\n",
+		st.ID, rs.Created.Format("2006-01-02 15:04:05Z"), l.run.Dir, owner, cp)
 	fmt.Fprintf(w, "trench %s  conduit %s  namespace %s  VIPs %v  echo port %d\n\n", st.Trench, st.Conduit, st.Namespace, st.VIPs, st.EchoPort)
 
 	// Components: the last process recorded under each name.
