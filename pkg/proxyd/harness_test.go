@@ -84,7 +84,6 @@ func (f *fakeDataplane) Apply(s dataplane.State) error {
 	return nil
 }
 
-
 func (f *fakeDataplane) Subscribe() (<-chan dataplane.LinkEvent, func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
