@@ -131,13 +131,16 @@ func (dp *Dataplane) readLocked(ks kinds, adopt bool, note func(kinds, error)) {
 	}
 }
 
-// startLocked is the start: it adopts or creates the bridge, reads what the
-// Dataplane owns, takes that as the desired state (without the routes and
+// startLocked is the start: it adopts or creates the bridge, removes what
+// Meridio's proxy left in the table, reads what the Dataplane owns, takes that as the desired state (without the routes and
 // rules of an earlier run, unless asked to adopt them) and converges to it,
 // which removes those leftovers.
 func (dp *Dataplane) startLocked() error {
 	if err := dp.ensureBridgeLocked(); err != nil {
 		return err
+	}
+	if err := dp.removeMeridioLeftoversLocked(); err != nil {
+		return fmt.Errorf("remove Meridio's leftovers: %w", err)
 	}
 	var errs []error
 	dp.readLocked(kAll&^kBridge, true, func(_ kinds, err error) {

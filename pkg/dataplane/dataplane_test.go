@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 )
@@ -317,9 +318,13 @@ func TestRestartReplacesOnlyLeftovers(t *testing.T) {
 	}
 	require.NoError(t, dp1.Apply(s1))
 	mac := dp1.BridgeMAC()
-	// Foreign objects in the same table, default protocol.
-	ns.MustExec(t, "ip", "rule", "add", "from", "198.51.100.77", "lookup", "1")
-	ns.MustExec(t, "ip", "rule", "add", "from", "203.0.113.10", "lookup", "1") // same selector as a VIP of ours
+	// Foreign objects in the same table: rules of another owner (a
+	// protocol of their own, or another selector beside the source; a
+	// plain `from <prefix>` rule without protocol has Meridio's shape and
+	// is removed at start, see TestStartRemovesMeridioLeftovers).
+	ns.MustExec(t, "ip", "rule", "add", "from", "198.51.100.77", "lookup", "1", "proto", "static")
+	ns.MustExec(t, "ip", "rule", "add", "from", "203.0.113.10", "lookup", "1", "proto", "static") // same selector as a VIP of ours
+	ns.MustExec(t, "ip", "rule", "add", "from", "198.51.100.78", "fwmark", "7", "lookup", "1")
 	ns.MustExec(t, "ip", "route", "add", "198.51.100.0/24", "via", "192.0.2.99", "table", "1")
 	require.NoError(t, dp1.Close())
 	// Close changed nothing.
@@ -331,8 +336,9 @@ func TestRestartReplacesOnlyLeftovers(t *testing.T) {
 	require.Empty(t, rulesOf(t, h, 1, ProtocolCauseway))
 	require.Nil(t, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway))
 	require.Nil(t, defaultRouteNexthops(t, h, v6, 1, ProtocolCauseway))
-	foreign := rulesOf(t, h, 1, 0) // ip(8) sets no protocol on rules by default
+	foreign := rulesOf(t, h, 1, unix.RTPROT_STATIC)
 	require.ElementsMatch(t, []netip.Prefix{mp("198.51.100.77/32"), mp("203.0.113.10/32")}, foreign)
+	require.Equal(t, []netip.Prefix{mp("198.51.100.78/32")}, rulesOf(t, h, 1, 0), "the fwmark rule stays")
 	require.Contains(t, ns.MustExec(t, "ip", "route", "show", "table", "1"), "198.51.100.0/24 via 192.0.2.99")
 	// The adopted bridge still has its addresses and port until the first
 	// Apply.
@@ -348,7 +354,8 @@ func TestRestartReplacesOnlyLeftovers(t *testing.T) {
 	require.ElementsMatch(t, s2.VIPs, rulesOf(t, h, 1, ProtocolCauseway))
 	require.Equal(t, []netip.Addr{ma("192.0.2.13")}, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway))
 	require.Nil(t, defaultRouteNexthops(t, h, v6, 1, ProtocolCauseway))
-	require.ElementsMatch(t, foreign, rulesOf(t, h, 1, 0))
+	require.ElementsMatch(t, foreign, rulesOf(t, h, 1, unix.RTPROT_STATIC))
+	require.Len(t, rulesOf(t, h, 1, 0), 1)
 	require.NotContains(t, ns.MustExec(t, "ip", "link", "show", "dev", "p1"), "master")
 	require.NotContains(t, ns.MustExec(t, "ip", "addr", "show", "dev", "bridge0"), "fd00:cafe::1")
 	require.Contains(t, ns.MustExec(t, "ip", "route", "show", "table", "1"), "198.51.100.0/24 via 192.0.2.99")
@@ -375,14 +382,14 @@ func TestTeardownAndMACFile(t *testing.T) {
 		Nexthops:    []netip.Addr{ma("192.0.2.11")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/32")},
 	}))
-	ns.MustExec(t, "ip", "rule", "add", "from", "198.51.100.77", "lookup", "1")
+	ns.MustExec(t, "ip", "rule", "add", "from", "198.51.100.77", "lookup", "1", "proto", "static")
 	require.NoError(t, dp.Teardown())
 	require.ErrorIs(t, dp.Apply(State{}), ErrClosed)
 	_, err = h.LinkByName("bridge0")
 	require.Error(t, err, "teardown removes the bridge")
 	require.Empty(t, rulesOf(t, h, 1, ProtocolCauseway))
 	require.Nil(t, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway))
-	require.Len(t, rulesOf(t, h, 1, 0), 1, "teardown leaves foreign rules")
+	require.Len(t, rulesOf(t, h, 1, unix.RTPROT_STATIC), 1, "teardown leaves foreign rules")
 
 	// A new bridge takes the MAC from the file.
 	dp2 := newDP(t, ns, Options{MACFile: macFile})

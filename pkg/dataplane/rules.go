@@ -75,8 +75,7 @@ func (dp *Dataplane) loadRulesLocked() error {
 		if int(r.Protocol) != dp.proto || r.Table != dp.table {
 			continue
 		}
-		p, ok := ipNetToPrefix(r.Src)
-		plain := ok && p.Bits() > 0 && r.Dst == nil && r.IifName == "" && r.OifName == "" && r.Mark == 0 && r.Goto < 0 && !r.Invert
+		p, plain := plainSource(&r)
 		if _, dup := set[p]; plain && !dup {
 			set[p] = struct{}{}
 			keys = append(keys, p)

@@ -34,7 +34,13 @@
 // package removes the routes and rules of its table that carry that protocol
 // (leftovers of an earlier run; with Options.AdoptLeftovers the first Apply
 // replaces them instead, without a gap) and nothing else: rules and routes
-// of other owners in the same table stay. The bridge is the package's own: its
+// of other owners in the same table stay. Before that, the start removes
+// once what Meridio's proxy left in the table, recognised by its exact
+// shape: rules whose only selector is `from <prefix>`, with no protocol
+// (RTPROT_UNSPEC, what Meridio's netlink RuleAdd leaves), and default routes
+// over the bridge with protocol boot (what its RouteReplace leaves); rules
+// with a protocol or another selector, other routes and other tables stay
+// (see docs/moving-from-meridio.md). The bridge is the package's own: its
 // addresses (other than IPv6 link-local ones) and its ports are exactly the
 // ones asked for after the first Apply; ports and addresses found on an
 // adopted bridge are kept until then.

@@ -29,11 +29,7 @@ type proxyKernel struct {
 // table's routes and bridge0's ports.
 func readProxyKernel(t *testing.T, l *labrun.Lab, table int) proxyKernel {
 	t.Helper()
-	ns, err := netns.GetFromPath(l.NetNSPath("proxy"))
-	require.NoError(t, err)
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	require.NoError(t, err)
+	h := proxyHandle(t, l)
 	defer h.Close()
 	var k proxyKernel
 	rules, err := h.RuleList(netlink.FAMILY_ALL)
@@ -69,6 +65,18 @@ func readProxyKernel(t *testing.T, l *labrun.Lab, table int) proxyKernel {
 	sort.Strings(k.Routes)
 	sort.Strings(k.Ports)
 	return k
+}
+
+// proxyHandle opens a netlink handle in the proxy's namespace; the caller
+// closes it.
+func proxyHandle(t *testing.T, l *labrun.Lab) *netlink.Handle {
+	t.Helper()
+	ns, err := netns.GetFromPath(l.NetNSPath("proxy"))
+	require.NoError(t, err)
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	require.NoError(t, err)
+	return h
 }
 
 // duplicates lists the entries that occur more than once.
