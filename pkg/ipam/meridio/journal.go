@@ -3,9 +3,10 @@ package meridio
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/causeway-net/causeway/internal/fsutil"
 )
 
 // Companions are the files SQLite keeps beside a database while it writes
@@ -57,26 +58,9 @@ func recoveredCopy(path string) (string, func(), error) {
 // copyWith copies the database at from and its companions to to.
 func copyWith(from, to string) error {
 	for _, s := range append([]string{""}, Companions...) {
-		if err := copyFile(from+s, to+s); err != nil && !(s != "" && errors.Is(err, os.ErrNotExist)) {
+		if err := fsutil.CopyFile(from+s, to+s); err != nil && !(s != "" && errors.Is(err, os.ErrNotExist)) {
 			return err
 		}
 	}
 	return nil
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -9,6 +9,7 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/causeway-net/causeway/internal/fsutil"
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 )
 
@@ -218,7 +219,7 @@ func secondName(path, name string) error {
 		return nil
 	}
 	tmp := name + ".tmp"
-	if err := copyFile(path, tmp); err != nil {
+	if err := fsutil.CopyFile(path, tmp); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +12,7 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/causeway-net/causeway/internal/fsutil"
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 )
 
@@ -213,7 +213,7 @@ func Restore(datasource, from string, now time.Time) (Restored, error) {
 	defer unlock()
 
 	tmp := datasource + ".restore"
-	if err := copyFile(from, tmp); err != nil {
+	if err := fsutil.CopyFile(from, tmp); err != nil {
 		return r, err
 	}
 	defer os.Remove(tmp) // gone after the rename
@@ -255,28 +255,4 @@ func lockExclusive(path string) (func(), error) {
 		return nil, fmt.Errorf("%s is in use (is the IPAM still running? stop it first): %w", path, err)
 	}
 	return func() { _ = f.Close() }, nil
-}
-
-// copyFile copies from to a new file to, synced.
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("copy %s to %s: %w", from, to, err)
-	}
-	return nil
 }
