@@ -328,6 +328,9 @@ func (dp *Dataplane) Links() []Link { return dp.mon.list() }
 // Link returns the link monitor's view of link index (no kernel read).
 func (dp *Dataplane) Link(index int) (Link, bool) { return dp.mon.link(index) }
 
+// LinkByName returns the link monitor's view of the link named name.
+func (dp *Dataplane) LinkByName(name string) (Link, bool) { return dp.mon.linkByName(name) }
+
 // BridgeIndex returns the bridge's interface index.
 func (dp *Dataplane) BridgeIndex() int {
 	dp.mu.Lock()

@@ -106,7 +106,8 @@ type monitor struct {
 
 	mu       sync.Mutex
 	synced   bool
-	links    map[int]Link
+	links    map[int]Link   // the namespace's links by index: the proxy's one table of links
+	byName   map[string]int // the same links' indexes by name
 	subs     map[*subscriber]struct{}
 	closed   bool
 	syncedCh chan struct{}
@@ -123,6 +124,7 @@ func newMonitor(ns netns.NsHandle, h *netlink.Handle, log *slog.Logger, rcvbuf i
 		log:      log,
 		rcvbuf:   rcvbuf,
 		links:    map[int]Link{},
+		byName:   map[string]int{},
 		subs:     map[*subscriber]struct{}{},
 		syncedCh: make(chan struct{}),
 	}
@@ -179,7 +181,7 @@ func (m *monitor) resync(first bool) {
 		l := toLink(nl)
 		seen[l.Index] = struct{}{}
 		old, ok := m.links[l.Index]
-		m.links[l.Index] = l
+		m.setLocked(l)
 		switch {
 		case !ok:
 			evs = append(evs, LinkEvent{Type: LinkAdded, Link: l, Resync: true})
@@ -189,7 +191,7 @@ func (m *monitor) resync(first bool) {
 	}
 	for idx, l := range m.links {
 		if _, ok := seen[idx]; !ok {
-			delete(m.links, idx)
+			m.deleteLocked(idx)
 			evs = append(evs, LinkEvent{Type: LinkDeleted, Link: l, Resync: true})
 		}
 	}
@@ -228,7 +230,7 @@ func (m *monitor) handle(u netlink.LinkUpdate) {
 	switch u.Header.Type {
 	case unix.RTM_NEWLINK:
 		old, ok := m.links[l.Index]
-		m.links[l.Index] = l
+		m.setLocked(l)
 		switch {
 		case !ok:
 			ev = LinkEvent{Type: LinkAdded, Link: l}
@@ -244,7 +246,7 @@ func (m *monitor) handle(u netlink.LinkUpdate) {
 				l.Kind = old.Kind
 			}
 		}
-		delete(m.links, l.Index)
+		m.deleteLocked(l.Index)
 		ev = LinkEvent{Type: LinkDeleted, Link: l}
 	}
 	m.mu.Unlock()
@@ -267,6 +269,34 @@ func (m *monitor) deliver(evs []LinkEvent) {
 	for s := range m.subs {
 		s.push(evs)
 	}
+}
+
+// setLocked records l, renamed or new. m.mu must be held.
+func (m *monitor) setLocked(l Link) {
+	if old, ok := m.links[l.Index]; ok && old.Name != l.Name && m.byName[old.Name] == l.Index {
+		delete(m.byName, old.Name)
+	}
+	m.links[l.Index] = l
+	m.byName[l.Name] = l.Index
+}
+
+// deleteLocked forgets link idx. m.mu must be held.
+func (m *monitor) deleteLocked(idx int) {
+	if old, ok := m.links[idx]; ok && m.byName[old.Name] == idx {
+		delete(m.byName, old.Name)
+	}
+	delete(m.links, idx)
+}
+
+// linkByName returns the monitor's view of the link named name.
+func (m *monitor) linkByName(name string) (Link, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	idx, ok := m.byName[name]
+	if !ok {
+		return Link{}, false
+	}
+	return m.links[idx], true
 }
 
 // link returns the monitor's view of link idx.

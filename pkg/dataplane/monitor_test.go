@@ -191,3 +191,30 @@ func TestSubscribeClose(t *testing.T) {
 	cancel2()
 	require.NoError(t, dp.Close(), "a second Close is fine")
 }
+
+// The link table answers by name too, and follows renames and deletes:
+// the interface monitor matches connections by name on it.
+func TestLinkByName(t *testing.T) {
+	ns := testutil.NewNetNS(t, "lbn")
+	dp, err := New(ctx, Options{NetNS: ns.Handle, Logger: testLogger(t)})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dp.Close()) }()
+	ns.MustExec(t, "ip", "link", "add", "n0", "type", "veth", "peer", "name", "n1")
+	require.Eventually(t, func() bool { _, ok := dp.LinkByName("n0"); return ok }, 10*time.Second, 5*time.Millisecond)
+	l, _ := dp.LinkByName("n0")
+	byIndex, ok := dp.Link(l.Index)
+	require.True(t, ok)
+	require.Equal(t, l, byIndex)
+
+	ns.MustExec(t, "ip", "link", "set", "n0", "name", "m0")
+	require.Eventually(t, func() bool { _, ok := dp.LinkByName("m0"); return ok }, 10*time.Second, 5*time.Millisecond)
+	_, ok = dp.LinkByName("n0")
+	require.False(t, ok, "the old name is gone")
+	renamed, _ := dp.LinkByName("m0")
+	require.Equal(t, l.Index, renamed.Index)
+
+	ns.MustExec(t, "ip", "link", "del", "m0")
+	require.Eventually(t, func() bool { _, ok := dp.LinkByName("m0"); return !ok }, 10*time.Second, 5*time.Millisecond)
+	_, ok = dp.LinkByName("n1")
+	require.False(t, ok, "the peer went with it")
+}

@@ -1,10 +1,12 @@
 // Package proxy is the proxy's state machine: it assigns addresses from the
 // IPAM to NSM connections (IP contexts), turns interface events into bridge
 // ports and ECMP nexthops, keeps the VIP rules, and releases addresses after a
-// cancellable delay. It drives the kernel only through pkg/dataplane: on every
-// change it computes the whole desired dataplane.State from its model and a
-// single syncer goroutine applies it (serialized; changes made during an
-// Apply coalesce into the next one).
+// cancellable delay. It drives the kernel only through pkg/dataplane: every
+// change patches the desired ports and nexthops it keeps (at the cost of the
+// change) and a single syncer goroutine applies the desired dataplane.State
+// (serialized; changes made during an Apply coalesce into the next one). An
+// interface event brings only the kernel link of a connection: the nexthops
+// of an LB's link are the proxy's own allocations for it.
 //
 // It keeps Meridio's contracts (child names, which side gets which address,
 // the key of a target connection, the rewrite of stale target contexts, the

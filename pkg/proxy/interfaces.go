@@ -1,67 +1,128 @@
 package proxy
 
-// InterfaceCreated records an NSM interface of the proxy's namespace: it
-// becomes a bridge port, and for an LB connection its NeighborAddrs become
-// ECMP nexthops. A second create for the same index replaces the first (a
-// refresh may change the addresses). Events are applied in the order they
-// arrive, the last one wins: a create after a delete of the same link adds
-// it again (the interface monitor announces an address change as a delete
-// followed by a create of the same link). The dataplane ignores ports whose
-// link no longer exists.
+import (
+	"net/netip"
+	"slices"
+)
+
+// InterfaceCreated records the kernel link of a connection (i.ConnID is its
+// key, see ConnKey): the link becomes a bridge port, and for an LB
+// connection the LB's addresses the proxy allocated ("-src") become ECMP
+// nexthops tied to it. Nothing but the link comes from the event: the
+// addresses are the proxy's own allocation records, and a refresh that
+// changes them moves the nexthops (SetIPContext). A second create for the
+// same connection replaces the first (a heal may move it to another link);
+// a link announced for another connection is taken from it. A link may be
+// announced before the connection's addresses are known: it is a port at
+// once, and gets its nexthops when they are. The dataplane ignores ports
+// whose link no longer exists.
 func (p *Proxy) InterfaceCreated(i Interface) {
 	log := p.log.With("index", i.Index, "name", i.Name, "type", i.Type.String(), "connID", i.ConnID)
-	if i.Index <= 0 || (i.Type != TargetConn && i.Type != LBConn) {
-		log.Warn("interface create ignored: no index or unknown type")
+	if i.Index <= 0 || i.ConnID == "" || (i.Type != TargetConn && i.Type != LBConn) {
+		log.Warn("interface create ignored: no index, no connection or unknown type")
 		return
 	}
 	p.mu.Lock()
-	old, had := p.ifaces[i.Index]
-	p.ifaces[i.Index] = i
-	p.mu.Unlock()
-	if had && interfaceEqual(old, i) {
+	st := p.conns[i.ConnID]
+	if st != nil && st.link == i.Index {
+		p.mu.Unlock()
 		log.Debug("interface create repeated")
 		return
 	}
-	log.Info("interface added", "local", i.LocalAddrs, "neighbors", i.NeighborAddrs, "replaced", had)
+	if other, ok := p.links[i.Index]; ok {
+		p.unlinkLocked(p.conns[other])
+		p.dropIdleLocked(p.conns[other])
+	}
+	if st == nil {
+		st = &connState{id: i.ConnID, typ: i.Type, allocs: map[childKey]netip.Prefix{}}
+		p.conns[i.ConnID] = st
+	}
+	replaced := st.link
+	p.unlinkLocked(st)
+	st.link, st.linkName = i.Index, i.Name
+	p.links[i.Index] = st.id
+	p.want.addPort(i.Index)
+	p.refreshHopsLocked(st)
+	hops := slices.Clone(st.hops)
+	p.mu.Unlock()
+	log.Info("interface added", "nexthops", hops, "replaced", replaced)
 	p.markDirty()
 }
 
-// InterfaceDeleted removes an interface's port and nexthops. The interface
-// is resolved by index, so a kernel event that only knows the index (and
-// perhaps the name) removes everything the create added. Deleting an unknown
-// interface is a no-op.
+// InterfaceDeleted removes a connection's port and nexthops. The connection
+// is the one whose link is i.Index (the kernel's delete knows that), whatever
+// i.ConnID says. Deleting an unknown link is a no-op.
 func (p *Proxy) InterfaceDeleted(i Interface) {
 	if i.Index <= 0 {
 		p.log.Warn("interface delete ignored: no index", "name", i.Name, "connID", i.ConnID)
 		return
 	}
 	p.mu.Lock()
-	old, had := p.ifaces[i.Index]
-	delete(p.ifaces, i.Index)
+	id, had := p.links[i.Index]
+	var hops []netip.Addr
+	var typ ConnType
+	if had {
+		st := p.conns[id]
+		hops, typ = st.hops, st.typ
+		p.unlinkLocked(st)
+		p.dropIdleLocked(st)
+	}
 	p.mu.Unlock()
 	if !had {
 		p.log.Debug("interface delete of an unknown interface", "index", i.Index, "name", i.Name)
 		return
 	}
-	p.log.Info("interface removed", "index", i.Index, "name", old.Name, "type", old.Type.String(),
-		"connID", old.ConnID, "neighbors", old.NeighborAddrs)
+	p.log.Info("interface removed", "index", i.Index, "name", i.Name, "type", typ.String(), "connID", id, "nexthops", hops)
 	p.markDirty()
 }
 
-func interfaceEqual(a, b Interface) bool {
-	if a.Index != b.Index || a.Name != b.Name || a.Type != b.Type || a.ConnID != b.ConnID ||
-		len(a.LocalAddrs) != len(b.LocalAddrs) || len(a.NeighborAddrs) != len(b.NeighborAddrs) {
+// unlinkLocked withdraws the port and nexthops of st's link, if it has one.
+// p.mu must be held.
+func (p *Proxy) unlinkLocked(st *connState) {
+	if st == nil || st.link == 0 {
+		return
+	}
+	for _, a := range st.hops {
+		p.want.removeHop(a, st.link)
+	}
+	p.want.removePort(st.link)
+	delete(p.links, st.link)
+	st.link, st.linkName, st.hops = 0, "", nil
+}
+
+// dropIdleLocked forgets st if it holds nothing: no link, no address, no
+// pending release. p.mu must be held.
+func (p *Proxy) dropIdleLocked(st *connState) {
+	if st != nil && st.link == 0 && len(st.allocs) == 0 && st.release == nil && p.conns[st.id] == st {
+		delete(p.conns, st.id)
+	}
+}
+
+// refreshHopsLocked makes the nexthops of st's link the LB addresses of its
+// allocations, and reports whether they changed. p.mu must be held.
+func (p *Proxy) refreshHopsLocked(st *connState) bool {
+	if st.link == 0 {
 		return false
 	}
-	for i := range a.LocalAddrs {
-		if a.LocalAddrs[i] != b.LocalAddrs[i] {
-			return false
+	var hops []netip.Addr
+	if st.typ == LBConn {
+		for _, f := range p.cfg.Families {
+			if a, ok := st.allocs[childKey{f, st.id + srcSuffix}]; ok {
+				hops = append(hops, a.Addr().Unmap())
+			}
 		}
 	}
-	for i := range a.NeighborAddrs {
-		if a.NeighborAddrs[i] != b.NeighborAddrs[i] {
-			return false
+	if slices.Equal(hops, st.hops) {
+		return false
+	}
+	for _, a := range st.hops {
+		if !slices.Contains(hops, a) {
+			p.want.removeHop(a, st.link)
 		}
 	}
+	for _, a := range hops {
+		p.want.addHop(a, st.link)
+	}
+	st.hops = hops
 	return true
 }

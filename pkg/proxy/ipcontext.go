@@ -30,16 +30,21 @@ type childKey struct {
 
 // connState is what the proxy knows about one connection id.
 type connState struct {
-	id      string
-	typ     ConnType
-	allocs  map[childKey]netip.Prefix // addresses the IPAM gave this id and that are not released
-	release *pendingRelease           // non-nil while a release is scheduled or running
+	id       string
+	typ      ConnType
+	allocs   map[childKey]netip.Prefix // addresses the IPAM gave this id and that are not released
+	release  *pendingRelease           // non-nil while a release is scheduled or running
+	link     int                       // index of the connection's kernel link (a port), 0 if none
+	linkName string                    // its name, for the snapshot
+	hops     []netip.Addr              // the nexthops of link: the LB's addresses, from allocs
 }
 
-// connID returns the key of a connection: the connection id for an LB
-// connection, the target's own path segment id for a target connection (it
-// survives a proxy replacement).
-func connID(conn *networkservice.Connection, t ConnType) (string, error) {
+// ConnKey returns the key of a connection, the one name the proxy, the
+// interface monitor and the IPAM's child names use for it: the connection
+// id for an LB connection (the proxy is its client and chose it), the
+// target's own path segment id for a target connection (the proxy's side of
+// it is renamed by every NSMgr and proxy replacement, the target's is not).
+func ConnKey(conn *networkservice.Connection, t ConnType) (string, error) {
 	if conn == nil {
 		return "", errors.New("nil connection")
 	}
@@ -98,7 +103,7 @@ func (p *Proxy) children(id string) []childKey {
 //
 // The families are allocated in parallel, "-src" before "-dst" in each.
 func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connection, t ConnType) error {
-	id, err := connID(conn, t)
+	id, err := ConnKey(conn, t)
 	if err != nil {
 		return fmt.Errorf("set IP context: %w", err)
 	}
@@ -150,8 +155,14 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	}
 	st.typ = t
 	st.allocs = got
+	moved := p.refreshHopsLocked(st)
+	hops := slices.Clone(st.hops)
 	bridge := maps.Clone(p.bridge)
 	p.mu.Unlock()
+	if moved {
+		log.Info("nexthops follow the connection's new addresses", "nexthops", hops)
+		p.markDirty()
+	}
 
 	var src, dst []netip.Prefix
 	for _, f := range p.cfg.Families {
@@ -275,7 +286,7 @@ func (p *Proxy) followNodeSubnet(ctx context.Context, id string, got map[childKe
 // If a release is already pending for the id, it is kept as it is. After a
 // failed first request (a rollback is running), the release is immediate.
 func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connection, t ConnType) error {
-	id, err := connID(conn, t)
+	id, err := ConnKey(conn, t)
 	if err != nil {
 		return fmt.Errorf("unset IP context: %w", err)
 	}
@@ -362,8 +373,8 @@ func (p *Proxy) rollback(id string, t ConnType, prior map[childKey]netip.Prefix,
 	if p.scheduleReleaseLocked(st, undo, false, 0) {
 		p.counters.rollbacks++
 		log.Warn("rolling back allocations of the failed request", "children", childNames(undo))
-	} else if len(st.allocs) == 0 {
-		delete(p.conns, id)
+	} else {
+		p.dropIdleLocked(st)
 	}
 }
 

@@ -56,8 +56,7 @@ func TestKernelProxyWithRealDataplane(t *testing.T) {
 	ns.MustExec(t, "ip", "link", "set", "nsm-lb0", "up")
 	ns.MustExec(t, "ip", "link", "set", "lb-peer0", "up")
 	idx := linkIndex(t, ns, "nsm-lb0")
-	p.InterfaceCreated(Interface{Index: idx, Name: "nsm-lb0", Type: LBConn, ConnID: conn.GetId(),
-		NeighborAddrs: []netip.Addr{lbAddr}})
+	p.InterfaceCreated(Interface{Index: idx, Name: "nsm-lb0", Type: LBConn, ConnID: conn.GetId()})
 	eventually("port", []string{"ip", "link", "show", "nsm-lb0"}, func(s string) bool {
 		return strings.Contains(s, "master bridge0")
 	})

@@ -33,7 +33,8 @@ type Proxy struct {
 	closed      bool
 	bridge      map[ipamv1.IPFamily]netip.Prefix
 	conns       map[string]*connState
-	ifaces      map[int]Interface
+	links       map[int]string // link index → the key of the connection it belongs to
+	want        desired        // the ports and nexthops of the links
 	vipWanted   []netip.Prefix
 	vipRejected []error        // the entries of vipWanted rejected by the last validation
 	vips        []netip.Prefix // accepted, sorted
@@ -79,7 +80,8 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		subnets: map[ipamv1.IPFamily]*ipamv1.Subnet{},
 		bridge:  map[ipamv1.IPFamily]netip.Prefix{},
 		conns:   map[string]*connState{},
-		ifaces:  map[int]Interface{},
+		links:   map[int]string{},
+		want:    newDesired(),
 		dirty:   make(chan struct{}, 1),
 		force:   make(chan struct{}),
 	}

@@ -75,17 +75,20 @@ func (p *Proxy) runRelease(ctx context.Context, id string, pr *pendingRelease) {
 			}
 		}
 		p.mu.Lock()
+		moved := false
 		if st := p.conns[id]; st != nil {
 			delete(st.allocs, k)
+			moved = p.refreshHopsLocked(st)
 		}
 		p.mu.Unlock()
+		if moved {
+			p.markDirty()
+		}
 	}
 	p.mu.Lock()
 	if st := p.conns[id]; st != nil && st.release == pr {
 		st.release = nil
-		if len(st.allocs) == 0 {
-			delete(p.conns, id)
-		}
+		p.dropIdleLocked(st)
 	}
 	p.counters.releases++
 	p.mu.Unlock()

@@ -34,12 +34,11 @@ type Stats struct {
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	state := p.desiredStateLocked()
 	s := Stats{
 		Allocations: len(p.bridge),
-		Ports:       len(state.Ports),
-		Nexthops:    len(state.Nexthops),
-		VIPs:        len(state.VIPs),
+		Ports:       len(p.want.ports),
+		Nexthops:    len(p.want.nexthops),
+		VIPs:        len(p.vips),
 
 		IPAMErrors:        p.counters.ipamErrors,
 		ApplyErrors:       p.counters.applyErrors,
@@ -68,7 +67,7 @@ type Snapshot struct {
 	Node        string               `json:"node"`
 	State       dataplane.State      `json:"desiredState"`
 	Connections []ConnectionSnapshot `json:"connections"`
-	Interfaces  []Interface          `json:"interfaces"`
+	Interfaces  []InterfaceSnapshot  `json:"interfaces"`
 	WantedVIPs  []netip.Prefix       `json:"wantedVIPs"`
 	Stats       Stats                `json:"stats"`
 }
@@ -81,6 +80,13 @@ type ConnectionSnapshot struct {
 	Addresses      map[string]netip.Prefix `json:"addresses"`
 	PendingRelease bool                    `json:"pendingRelease"`
 	Rollback       bool                    `json:"rollback,omitempty"`
+}
+
+// InterfaceSnapshot is the link of one connection in a Snapshot, with the
+// nexthops the proxy derives from the connection's addresses.
+type InterfaceSnapshot struct {
+	Interface
+	NeighborAddrs []netip.Addr `json:"NeighborAddrs,omitempty"`
 }
 
 // Snapshot returns a copy of the model.
@@ -105,9 +111,13 @@ func (p *Proxy) Snapshot() Snapshot {
 		s.Connections = append(s.Connections, c)
 	}
 	slices.SortFunc(s.Connections, func(a, b ConnectionSnapshot) int { return strings.Compare(a.ID, b.ID) })
-	for _, i := range p.ifaces {
-		s.Interfaces = append(s.Interfaces, i)
+	for idx, id := range p.links {
+		st := p.conns[id]
+		s.Interfaces = append(s.Interfaces, InterfaceSnapshot{
+			Interface:     Interface{Index: idx, Name: st.linkName, Type: st.typ, ConnID: id},
+			NeighborAddrs: slices.Clone(st.hops),
+		})
 	}
-	slices.SortFunc(s.Interfaces, func(a, b Interface) int { return a.Index - b.Index })
+	slices.SortFunc(s.Interfaces, func(a, b InterfaceSnapshot) int { return a.Index - b.Index })
 	return s
 }

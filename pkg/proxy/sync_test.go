@@ -21,18 +21,20 @@ func TestDataplaneAppliesAreSerializedAndCoalesced(t *testing.T) {
 	e.dp.gate, e.dp.entered = gate, make(chan struct{}, 10)
 	e.dp.mu.Unlock()
 
+	lb := lbConn("lb")
+	require.NoError(t, e.p.SetIPContext(t.Context(), lb, LBConn))
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
 	<-e.dp.entered // the first Apply is running
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.2/32")}))
-	e.p.InterfaceCreated(Interface{Index: 4, Name: "lb", Type: LBConn, NeighborAddrs: addrs("172.16.0.9")})
-	e.p.InterfaceCreated(Interface{Index: 5, Name: "tg", Type: TargetConn})
+	e.p.InterfaceCreated(Interface{Index: 4, Name: "lb", Type: LBConn, ConnID: "lb"})
+	e.p.InterfaceCreated(Interface{Index: 5, Name: "tg", Type: TargetConn, ConnID: "tg"})
 	e.p.InterfaceDeleted(Interface{Index: 5})
 	gate <- struct{}{} // finish the first
 	<-e.dp.entered     // one more, with everything
 	gate <- struct{}{}
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 1 })
 	require.Equal(t, "[20.0.0.2/32]", sprint(s.VIPs))
-	require.Equal(t, "[172.16.0.9]", sprint(s.Nexthops))
+	require.Equal(t, lbSide(t, lb), s.Nexthops)
 
 	e.dp.mu.Lock()
 	defer e.dp.mu.Unlock()
@@ -47,7 +49,7 @@ func TestStatsAndSnapshot(t *testing.T) {
 	require.NoError(t, e.p.SetIPContext(t.Context(), lbConn("lb-1"), LBConn))
 	require.NoError(t, e.p.SetIPContext(t.Context(), targetConn("t1"), TargetConn))
 	require.NoError(t, e.p.UnsetIPContext(t.Context(), lbConn("gone"), LBConn))
-	e.p.InterfaceCreated(Interface{Index: 3, Name: "nsm-lb", Type: LBConn, ConnID: "lb-1", NeighborAddrs: addrs("172.16.0.3")})
+	e.p.InterfaceCreated(Interface{Index: 3, Name: "nsm-lb", Type: LBConn, ConnID: "lb-1"})
 	require.Error(t, e.p.SetVIPStrings([]string{"20.0.0.1/32", "bad"}))
 
 	st := e.p.Stats()
@@ -55,7 +57,7 @@ func TestStatsAndSnapshot(t *testing.T) {
 	require.Equal(t, 2+8, st.Allocations)
 	require.Equal(t, 1, st.PendingReleases)
 	require.Equal(t, 1, st.Ports)
-	require.Equal(t, 1, st.Nexthops)
+	require.Equal(t, 2, st.Nexthops, "the LB's two addresses")
 	require.Equal(t, 1, st.VIPs)
 	require.Equal(t, uint64(1), st.VIPsRejected)
 

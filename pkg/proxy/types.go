@@ -1,9 +1,6 @@
 package proxy
 
-import (
-	"fmt"
-	"net/netip"
-)
+import "fmt"
 
 // ConnType says which side of an NSM connection the proxy is on.
 type ConnType int
@@ -28,21 +25,17 @@ func (t ConnType) String() string {
 	}
 }
 
-// Interface is a kernel interface of an NSM connection, as seen in the
-// proxy's namespace once the forwarder has created it.
+// Interface is the kernel link of an NSM connection in the proxy's
+// namespace, what the interface monitor knows and the proxy does not: the
+// connection's addresses are the proxy's own.
 type Interface struct {
 	// Index and Name identify the link in the proxy's namespace.
 	Index int
 	Name  string
 	// Type is the connection's type.
 	Type ConnType
-	// ConnID is the NSM connection id the interface belongs to.
+	// ConnID is the key of the connection the link belongs to (ConnKey).
 	ConnID string
-	// LocalAddrs are the proxy-side addresses of the connection.
-	LocalAddrs []netip.Prefix
-	// NeighborAddrs are the addresses of the other end; for an LBConn they
-	// are the ECMP nexthops toward that load balancer.
-	NeighborAddrs []netip.Addr
 }
 
 // MarshalText makes ConnType readable in JSON dumps.

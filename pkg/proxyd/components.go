@@ -193,47 +193,20 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 	}, nil
 }
 
-// startInterfaceMonitor starts the interface monitor, fed with the links
-// of the dataplane's link monitor.
+// startInterfaceMonitor starts the interface monitor on the dataplane's
+// link monitor: it reads the dataplane's table of links and follows its
+// events, with no table or goroutine of its own between the two.
 func (d *Daemon) startInterfaceMonitor(ctx context.Context) (func() error, error) {
-	d.mon = interfacemonitor.New(d.proxy, interfacemonitor.WithLogger(d.log.With("subsystem", "interfacemonitor")))
+	d.mon = interfacemonitor.New(d.proxy, d.dp, interfacemonitor.WithLogger(d.log.With("subsystem", "interfacemonitor")))
 	events, unsubscribe := d.dp.Subscribe()
-	for _, l := range d.dp.Links() {
-		d.mon.HandleLinkEvent(interfacemonitor.LinkEvent{Index: l.Index, Name: l.Name})
-	}
-	linkEvents := make(chan interfacemonitor.LinkEvent)
 	t := newTasks(ctx)
 	t.Go(func(ctx context.Context) {
 		defer unsubscribe()
-		defer close(linkEvents)
-		forwardLinkEvents(ctx, events, linkEvents)
-	})
-	t.Go(func(ctx context.Context) {
-		if err := d.mon.Run(ctx, linkEvents); err != nil && !errors.Is(err, interfacemonitor.ErrSourceClosed) {
+		if err := d.mon.Run(ctx, events); err != nil && !errors.Is(err, interfacemonitor.ErrSourceClosed) {
 			d.log.Error("interface monitor stopped", "error", err)
 		}
 	})
 	return t.stop, nil
-}
-
-// forwardLinkEvents translates the dataplane's link events into the
-// interface monitor's until ctx ends or events closes.
-func forwardLinkEvents(ctx context.Context, events <-chan dataplane.LinkEvent, out chan<- interfacemonitor.LinkEvent) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			select {
-			case out <- interfacemonitor.LinkEvent{Index: ev.Index, Name: ev.Name, Deleted: ev.Type == dataplane.LinkDeleted}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
 }
 
 // startVIPs hands the VIPs of the source to the proxy until stop.

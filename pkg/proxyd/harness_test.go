@@ -106,14 +106,22 @@ func (f *fakeDataplane) Subscribe() (<-chan dataplane.LinkEvent, func()) {
 	}
 }
 
-func (f *fakeDataplane) Links() []dataplane.Link {
+func (f *fakeDataplane) Link(index int) (dataplane.Link, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []dataplane.Link
 	for _, l := range f.links {
-		out = append(out, l)
+		if l.Index == index {
+			return l, true
+		}
 	}
-	return out
+	return dataplane.Link{}, false
+}
+
+func (f *fakeDataplane) LinkByName(name string) (dataplane.Link, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	return l, ok
 }
 
 func (f *fakeDataplane) Snapshot() (dataplane.Snapshot, error) {

@@ -86,7 +86,8 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 		// instead of closing first: the LB ports, nexthops and addresses
 		// stay while NSM is away (see pkg/nsm/liveness).
 		client.WithHealClient(heal.NewClient(ctx, liveness.HealOptions(d.nsm.monitor, func(c *networkservice.Connection) bool {
-			return d.mon.Lost(proxy.LBConn, c.GetId())
+			key, err := proxy.ConnKey(c, proxy.LBConn)
+			return err == nil && d.mon.Lost(proxy.LBConn, key)
 		})...)),
 		client.WithAdditionalFunctionality(
 			// Heal re-requests an LB that died without unregistering as

@@ -5,6 +5,7 @@ import (
 
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -15,9 +16,10 @@ import (
 type Dataplane interface {
 	proxy.Dataplane
 	// Subscribe returns the link events from now on and a function that
-	// ends the subscription; Links the links present now.
+	// ends the subscription; Link and LinkByName read the one table of the
+	// namespace's links (the interface monitor's Links).
 	Subscribe() (<-chan dataplane.LinkEvent, func())
-	Links() []dataplane.Link
+	interfacemonitor.Links
 	Snapshot() (dataplane.Snapshot, error)
 	Close() error
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
@@ -44,10 +45,18 @@ func TestKernelTargetToProxy(t *testing.T) {
 	creds := credentials.Insecure(quiet, time.Hour)
 	setter := &targetSetter{base: 10, addrs: map[string][2]string{}}
 	h := &handler{}
-	monitor := interfacemonitor.New(h, interfacemonitor.WithLogger(quiet))
+	// The proxy's dataplane holds the namespace's one table of links.
+	dp, err := dataplane.New(ctx, dataplane.Options{NetNS: proxyNS.Handle, AnnounceCount: -1, Logger: quiet})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dp.Close()) }()
+	monitor := interfacemonitor.New(h, dp, interfacemonitor.WithLogger(quiet))
 	monCtx, stopMonitor := context.WithCancel(ctx)
 	monDone := make(chan error, 1)
-	go func() { monDone <- monitor.Run(monCtx, nsmsandbox.LinkEvents(t, proxyNS)) }()
+	linkEvents, unsubscribe := dp.Subscribe()
+	go func() {
+		defer unsubscribe()
+		monDone <- monitor.Run(monCtx, linkEvents)
+	}()
 	defer func() {
 		stopMonitor()
 		<-monDone
@@ -95,7 +104,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 	require.True(t, strings.HasPrefix(events[0], "created "))
 	require.Equal(t, proxy.TargetConn, created.Type)
 	require.Equal(t, ifindex(t, proxyNS, created.Name), created.Index)
-	require.Equal(t, "172.16.0.11/24", created.LocalAddrs[0].String())
+	require.Equal(t, conn.GetPath().GetPathSegments()[0].GetId(), created.ConnID, "the target connection's key")
 	require.Contains(t, proxyNS.MustExec(t, "ip", "-o", "addr", "show", "dev", created.Name), "inet 172.16.0.11/24")
 
 	targetNS.MustExec(t, "ping", "-c", "1", "-W", "5", "172.16.0.11")

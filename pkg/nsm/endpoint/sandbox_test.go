@@ -27,6 +27,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
 	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/proxy"
@@ -141,6 +142,7 @@ type proxyUnderTest struct {
 	setter  *targetSetter
 	handler *handler
 	monitor *interfacemonitor.Monitor
+	links   *linkstest.Table
 	names   *ifnames
 }
 
@@ -149,7 +151,8 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
 	p := &proxyUnderTest{setter: &targetSetter{base: base, addrs: map[string][2]string{}}, handler: &handler{}, names: &ifnames{}}
-	p.monitor = interfacemonitor.New(p.handler, interfacemonitor.WithLogger(quiet))
+	p.links = linkstest.New()
+	p.monitor = interfacemonitor.New(p.handler, p.links, interfacemonitor.WithLogger(quiet))
 	ep, err := endpoint.Start(ctx, endpoint.Config{
 		Name:           name,
 		Service:        service,
@@ -212,12 +215,11 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	// The forwarder creates the proxy-side link after the Request.
 	ifname := proxyA.names.last()
 	require.NotEmpty(t, ifname)
-	proxyA.monitor.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 42, Name: ifname})
+	proxyA.monitor.HandleLinkEvent(proxyA.links.Set(42, ifname))
 	events, last := proxyA.handler.snapshot()
 	require.Equal(t, []string{"created 42"}, events)
 	require.Equal(t, proxy.TargetConn, last.Type)
-	require.Equal(t, "172.16.0.11/24", last.LocalAddrs[0].String())
-	require.Equal(t, "172.16.0.10", last.NeighborAddrs[0].String())
+	require.Equal(t, connA.GetPath().GetPathSegments()[0].GetId(), last.ConnID, "the target connection's key")
 
 	// A refresh keeps the addresses and releases nothing.
 	refreshed, err := nsc.Request(rctx, &networkservice.NetworkServiceRequest{Connection: connA.Clone()})

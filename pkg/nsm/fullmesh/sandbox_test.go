@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"net/url"
 	"sync"
 	"testing"
@@ -36,6 +35,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/egress"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
 	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/proxy"
@@ -147,7 +147,8 @@ func TestSandboxFullMesh(t *testing.T) {
 	serveShortLived(ctx, t, nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
 
 	handler := &ifaceEvents{events: map[string][]string{}, ifaces: map[string]proxy.Interface{}}
-	monitor := interfacemonitor.New(handler, interfacemonitor.WithLogger(quiet))
+	links := linkstest.New()
+	monitor := interfacemonitor.New(handler, links, interfacemonitor.WithLogger(quiet))
 	var egressMu sync.Mutex
 	var egressReports []bool
 	pinner := fullmesh.NewPinner()
@@ -210,11 +211,10 @@ func TestSandboxFullMesh(t *testing.T) {
 	for i, nse := range []string{"lb-1", "lb-2", "lb-3"} {
 		ifname[nse] = kernelmech.ToMechanism(conns[nse].GetMechanism()).GetInterfaceName()
 		index[nse] = 20 + i
-		monitor.HandleLinkEvent(interfacemonitor.LinkEvent{Index: index[nse], Name: ifname[nse]})
+		monitor.HandleLinkEvent(links.Set(index[nse], ifname[nse]))
 		require.Equal(t, []string{fmt.Sprintf("created %d", index[nse])}, handler.of(ifname[nse]))
-		lbAddr := conns[nse].GetContext().GetIpContext().GetDstIpAddrs()[0]
 		handler.mu.Lock()
-		require.Equal(t, []netip.Addr{netip.MustParsePrefix(lbAddr).Addr()}, handler.ifaces[ifname[nse]].NeighborAddrs)
+		require.Equal(t, conns[nse].GetId(), handler.ifaces[ifname[nse]].ConnID, "the link is matched to its connection")
 		handler.mu.Unlock()
 	}
 
@@ -225,11 +225,11 @@ func TestSandboxFullMesh(t *testing.T) {
 	require.Eventually(t, func() bool { return lbs["lb-2"].count() == 0 }, wait, tick)
 	require.Eventually(t, func() bool { return len(handler.of(ifname["lb-2"])) == 2 }, wait, tick)
 	require.Equal(t, fmt.Sprintf("deleted %d", index["lb-2"]), handler.of(ifname["lb-2"])[1])
-	monitor.HandleLinkEvent(interfacemonitor.LinkEvent{Index: index["lb-2"], Name: ifname["lb-2"], Deleted: true})
+	monitor.HandleLinkEvent(links.Delete(index["lb-2"]))
 	require.Len(t, handler.of(ifname["lb-2"]), 2, "the kernel delete of a closed connection is not announced again")
 
 	// The kernel deletes lb-3's link while its connection lives on.
-	monitor.HandleLinkEvent(interfacemonitor.LinkEvent{Index: index["lb-3"], Name: ifname["lb-3"], Deleted: true})
+	monitor.HandleLinkEvent(links.Delete(index["lb-3"]))
 	require.Equal(t, []string{fmt.Sprintf("created %d", index["lb-3"]), fmt.Sprintf("deleted %d", index["lb-3"])}, handler.of(ifname["lb-3"]))
 
 	// lb-x's registration runs out without a refresh and the mesh hears of

@@ -42,6 +42,8 @@ func (c *client) Request(ctx context.Context, request *networkservice.NetworkSer
 }
 
 func (c *client) Close(ctx context.Context, conn *networkservice.Connection, opts ...grpc.CallOption) (*emptypb.Empty, error) {
-	c.monitor.Forget(proxy.LBConn, conn.GetId())
+	if key, err := proxy.ConnKey(conn, proxy.LBConn); err == nil {
+		c.monitor.Forget(proxy.LBConn, key)
+	}
 	return next.Client(ctx).Close(ctx, conn, opts...)
 }

@@ -1,14 +1,16 @@
 package interfacemonitor
 
-import "github.com/causeway-net/causeway/pkg/proxy"
+import (
+	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/proxy"
+)
 
 // Handler receives interface events. *proxy.Proxy implements it. Calls are
 // made one at a time, in order, from the Monitor's lock: a Handler must not
 // call back into the Monitor.
 type Handler interface {
-	// InterfaceCreated says that the link of a connection exists, with its
-	// index, and carries the connection's addresses. It is called again,
-	// after an InterfaceDeleted, when the link or the addresses change.
+	// InterfaceCreated says that the connection (Type, ConnID: its key)
+	// has the kernel link Index (named Name).
 	InterfaceCreated(iface proxy.Interface)
 	// InterfaceDeleted says that the link of a connection is gone or no
 	// longer belongs to it; the Interface is the one previously announced
@@ -16,11 +18,12 @@ type Handler interface {
 	InterfaceDeleted(iface proxy.Interface)
 }
 
-// LinkEvent is a kernel link event in the proxy's network namespace. A
-// source must first report the links that already exist (as non-deleted
-// events), then every new link, rename (same index, new name) and delete.
-type LinkEvent struct {
-	Index   int
-	Name    string
-	Deleted bool
+// Links is the kernel's view of the namespace's links: the dataplane's link
+// monitor, which *dataplane.Dataplane serves. The Monitor reads it and
+// keeps no copy.
+type Links interface {
+	Link(index int) (dataplane.Link, bool)
+	LinkByName(name string) (dataplane.Link, bool)
 }
+
+var _ Links = (*dataplane.Dataplane)(nil)

@@ -2,7 +2,7 @@ package interfacemonitor_test
 
 import (
 	"context"
-	"net/netip"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
@@ -25,28 +25,46 @@ func ifindex(t *testing.T, ns *testutil.NetNS, name string) int {
 	return i
 }
 
+// kernelDataplane starts the dataplane (the namespace's one table of
+// links) in ns; it is closed at the end of the test.
+func kernelDataplane(t *testing.T, ns *testutil.NetNS) *dataplane.Dataplane {
+	t.Helper()
+	dp, err := dataplane.New(context.Background(), dataplane.Options{NetNS: ns.Handle, AnnounceCount: -1,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, dp.Close()) })
+	return dp
+}
+
+// runMonitor runs m on the link events of dp until the end of the test.
+func runMonitor(t *testing.T, m *interfacemonitor.Monitor, dp *dataplane.Dataplane) {
+	t.Helper()
+	events, unsubscribe := dp.Subscribe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		defer unsubscribe()
+		done <- m.Run(ctx, events)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
 // TestKernelLinkMovedInAndRenamed plays the forwarder against a real
 // kernel: it creates a veth pair in its own namespace, moves one end into
 // the proxy's namespace, renames it to the name NSM gave the connection and
-// finally deletes the pair.
+// finally deletes the pair. The monitor reads the dataplane's link table.
 func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	proxyNS := testutil.NewNetNS(t, "imon-proxy")
 	fwdNS := testutil.NewNetNS(t, "imon-fwd")
+	dp := kernelDataplane(t, proxyNS)
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan error, 1)
-	go func() { runDone <- m.Run(ctx, nsmsandbox.LinkEvents(t, proxyNS)) }()
-	t.Cleanup(func() {
-		cancel()
-		<-runDone
-	})
+	m := interfacemonitor.New(r, dp)
+	runMonitor(t, m, dp)
 
-	m.Expect(proxy.Interface{
-		Name: "nsm-lb0", Type: proxy.LBConn, ConnID: "c1",
-		LocalAddrs:    []netip.Prefix{netip.MustParsePrefix("172.16.1.1/24")},
-		NeighborAddrs: []netip.Addr{netip.MustParseAddr("172.16.1.2")},
-	})
+	m.Expect(proxy.Interface{Name: "nsm-lb0", Type: proxy.LBConn, ConnID: "c1"})
 
 	fwd, err := netlink.NewHandleAt(fwdNS.Handle)
 	require.NoError(t, err)

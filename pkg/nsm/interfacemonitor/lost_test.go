@@ -8,13 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
 // Lost, the heal client's data-plane fact: a connection's link is lost only
 // once its announced link went away, and no longer when the link comes back.
 func TestLost(t *testing.T) {
-	m := interfacemonitor.New(&recorder{})
+	links := linkstest.New()
+	m := interfacemonitor.New(&recorder{}, links)
 	alive := func(_ context.Context, conn *networkservice.Connection) bool {
 		return !m.Lost(proxy.LBConn, conn.GetId())
 	}
@@ -22,20 +24,20 @@ func TestLost(t *testing.T) {
 	ctx := context.Background()
 
 	require.True(t, alive(ctx, conn), "unknown connection")
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
+	m.Expect(lbIface("c1", "nsm-1"))
 	require.True(t, alive(ctx, conn), "link not seen yet")
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1"})
+	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.True(t, alive(ctx, conn), "link present")
 	require.False(t, m.Lost(proxy.TargetConn, "c1"), "another type's connection")
 
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Deleted: true})
+	m.HandleLinkEvent(links.Delete(7))
 	require.False(t, alive(ctx, conn), "link deleted in the kernel")
 	require.True(t, m.Lost(proxy.LBConn, "c1"))
 
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 9, Name: "nsm-1"})
+	m.HandleLinkEvent(links.Set(9, "nsm-1"))
 	require.True(t, alive(ctx, conn), "link back under the same name")
 
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 9, Name: "renamed"})
+	m.HandleLinkEvent(links.Set(9, "renamed"))
 	require.False(t, alive(ctx, conn), "link renamed away")
 
 	m.Forget(proxy.LBConn, "c1")

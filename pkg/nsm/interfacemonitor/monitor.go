@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/netip"
-	"slices"
 	"sync"
 
+	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -16,7 +15,7 @@ var ErrSourceClosed = errors.New("link event source closed")
 
 type connKey struct {
 	typ proxy.ConnType
-	id  string
+	key string
 }
 
 // expectation is the interface a connection is waiting for or has got.
@@ -26,38 +25,38 @@ type expectation struct {
 	lost   bool // the announced link went away in the kernel, not yet back
 }
 
-// Monitor matches expected interfaces (recorded by the NSM elements) with
-// kernel links (fed by a link event source) and reports the matches to a
-// Handler. It is safe for concurrent use.
+// Monitor matches the interfaces of established connections (recorded by
+// the NSM elements) with the kernel links of the Links table, and reports
+// the matches to a Handler. It is safe for concurrent use.
 type Monitor struct {
 	handler Handler
+	links   Links
 	logger  *slog.Logger
 
 	mu       sync.Mutex
-	links    map[int]string           // present links: index → name
-	linkIdx  map[string]int           // present links: name → index
 	expected map[connKey]*expectation // by connection
 	byName   map[string]connKey       // expected name → connection
-	byIndex  map[int]connKey          // active index → connection
+	byIndex  map[int]connKey          // active link index → connection
 }
 
-// New returns a Monitor reporting to handler.
-func New(handler Handler, opts ...Option) *Monitor {
+// New returns a Monitor that reads the links of links and reports to
+// handler.
+func New(handler Handler, links Links, opts ...Option) *Monitor {
 	o := newOptions(opts)
 	return &Monitor{
 		handler:  handler,
+		links:    links,
 		logger:   o.logger,
-		links:    make(map[int]string),
-		linkIdx:  make(map[string]int),
 		expected: make(map[connKey]*expectation),
 		byName:   make(map[string]connKey),
 		byIndex:  make(map[int]connKey),
 	}
 }
 
-// Run consumes link events until ctx is done (it then returns nil) or the
-// channel is closed (ErrSourceClosed). The caller owns the goroutine.
-func (m *Monitor) Run(ctx context.Context, events <-chan LinkEvent) error {
+// Run applies the link events of the Links table's subscription until ctx
+// is done (it then returns nil) or the channel is closed (ErrSourceClosed).
+// The caller owns the goroutine.
+func (m *Monitor) Run(ctx context.Context, events <-chan dataplane.LinkEvent) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -71,49 +70,43 @@ func (m *Monitor) Run(ctx context.Context, events <-chan LinkEvent) error {
 	}
 }
 
-// HandleLinkEvent applies one kernel link event.
-func (m *Monitor) HandleLinkEvent(ev LinkEvent) {
+// HandleLinkEvent looks again at the link an event is about. The event says
+// only which link changed: what the link is now (its name, or that it is
+// gone) is read from the Links table, so that an event handled late (after
+// an Expect read the table) never undoes what the table already says.
+func (m *Monitor) HandleLinkEvent(ev dataplane.LinkEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if ev.Deleted {
-		m.linkDeleted(ev.Index)
+	l, ok := m.links.Link(ev.Index)
+	if !ok {
+		// The connection may live on (a heal may create the link again
+		// under the same name): keep its expectation, pending.
+		m.markLost(m.deactivate(ev.Index))
 		return
 	}
-	m.linkPresent(ev.Index, ev.Name)
+	m.linkPresent(l.Index, l.Name)
 }
 
+// linkPresent matches link index, now named name.
 func (m *Monitor) linkPresent(index int, name string) {
-	if old, ok := m.links[index]; ok && old != name {
-		// Renamed: whatever was matched on the old name no longer is.
-		if m.linkIdx[old] == index {
-			delete(m.linkIdx, old)
+	if k, ok := m.byIndex[index]; ok {
+		if m.expected[k].iface.Name == name {
+			return // the same link, e.g. a flags change
 		}
+		// Renamed: no longer the connection's interface.
 		m.markLost(m.deactivate(index))
 	}
-	if other, ok := m.linkIdx[name]; ok && other != index {
-		// A link of that name with another index: its delete was missed.
-		delete(m.links, other)
-		m.markLost(m.deactivate(other))
+	k, ok := m.byName[name]
+	if !ok {
+		return
 	}
-	m.links[index] = name
-	m.linkIdx[name] = index
-	if k, ok := m.byName[name]; ok {
-		if e := m.expected[k]; !e.active {
-			m.activate(k, e, index)
-		}
+	e := m.expected[k]
+	if e.active {
+		// The name is on a new link: the old one's delete is still to
+		// come, or was missed.
+		m.markLost(m.deactivate(e.iface.Index))
 	}
-}
-
-func (m *Monitor) linkDeleted(index int) {
-	if name, ok := m.links[index]; ok {
-		delete(m.links, index)
-		if m.linkIdx[name] == index {
-			delete(m.linkIdx, name)
-		}
-	}
-	// The connection may live on (a heal may create the link again under
-	// the same name): keep its expectation, pending.
-	m.markLost(m.deactivate(index))
+	m.activate(k, e, index)
 }
 
 // markLost records that the link of connection k went away in the kernel.
@@ -129,7 +122,7 @@ func (m *Monitor) activate(k connKey, e *expectation, index int) {
 	e.active = true
 	e.lost = false
 	m.byIndex[index] = k
-	m.logger.Debug("interface created", "name", e.iface.Name, "index", index, "type", k.typ.String(), "conn", k.id)
+	m.logger.Debug("interface created", "name", e.iface.Name, "index", index, "type", k.typ.String(), "conn", k.key)
 	m.handler.InterfaceCreated(e.iface)
 }
 
@@ -142,25 +135,27 @@ func (m *Monitor) deactivate(index int) (connKey, bool) {
 	}
 	delete(m.byIndex, index)
 	e := m.expected[k]
-	m.logger.Debug("interface deleted", "name", e.iface.Name, "index", index, "type", k.typ.String(), "conn", k.id)
+	m.logger.Debug("interface deleted", "name", e.iface.Name, "index", index, "type", k.typ.String(), "conn", k.key)
 	m.handler.InterfaceDeleted(e.iface)
 	e.active = false
 	e.iface.Index = 0
 	return k, true
 }
 
-// Expect records the interface (name, type, connection id and addresses; the
-// index is ignored) of an established connection. If the link already
-// exists, it is announced at once; otherwise when it appears. Recording the
-// same connection again (a refresh) changes nothing unless the name or the
-// addresses changed, in which case the old interface is withdrawn first.
+// Expect records the interface (name, type and connection key; the index is
+// ignored) of an established connection. If the Links table has a link of
+// that name, it is announced at once; otherwise when it appears. Recording
+// the same connection again (a refresh) changes nothing unless the name
+// changed, in which case the old interface is withdrawn first. A refresh
+// that changes the connection's addresses is the proxy's own business: it
+// holds them.
 func (m *Monitor) Expect(iface proxy.Interface) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := connKey{iface.Type, iface.ConnID}
 	iface.Index = 0
 	if old, ok := m.expected[k]; ok {
-		if sameInterface(old.iface, iface) {
+		if old.iface.Name == iface.Name {
 			return
 		}
 		m.drop(k, old)
@@ -173,28 +168,33 @@ func (m *Monitor) Expect(iface proxy.Interface) {
 	e := &expectation{iface: iface}
 	m.expected[k] = e
 	m.byName[iface.Name] = k
-	if index, ok := m.linkIdx[iface.Name]; ok {
-		m.activate(k, e, index)
+	if l, ok := m.links.LinkByName(iface.Name); ok {
+		if _, taken := m.byIndex[l.Index]; taken {
+			// The link still carries another connection's interface under
+			// its old name (its rename is still to be handled).
+			m.markLost(m.deactivate(l.Index))
+		}
+		m.activate(k, e, l.Index)
 	}
 }
 
 // Lost reports whether the kernel link of the connection (of type t, with
-// id connID) was announced and has gone away since, and not come back: its
+// key key) was announced and has gone away since, and not come back: its
 // data path is broken. A connection whose link has not been seen yet, or
 // that the monitor does not know, is not lost.
-func (m *Monitor) Lost(t proxy.ConnType, connID string) bool {
+func (m *Monitor) Lost(t proxy.ConnType, key string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.expected[connKey{t, connID}]
+	e, ok := m.expected[connKey{t, key}]
 	return ok && e.lost
 }
 
-// Forget removes the expectation of a closed connection, withdrawing its
-// interface if it was announced.
-func (m *Monitor) Forget(t proxy.ConnType, connID string) {
+// Forget removes the expectation of a closed connection (of type t, with
+// key key), withdrawing its interface if it was announced.
+func (m *Monitor) Forget(t proxy.ConnType, key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := connKey{t, connID}
+	k := connKey{t, key}
 	if e, ok := m.expected[k]; ok {
 		m.drop(k, e)
 	}
@@ -208,36 +208,4 @@ func (m *Monitor) drop(k connKey, e *expectation) {
 	if m.byName[e.iface.Name] == k {
 		delete(m.byName, e.iface.Name)
 	}
-}
-
-func sameInterface(a, b proxy.Interface) bool {
-	return a.Name == b.Name &&
-		samePrefixes(a.LocalAddrs, b.LocalAddrs) &&
-		sameAddrs(a.NeighborAddrs, b.NeighborAddrs)
-}
-
-func samePrefixes(a, b []netip.Prefix) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	x, y := slices.Clone(a), slices.Clone(b)
-	cmp := func(p, q netip.Prefix) int {
-		if c := p.Addr().Compare(q.Addr()); c != 0 {
-			return c
-		}
-		return p.Bits() - q.Bits()
-	}
-	slices.SortFunc(x, cmp)
-	slices.SortFunc(y, cmp)
-	return slices.Equal(x, y)
-}
-
-func sameAddrs(a, b []netip.Addr) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.SortFunc(x, netip.Addr.Compare)
-	slices.SortFunc(y, netip.Addr.Compare)
-	return slices.Equal(x, y)
 }

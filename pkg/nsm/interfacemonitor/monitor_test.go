@@ -3,7 +3,6 @@ package interfacemonitor_test
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"sync"
 	"testing"
 
@@ -14,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -46,148 +47,179 @@ func (r *recorder) take() []string {
 	return out
 }
 
-func lbIface(id, name string, nexthop string) proxy.Interface {
-	return proxy.Interface{
-		Name: name, Type: proxy.LBConn, ConnID: id,
-		LocalAddrs:    []netip.Prefix{netip.MustParsePrefix("172.16.1.1/24")},
-		NeighborAddrs: []netip.Addr{netip.MustParseAddr(nexthop)},
-	}
+func lbIface(key, name string) proxy.Interface {
+	return proxy.Interface{Name: name, Type: proxy.LBConn, ConnID: key}
 }
 
 func TestLinkAfterExpect(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
+	m := interfacemonitor.New(r, links)
+	m.Expect(lbIface("c1", "nsm-1"))
 	require.Empty(t, r.take())
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 3, Name: "other"})
+	m.HandleLinkEvent(links.Set(3, "other"))
 	require.Empty(t, r.take())
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1"})
+	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
-	require.Equal(t, []netip.Addr{netip.MustParseAddr("172.16.1.2")}, r.last.NeighborAddrs)
-	require.Equal(t, proxy.LBConn, r.last.Type)
+	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnID: "c1"}, r.last,
+		"the link of the connection, nothing the proxy knows already")
 	// The same link reported again (e.g. flags change) is not announced twice.
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1"})
+	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Empty(t, r.take())
 }
 
 func TestLinkBeforeExpect(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1"})
+	m := interfacemonitor.New(r, links)
+	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Empty(t, r.take())
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
+	m.Expect(lbIface("c1", "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
 }
 
 func TestRename(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 5, Name: "tmp-veth"})
+	m := interfacemonitor.New(r, links)
+	m.Expect(lbIface("c1", "nsm-1"))
+	m.HandleLinkEvent(links.Set(5, "tmp-veth"))
 	require.Empty(t, r.take())
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 5, Name: "nsm-1"})
+	m.HandleLinkEvent(links.Set(5, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 5 c1"}, r.take())
 	// Renamed away: no longer the connection's interface.
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 5, Name: "gone"})
+	m.HandleLinkEvent(links.Set(5, "gone"))
 	require.Equal(t, []string{"deleted nsm-1 5 c1"}, r.take())
 }
 
 func TestRefresh(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1"})
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
+	m := interfacemonitor.New(r, links)
+	m.HandleLinkEvent(links.Set(7, "nsm-1"))
+	m.Expect(lbIface("c1", "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
 
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
-	require.Empty(t, r.take(), "an unchanged refresh announces nothing")
-
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.9"))
-	require.Equal(t, []string{"deleted nsm-1 7 c1", "created nsm-1 7 c1"}, r.take())
-	require.Equal(t, []netip.Addr{netip.MustParseAddr("172.16.1.9")}, r.last.NeighborAddrs)
+	m.Expect(lbIface("c1", "nsm-1"))
+	require.Empty(t, r.take(), "a refresh on the same link announces nothing: the addresses are the proxy's")
 
 	// A heal that moves the connection to another interface name.
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 8, Name: "nsm-2"})
-	m.Expect(lbIface("c1", "nsm-2", "172.16.1.9"))
+	m.HandleLinkEvent(links.Set(8, "nsm-2"))
+	m.Expect(lbIface("c1", "nsm-2"))
 	require.Equal(t, []string{"deleted nsm-1 7 c1", "created nsm-2 8 c1"}, r.take())
 }
 
-func TestCloseBeforeLink(t *testing.T) {
+// An event handled after an Expect that already read the table (the link
+// was renamed into place meanwhile) does not undo the match: the table says
+// what the link is now.
+func TestLateEventAfterExpect(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
+	m := interfacemonitor.New(r, links)
+	added := links.Set(5, "tmp-veth")
+	renamed := links.Set(5, "nsm-1")
+	m.Expect(lbIface("c1", "nsm-1"))
+	require.Equal(t, []string{"created nsm-1 5 c1"}, r.take())
+	m.HandleLinkEvent(added)
+	m.HandleLinkEvent(renamed)
+	require.Empty(t, r.take())
+	require.False(t, m.Lost(proxy.LBConn, "c1"))
+
+	// A link renamed from one connection's name to another's before the
+	// rename is handled: the Expect of the second takes it.
+	links.Set(6, "nsm-a")
+	m.Expect(lbIface("a", "nsm-a"))
+	rename := links.Set(6, "nsm-b")
+	m.Expect(lbIface("b", "nsm-b"))
+	m.HandleLinkEvent(rename)
+	require.Equal(t, []string{"created nsm-a 6 a", "deleted nsm-a 6 a", "created nsm-b 6 b"}, r.take())
+	require.True(t, m.Lost(proxy.LBConn, "a"))
+}
+
+func TestCloseBeforeLink(t *testing.T) {
+	links := linkstest.New()
+	r := &recorder{}
+	m := interfacemonitor.New(r, links)
+	m.Expect(lbIface("c1", "nsm-1"))
 	m.Forget(proxy.LBConn, "c1")
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1"})
+	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Empty(t, r.take())
 }
 
 func TestKernelDeleteThenRecreate(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1"})
+	m := interfacemonitor.New(r, links)
+	m.Expect(lbIface("c1", "nsm-1"))
+	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
 
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1", Deleted: true})
+	m.HandleLinkEvent(links.Delete(7))
 	require.Equal(t, []string{"deleted nsm-1 7 c1"}, r.take())
-	require.Equal(t, []netip.Addr{netip.MustParseAddr("172.16.1.2")}, r.last.NeighborAddrs, "the delete carries the connection's data")
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1", Deleted: true})
+	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnID: "c1"}, r.last, "the delete names the connection")
+	m.HandleLinkEvent(links.Delete(7))
 	require.Empty(t, r.take(), "a delete is announced once")
 
 	// The connection lives on; a heal creates the link again.
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 9, Name: "nsm-1"})
+	m.HandleLinkEvent(links.Set(9, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 9 c1"}, r.take())
 
 	m.Forget(proxy.LBConn, "c1")
 	require.Equal(t, []string{"deleted nsm-1 9 c1"}, r.take())
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 9, Name: "nsm-1", Deleted: true})
+	m.HandleLinkEvent(links.Delete(9))
 	m.Forget(proxy.LBConn, "c1")
 	require.Empty(t, r.take())
 }
 
 func TestMissedDeleteSameNameNewIndex(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 7, Name: "nsm-1"})
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 11, Name: "nsm-1"})
+	m := interfacemonitor.New(r, links)
+	m.Expect(lbIface("c1", "nsm-1"))
+	m.HandleLinkEvent(links.Set(7, "nsm-1"))
+	m.HandleLinkEvent(links.Set(11, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1", "deleted nsm-1 7 c1", "created nsm-1 11 c1"}, r.take())
 }
 
 func TestTargetAndLBWithSameIDAreDistinct(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	tgt := lbIface("x", "nsm-t", "172.16.1.5")
+	m := interfacemonitor.New(r, links)
+	tgt := lbIface("x", "nsm-t")
 	tgt.Type = proxy.TargetConn
 	m.Expect(tgt)
-	m.Expect(lbIface("x", "nsm-l", "172.16.1.2"))
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 1, Name: "nsm-t"})
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 2, Name: "nsm-l"})
+	m.Expect(lbIface("x", "nsm-l"))
+	m.HandleLinkEvent(links.Set(1, "nsm-t"))
+	m.HandleLinkEvent(links.Set(2, "nsm-l"))
 	m.Forget(proxy.TargetConn, "x")
 	require.Equal(t, []string{"created nsm-t 1 x", "created nsm-l 2 x", "deleted nsm-t 1 x"}, r.take())
 }
 
 func TestRun(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	m.Expect(lbIface("c1", "nsm-1", "172.16.1.2"))
-	events := make(chan interfacemonitor.LinkEvent)
+	m := interfacemonitor.New(r, links)
+	m.Expect(lbIface("c1", "nsm-1"))
+	events := make(chan dataplane.LinkEvent)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(context.Background(), events) }()
-	events <- interfacemonitor.LinkEvent{Index: 4, Name: "nsm-1"}
+	events <- links.Set(4, "nsm-1")
 	close(events)
 	require.ErrorIs(t, <-done, interfacemonitor.ErrSourceClosed)
 	require.Equal(t, []string{"created nsm-1 4 c1"}, r.take())
 
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { done <- m.Run(ctx, make(chan interfacemonitor.LinkEvent)) }()
+	go func() { done <- m.Run(ctx, make(chan dataplane.LinkEvent)) }()
 	cancel()
 	require.NoError(t, <-done)
 }
 
+// kernelConn is a connection whose own id differs from the id of its first
+// path segment (the target's, the key of a target connection).
 func kernelConn(id, name string) *networkservice.Connection {
 	return &networkservice.Connection{
-		Id: id,
+		Id:   id,
+		Path: &networkservice.Path{PathSegments: []*networkservice.PathSegment{{Id: "seg-" + id}, {Id: id}}},
 		Mechanism: &networkservice.Mechanism{
 			Cls: "LOCAL", Type: kernelmech.MECHANISM,
 			Parameters: map[string]string{kernelmech.InterfaceNameKey: name},
@@ -201,33 +233,31 @@ func kernelConn(id, name string) *networkservice.Connection {
 }
 
 func TestServerElement(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
+	m := interfacemonitor.New(r, links)
 	srv := chain.NewNetworkServiceServer(metadata.NewServer(), interfacemonitor.NewServer(m))
 	conn, err := srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("t1", "nsm-t1")})
 	require.NoError(t, err)
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 12, Name: "nsm-t1"})
-	require.Equal(t, []string{"created nsm-t1 12 t1"}, r.take())
+	m.HandleLinkEvent(links.Set(12, "nsm-t1"))
+	require.Equal(t, []string{"created nsm-t1 12 seg-t1"}, r.take(), "a target connection's key is its first path segment's id")
 	require.Equal(t, proxy.TargetConn, r.last.Type)
-	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("172.16.0.20/24")}, r.last.LocalAddrs, "the proxy is the Dst side of a target connection")
-	require.Equal(t, []netip.Addr{netip.MustParseAddr("172.16.0.10")}, r.last.NeighborAddrs)
 
 	_, err = srv.Close(context.Background(), conn)
 	require.NoError(t, err)
-	require.Equal(t, []string{"deleted nsm-t1 12 t1"}, r.take())
+	require.Equal(t, []string{"deleted nsm-t1 12 seg-t1"}, r.take())
 }
 
 func TestClientElement(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 13, Name: "nsm-l1"})
+	m := interfacemonitor.New(r, links)
+	m.HandleLinkEvent(links.Set(13, "nsm-l1"))
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), interfacemonitor.NewClient(m))
 	conn, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("l1", "nsm-l1")})
 	require.NoError(t, err)
 	require.Equal(t, []string{"created nsm-l1 13 l1"}, r.take())
-	require.Equal(t, proxy.LBConn, r.last.Type)
-	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("172.16.0.10/24")}, r.last.LocalAddrs, "the proxy is the Src side of an lb connection")
-	require.Equal(t, []netip.Addr{netip.MustParseAddr("172.16.0.20")}, r.last.NeighborAddrs)
+	require.Equal(t, proxy.LBConn, r.last.Type, "an LB connection's key is its id")
 
 	_, err = cli.Close(context.Background(), conn)
 	require.NoError(t, err)
@@ -235,12 +265,13 @@ func TestClientElement(t *testing.T) {
 }
 
 func TestElementWithoutKernelMechanismRecordsNothing(t *testing.T) {
+	links := linkstest.New()
 	r := &recorder{}
-	m := interfacemonitor.New(r)
+	m := interfacemonitor.New(r, links)
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), interfacemonitor.NewClient(m))
 	_, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{Id: "x"}})
 	require.NoError(t, err)
-	m.HandleLinkEvent(interfacemonitor.LinkEvent{Index: 1, Name: ""})
+	m.HandleLinkEvent(links.Set(1, ""))
 	require.Empty(t, r.take())
 }
 

@@ -39,6 +39,8 @@ func (s *server) Request(ctx context.Context, request *networkservice.NetworkSer
 }
 
 func (s *server) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
-	s.monitor.Forget(proxy.TargetConn, conn.GetId())
+	if key, err := proxy.ConnKey(conn, proxy.TargetConn); err == nil {
+		s.monitor.Forget(proxy.TargetConn, key)
+	}
 	return next.Server(ctx).Close(ctx, conn)
 }
