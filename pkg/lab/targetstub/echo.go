@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // echoServer answers on every VIP: TCP with "<name>\n" at once and then an
@@ -52,7 +52,7 @@ func freebind(network, _ string, c syscall.RawConn) error {
 func startEcho(netnsPath, name string, vips []netip.Addr, port int) (*echoServer, error) {
 	e := &echoServer{name: name, active: map[net.Conn]struct{}{}}
 	lc := net.ListenConfig{Control: freebind}
-	err := topo.Do(netnsPath, func() error {
+	err := netnsdo.DoPath(netnsPath, func() error {
 		for _, vip := range vips {
 			addr := net.JoinHostPort(vip.String(), strconv.Itoa(port))
 			tcp, udp := "tcp4", "udp4"

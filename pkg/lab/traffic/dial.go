@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // freebind lets a socket bind to a source address that is not (yet) on an
@@ -50,7 +50,7 @@ func dialer(network string, local netip.Addr, timeout time.Duration) *net.Dialer
 // namespace at nsPath; the socket stays in that namespace.
 func dialIn(ctx context.Context, nsPath, network string, local netip.Addr, addr netip.AddrPort, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
-	err := topo.Do(nsPath, func() error {
+	err := netnsdo.DoPath(nsPath, func() error {
 		var err error
 		c, err = dialer(network, local, timeout).DialContext(ctx, network, addr.String())
 		return err

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // echo is a tiny target: TCP and UDP on addr:port answering "<name>\n";
@@ -40,7 +40,7 @@ func startEcho(t *testing.T, nsPath, name string, addr netip.Addr, port int) {
 	e := &echo{}
 	hostPort := net.JoinHostPort(addr.String(), strconv.Itoa(port))
 	lc := net.ListenConfig{Control: freebind}
-	err := topo.Do(nsPath, func() error {
+	err := netnsdo.DoPath(nsPath, func() error {
 		var err error
 		if e.l, err = lc.Listen(context.Background(), "tcp4", hostPort); err != nil {
 			return err

@@ -18,7 +18,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // Arrival is one egress datagram as the listener saw it.
@@ -82,7 +82,7 @@ func ListenEgress(nsPath string, port int) (_ *EgressListener, err error) {
 		return nil, fmt.Errorf("egress listener: netlink: %w", err)
 	}
 	lc := net.ListenConfig{Control: pktinfo}
-	err = topo.Do(nsPath, func() error {
+	err = netnsdo.DoPath(nsPath, func() error {
 		for _, network := range []string{"udp4", "udp6"} {
 			host := "0.0.0.0"
 			if network == "udp6" {
