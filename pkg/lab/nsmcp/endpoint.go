@@ -19,6 +19,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 
 	"github.com/causeway-net/causeway/pkg/nsm/keepmech"
+	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 )
 
 // EndpointConfig describes a kernel-mechanism NSE served on a unix socket and
@@ -71,7 +72,7 @@ func StartEndpoint(ctx context.Context, cfg EndpointConfig) (_ *Endpoint, err er
 		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{
 			kernelmech.MECHANISM: kernel.NewServer(),
 		}),
-		NetNSServer(cfg.NetNSPath),
+		netnsurl.NewServer(cfg.NetNSPath),
 		sendfd.NewServer(),
 	)
 	ep := endpoint.NewServer(ctx, gen, endpoint.WithName(cfg.Name), endpoint.WithAdditionalFunctionality(elements...))
