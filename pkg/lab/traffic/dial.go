@@ -16,9 +16,10 @@ import (
 	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
-// freebind lets a socket bind to a source address that is not (yet) on an
-// interface, as a target's VIP may be while the forwarder sets it up.
-func freebind(network, _ string, c syscall.RawConn) error {
+// Freebind is a socket Control function (net.ListenConfig, net.Dialer) that
+// lets the socket bind to an address that is not (yet) on an interface, as
+// a target's VIP may be while the forwarder sets it up.
+func Freebind(network, _ string, c syscall.RawConn) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {
 		if strings.HasSuffix(network, "6") {
@@ -35,7 +36,7 @@ func freebind(network, _ string, c syscall.RawConn) error {
 
 // dialer is a net.Dialer bound to local (any address when invalid).
 func dialer(network string, local netip.Addr, timeout time.Duration) *net.Dialer {
-	d := &net.Dialer{Timeout: timeout, Control: freebind}
+	d := &net.Dialer{Timeout: timeout, Control: Freebind}
 	if local.IsValid() {
 		if network == "tcp" {
 			d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
