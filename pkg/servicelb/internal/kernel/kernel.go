@@ -1,7 +1,8 @@
 // Package kernel holds what both service load balancer providers do to the
-// kernel of their namespace: run code in it, reach its nftables, build the
-// nftables expressions they share, remove their table, and flush the
-// conntrack entries of removed UDP services and endpoints.
+// kernel of their namespace (code runs there through internal/netnsdo):
+// reach its nftables, build the nftables expressions they share, remove
+// their table, and flush the conntrack entries of removed UDP services and
+// endpoints.
 package kernel
 
 import (
