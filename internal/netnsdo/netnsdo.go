@@ -3,7 +3,8 @@
 // the namespace, and the thread is switched back afterwards. A thread that
 // cannot be switched back is never handed back to the Go scheduler: it stays
 // locked, so the runtime destroys it when its goroutine ends instead of
-// running other goroutines in the wrong namespace.
+// running other goroutines in the wrong namespace. It also opens netlink
+// handles in a namespace given by path, which needs no thread switch.
 package netnsdo
 
 import (

@@ -185,3 +185,17 @@ func threadsIn(t *testing.T, ns netns.NsHandle) []string {
 	}
 	return in
 }
+
+func TestNetlinkHandleActsInTheNamespace(t *testing.T) {
+	ns := testutil.NewNetNS(t, "nsdo")
+	err := netnsdo.WithNetlink(ns.Path(), func(h *netlink.Handle) error {
+		return h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "cwnl0"}})
+	})
+	require.NoError(t, err)
+	require.Contains(t, ns.MustExec(t, "ip", "link", "show"), "cwnl0")
+	_, err = os.Stat("/sys/class/net/cwnl0")
+	require.True(t, os.IsNotExist(err), "the link was made in the caller's namespace too")
+
+	_, err = netnsdo.NetlinkHandle(filepath.Join(t.TempDir(), "none"))
+	require.Error(t, err)
+}
