@@ -22,6 +22,7 @@ import (
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 )
 
 // lbNSEExpiration is the NSMgr's registration lifetime in the LB loss test:
@@ -103,7 +104,7 @@ func (b *bed) startFragileLB(name string) *fragileLB {
 	gen := nsmcp.TokenGenerator(name, 0)
 	ep := endpoint.NewServer(ctx, gen, endpoint.WithName(name), endpoint.WithAdditionalFunctionality(
 		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()}),
-		nsmcp.NetNSServer(l.ns.Path()),
+		netnsurl.NewServer(l.ns.Path()),
 		sendfd.NewServer(),
 	))
 	var err error

@@ -9,6 +9,8 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/metadata"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/causeway-net/causeway/pkg/lab/vethfwd"
 )
 
 // LinkChange is what a kernel forwarder does for one connection: once the
@@ -28,8 +30,8 @@ type LinkChange struct {
 type observedKey struct{}
 
 // linkObserver reports LinkChanges from the forwarder's client chain: its
-// metadata is shared with the server side, where clientSideStash keeps the
-// client's mechanism.
+// metadata is shared with the server side, where the veth forwarder's stash
+// element keeps the client's mechanism.
 type linkObserver struct{ report func(LinkChange) }
 
 func (l *linkObserver) Request(ctx context.Context, r *networkservice.NetworkServiceRequest, opts ...grpc.CallOption) (*networkservice.Connection, error) {
@@ -40,11 +42,9 @@ func (l *linkObserver) Request(ctx context.Context, r *networkservice.NetworkSer
 	if _, ok := metadata.Map(ctx, true).Load(observedKey{}); ok {
 		return conn, nil // a refresh
 	}
-	v, _ := metadata.Map(ctx, false).Load(stashKey{})
-	clientMech, _ := v.(*networkservice.Mechanism)
 	ch := LinkChange{
 		Endpoint:       conn.GetNetworkServiceEndpointName(),
-		ClientIfName:   kernelmech.ToMechanism(clientMech).GetInterfaceName(),
+		ClientIfName:   vethfwd.NSCInterfaceName(ctx),
 		EndpointIfName: kernelmech.ToMechanism(conn.GetMechanism()).GetInterfaceName(),
 	}
 	if segs := conn.GetPath().GetPathSegments(); len(segs) > 0 {

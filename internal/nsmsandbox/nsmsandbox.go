@@ -21,6 +21,8 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/log"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/sirupsen/logrus"
+
+	"github.com/causeway-net/causeway/pkg/lab/vethfwd"
 )
 
 // Quiet silences the SDK's logs (and the standard logger, which backs the
@@ -70,7 +72,7 @@ func NewDomain(ctx context.Context, t *testing.T, opts ...Option) *sandbox.Domai
 	)}
 	client := []networkservice.NetworkServiceClient{kernel.NewClient()}
 	if o.links != nil {
-		server = append(server, &clientSideStash{})
+		server = append(server, vethfwd.NewStashServer())
 		client = append(client, &linkObserver{report: o.links})
 	}
 	b := sandbox.NewBuilder(ctx, t).

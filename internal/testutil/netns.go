@@ -5,11 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // NetNS is a throw-away named network namespace owned by one test.
@@ -21,23 +22,9 @@ type NetNS struct {
 // Path is the namespace's bind-mount path, usable as a file:// netns URL.
 func (n *NetNS) Path() string { return "/var/run/netns/" + n.Name }
 
-// Do runs fn on an OS thread switched into the namespace, and switches back.
-// The thread is locked for the duration, so fn must not start goroutines that
-// expect to inherit the namespace.
-func (n *NetNS) Do(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return fmt.Errorf("get current netns: %w", err)
-	}
-	defer orig.Close()
-	if err := netns.Set(n.Handle); err != nil {
-		return fmt.Errorf("enter netns %s: %w", n.Name, err)
-	}
-	defer func() { _ = netns.Set(orig) }()
-	return fn()
-}
+// Do runs fn on an OS thread switched into the namespace, and switches back
+// (see netnsdo.Do).
+func (n *NetNS) Do(fn func() error) error { return netnsdo.Do(n.Handle, fn) }
 
 // Exec runs a command inside the namespace (`ip netns exec`) and returns its
 // combined output.

@@ -99,13 +99,14 @@ func (s *NSPSource) Run(ctx context.Context, update func([]netip.Prefix)) error 
 }
 
 // WatchConduits watches the conduits matching filter (unset fields match all)
-// over cc until ctx is done, and calls update with the complete list once it
-// is first known and again each time it changes. It re-opens a broken watch
-// with capped exponential backoff and keeps the last list meanwhile.
-func WatchConduits(ctx context.Context, cc grpc.ClientConnInterface, filter *nspv1.Conduit,
+// through client until ctx is done, and calls update with the complete list
+// once it is first known and again each time it changes. It re-opens a
+// broken watch with capped exponential backoff and keeps the last list
+// meanwhile. It is the one WatchConduit client: the IPAM's ConduitWatcher
+// runs on it too.
+func WatchConduits(ctx context.Context, client nspv1.ConfigurationManagerClient, filter *nspv1.Conduit,
 	update func([]*nspv1.Conduit), opts ...WatchOption) {
 	o := newWatchOpts(opts)
-	client := nspv1.NewConfigurationManagerClient(cc)
 	var last []*nspv1.Conduit
 	sent := false
 	watchStream(ctx, o, o.logger.With("watch", "conduit", "filter", filter),

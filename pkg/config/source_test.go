@@ -187,7 +187,7 @@ func TestWatchConduits(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		WatchConduits(ctx, conn, &nspv1.Conduit{Trench: &nspv1.Trench{Name: "blue"}}, func(cs []*nspv1.Conduit) {
+		WatchConduits(ctx, nspv1.NewConfigurationManagerClient(conn), &nspv1.Conduit{Trench: &nspv1.Trench{Name: "blue"}}, func(cs []*nspv1.Conduit) {
 			names := []string{}
 			for _, c := range cs {
 				names = append(names, c.GetTrench().GetName()+"/"+c.GetName())

@@ -12,6 +12,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 const (
@@ -117,7 +119,7 @@ func newAnnouncer(ns netns.NsHandle, count int, interval time.Duration) (*announ
 	if count <= 0 {
 		return a, nil
 	}
-	err := doInNS(ns, func() error {
+	err := netnsdo.Do(ns, func() error {
 		// Protocol 0: this socket only sends, it receives nothing.
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 		if err != nil {

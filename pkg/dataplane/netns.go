@@ -5,50 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 
 	"github.com/vishvananda/netns"
-)
 
-// doInNS runs fn on an OS thread switched into ns, and switches back. The
-// thread stays locked while fn runs, so fn must not start goroutines that
-// expect to inherit the namespace. Sockets and files opened by fn stay bound
-// to ns afterwards and may be used from any goroutine. If the thread cannot
-// be switched back it is left locked, so that the runtime retires it when
-// the goroutine ends instead of reusing it in the wrong namespace.
-//
-// A closed handle (netns.None(), see callerNamespace) is the process's own
-// namespace: fn runs where it is, with no switch.
-func doInNS(ns netns.NsHandle, fn func() error) error {
-	if !ns.IsOpen() {
-		return fn()
-	}
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("get current netns: %w", err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("enter netns: %w", err)
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		// Leave the thread locked: it dies with this goroutine.
-		return errors.Join(ferr, fmt.Errorf("return to original netns: %w", err))
-	}
-	runtime.UnlockOSThread()
-	return ferr
-}
+	"github.com/causeway-net/causeway/internal/netnsdo"
+)
 
 // callerNamespace returns a handle of the calling thread's network namespace,
 // or netns.None() when that is the process's own namespace. With None, no
-// operation switches namespaces (the netlink library and doInNS skip setns
-// for a closed handle): setns takes CAP_SYS_ADMIN, which a non-root proxy
+// operation switches namespaces (the netlink library and netnsdo.Do skip
+// setns for a closed handle): setns takes CAP_SYS_ADMIN, which a non-root proxy
 // with only its file capabilities does not have, even to enter the namespace
 // it is in.
 func callerNamespace() (netns.NsHandle, error) {
@@ -76,10 +44,6 @@ func nsFD(ns netns.NsHandle) int {
 	}
 	return int(ns)
 }
-
-// DoInNS runs fn on an OS thread switched into ns and switches back (see
-// doInNS); other packages that open sockets in a namespace share it.
-func DoInNS(ns netns.NsHandle, fn func() error) error { return doInNS(ns, fn) }
 
 // sysctl is one setting the Dataplane enforces.
 type sysctl struct {
@@ -139,7 +103,7 @@ func (e *SysctlError) Unwrap() error { return e.Err }
 // *SysctlError per failure, joined.
 func setSysctls(ns netns.NsHandle, iface string, list []sysctl) (written int, err error) {
 	var errs []error
-	derr := doInNS(ns, func() error {
+	derr := netnsdo.Do(ns, func() error {
 		for _, s := range list {
 			p := s.path()
 			if iface != "" {
@@ -178,7 +142,7 @@ func ifacePath(key, iface string) string {
 
 // readSysctls returns the current values of list in ns (for Snapshot).
 func readSysctls(ns netns.NsHandle, iface string, list []sysctl, into map[string]string) {
-	_ = doInNS(ns, func() error {
+	_ = netnsdo.Do(ns, func() error {
 		for _, s := range list {
 			p := s.path()
 			if iface != "" {

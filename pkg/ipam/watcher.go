@@ -6,7 +6,7 @@ import (
 	"time"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
-	"github.com/causeway-net/causeway/internal/backoff"
+	"github.com/causeway-net/causeway/pkg/config"
 )
 
 // ConduitSyncer receives the conduit lists of the configuration server
@@ -16,9 +16,11 @@ type ConduitSyncer interface {
 }
 
 // ConduitWatcher follows nsp.v1.ConfigurationManager/WatchConduit for one
-// trench and hands every received list to the engine. It reconnects with
-// exponential backoff (up to MaxBackoff, reset after a received list) and
-// never drains anything on its own: an unreachable server changes nothing.
+// trench and hands every received list to the engine. The stream is
+// config.WatchConduits': it reconnects with exponential backoff (from
+// minBackoff up to MaxBackoff, reset after a received list) and keeps the
+// last list meanwhile. The watcher never drains anything on its own: an
+// unreachable server changes nothing.
 type ConduitWatcher struct {
 	Client     nspv1.ConfigurationManagerClient
 	Trench     string
@@ -26,6 +28,9 @@ type ConduitWatcher struct {
 	MaxBackoff time.Duration
 	Logger     *slog.Logger
 }
+
+// minBackoff is the first delay before re-opening a failed watch.
+const minBackoff = 100 * time.Millisecond
 
 // Run watches until ctx is done.
 func (w *ConduitWatcher) Run(ctx context.Context) {
@@ -37,51 +42,30 @@ func (w *ConduitWatcher) Run(ctx context.Context) {
 	if maxBackoff <= 0 {
 		maxBackoff = 5 * time.Second
 	}
-	b := backoff.New(100*time.Millisecond, maxBackoff)
-	for {
-		received, err := w.watch(ctx, log)
-		if ctx.Err() != nil {
-			return
-		}
-		if received {
-			b.Reset()
-		}
-		wait := b.Next()
-		log.Warn("conduit watch interrupted; retrying", "error", err, "retry_in", wait.String())
-		if !backoff.Sleep(ctx, wait) {
-			return
-		}
-	}
+	established := false
+	config.WatchConduits(ctx, w.Client, &nspv1.Conduit{Trench: &nspv1.Trench{Name: w.Trench}},
+		func(cs []*nspv1.Conduit) {
+			names := w.ours(cs)
+			if !established {
+				log.Info("conduit watch established", "conduits", names)
+				established = true
+			}
+			if ch := w.Syncer.SyncConduits(names); ch != (ConduitChanges{}) {
+				log.Info("conduit list applied", "draining", ch.Draining, "revived", ch.Revived, "removed", ch.Removed, "conduits", names)
+			}
+		},
+		config.WithLogger(log.With("trench", w.Trench)), config.WithBackoff(minBackoff, maxBackoff))
 }
 
-// watch runs one stream; it reports whether any list was received.
-func (w *ConduitWatcher) watch(ctx context.Context, log *slog.Logger) (bool, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := w.Client.WatchConduit(ctx, &nspv1.Conduit{Trench: &nspv1.Trench{Name: w.Trench}})
-	if err != nil {
-		return false, err
+// ours returns the names of the conduits of the watcher's trench. The
+// server filters by trench; an unset trench is taken as ours.
+func (w *ConduitWatcher) ours(cs []*nspv1.Conduit) []string {
+	var names []string
+	for _, c := range cs {
+		if tn := c.GetTrench().GetName(); tn != "" && tn != w.Trench {
+			continue
+		}
+		names = append(names, c.GetName())
 	}
-	received := false
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return received, err
-		}
-		var names []string
-		for _, c := range resp.GetConduits() {
-			// The server filters by trench; an unset trench is taken as ours.
-			if tn := c.GetTrench().GetName(); tn != "" && tn != w.Trench {
-				continue
-			}
-			names = append(names, c.GetName())
-		}
-		if !received {
-			log.Info("conduit watch established", "conduits", names)
-		}
-		received = true
-		if ch := w.Syncer.SyncConduits(names); ch != (ConduitChanges{}) {
-			log.Info("conduit list applied", "draining", ch.Draining, "revived", ch.Revived, "removed", ch.Removed, "conduits", names)
-		}
-	}
+	return names
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
@@ -97,7 +98,7 @@ func enslave(ctx context.Context, wg *sync.WaitGroup, ns *testutil.NetNS) {
 
 func ask(nsPath, network string, local netip.Addr, addr string) (string, error) {
 	var c net.Conn
-	err := topo.Do(nsPath, func() error {
+	err := netnsdo.DoPath(nsPath, func() error {
 		d := net.Dialer{Timeout: 2 * time.Second}
 		if network == "tcp" {
 			d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/labrun"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
@@ -27,7 +28,7 @@ const throughputTime = time.Second
 func startEchoIn(t *testing.T, nsPath string, addr netip.AddrPort) {
 	t.Helper()
 	var l net.Listener
-	require.NoError(t, topo.Do(nsPath, func() error {
+	require.NoError(t, netnsdo.DoPath(nsPath, func() error {
 		var err error
 		l, err = net.Listen("tcp", addr.String())
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 )
 
@@ -202,7 +203,7 @@ func (l *Lab) checkTarget(name string, published []netip.Addr, bridge []netip.Pr
 // traffic from vip.
 func (l *Lab) gatewayFrom(target string, vip netip.Addr) (netip.Addr, error) {
 	var gw netip.Addr
-	err := withHandle(l.NetNSPath(target), func(h *netlink.Handle) error {
+	err := netnsdo.WithNetlink(l.NetNSPath(target), func(h *netlink.Handle) error {
 		routes, err := h.RouteGetWithOptions(net.IP(l.extAddr(vip).AsSlice()), &netlink.RouteGetOptions{SrcAddr: vip.AsSlice()})
 		if err != nil {
 			return err
@@ -220,7 +221,7 @@ func (l *Lab) gatewayFrom(target string, vip netip.Addr) (netip.Addr, error) {
 // bridgePorts are the names of the ports of the proxy's bridge.
 func bridgePorts(proxyNS string) ([]string, error) {
 	var out []string
-	err := withHandle(proxyNS, func(h *netlink.Handle) error {
+	err := netnsdo.WithNetlink(proxyNS, func(h *netlink.Handle) error {
 		br, err := h.LinkByName(bridgeIf)
 		if err != nil {
 			return err
@@ -270,7 +271,7 @@ func defaultNexthops(h *netlink.Handle, family int) ([]netip.Addr, error) {
 func (l *Lab) checkProxyRoutes(lbs int, bridge []netip.Prefix, vips []netip.Addr) (bool, string) {
 	ok := true
 	var parts []string
-	err := withHandle(l.NetNSPath("proxy"), func(h *netlink.Handle) error {
+	err := netnsdo.WithNetlink(l.NetNSPath("proxy"), func(h *netlink.Handle) error {
 		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 			if !slices.ContainsFunc(vips, func(v netip.Addr) bool { return v.Is4() == (fam == netlink.FAMILY_V4) }) {
 				continue
@@ -331,7 +332,7 @@ func (l *Lab) checkProxyRoutes(lbs int, bridge []netip.Prefix, vips []netip.Addr
 func (l *Lab) lbTxPackets(lbs []string) map[string]uint64 {
 	out := map[string]uint64{}
 	for _, n := range lbs {
-		_ = withHandle(l.NetNSPath(n), func(h *netlink.Handle) error {
+		_ = netnsdo.WithNetlink(l.NetNSPath(n), func(h *netlink.Handle) error {
 			link, err := h.LinkByName(lbExtIf)
 			if err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
@@ -308,7 +309,7 @@ func (l *Lab) waitLinkGone(nsPath, name string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		gone := false
-		err := withHandle(nsPath, func(h *netlink.Handle) error {
+		err := netnsdo.WithNetlink(nsPath, func(h *netlink.Handle) error {
 			_, err := h.LinkByName(name)
 			var notFound netlink.LinkNotFoundError
 			gone = errors.As(err, &notFound)
@@ -388,7 +389,7 @@ func (l *Lab) syncExtRoutes() error {
 			gw6 = append(gw6, gw{k.LB6.Addr(), k.ExtIf})
 		}
 	}
-	return withHandle(l.NetNSPath("ext"), func(h *netlink.Handle) error {
+	return netnsdo.WithNetlink(l.NetNSPath("ext"), func(h *netlink.Handle) error {
 		for _, vip := range l.VIPs() {
 			gws := gw4
 			if vip.Addr().Is6() {
@@ -512,7 +513,7 @@ func runCmd(name string, args ...string) (string, error) {
 // namespace at path.
 func linkPrefixes(path, ifName string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	err := withHandle(path, func(h *netlink.Handle) error {
+	err := netnsdo.WithNetlink(path, func(h *netlink.Handle) error {
 		link, err := h.LinkByName(ifName)
 		if err != nil {
 			return err
@@ -536,7 +537,7 @@ func linkPrefixes(path, ifName string) ([]netip.Prefix, error) {
 
 // delExtRoutes removes the external host's routes to vip.
 func (l *Lab) delExtRoutes(vip netip.Prefix) error {
-	return withHandle(l.NetNSPath("ext"), func(h *netlink.Handle) error {
+	return netnsdo.WithNetlink(l.NetNSPath("ext"), func(h *netlink.Handle) error {
 		dst := &net.IPNet{IP: vip.Addr().AsSlice(), Mask: net.CIDRMask(vip.Bits(), vip.Addr().BitLen())}
 		for h.RouteDel(&netlink.Route{Dst: dst}) == nil {
 		}

@@ -70,7 +70,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 			}
 		}
 	}()
-	st, err := startTime(os.Getpid())
+	st, err := topo.ProcessStartTime(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("own start time: %w", err)
 	}
@@ -337,13 +337,13 @@ func (l *Lab) downOwned() error {
 
 func (l *Lab) downOther() error {
 	st := l.st
-	if st.OwnerPID != os.Getpid() && alive(st.OwnerPID, st.OwnerStartTime) {
+	if st.OwnerPID != os.Getpid() && topo.Alive(st.OwnerPID, st.OwnerStartTime) {
 		_ = syscall.Kill(st.OwnerPID, syscall.SIGTERM)
 		deadline := time.Now().Add(90 * time.Second)
-		for alive(st.OwnerPID, st.OwnerStartTime) && time.Now().Before(deadline) {
+		for topo.Alive(st.OwnerPID, st.OwnerStartTime) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
-		if alive(st.OwnerPID, st.OwnerStartTime) {
+		if topo.Alive(st.OwnerPID, st.OwnerStartTime) {
 			_ = syscall.Kill(st.OwnerPID, syscall.SIGKILL)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // probeTimeout bounds one probe (connect and answer).
@@ -25,7 +25,7 @@ func (l *Lab) Probe(network string, from netip.Addr, vip netip.Addr, port int) (
 
 func probe(nsPath, network string, from netip.Addr, to netip.AddrPort) (string, error) {
 	var c net.Conn
-	err := topo.Do(nsPath, func() error {
+	err := netnsdo.DoPath(nsPath, func() error {
 		d := net.Dialer{Timeout: probeTimeout}
 		switch network {
 		case "tcp":

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/causeway-net/causeway/pkg/lab/topo"
@@ -104,7 +102,7 @@ func List(runBase string) ([]RunInfo, error) {
 		info := RunInfo{ID: id, Created: r.State().Created}
 		if s, err := loadState(r.Dir); err == nil {
 			info.Owner = s.OwnerPID
-			info.OwnerAlive = alive(s.OwnerPID, s.OwnerStartTime)
+			info.OwnerAlive = topo.Alive(s.OwnerPID, s.OwnerStartTime)
 		}
 		out = append(out, info)
 	}
@@ -129,31 +127,4 @@ func baseOrDefault(b string) string {
 		return topo.DefaultBase
 	}
 	return b
-}
-
-// startTime reads field 22 of /proc/<pid>/stat.
-func startTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
-// alive reports whether the process pid started at st still runs.
-func alive(pid int, st uint64) bool {
-	if pid <= 0 {
-		return false
-	}
-	t, err := startTime(pid)
-	return err == nil && t == st
 }

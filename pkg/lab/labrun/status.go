@@ -19,14 +19,14 @@ func (l *Lab) Status(w io.Writer) error {
 	st := l.state()
 	rs := l.run.State()
 	owner := "not running"
-	if alive(st.OwnerPID, st.OwnerStartTime) {
+	if topo.Alive(st.OwnerPID, st.OwnerStartTime) {
 		owner = fmt.Sprintf("pid %d", st.OwnerPID)
 	}
 	cp := "not running"
 	for _, p := range rs.Processes { // the last one recorded under the name
 		if p.Name == "nsm" {
 			cp = "not running"
-			if alive(p.PID, p.StartTime) {
+			if topo.Alive(p.PID, p.StartTime) {
 				cp = fmt.Sprintf("pid %d", p.PID)
 			}
 		}
@@ -49,7 +49,7 @@ func (l *Lab) Status(w io.Writer) error {
 	for _, n := range names {
 		p := last[n]
 		state := "exited"
-		if alive(p.PID, p.StartTime) {
+		if topo.Alive(p.PID, p.StartTime) {
 			state = "running"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n, p.PID, state, l.Logs(n))

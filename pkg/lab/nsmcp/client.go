@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/pkg/nsm/liveness"
+	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 )
 
 // ClientConfig describes a kernel-mechanism NSC of the lab.
@@ -43,7 +44,7 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 	gen := TokenGenerator(cfg.Name, cfg.TokenLifetime)
 	elements := append(append([]networkservice.NetworkServiceClient{}, cfg.Elements...),
 		kernel.NewClient(kernel.WithInterfaceName(cfg.InterfaceName)),
-		NetNSClient(cfg.NetNSPath),
+		netnsurl.NewClient(cfg.NetNSPath),
 		sendfd.NewClient(),
 	)
 	return client.NewClient(ctx,

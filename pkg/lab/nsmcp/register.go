@@ -44,12 +44,6 @@ func RegisterEndpoint(ctx context.Context, nsmgrURL *url.URL, dialOpts []grpc.Di
 	return register(ctx, nsmgrURL, dialOpts, nil, nse, registrysendfd.NewNetworkServiceEndpointRegistryClient())
 }
 
-// RegisterServiceEndpoint is RegisterEndpoint that also keeps the network
-// service ns registered (before the endpoint, on every refresh).
-func RegisterServiceEndpoint(ctx context.Context, nsmgrURL *url.URL, dialOpts []grpc.DialOption, ns *registry.NetworkService, nse *registry.NetworkServiceEndpoint) (*Registration, error) {
-	return register(ctx, nsmgrURL, dialOpts, ns, nse, registrysendfd.NewNetworkServiceEndpointRegistryClient())
-}
-
 func registerForwarder(ctx context.Context, nsmgrURL *url.URL, dialOpts []grpc.DialOption, nse *registry.NetworkServiceEndpoint) (*Registration, error) {
 	return register(ctx, nsmgrURL, dialOpts, nil, nse, registryrecvfd.NewNetworkServiceEndpointRegistryClient())
 }

@@ -10,11 +10,9 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"syscall"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/internal/netnsdo"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // echoServer answers on every VIP: TCP with "<name>\n" at once and then an
@@ -30,29 +28,12 @@ type echoServer struct {
 	closed bool
 }
 
-// freebind lets the sockets bind to the VIPs before the forwarder has put
-// them on the interface.
-func freebind(network, _ string, c syscall.RawConn) error {
-	var serr error
-	err := c.Control(func(fd uintptr) {
-		if network == "tcp6" || network == "udp6" {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_FREEBIND, 1)
-			return
-		}
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
-	})
-	if err != nil {
-		return err
-	}
-	return serr
-}
-
 // startEcho opens the sockets inside the namespace at netnsPath (current when
 // empty) and serves them until stop.
 func startEcho(netnsPath, name string, vips []netip.Addr, port int) (*echoServer, error) {
 	e := &echoServer{name: name, active: map[net.Conn]struct{}{}}
-	lc := net.ListenConfig{Control: freebind}
-	err := topo.Do(netnsPath, func() error {
+	lc := net.ListenConfig{Control: traffic.Freebind}
+	err := netnsdo.DoPath(netnsPath, func() error {
 		for _, vip := range vips {
 			addr := net.JoinHostPort(vip.String(), strconv.Itoa(port))
 			tcp, udp := "tcp4", "udp4"

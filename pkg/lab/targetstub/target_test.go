@@ -18,11 +18,11 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
-	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
 // fakeProxy hands out the target address and the gateway like the proxy
@@ -178,7 +178,7 @@ func TestTargetStub(t *testing.T) {
 
 func askTCP(nsPath string, local netip.Addr, addr string) (string, error) {
 	var c net.Conn
-	err := topo.Do(nsPath, func() error {
+	err := netnsdo.DoPath(nsPath, func() error {
 		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: local.AsSlice()}}
 		var err error
 		c, err = d.Dial("tcp", addr)
@@ -195,7 +195,7 @@ func askTCP(nsPath string, local netip.Addr, addr string) (string, error) {
 
 func askUDP(nsPath string, local netip.Addr, addr string) (string, error) {
 	var c net.Conn
-	err := topo.Do(nsPath, func() error {
+	err := netnsdo.DoPath(nsPath, func() error {
 		d := net.Dialer{LocalAddr: &net.UDPAddr{IP: local.AsSlice()}}
 		var err error
 		c, err = d.Dial("udp", addr)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // VethEnd is one end of a veth link: the namespace it lives in (bind-mount
@@ -81,12 +83,7 @@ func configure(ns netns.NsHandle, end VethEnd) error {
 // AddRoute adds (replaces) a route to dst via gw in the namespace at path;
 // several gateways make a multipath route.
 func AddRoute(path string, dst netip.Prefix, gws ...netip.Addr) error {
-	ns, err := openNS(path)
-	if err != nil {
-		return fmt.Errorf("route %s: open netns: %w", dst, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	h, err := netnsdo.NetlinkHandle(path)
 	if err != nil {
 		return fmt.Errorf("route %s: %w", dst, err)
 	}

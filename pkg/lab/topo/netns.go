@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
-	"github.com/vishvananda/netns"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // NetNSDir is where iproute2 bind-mounts named namespaces.
@@ -16,43 +15,11 @@ const NetNSDir = "/var/run/netns"
 // NetNSPath is the bind-mount path of the named namespace.
 func NetNSPath(name string) string { return filepath.Join(NetNSDir, name) }
 
-// Do runs fn on an OS thread switched into the namespace at path, then
-// switches back. An empty path runs fn in the current namespace. Sockets
-// created by fn stay in that namespace; goroutines started by fn do not
-// inherit it.
-func Do(path string, fn func() error) error {
-	if path == "" {
-		return fn()
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return fmt.Errorf("get current netns: %w", err)
-	}
-	defer orig.Close()
-	target, err := netns.GetFromPath(path)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", path, err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		return fmt.Errorf("enter netns %s: %w", path, err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			// The thread is unusable; keep it locked so it dies with the goroutine.
-			panic(fmt.Sprintf("cannot return to the original netns: %v", err))
-		}
-	}()
-	return fn()
-}
-
 // Sysctl writes value to the sysctl key (dotted, e.g.
 // "net.ipv4.ip_forward") in the namespace at path (current when empty).
 func Sysctl(path, key, value string) error {
 	file := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
-	return Do(path, func() error {
+	return netnsdo.DoPath(path, func() error {
 		if err := os.WriteFile(file, []byte(value), 0o644); err != nil {
 			return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
 		}

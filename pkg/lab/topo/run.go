@@ -176,7 +176,7 @@ func (r *Run) RecordLink(l Link) error {
 
 // RecordProcess records a process the run started.
 func (r *Run) RecordProcess(pid int, name string) error {
-	st, err := processStartTime(pid)
+	st, err := ProcessStartTime(pid)
 	if err != nil {
 		return fmt.Errorf("record process %d: %w", pid, err)
 	}
@@ -216,8 +216,9 @@ func (r *Run) saveLocked() error {
 	return nil
 }
 
-// processStartTime reads field 22 of /proc/<pid>/stat (clock ticks since boot).
-func processStartTime(pid int) (uint64, error) {
+// ProcessStartTime reads field 22 of /proc/<pid>/stat (clock ticks since
+// boot): with the pid, it tells a process from a later one given the same pid.
+func ProcessStartTime(pid int) (uint64, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, err
@@ -235,11 +236,17 @@ func processStartTime(pid int) (uint64, error) {
 	return strconv.ParseUint(fields[19], 10, 64)
 }
 
-// alive reports whether p still runs (and is the process that was recorded).
-func (p Process) alive() bool {
-	st, err := processStartTime(p.PID)
-	return err == nil && st == p.StartTime
+// Alive reports whether the process pid that started at start still runs.
+func Alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	st, err := ProcessStartTime(pid)
+	return err == nil && st == start
 }
+
+// alive reports whether p still runs (and is the process that was recorded).
+func (p Process) alive() bool { return Alive(p.PID, p.StartTime) }
 
 // Down removes everything the run recorded: it stops the processes (TERM,
 // then KILL after grace), deletes the links and namespaces, removes the

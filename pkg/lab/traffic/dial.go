@@ -13,12 +13,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
-// freebind lets a socket bind to a source address that is not (yet) on an
-// interface, as a target's VIP may be while the forwarder sets it up.
-func freebind(network, _ string, c syscall.RawConn) error {
+// Freebind is a socket Control function (net.ListenConfig, net.Dialer) that
+// lets the socket bind to an address that is not (yet) on an interface, as
+// a target's VIP may be while the forwarder sets it up.
+func Freebind(network, _ string, c syscall.RawConn) error {
 	var serr error
 	err := c.Control(func(fd uintptr) {
 		if strings.HasSuffix(network, "6") {
@@ -35,7 +36,7 @@ func freebind(network, _ string, c syscall.RawConn) error {
 
 // dialer is a net.Dialer bound to local (any address when invalid).
 func dialer(network string, local netip.Addr, timeout time.Duration) *net.Dialer {
-	d := &net.Dialer{Timeout: timeout, Control: freebind}
+	d := &net.Dialer{Timeout: timeout, Control: Freebind}
 	if local.IsValid() {
 		if network == "tcp" {
 			d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
@@ -50,7 +51,7 @@ func dialer(network string, local netip.Addr, timeout time.Duration) *net.Dialer
 // namespace at nsPath; the socket stays in that namespace.
 func dialIn(ctx context.Context, nsPath, network string, local netip.Addr, addr netip.AddrPort, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
-	err := topo.Do(nsPath, func() error {
+	err := netnsdo.DoPath(nsPath, func() error {
 		var err error
 		c, err = dialer(network, local, timeout).DialContext(ctx, network, addr.String())
 		return err

@@ -8,12 +8,10 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/internal/netnsdo"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // echo is a tiny target: TCP and UDP on addr:port answering "<name>\n";
@@ -24,23 +22,12 @@ type echo struct {
 	wg sync.WaitGroup
 }
 
-func freebind(_, _ string, c syscall.RawConn) error {
-	var serr error
-	err := c.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_FREEBIND, 1)
-	})
-	if err != nil {
-		return err
-	}
-	return serr
-}
-
 func startEcho(t *testing.T, nsPath, name string, addr netip.Addr, port int) {
 	t.Helper()
 	e := &echo{}
 	hostPort := net.JoinHostPort(addr.String(), strconv.Itoa(port))
-	lc := net.ListenConfig{Control: freebind}
-	err := topo.Do(nsPath, func() error {
+	lc := net.ListenConfig{Control: traffic.Freebind}
+	err := netnsdo.DoPath(nsPath, func() error {
 		var err error
 		if e.l, err = lc.Listen(context.Background(), "tcp4", hostPort); err != nil {
 			return err

@@ -15,10 +15,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // Arrival is one egress datagram as the listener saw it.
@@ -71,18 +70,11 @@ func ListenEgress(nsPath string, port int) (_ *EgressListener, err error) {
 			l.Close()
 		}
 	}()
-	ns := netns.None()
-	if nsPath != "" {
-		if ns, err = netns.GetFromPath(nsPath); err != nil {
-			return nil, fmt.Errorf("egress listener: open netns %s: %w", nsPath, err)
-		}
-		defer ns.Close()
-	}
-	if l.links, err = netlink.NewHandleAt(ns); err != nil {
-		return nil, fmt.Errorf("egress listener: netlink: %w", err)
+	if l.links, err = netnsdo.NetlinkHandle(nsPath); err != nil {
+		return nil, fmt.Errorf("egress listener: %w", err)
 	}
 	lc := net.ListenConfig{Control: pktinfo}
-	err = topo.Do(nsPath, func() error {
+	err = netnsdo.DoPath(nsPath, func() error {
 		for _, network := range []string{"udp4", "udp6"} {
 			host := "0.0.0.0"
 			if network == "udp6" {

@@ -3,8 +3,7 @@ package traffic
 import (
 	"fmt"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
 // LinkStat is an interface's packet counters.
@@ -15,17 +14,9 @@ type LinkStat struct {
 // LinkStats reads the packet counters of every interface in the namespace
 // at nsPath (current when empty), by name.
 func LinkStats(nsPath string) (map[string]LinkStat, error) {
-	ns := netns.None()
-	if nsPath != "" {
-		var err error
-		if ns, err = netns.GetFromPath(nsPath); err != nil {
-			return nil, fmt.Errorf("link stats: open netns %s: %w", nsPath, err)
-		}
-		defer ns.Close()
-	}
-	h, err := netlink.NewHandleAt(ns)
+	h, err := netnsdo.NetlinkHandle(nsPath)
 	if err != nil {
-		return nil, fmt.Errorf("link stats: netlink: %w", err)
+		return nil, fmt.Errorf("link stats: %w", err)
 	}
 	defer h.Close()
 	links, err := h.LinkList()

@@ -81,36 +81,55 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 		// NSE URLs come back as inode:// with the socket passed by fd.
 		registryclient.WithNSEAdditionalFunctionality(registryrecvfd.NewNetworkServiceEndpointRegistryClient()))
 
-	veth := newVethClient()
+	connectNSE := connect.NewServer(client.NewClient(ctx,
+		client.WithName(cfg.Name),
+		client.WithAdditionalFunctionality(
+			append([]networkservice.NetworkServiceClient{mechanismtranslation.NewClient()}, ClientElements()...)...,
+		),
+		client.WithDialOptions(cfg.DialOptions...),
+		client.WithDialTimeout(cfg.DialTimeout),
+		client.WithoutRefresh(),
+	))
+	servers := []networkservice.NetworkServiceServer{
+		// A request that lost the race of its address listing with
+		// another connection's is run again, not failed.
+		dumpretry.NewServer(),
+		recvfd.NewServer(),
+		discover.NewServer(nsClient, nseClient),
+		roundrobin.NewServer(),
+	}
+	servers = append(append(servers, ServerElements()...), connectNSE)
 	f := &Forwarder{}
 	f.Endpoint = endpoint.NewServer(ctx, cfg.TokenGenerator,
 		endpoint.WithName(cfg.Name),
-		endpoint.WithAdditionalFunctionality(
-			// A request that lost the race of its address listing with
-			// another connection's is run again, not failed.
-			dumpretry.NewServer(),
-			recvfd.NewServer(),
-			discover.NewServer(nsClient, nseClient),
-			roundrobin.NewServer(),
-			mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{
-				kernelmech.MECHANISM: null.NewServer(),
-			}),
-			connectioncontextkernel.NewServer(),
-			stashServer{},
-			connect.NewServer(client.NewClient(ctx,
-				client.WithName(cfg.Name),
-				client.WithAdditionalFunctionality(
-					mechanismtranslation.NewClient(),
-					kernel.NewClient(),
-					connectioncontextkernel.NewClient(),
-					veth,
-					recvfd.NewClient(),
-				),
-				client.WithDialOptions(cfg.DialOptions...),
-				client.WithDialTimeout(cfg.DialTimeout),
-				client.WithoutRefresh(),
-			)),
-		),
+		endpoint.WithAdditionalFunctionality(servers...),
 	)
 	return f, nil
+}
+
+// ServerElements are the forwarder's own server-side elements, which follow
+// discovery and endpoint selection: mechanisms{KERNEL: accept as is},
+// connectioncontextkernel (programs the NSC end), stash (remembers the NSC
+// end for the client side).
+func ServerElements() []networkservice.NetworkServiceServer {
+	return []networkservice.NetworkServiceServer{
+		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{
+			kernelmech.MECHANISM: null.NewServer(),
+		}),
+		connectioncontextkernel.NewServer(),
+		stashServer{},
+	}
+}
+
+// ClientElements are the forwarder's own client-side elements, which follow
+// mechanism translation: kernel mechanism, connectioncontextkernel (programs
+// the NSE end), veth (creates the pair once the NSE has answered), recvfd.
+// A test's NSM sandbox builds its forwarder from ServerElements and these.
+func ClientElements() []networkservice.NetworkServiceClient {
+	return []networkservice.NetworkServiceClient{
+		kernel.NewClient(),
+		connectioncontextkernel.NewClient(),
+		newVethClient(),
+		recvfd.NewClient(),
+	}
 }

@@ -32,6 +32,18 @@ func (stashServer) Close(ctx context.Context, conn *networkservice.Connection) (
 	return next.Server(ctx).Close(ctx, conn)
 }
 
+// NewStashServer returns the element that records the NSC side's kernel
+// mechanism (ServerElements has one); a test's forwarder that plays the
+// kernel itself uses it with NSCInterfaceName.
+func NewStashServer() networkservice.NetworkServiceServer { return stashServer{} }
+
+// NSCInterfaceName is, in the forwarder's client chain, the NSC side's
+// interface name that the stash element recorded ("" when none).
+func NSCInterfaceName(ctx context.Context) string {
+	e, _ := loadNSCEnd(ctx)
+	return e.name
+}
+
 // end is one side of a veth pair as its kernel mechanism describes it.
 type end struct {
 	netnsURL string

@@ -72,6 +72,12 @@ func Start(ctx context.Context, cfg Config, opts ...Option) (*Endpoint, error) {
 
 func (e *Endpoint) serve(ctx context.Context) error {
 	listenURL := e.opts.listenURL
+	if e.opts.socketPath != "" {
+		if err := replaceSocket(e.opts.socketPath); err != nil {
+			return err
+		}
+		listenURL = &url.URL{Scheme: "unix", Path: e.opts.socketPath}
+	}
 	if listenURL == nil {
 		dir, err := os.MkdirTemp("", e.cfg.Name)
 		if err != nil {
@@ -117,6 +123,18 @@ func (e *Endpoint) serve(ctx context.Context) error {
 	return nil
 }
 
+// replaceSocket makes ready the socket path of WithSocketPath: its
+// directory exists and no stale socket file is in the way.
+func replaceSocket(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return fmt.Errorf("endpoint socket directory for %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale endpoint socket %s: %w", path, err)
+	}
+	return nil
+}
+
 // registerTryTimeout bounds each try of a registration (first or refresh).
 // The registry's expire element schedules the expiry at the granted
 // expiration minus the call's deadline, so a try must be much shorter than
@@ -130,7 +148,7 @@ func (e *Endpoint) register(ctx context.Context) error {
 	reg := registration.Clients(ctx, e.cfg.ConnectTo, e.cfg.DialOptions, 0,
 		&lifetimeClient{lifetime: registrationLifetime},
 		registrysendfd.NewNetworkServiceEndpointRegistryClient())
-	k, err := registration.Start(ctx, reg, networkService(e.cfg.Service, servicePayload), networkServiceEndpoint(&e.cfg, e.url.String()),
+	k, err := registration.Start(ctx, reg, networkService(e.cfg.Service, servicePayload, !e.opts.noNodeMatch), networkServiceEndpoint(&e.cfg, e.url.String()),
 		registration.WithFirstTimeout(registerTimeout),
 		registration.WithTryTimeout(registerTryTimeout),
 		registration.WithOnChange(e.opts.onRegistered),

@@ -24,6 +24,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
+	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -72,7 +73,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 		ServerOptions:  creds.NSMServerOptions(),
 		Elements: []networkservice.NetworkServiceServer{
 			nsmsandbox.KernelServer(),
-			nsmsandbox.InNetNS(proxyNS.Path()),
+			netnsurl.NewServer(proxyNS.Path()),
 			ipcontext.NewServer(setter, ipcontext.WithLogger(quiet)),
 			interfacemonitor.NewServer(monitor, interfacemonitor.WithLogger(quiet)),
 			mtu.NewServer(mtu.WithMTU(1400)),
@@ -83,7 +84,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 
 	nsc := domain.Nodes[0].NewClient(ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(
 		kernel.NewClient(kernel.WithInterfaceName("nsm-tgt0")),
-		nsmsandbox.InNetNS(targetNS.Path()).Client(),
+		netnsurl.NewClient(targetNS.Path()),
 		sendfd.NewClient(),
 	))
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)

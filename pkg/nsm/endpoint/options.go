@@ -19,6 +19,9 @@ type Config struct {
 	// NodeName is the value of the endpoint's nodeName label (NSM_HOST);
 	// empty means no label.
 	NodeName string
+	// Labels are further labels of the endpoint for Service (the lab's
+	// LBs and targets select on them).
+	Labels map[string]string
 	// ConnectTo is the NSMgr's URL.
 	ConnectTo *url.URL
 	// TokenGenerator signs the tokens of the endpoint's path segments and
@@ -53,6 +56,8 @@ type Option func(*options)
 
 type options struct {
 	listenURL    *url.URL
+	socketPath   string
+	noNodeMatch  bool
 	authorize    networkservice.NetworkServiceServer
 	onRegistered func(bool)
 	logger       *slog.Logger
@@ -73,6 +78,20 @@ func newOptions(opts []Option) *options {
 // a free port) instead of a socket in a fresh temporary directory.
 func WithListenURL(u *url.URL) Option {
 	return func(o *options) { o.listenURL = u }
+}
+
+// WithSocketPath serves on the unix socket at path, creating its directory
+// and replacing a stale socket file left by an earlier run, so that an
+// endpoint restarted in place keeps its URL (the lab's NSEs).
+func WithSocketPath(path string) Option {
+	return func(o *options) { o.socketPath = path }
+}
+
+// WithoutNodeMatch registers the network service without the nodeName
+// match, so that any client reaches any of its endpoints (the lab's LB and
+// target services, which are not per node).
+func WithoutNodeMatch() Option {
+	return func(o *options) { o.noNodeMatch = true }
 }
 
 // WithAuthorizeServer sets the endpoint's authorization element (default:

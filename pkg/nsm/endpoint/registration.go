@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/registry"
@@ -15,8 +16,12 @@ import (
 const NodeNameLabel = "nodeName"
 
 // networkService is the registration of the service: a target is routed to
-// the endpoint whose nodeName label equals its own nodeName label.
-func networkService(name, payload string) *registry.NetworkService {
+// the endpoint whose nodeName label equals its own nodeName label, unless
+// nodeMatch is false.
+func networkService(name, payload string, nodeMatch bool) *registry.NetworkService {
+	if !nodeMatch {
+		return &registry.NetworkService{Name: name, Payload: payload}
+	}
 	return &registry.NetworkService{
 		Name:    name,
 		Payload: payload,
@@ -35,10 +40,15 @@ func networkServiceEndpoint(cfg *Config, url string) *registry.NetworkServiceEnd
 		NetworkServiceNames: []string{cfg.Service},
 		Url:                 url,
 	}
+	labels := maps.Clone(cfg.Labels)
 	if cfg.NodeName != "" {
-		nse.NetworkServiceLabels = map[string]*registry.NetworkServiceLabels{
-			cfg.Service: {Labels: map[string]string{NodeNameLabel: cfg.NodeName}},
+		if labels == nil {
+			labels = map[string]string{}
 		}
+		labels[NodeNameLabel] = cfg.NodeName
+	}
+	if labels != nil {
+		nse.NetworkServiceLabels = map[string]*registry.NetworkServiceLabels{cfg.Service: {Labels: labels}}
 	}
 	return nse
 }

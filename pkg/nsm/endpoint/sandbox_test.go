@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -287,4 +289,48 @@ func TestUnixSocketEndpoint(t *testing.T) {
 	require.NoError(t, p.ep.Stop(ctx))
 	require.NoFileExists(t, socket, "stop removes the socket directory")
 	require.NoError(t, p.ep.Stop(ctx), "stop is idempotent")
+}
+
+// TestSocketPathEndpoint runs the lab's shape: a fixed socket path (its
+// directory created, a stale file there replaced), labels of the caller's
+// own, and a service without the nodeName match, so that a client of any
+// node reaches it.
+func TestSocketPathEndpoint(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	domain := nsmsandbox.NewDomain(ctx, t, nsmsandbox.WithUnixSockets())
+	socket := filepath.Join(t.TempDir(), "nse", "lb.sock")
+	require.NoError(t, os.MkdirAll(filepath.Dir(socket), 0o750))
+	require.NoError(t, os.WriteFile(socket, nil, 0o600), "a stale socket file")
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	creds := credentials.Insecure(quiet, time.Hour)
+	ep, err := endpoint.Start(ctx, endpoint.Config{
+		Name:           "lb-a",
+		Service:        service,
+		Labels:         map[string]string{"app": "lb"},
+		ConnectTo:      domain.Nodes[0].NSMgr.URL,
+		TokenGenerator: creds.TokenGenerator(),
+		DialOptions:    creds.NSMDialOptions(),
+		ServerOptions:  creds.NSMServerOptions(),
+		Elements:       []networkservice.NetworkServiceServer{nsmsandbox.KernelServer()},
+	}, endpoint.WithAuthorizeServer(creds.AuthorizeServer()), endpoint.WithLogger(quiet),
+		endpoint.WithSocketPath(socket), endpoint.WithoutNodeMatch())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, ep.Stop(ctx)) }()
+	require.Equal(t, socket, ep.URL().Path)
+	labels := ep.Registration().GetNetworkServiceLabels()[service].GetLabels()
+	require.Equal(t, map[string]string{"app": "lb"}, labels, "no nodeName label without a node")
+
+	nsc := domain.Nodes[0].NewClient(ctx, sandbox.GenerateTestToken,
+		client.WithAdditionalFunctionality(kernel.NewClient(), sendfd.NewClient()))
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	conn, err := nsc.Request(rctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+		Id: "proxy-1", NetworkService: service, Labels: map[string]string{endpoint.NodeNameLabel: "node-x"},
+	}})
+	require.NoError(t, err, "no nodeName match: a client of any node reaches the endpoint")
+	require.Equal(t, "lb-a", conn.GetNetworkServiceEndpointName())
+	_, err = nsc.Close(rctx, conn)
+	require.NoError(t, err)
 }

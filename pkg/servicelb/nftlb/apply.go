@@ -12,6 +12,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/kernel"
 )
 
@@ -195,7 +196,7 @@ func (p *Provider) conn(objects *int) (*nftables.Conn, error) {
 		return serr
 	})
 	opts := []nftables.ConnOption{opt}
-	if !kernel.Current(p.opts.NetNS) {
+	if !netnsdo.Current(p.opts.NetNS) {
 		opts = append(opts, nftables.WithNetNSFd(int(p.opts.NetNS)))
 	}
 	c, err := nftables.New(opts...)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/kernel"
 )
@@ -185,7 +186,7 @@ func (p *Proxier) startLocked(pi servicelb.ServicePortInfo) error {
 		return err
 	}
 	var sock ProxySocket
-	err = kernel.Do(p.opts.NetNS, func() (err error) {
+	err = netnsdo.Do(p.opts.NetNS, func() (err error) {
 		sock, err = p.makeSocket(pi.Protocol, p.listenIP, port)
 		return err
 	})
@@ -234,7 +235,7 @@ func (p *Proxier) stopLocked(name servicelb.ServicePortName, sp *servicePort) {
 
 func (p *Proxier) dial(ctx context.Context, network, address string) (net.Conn, error) {
 	var c net.Conn
-	err := kernel.Do(p.opts.NetNS, func() (err error) {
+	err := netnsdo.Do(p.opts.NetNS, func() (err error) {
 		var d net.Dialer
 		c, err = d.DialContext(ctx, network, address)
 		return err

@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
@@ -39,7 +40,7 @@ func FlushUDP(ns netns.NsHandle, stale []StaleUDP) (int, error) {
 		return 0, nil
 	}
 	cfg := &netlink.Config{}
-	if !Current(ns) {
+	if !netnsdo.Current(ns) {
 		cfg.NetNS = int(ns)
 	}
 	c, err := conntrack.Dial(cfg)

@@ -1,7 +1,8 @@
 // Package kernel holds what both service load balancer providers do to the
-// kernel of their namespace: run code in it, reach its nftables, build the
-// nftables expressions they share, remove their table, and flush the
-// conntrack entries of removed UDP services and endpoints.
+// kernel of their namespace (code runs there through internal/netnsdo):
+// reach its nftables, build the nftables expressions they share, remove
+// their table, and flush the conntrack entries of removed UDP services and
+// endpoints.
 package kernel
 
 import (
@@ -14,24 +15,13 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netns"
 
-	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/internal/netnsdo"
 )
-
-// Current reports whether ns means "the namespace of the caller".
-func Current(ns netns.NsHandle) bool { return ns <= 0 }
-
-// Do runs fn in ns (directly when ns is the caller's).
-func Do(ns netns.NsHandle, fn func() error) error {
-	if Current(ns) {
-		return fn()
-	}
-	return dataplane.DoInNS(ns, fn)
-}
 
 // NFT returns an nftables connection to ns.
 func NFT(ns netns.NsHandle) (*nftables.Conn, error) {
 	var opts []nftables.ConnOption
-	if !Current(ns) {
+	if !netnsdo.Current(ns) {
 		opts = append(opts, nftables.WithNetNSFd(int(ns)))
 	}
 	c, err := nftables.New(opts...)
@@ -85,7 +75,7 @@ func DeleteTable(ns netns.NsHandle, name string) error {
 // SetSysctl writes value to the dotted key in ns.
 func SetSysctl(ns netns.NsHandle, key, value string) error {
 	path := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
-	return Do(ns, func() error {
+	return netnsdo.Do(ns, func() error {
 		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("sysctl %s: %w (is the module loaded?)", key, err)
