@@ -10,10 +10,10 @@
 # build`: BINARIES=prebuilt takes them from the context's bin/ instead, where
 # scripts/build-images.sh has already given the proxy its file capability.
 #
-# The proxy binary carries cap_net_admin and cap_net_raw as file capabilities
-# (a non-root process gets no capability from the pod spec alone): netlink,
-# nftables and conntrack need the first, the packet socket of its gratuitous
-# ARP / unsolicited NA the second. A scratch stage has no
+# The proxy binary carries exactly cap_net_admin as a file capability (a
+# non-root process gets no capability from the pod spec alone): netlink,
+# nftables, conntrack and its namespace's sysctls need it; the gratuitous
+# ARP / unsolicited NA are sent by the kernel. A scratch stage has no
 # setcap, so the capability is set where a setcap exists (the compile stage,
 # or the host for prebuilt binaries) and travels with the file: COPY keeps the
 # security.capability extended attribute (checked by test/images).
@@ -30,7 +30,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=${VERSION}" -o /out/ ./cmd/proxy ./cmd/ipam ./cmd/nsp \
-	&& setcap cap_net_admin,cap_net_raw=ep /out/proxy
+	&& setcap cap_net_admin=ep /out/proxy
 
 FROM scratch AS prebuilt
 COPY bin/proxy bin/ipam bin/nsp /out/

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 )
@@ -35,9 +37,23 @@ func listenSeq(t *testing.T, ns *testutil.NetNS, network string, port int, r *se
 	require.NoError(t, ns.Do(func() error {
 		var err error
 		conn, err = net.ListenUDP(network, &net.UDPAddr{Port: port})
-		return err
+		if err != nil {
+			return err
+		}
+		// Room for the whole stream even if the reader lags on a loaded
+		// machine (SetReadBuffer is capped by the namespace's rmem_max).
+		rc, err := conn.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
+		}); err != nil {
+			return err
+		}
+		return serr
 	}))
-	require.NoError(t, conn.SetReadBuffer(4<<20))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -124,7 +140,16 @@ func TestAnnouncementFlushAndEgress(t *testing.T) {
 		}
 		_ = conn.Close()
 		total := len(sentAt)
-		eventually(t, func() bool { return len(r.received()) == total+1 }, "%s: every datagram of the stream arrives (%d sent)", f.name, total)
+		complete := func() bool { return len(r.received()) == total+1 }
+		if !assert.Eventually(t, complete, 10*time.Second, 5*time.Millisecond) {
+			got := r.received()
+			for i, at := range sentAt {
+				if _, ok := got[uint32(i+1)]; !ok {
+					t.Errorf("%s: datagram %d lost, sent %v after the flush before it", f.name, i+1, sinceFlush(flushes, at))
+				}
+			}
+			t.FailNow()
+		}
 
 		got := r.received()
 		var base []time.Duration
@@ -151,4 +176,16 @@ func roundAll(ds []time.Duration) []time.Duration {
 		out[i] = d.Round(time.Microsecond)
 	}
 	return out
+}
+
+// sinceFlush is how long after the last flush before it at was (-1 if none
+// came before).
+func sinceFlush(flushes []time.Time, at time.Time) time.Duration {
+	d := time.Duration(-1)
+	for _, f := range flushes {
+		if !f.After(at) {
+			d = at.Sub(f)
+		}
+	}
+	return d
 }
