@@ -18,12 +18,18 @@
 # or the host for prebuilt binaries) and travels with the file: COPY keeps the
 # security.capability extended attribute (checked by test/images).
 
-# compile or prebuilt: where the binaries come from.
+# compile or prebuilt: where the binaries come from (or an image holding them
+# in /out: scripts/build-images-full.sh passes its compile stage's).
 ARG BINARIES=compile
 ARG GO_IMAGE=docker.io/library/golang:1.26-bookworm
 
 FROM ${GO_IMAGE} AS compile
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libcap2-bin && rm -rf /var/lib/apt/lists/*
+# setcap, unless the base image has it (the offline stand-in of `make
+# images-full` does).
+RUN command -v setcap >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends libcap2-bin && rm -rf /var/lib/apt/lists/*; }
+# The module proxy and Go flags of the builder's machine, if it passes them.
+ARG GOPROXY
+ARG GOFLAGS
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
