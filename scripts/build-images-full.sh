@@ -81,7 +81,7 @@ bud "${args[@]}" --build-arg BINARIES=compile --build-arg "VERSION=$tag" --build
 echo "build-images-full: compile stage ($compiled) in $(($(date +%s) - start)) s"
 for b in "${binaries[@]}"; do
 	start=$(date +%s)
-	bud --build-arg "BINARIES=$compiled" --target "$b" -t "$repo/$b:$tag"
+	bud "${args[@]}" --build-arg "BINARIES=$compiled" --target "$b" -t "$repo/$b:$tag"
 	echo "build-images-full: $repo/$b:$tag in $(($(date +%s) - start)) s"
 done
 

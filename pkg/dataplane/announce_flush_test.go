@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 )
@@ -33,27 +32,7 @@ func (r *seqReceiver) received() map[uint32]time.Duration {
 
 func listenSeq(t *testing.T, ns *testutil.NetNS, network string, port int, r *seqReceiver) {
 	t.Helper()
-	var conn *net.UDPConn
-	require.NoError(t, ns.Do(func() error {
-		var err error
-		conn, err = net.ListenUDP(network, &net.UDPAddr{Port: port})
-		if err != nil {
-			return err
-		}
-		// Room for the whole stream even if the reader lags on a loaded
-		// machine (SetReadBuffer is capped by the namespace's rmem_max).
-		rc, err := conn.SyscallConn()
-		if err != nil {
-			return err
-		}
-		var serr error
-		if err := rc.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}))
+	conn := listenUDP(t, ns, network, port)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
