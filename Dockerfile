@@ -9,6 +9,8 @@
 # images` builds the same stages with buildah from the binaries of `make
 # build`: BINARIES=prebuilt takes them from the context's bin/ instead, where
 # scripts/build-images.sh has already given the proxy its file capability.
+# `make images-full` builds the whole path offline, compile stage included,
+# on a local stand-in of the golang image (scripts/build-images-full.sh).
 #
 # The proxy binary carries exactly cap_net_admin as a file capability (a
 # non-root process gets no capability from the pod spec alone): netlink,
