@@ -9,28 +9,36 @@
 # images` builds the same stages with buildah from the binaries of `make
 # build`: BINARIES=prebuilt takes them from the context's bin/ instead, where
 # scripts/build-images.sh has already given the proxy its file capability.
+# `make images-full` builds the whole path offline, compile stage included,
+# on a local stand-in of the golang image (scripts/build-images-full.sh).
 #
-# The proxy binary carries cap_net_admin and cap_net_raw as file capabilities
-# (a non-root process gets no capability from the pod spec alone): netlink,
-# nftables and conntrack need the first, the packet socket of its gratuitous
-# ARP / unsolicited NA the second. A scratch stage has no
+# The proxy binary carries exactly cap_net_admin as a file capability (a
+# non-root process gets no capability from the pod spec alone): netlink,
+# nftables, conntrack and its namespace's sysctls need it; the gratuitous
+# ARP / unsolicited NA are sent by the kernel. A scratch stage has no
 # setcap, so the capability is set where a setcap exists (the compile stage,
 # or the host for prebuilt binaries) and travels with the file: COPY keeps the
 # security.capability extended attribute (checked by test/images).
 
-# compile or prebuilt: where the binaries come from.
+# compile or prebuilt: where the binaries come from (or an image holding them
+# in /out: scripts/build-images-full.sh passes its compile stage's).
 ARG BINARIES=compile
 ARG GO_IMAGE=docker.io/library/golang:1.26-bookworm
 
 FROM ${GO_IMAGE} AS compile
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libcap2-bin && rm -rf /var/lib/apt/lists/*
+# setcap, unless the base image has it (the offline stand-in of `make
+# images-full` does).
+RUN command -v setcap >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends libcap2-bin && rm -rf /var/lib/apt/lists/*; }
+# The module proxy and Go flags of the builder's machine, if it passes them.
+ARG GOPROXY
+ARG GOFLAGS
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=${VERSION}" -o /out/ ./cmd/proxy ./cmd/ipam ./cmd/nsp \
-	&& setcap cap_net_admin,cap_net_raw=ep /out/proxy
+	&& setcap cap_net_admin=ep /out/proxy
 
 FROM scratch AS prebuilt
 COPY bin/proxy bin/ipam bin/nsp /out/

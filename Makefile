@@ -17,7 +17,7 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 HELMTEST := deployments/helmtest
 HELMTESTFLAGS ?= -count=1 -timeout 10m
 
-.PHONY: all build images test test-short generate lint bench figures lab clean tools deps preflight-test preflight-lab
+.PHONY: all build images images-full test test-short generate lint bench figures lab clean tools deps preflight-test preflight-lab
 
 all: lint build test
 
@@ -32,6 +32,13 @@ IMAGE_REPO ?= localhost/causeway
 IMAGE_TAG ?= $(VERSION)
 images: preflight-images build
 	IMAGE_REPO=$(IMAGE_REPO) ./scripts/build-images.sh $(BIN) $(IMAGE_TAG)
+
+# The same images through the Dockerfile's whole path, its compile stage
+# included, offline (as root): the stage's golang base image is replaced by
+# a local stand-in built from /usr/local/go and Debian's busybox-static, the
+# modules come from GOPROXY. Not part of `make test` or CI (minutes, network).
+images-full: preflight-images
+	IMAGE_REPO=$(IMAGE_REPO) ./scripts/build-images-full.sh $(IMAGE_TAG)
 
 # The README's test command. Kernel tests need root; with CAUSEWAY_REQUIRE_ROOT
 # set they fail instead of skipping when run unprivileged.
@@ -74,7 +81,7 @@ lab: preflight-lab build
 	$(BIN)/lab run
 
 # Explicit targets: make skips pattern rules for .PHONY targets.
-preflight-test preflight-lab preflight-figures:
+preflight-test preflight-lab preflight-figures preflight-images:
 	@./scripts/preflight.sh $(@:preflight-%=%)
 
 deps:

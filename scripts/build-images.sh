@@ -33,7 +33,7 @@ for b in "${binaries[@]}"; do
 	fi
 	cp "$bindir/$b" "$ctx/bin/$b"
 done
-setcap cap_net_admin,cap_net_raw=ep "$ctx/bin/proxy"
+setcap cap_net_admin=ep "$ctx/bin/proxy"
 
 storage=(--storage-driver vfs)
 if [ -n "${BUILDAH_ROOT:-}" ]; then

@@ -24,6 +24,9 @@ deps=(
 	"gcc (cgo for go test -race)|gcc|gcc --version"
 	"buildah (make images, the image test)|buildah|check_buildah"
 	"setcap and getcap (the proxy image's file capability)|libcap2-bin|check_setcap"
+	"a static shell and tools (make images-full's stand-in builder image)|busybox-static|busybox --list | grep -qx sh && ! ldd /bin/busybox"
+	"CA certificates (make images-full's module downloads)|ca-certificates|test -f /etc/ssl/certs/ca-certificates.crt"
+	"setpriv (the dataplane's CAP_NET_ADMIN-only test)|util-linux|setpriv --version"
 )
 
 # Functions the checks may call.

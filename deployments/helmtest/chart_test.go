@@ -220,8 +220,8 @@ func checkProxy(t *testing.T, m *manifests, ref reference, bins map[string]binar
 
 	sc := c.SecurityContext
 	require.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
-	require.ElementsMatch(t, []corev1.Capability{"NET_ADMIN", "NET_RAW"}, sc.Capabilities.Add,
-		"the bounding set of the binary's file capabilities")
+	require.Equal(t, []corev1.Capability{"NET_ADMIN"}, sc.Capabilities.Add,
+		"the bounding set of the binary's file capability: NET_ADMIN only")
 	require.True(t, *sc.AllowPrivilegeEscalation, "file capabilities need no_new_privs off")
 	require.True(t, *sc.RunAsNonRoot)
 	require.NotNil(t, c.Resources.Limits.Memory())

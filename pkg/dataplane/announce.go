@@ -2,141 +2,69 @@ package dataplane
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
+	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
-
-	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
-const (
-	ethPARP  = 0x0806
-	ethPIPv6 = 0x86dd
-)
+// The kernel announces an interface's addresses itself when the interface's
+// MAC is set (NETDEV_CHANGEADDR), even to the value it already has: a
+// gratuitous ARP request for each IPv4 address when arp_notify is on, an
+// unsolicited neighbour advertisement (override flag) for each IPv6 address
+// when ndisc_notify is on. Setting a MAC needs CAP_NET_ADMIN only, where
+// sending the frames from a packet socket needed CAP_NET_RAW.
+//
+// The same event makes the kernel flush the interface's neighbour entries,
+// permanent ones included (neigh_changeaddr): the Dataplane puts the
+// permanent ones back right after each announcement, and dynamic ones are
+// resolved again by the next packet that needs them.
 
-// garpFrame builds a gratuitous ARP request (sender and target protocol
-// address both addr) from mac, broadcast, padded to the Ethernet minimum.
-func garpFrame(mac net.HardwareAddr, addr netip.Addr) []byte {
-	f := make([]byte, 60)
-	copy(f[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-	copy(f[6:12], mac)
-	binary.BigEndian.PutUint16(f[12:14], ethPARP)
-	a := f[14:]
-	binary.BigEndian.PutUint16(a[0:2], 1)      // hardware type: Ethernet
-	binary.BigEndian.PutUint16(a[2:4], 0x0800) // protocol type: IPv4
-	a[4], a[5] = 6, 4
-	binary.BigEndian.PutUint16(a[6:8], 1) // request
-	copy(a[8:14], mac)
-	ip := addr.As4()
-	copy(a[14:18], ip[:])
-	// target hardware address stays zero
-	copy(a[24:28], ip[:])
-	return f
-}
-
-// unsolicitedNAFrame builds an unsolicited neighbour advertisement for addr
-// from mac to all nodes (ff02::1), with the Override and Router flags set and
-// a target link-layer address option, as the kernel sends one itself.
-func unsolicitedNAFrame(mac net.HardwareAddr, addr netip.Addr) []byte {
-	const icmpLen = 24 + 8
-	f := make([]byte, 14+40+icmpLen)
-	dst := netip.MustParseAddr("ff02::1").As16()
-	copy(f[0:6], []byte{0x33, 0x33, 0, 0, 0, 1})
-	copy(f[6:12], mac)
-	binary.BigEndian.PutUint16(f[12:14], ethPIPv6)
-	ip := f[14:54]
-	ip[0] = 0x60
-	binary.BigEndian.PutUint16(ip[4:6], icmpLen)
-	ip[6] = unix.IPPROTO_ICMPV6
-	ip[7] = 255 // hop limit, required by RFC 4861
-	src := addr.As16()
-	copy(ip[8:24], src[:])
-	copy(ip[24:40], dst[:])
-	icmp := f[54:]
-	icmp[0] = 136         // neighbour advertisement
-	icmp[4] = 0x80 | 0x20 // Router | Override (not Solicited)
-	copy(icmp[8:24], src[:])
-	icmp[24] = 2 // option: target link-layer address
-	icmp[25] = 1 // length in units of 8 octets
-	copy(icmp[26:32], mac)
-	binary.BigEndian.PutUint16(icmp[2:4], icmpv6Checksum(src, dst, icmp))
-	return f
-}
-
-func icmpv6Checksum(src, dst [16]byte, msg []byte) uint16 {
-	var sum uint32
-	add := func(b []byte) {
-		for i := 0; i+1 < len(b); i += 2 {
-			sum += uint32(binary.BigEndian.Uint16(b[i:]))
-		}
-		if len(b)%2 == 1 {
-			sum += uint32(b[len(b)-1]) << 8
-		}
+// announceSysctls are the interface keys under which the kernel announces
+// the addresses of iface when its MAC is set.
+func announceSysctls(iface string) []sysctl {
+	return []sysctl{
+		{"net.ipv4.conf." + iface + ".arp_notify", "1"},
+		{"net.ipv6.conf." + iface + ".ndisc_notify", "1"},
 	}
-	add(src[:])
-	add(dst[:])
-	var pl [8]byte
-	binary.BigEndian.PutUint32(pl[0:4], uint32(len(msg)))
-	pl[7] = unix.IPPROTO_ICMPV6
-	add(pl[:])
-	add(msg)
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
 }
 
-// announcement is what to announce: the bridge's addresses and MAC.
-type announcement struct {
-	ifindex int
-	mac     net.HardwareAddr
-	addrs   []netip.Addr
+// ownBridgeSysctls are every key the Dataplane sets on its bridge.
+func ownBridgeSysctls(name string) []sysctl {
+	return append(bridgeSysctls(name), announceSysctls(name)...)
 }
 
-// announcer sends gratuitous ARPs and unsolicited NAs from the bridge. A
-// trigger starts (or restarts) a burst of count rounds, interval apart; each
-// round announces every current bridge address, so triggers that come close
-// together coalesce.
+// announcer runs the announcement rounds. A trigger starts (or restarts) a
+// burst of count rounds, interval apart; triggers that come close together
+// coalesce, and a storm of them costs at most one round per minGap.
 type announcer struct {
-	fd       int // AF_PACKET socket opened in the namespace; -1 if none
 	count    int
 	interval time.Duration
+	minGap   time.Duration
 	trigger  chan struct{}
-	current  func() (announcement, bool)
-	sent     func(n int)
-	logf     func(msg string, args ...any)
+	// round announces everything the bridge holds; it reports whether it
+	// did (the neighbour flush came with it).
+	round func() bool
 }
 
-func newAnnouncer(ns netns.NsHandle, count int, interval time.Duration) (*announcer, error) {
-	a := &announcer{fd: -1, count: count, interval: interval, trigger: make(chan struct{}, 1)}
-	if count <= 0 {
-		return a, nil
-	}
-	err := netnsdo.Do(ns, func() error {
-		// Protocol 0: this socket only sends, it receives nothing.
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		a.fd = fd
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open packet socket for GARP/NA: %w", err)
-	}
-	return a, nil
+// announceMinGap is the shortest time between two rounds: each one flushes
+// the bridge's neighbour entries, so a burst of port joins must not turn
+// into a flush per join.
+const announceMinGap = 100 * time.Millisecond
+
+func newAnnouncer(count int, interval time.Duration, round func() bool) *announcer {
+	return &announcer{count: count, interval: interval, minGap: min(announceMinGap, interval),
+		trigger: make(chan struct{}, 1), round: round}
 }
 
 // kick asks for a burst; it never blocks.
 func (a *announcer) kick() {
-	if a.fd < 0 {
+	if a.count <= 0 {
 		return
 	}
 	select {
@@ -146,20 +74,17 @@ func (a *announcer) kick() {
 }
 
 func (a *announcer) run(ctx context.Context) {
-	if a.fd < 0 {
+	if a.count <= 0 {
 		return
 	}
-	// A trigger sends a round at once (unless one went out less than
-	// minGap ago, so that a storm of triggers costs at most one round per
-	// minGap) and restarts the burst.
-	const minGap = 20 * time.Millisecond
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	remaining := 0
 	var last time.Time
 	fire := func() {
-		a.round()
-		last = time.Now()
+		if a.round() {
+			last = time.Now()
+		}
 		remaining--
 		if remaining > 0 {
 			timer.Reset(a.interval)
@@ -172,11 +97,11 @@ func (a *announcer) run(ctx context.Context) {
 			return
 		case <-a.trigger:
 			remaining = a.count
-			if time.Since(last) >= minGap {
+			if since := time.Since(last); since >= a.minGap {
 				timer.Stop()
 				fire()
 			} else {
-				timer.Reset(minGap)
+				timer.Reset(a.minGap - since)
 			}
 		case <-timer.C:
 			if remaining > 0 {
@@ -186,65 +111,89 @@ func (a *announcer) run(ctx context.Context) {
 	}
 }
 
-func (a *announcer) round() {
-	an, ok := a.current()
-	if !ok || an.ifindex == 0 || len(an.mac) != 6 {
-		return
+// announceRound has the kernel announce the bridge's addresses of the
+// families whose notify sysctl is on, by setting the bridge's MAC to its
+// own value, and restores the permanent neighbour entries that the kernel
+// flushes with it. It returns whether it set the MAC.
+func (dp *Dataplane) announceRound() bool {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if dp.closed || dp.m.bridgeIndex == 0 || len(dp.bridgeMAC) != 6 {
+		return false
 	}
+	n := dp.announcedAddrsLocked()
+	if n == 0 {
+		return false // nothing the kernel would announce: spare the flush
+	}
+	kept, err := permanentNeighbors(dp.h, dp.m.bridgeIndex)
+	dp.read()
+	if err != nil {
+		// Announcing would lose them for good: skip this round.
+		dp.log.Warn("announce: list the bridge's permanent neighbours", "error", err)
+		return false
+	}
+	if err := dp.h.LinkSetHardwareAddr(dp.bridgeLink(), dp.bridgeMAC); err != nil {
+		dp.log.Warn("announce: set the bridge's MAC", "mac", dp.bridgeMAC.String(), "error", err)
+		return false
+	}
+	dp.ctr.announcements.Add(uint64(n))
+	dp.ctr.neighRestored.Add(uint64(restoreNeighbors(dp.h, kept, dp.log)))
+	return true
+}
+
+// announcedAddrsLocked counts the bridge's addresses that the kernel
+// announces (its families' notify sysctl is on).
+func (dp *Dataplane) announcedAddrsLocked() int {
+	on := map[string]string{}
+	readSysctls(dp.ns, dp.opts.BridgeName, dp.opts.SysctlFamilies.filter(announceSysctls(dp.opts.BridgeName)), on)
+	v4 := on["net.ipv4.conf."+dp.opts.BridgeName+".arp_notify"] == "1"
+	v6 := on["net.ipv6.conf."+dp.opts.BridgeName+".ndisc_notify"] == "1"
 	n := 0
-	for _, addr := range an.addrs {
-		if err := a.send(an, addr); err != nil {
-			a.logf("announce failed", "addr", addr, "error", err)
+	for p := range dp.m.addrs {
+		if (p.Addr().Is4() && v4) || (p.Addr().Is6() && v6) {
+			n++
+		}
+	}
+	return n
+}
+
+// permanentNeighbors lists the permanent neighbour entries of link index.
+func permanentNeighbors(h *netlink.Handle, index int) ([]netlink.Neigh, error) {
+	all, err := h.NeighList(index, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(n netlink.Neigh) bool {
+		return n.State&netlink.NUD_PERMANENT == 0 || n.IP == nil
+	}), nil
+}
+
+// restoreNeighbors sets the entries back and returns how many it set.
+func restoreNeighbors(h *netlink.Handle, neighs []netlink.Neigh, log *slog.Logger) int {
+	n := 0
+	for i := range neighs {
+		nb := neighs[i]
+		if err := h.NeighSet(&nb); err != nil {
+			log.Warn("restore a permanent neighbour after an announcement", "addr", nb.IP.String(),
+				"mac", nb.HardwareAddr.String(), "error", err)
 			continue
 		}
 		n++
 	}
-	if n > 0 {
-		a.sent(n)
-	}
+	return n
 }
 
-func (a *announcer) send(an announcement, addr netip.Addr) error {
-	var frame []byte
-	var proto uint16
-	var dst []byte
-	if addr.Is4() {
-		frame, proto = garpFrame(an.mac, addr), ethPARP
-		dst = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-	} else {
-		frame, proto = unsolicitedNAFrame(an.mac, addr), ethPIPv6
-		dst = []byte{0x33, 0x33, 0, 0, 0, 1}
-	}
-	sa := &unix.SockaddrLinklayer{Protocol: htons(proto), Ifindex: an.ifindex, Halen: 6}
-	copy(sa.Addr[:], dst)
-	err := unix.Sendto(a.fd, frame, 0, sa)
-	if errors.Is(err, unix.ENETDOWN) || errors.Is(err, unix.ENXIO) {
-		return fmt.Errorf("bridge %d not up: %w", an.ifindex, err)
-	}
-	return err
-}
-
-func (a *announcer) close() {
-	if a.fd >= 0 {
-		_ = unix.Close(a.fd)
-		a.fd = -1
-	}
-}
-
-// htons converts v to network byte order as the kernel reads it from a
-// sockaddr field.
-func htons(v uint16) uint16 {
-	var b [2]byte
-	binary.BigEndian.PutUint16(b[:], v)
-	return binary.NativeEndian.Uint16(b[:])
-}
-
-// Announce sends one gratuitous ARP (IPv4) or unsolicited neighbour
-// advertisement (IPv6) per address from the interface ifname of the
-// namespace ns (netns.None() or zero: the caller's), so that neighbours
-// holding a stale entry for an address that moved to this interface update
-// it at once. It is for hosts attached to the bridge, such as targets that
-// reuse released addresses; the Dataplane announces the bridge itself.
+// Announce has the kernel send one gratuitous ARP (IPv4) or unsolicited
+// neighbour advertisement (IPv6) for every address of the interface ifname
+// of the namespace ns (netns.None() or zero: the caller's), so that
+// neighbours holding a stale entry for one of them update it at once. It
+// turns on the interface's arp_notify / ndisc_notify for the families of
+// addrs and sets the interface's MAC to its own value, which needs
+// CAP_NET_ADMIN only; the kernel then also flushes the interface's own
+// neighbour entries. addrs must be on the interface: those that are not are
+// reported in the error (the others are announced all the same). It is for
+// hosts attached to the bridge, such as targets that reuse released
+// addresses; the Dataplane announces the bridge itself.
 func Announce(ns netns.NsHandle, ifname string, addrs []netip.Addr) error {
 	if ns <= 0 {
 		var err error
@@ -262,17 +211,56 @@ func Announce(ns netns.NsHandle, ifname string, addrs []netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("announce: link %s: %w", ifname, err)
 	}
-	a, err := newAnnouncer(ns, 1, 0)
+	on, missing, err := addrsOn(h, link, addrs)
 	if err != nil {
 		return err
 	}
-	defer a.close()
-	an := announcement{ifindex: link.Attrs().Index, mac: link.Attrs().HardwareAddr}
-	var errs []error
-	for _, addr := range addrs {
-		if err := a.send(an, addr.Unmap()); err != nil {
-			errs = append(errs, fmt.Errorf("announce %s on %s: %w", addr, ifname, err))
+	if len(on) > 0 {
+		if _, err := setSysctls(ns, ifname, familiesOf(on).filter(announceSysctls(ifname))); err != nil {
+			return fmt.Errorf("announce on %s: %w", ifname, err)
+		}
+		if err := h.LinkSetHardwareAddr(link, link.Attrs().HardwareAddr); err != nil {
+			return fmt.Errorf("announce on %s: set its MAC %s: %w", ifname, link.Attrs().HardwareAddr, err)
 		}
 	}
+	var errs []error
+	for _, a := range missing {
+		errs = append(errs, fmt.Errorf("announce %s: not an address of %s", a, ifname))
+	}
 	return errors.Join(errs...)
+}
+
+// addrsOn splits addrs into those on link and the others.
+func addrsOn(h *netlink.Handle, link netlink.Link, addrs []netip.Addr) (on, missing []netip.Addr, _ error) {
+	list, err := h.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("announce: addresses of %s: %w", link.Attrs().Name, err)
+	}
+	have := map[netip.Addr]bool{}
+	for _, a := range list {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			have[ip.Unmap()] = true
+		}
+	}
+	for _, a := range addrs {
+		if have[a.Unmap()] {
+			on = append(on, a.Unmap())
+		} else {
+			missing = append(missing, a)
+		}
+	}
+	return on, missing, nil
+}
+
+// familiesOf returns the families of addrs.
+func familiesOf(addrs []netip.Addr) SysctlFamilies {
+	var f SysctlFamilies
+	for _, a := range addrs {
+		if a.Is4() {
+			f |= SysctlsIPv4
+		} else {
+			f |= SysctlsIPv6
+		}
+	}
+	return f
 }

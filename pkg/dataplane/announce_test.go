@@ -1,8 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
-	"encoding/binary"
 	"net"
 	"net/netip"
 	"strings"
@@ -10,149 +8,157 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
+	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 )
 
-func TestGARPFrame(t *testing.T) {
-	mac := net.HardwareAddr{0x02, 1, 2, 3, 4, 5}
-	f := garpFrame(mac, ma("192.0.2.1"))
-	require.Len(t, f, 60)
-	require.Equal(t, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, f[0:6])
-	require.Equal(t, []byte(mac), f[6:12])
-	require.Equal(t, uint16(ethPARP), binary.BigEndian.Uint16(f[12:14]))
-	an, ok := parseAnnouncement(f)
-	require.True(t, ok)
-	require.Equal(t, ma("192.0.2.1"), an.addr)
-	require.Equal(t, mac.String(), an.mac.String())
-}
+const bogusMAC = "02:00:00:00:00:99"
 
-func TestNAFrame(t *testing.T) {
-	mac := net.HardwareAddr{0x02, 1, 2, 3, 4, 5}
-	f := unsolicitedNAFrame(mac, ma("fd00:cafe::1"))
-	require.Equal(t, []byte{0x33, 0x33, 0, 0, 0, 1}, f[0:6])
-	ip := f[14:54]
-	require.Equal(t, byte(255), ip[7], "hop limit")
-	icmp := f[54:]
-	require.Equal(t, byte(136), icmp[0])
-	require.Equal(t, byte(0xa0), icmp[4], "router and override flags, not solicited")
-	// The checksum over the pseudo-header and the message sums to 0xffff.
-	var src, dst [16]byte
-	copy(src[:], ip[8:24])
-	copy(dst[:], ip[24:40])
-	require.Equal(t, uint16(0), icmpv6Checksum(src, dst, icmp))
-	an, ok := parseAnnouncement(f)
-	require.True(t, ok)
-	require.Equal(t, ma("fd00:cafe::1"), an.addr)
-	require.Equal(t, mac.String(), an.mac.String())
-}
-
-type seenAnnouncement struct {
-	addr netip.Addr
-	mac  net.HardwareAddr
-}
-
-// parseAnnouncement recognises a gratuitous ARP or an unsolicited NA.
-func parseAnnouncement(f []byte) (seenAnnouncement, bool) {
-	if len(f) < 14 {
-		return seenAnnouncement{}, false
-	}
-	switch binary.BigEndian.Uint16(f[12:14]) {
-	case ethPARP:
-		a := f[14:]
-		if len(a) < 28 || !bytes.Equal(a[14:18], a[24:28]) {
-			return seenAnnouncement{}, false
-		}
-		ip, _ := netip.AddrFromSlice(a[14:18])
-		return seenAnnouncement{addr: ip, mac: net.HardwareAddr(a[8:14])}, true
-	case ethPIPv6:
-		if len(f) < 14+40+32 || f[14+6] != unix.IPPROTO_ICMPV6 {
-			return seenAnnouncement{}, false
-		}
-		icmp := f[54:]
-		if icmp[0] != 136 || icmp[4]&0x40 != 0 || icmp[24] != 2 {
-			return seenAnnouncement{}, false
-		}
-		ip, _ := netip.AddrFromSlice(icmp[8:24])
-		return seenAnnouncement{addr: ip, mac: net.HardwareAddr(icmp[26:32])}, true
-	}
-	return seenAnnouncement{}, false
-}
-
-// sniffer is a raw packet socket on one interface of a namespace.
-type sniffer struct{ fd int }
-
-func newSniffer(t *testing.T, ns *testutil.NetNS, ifname string) *sniffer {
+// poison makes ns hold addrs at bogusMAC on dev, as a neighbour does that
+// knew them at another MAC (a target after the proxy's pod was replaced).
+func poison(t *testing.T, ns *testutil.NetNS, dev string, addrs ...netip.Addr) {
 	t.Helper()
-	s := &sniffer{fd: -1}
-	require.NoError(t, ns.Do(func() error {
-		ifi, err := net.InterfaceByName(ifname)
-		if err != nil {
-			return err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
-		if err != nil {
-			return err
-		}
-		s.fd = fd
-		tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
-		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-			return err
-		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
-	}))
-	t.Cleanup(func() { _ = unix.Close(s.fd) })
-	return s
+	for _, a := range addrs {
+		ns.MustExec(t, "ip", "neigh", "replace", a.String(), "lladdr", bogusMAC, "dev", dev, "nud", "stale")
+	}
 }
 
-// waitFor reads frames until an announcement of addr from mac arrives.
-func (s *sniffer) waitFor(t *testing.T, addr netip.Addr, mac net.HardwareAddr, timeout time.Duration) {
+// neighborMACs reads ns's neighbour entries of addrs on dev (netlink, so
+// that polling is cheap); a missing entry has an empty MAC.
+func neighborMACs(t *testing.T, h *netlink.Handle, dev string, addrs ...netip.Addr) map[netip.Addr]string {
 	t.Helper()
-	buf := make([]byte, 2048)
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		n, _, err := unix.Recvfrom(s.fd, buf, 0)
-		if err != nil {
-			continue // timeout tick
-		}
-		if an, ok := parseAnnouncement(buf[:n]); ok && an.addr == addr && an.mac.String() == mac.String() {
-			return
+	l, err := h.LinkByName(dev)
+	require.NoError(t, err)
+	neighs, err := h.NeighList(l.Attrs().Index, netlink.FAMILY_ALL)
+	require.NoError(t, err)
+	out := map[netip.Addr]string{}
+	for _, a := range addrs {
+		out[a] = ""
+	}
+	for _, n := range neighs {
+		if a, ok := netip.AddrFromSlice(n.IP); ok {
+			if _, want := out[a.Unmap()]; want {
+				out[a.Unmap()] = n.HardwareAddr.String()
+			}
 		}
 	}
-	t.Fatalf("no announcement of %s from %s within %s", addr, mac, timeout)
+	return out
 }
 
+// waitCorrected waits until every entry of addrs on dev of ns holds mac and
+// returns how long that took.
+func waitCorrected(t *testing.T, h *netlink.Handle, dev string, mac net.HardwareAddr, addrs ...netip.Addr) time.Duration {
+	t.Helper()
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		for _, got := range neighborMACs(t, h, dev, addrs...) {
+			if got != mac.String() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "the neighbour's entries of %v must move to %s", addrs, mac)
+	return time.Since(start)
+}
+
+// The Dataplane's announcements correct a neighbour's stale entries for the
+// bridge's addresses when they are set, and again when they change.
 func TestGratuitousAnnouncements(t *testing.T) {
 	p := testutil.NewNetNS(t, "ga")
 	n := testutil.NewNetNS(t, "nb")
 	port := vethPair(t, p, "n0p", n, "n0")
 	n.MustExec(t, "ip", "addr", "add", "192.0.2.50/24", "dev", "n0")
 	n.MustExec(t, "ip", "addr", "add", "fd00:cafe::50/64", "dev", "n0", "nodad")
-	sn := newSniffer(t, n, "n0")
+	hn := handle(t, n)
+	first := []netip.Addr{ma("192.0.2.1"), ma("fd00:cafe::1")}
+	poison(t, n, "n0", first...)
 	dp := newDP(t, p, Options{AnnounceInterval: 100 * time.Millisecond})
 	mac := dp.BridgeMAC()
 
 	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")}, Ports: []int{port}}
+	start := time.Now()
 	require.NoError(t, dp.Apply(s))
-	sn.waitFor(t, ma("192.0.2.1"), mac, 10*time.Second)
-	sn.waitFor(t, ma("fd00:cafe::1"), mac, 10*time.Second)
+	waitCorrected(t, hn, "n0", mac, first...)
+	t.Logf("FIGURE: a neighbour's stale entries (IPv4 and IPv6) corrected %s after the Apply that set the bridge's addresses",
+		time.Since(start).Round(time.Microsecond))
 
-	// The neighbour holds stale entries for the next addresses (as a
-	// target would after the proxy's restart with a new MAC): the
-	// announcements after the change fix them at once.
-	bogus := "02:00:00:00:00:99"
-	n.MustExec(t, "ip", "neigh", "replace", "192.0.2.2", "lladdr", bogus, "dev", "n0", "nud", "stale")
-	n.MustExec(t, "ip", "-6", "neigh", "replace", "fd00:cafe::2", "lladdr", bogus, "dev", "n0", "nud", "stale")
+	// The next addresses, which the neighbour also holds at another MAC.
+	next := []netip.Addr{ma("192.0.2.2"), ma("fd00:cafe::2")}
+	poison(t, n, "n0", next...)
 	s.BridgeAddrs = []netip.Prefix{mp("192.0.2.2/24"), mp("fd00:cafe::2/64")}
 	require.NoError(t, dp.Apply(s))
-	sn.waitFor(t, ma("192.0.2.2"), mac, 10*time.Second)
-	sn.waitFor(t, ma("fd00:cafe::2"), mac, 10*time.Second)
-	eventually(t, func() bool {
-		out := n.MustExec(t, "ip", "neigh", "show", "192.0.2.2") + n.MustExec(t, "ip", "-6", "neigh", "show", "fd00:cafe::2")
-		return strings.Count(out, "lladdr "+mac.String()) == 2
-	}, "the neighbour's cache holds the bridge's MAC")
-	require.Positive(t, dp.Stats().Announcements)
+	waitCorrected(t, hn, "n0", mac, next...)
+	// Nothing is sent from a packet socket: without the notify sysctls the
+	// entries stay as they are.
+	p.MustExec(t, "sysctl", "-qw", "net.ipv4.conf."+DefaultBridgeName+".arp_notify=0",
+		"net.ipv6.conf."+DefaultBridgeName+".ndisc_notify=0")
+	poison(t, n, "n0", next...)
+	before := dp.Stats().Announcements
+	require.False(t, dp.announceRound(), "no round without a notify sysctl on")
+	time.Sleep(100 * time.Millisecond)
+	for a, got := range neighborMACs(t, hn, "n0", next...) {
+		require.Equal(t, bogusMAC, got, "%s: nothing announced with the sysctls off", a)
+	}
+	require.Equal(t, before, dp.Stats().Announcements)
+}
+
+// A port that joins hears the bridge's addresses: its far end may hold them
+// at the MAC of the proxy pod it was connected to before (Meridio #466).
+func TestAnnouncementOnPortJoin(t *testing.T) {
+	p := testutil.NewNetNS(t, "gj")
+	n1 := testutil.NewNetNS(t, "gj1")
+	n2 := testutil.NewNetNS(t, "gj2")
+	port1 := vethPair(t, p, "t1p", n1, "eth0")
+	port2 := vethPair(t, p, "t2p", n2, "eth0")
+	n1.MustExec(t, "ip", "addr", "add", "192.0.2.51/24", "dev", "eth0")
+	n2.MustExec(t, "ip", "addr", "add", "192.0.2.52/24", "dev", "eth0")
+	n2.MustExec(t, "ip", "addr", "add", "fd00:cafe::52/64", "dev", "eth0", "nodad")
+	bridge := []netip.Addr{ma("192.0.2.1"), ma("fd00:cafe::1")}
+	dp := newDP(t, p, Options{AnnounceInterval: 100 * time.Millisecond})
+	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")}, Ports: []int{port1}}
+	require.NoError(t, dp.Apply(s))
+
+	// Wait for the burst of the first Apply to end.
+	require.Eventually(t, func() bool { return dp.Stats().Announcements >= 2*DefaultAnnounceCount }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	poison(t, n2, "eth0", bridge...)
+	s.Ports = append(s.Ports, port2)
+	start := time.Now()
+	require.NoError(t, dp.Apply(s))
+	waitCorrected(t, handle(t, n2), "eth0", dp.BridgeMAC(), bridge...)
+	t.Logf("FIGURE: the far end of a joining port corrected %s after the Apply", time.Since(start).Round(time.Microsecond))
+}
+
+// The kernel flushes the bridge's neighbour entries when its MAC is set:
+// permanent ones are put back, dynamic ones are resolved again.
+func TestAnnouncementKeepsPermanentNeighbors(t *testing.T) {
+	ns := testutil.NewNetNS(t, "gp")
+	lb := testutil.NewNetNS(t, "gplb")
+	port := vethPair(t, ns, "lbp", lb, "eth0")
+	lb.MustExec(t, "ip", "addr", "add", "192.0.2.11/24", "dev", "eth0")
+	lb.MustExec(t, "ip", "addr", "add", "fd00:cafe::11/64", "dev", "eth0", "nodad")
+	dp := newDP(t, ns, Options{AnnounceCount: -1})
+	require.NoError(t, dp.Apply(State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")}, Ports: []int{port}}))
+	ns.MustExec(t, "ip", "neigh", "replace", "192.0.2.77", "lladdr", "02:00:00:00:00:77", "dev", DefaultBridgeName, "nud", "permanent")
+	ns.MustExec(t, "ip", "neigh", "replace", "fd00:cafe::77", "lladdr", "02:00:00:00:00:77", "dev", DefaultBridgeName, "nud", "permanent")
+	ns.MustExec(t, "ping", "-c", "1", "-W", "2", "192.0.2.11")
+	ns.MustExec(t, "ping", "-6", "-c", "1", "-W", "2", "fd00:cafe::11")
+	show := func() string { return ns.MustExec(t, "ip", "neigh", "show", "dev", DefaultBridgeName) }
+	require.Contains(t, show(), "192.0.2.11 lladdr")
+
+	before := dp.Stats()
+	require.True(t, dp.announceRound())
+	after := dp.Stats()
+	require.Equal(t, before.Writes, after.Writes, "an announcement is not a write of owned state")
+	got := show()
+	require.Contains(t, got, "192.0.2.77 lladdr 02:00:00:00:00:77 PERMANENT")
+	require.Contains(t, got, "fd00:cafe::77 lladdr 02:00:00:00:00:77 PERMANENT")
+	require.NotContains(t, got, "192.0.2.11 lladdr", "the kernel flushed the dynamic entries")
+	require.EqualValues(t, 2, dp.Stats().NeighborsRestored)
+	require.EqualValues(t, 2, dp.Stats().Announcements)
+	// And the flushed ones come back with the next packet.
+	ns.MustExec(t, "ping", "-c", "1", "-W", "2", "192.0.2.11")
 }
 
 // A host that takes over addresses announces them, and a neighbour's stale
@@ -167,18 +173,28 @@ func TestAnnounceUpdatesNeighbours(t *testing.T) {
 	peer.MustExec(t, "ip", "addr", "add", "10.9.0.1/24", "dev", "p0")
 	peer.MustExec(t, "ip", "addr", "add", "fd09::1/64", "dev", "p0", "nodad")
 	peer.MustExec(t, "ip", "link", "set", "p0", "up")
-	for _, a := range []string{"10.9.0.2", "fd09::2"} {
-		peer.MustExec(t, "ip", "neigh", "replace", a, "lladdr", "02:00:00:00:00:99", "dev", "p0", "nud", "stale")
-	}
-	mac := strings.TrimSpace(host.MustExec(t, "cat", "/sys/class/net/h0/address"))
+	addrs := []netip.Addr{ma("10.9.0.2"), ma("fd09::2")}
+	poison(t, peer, "p0", addrs...)
+	mac, err := net.ParseMAC(strings.TrimSpace(host.MustExec(t, "cat", "/sys/class/net/h0/address")))
+	require.NoError(t, err)
+	hp := handle(t, peer)
 
 	// Announce in rounds, as callers do: a link that has just come up may
 	// miss the first frames.
-	for _, a := range []string{"10.9.0.2", "fd09::2"} {
-		require.Eventually(t, func() bool {
-			require.NoError(t, Announce(host.Handle, "h0", []netip.Addr{ma("10.9.0.2"), ma("fd09::2")}))
-			return strings.Contains(peer.MustExec(t, "ip", "neigh", "show", a, "dev", "p0"), mac)
-		}, 10*time.Second, 100*time.Millisecond, "the peer's entry for %s must move to %s", a, mac)
-	}
-	require.Error(t, Announce(host.Handle, "nope0", []netip.Addr{ma("10.9.0.2")}))
+	require.Eventually(t, func() bool {
+		require.NoError(t, Announce(host.Handle, "h0", addrs))
+		for _, got := range neighborMACs(t, hp, "p0", addrs...) {
+			if got != mac.String() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 100*time.Millisecond, "the peer's entries must move to %s", mac)
+	require.Equal(t, "1", strings.TrimSpace(host.MustExec(t, "sysctl", "-n", "net.ipv4.conf.h0.arp_notify")))
+	require.Equal(t, "1", strings.TrimSpace(host.MustExec(t, "sysctl", "-n", "net.ipv6.conf.h0.ndisc_notify")))
+
+	require.Error(t, Announce(host.Handle, "nope0", addrs[:1]))
+	err = Announce(host.Handle, "h0", []netip.Addr{ma("10.9.0.2"), ma("10.9.0.99")})
+	require.ErrorContains(t, err, "10.9.0.99: not an address of h0")
+	require.NotContains(t, err.Error(), "10.9.0.2:")
 }

@@ -86,7 +86,7 @@ func (dp *Dataplane) ensureBridgeLocked() error {
 		}
 		dp.m.bridgeIndex = a.Index
 		dp.bridgeIdx.Store(int64(a.Index))
-		if _, err := setSysctls(dp.ns, name, dp.opts.SysctlFamilies.filter(bridgeSysctls(name))); err != nil {
+		if _, err := setSysctls(dp.ns, name, dp.opts.SysctlFamilies.filter(ownBridgeSysctls(name))); err != nil {
 			if dp.started {
 				dp.log.Error("bridge sysctls", "error", err)
 			} else {
@@ -166,21 +166,6 @@ func (dp *Dataplane) loadMACQuiet() net.HardwareAddr {
 	}
 	mac, _ := net.ParseMAC(strings.TrimSpace(string(b)))
 	return mac
-}
-
-// announcement returns what the announcer should send now.
-func (dp *Dataplane) announcement() (announcement, bool) {
-	dp.mu.Lock()
-	defer dp.mu.Unlock()
-	if dp.closed || dp.m.bridgeIndex == 0 {
-		return announcement{}, false
-	}
-	an := announcement{ifindex: dp.m.bridgeIndex, mac: slices.Clone(dp.bridgeMAC)}
-	for p := range dp.m.addrs {
-		an.addrs = append(an.addrs, p.Addr())
-	}
-	slices.SortFunc(an.addrs, func(a, b netip.Addr) int { return a.Compare(b) })
-	return an, true
 }
 
 // ---- addresses ----
@@ -376,7 +361,10 @@ func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ 
 		}
 	}
 	dp.m.ports.merge(settled, states)
-	if len(joined) > 0 || left {
+	if len(joined) > 0 {
+		// The far end of a new port may hold the bridge's address with
+		// an old MAC (a target whose connection healed onto a new proxy
+		// pod, Meridio #466). A port that leaves needs no announcement.
 		dp.ann.kick()
 	}
 	return joined, left, errors.Join(errs...)

@@ -89,11 +89,14 @@ type Options struct {
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
-	// AnnounceCount is how many gratuitous ARP / unsolicited NA rounds are
-	// sent after the bridge's address or MAC is set or changes, or a port
-	// joins (default DefaultAnnounceCount; negative disables them), and
+	// AnnounceCount is how many announcement rounds follow the setting or
+	// change of the bridge's address or MAC, or the join of a port
+	// (default DefaultAnnounceCount; negative disables them), and
 	// AnnounceInterval the time between rounds (default
-	// DefaultAnnounceInterval).
+	// DefaultAnnounceInterval). In a round the kernel sends a gratuitous
+	// ARP / unsolicited NA for each bridge address: the Dataplane sets the
+	// bridge's MAC to its own value with the bridge's arp_notify and
+	// ndisc_notify on (see announce.go), which needs CAP_NET_ADMIN only.
 	AnnounceCount    int
 	AnnounceInterval time.Duration
 	// ReceiveBuffer is the receive buffer size of the netlink
@@ -228,12 +231,7 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 	if _, serr := setSysctls(dp.ns, "", opts.SysctlFamilies.filter(globalSysctls())); serr != nil {
 		dp.sysctlErrs = append(dp.sysctlErrs, serr)
 	}
-	if dp.ann, err = newAnnouncer(dp.ns, opts.AnnounceCount, opts.AnnounceInterval); err != nil {
-		return nil, err
-	}
-	dp.ann.current = dp.announcement
-	dp.ann.sent = func(n int) { dp.ctr.announcements.Add(uint64(n)) }
-	dp.ann.logf = func(msg string, args ...any) { dp.log.Debug(msg, args...) }
+	dp.ann = newAnnouncer(opts.AnnounceCount, opts.AnnounceInterval, dp.announceRound)
 
 	// Subscribe before reading the kernel state, so that no change between
 	// the read and the subscription goes unseen.
@@ -390,9 +388,6 @@ func (dp *Dataplane) stop() bool {
 }
 
 func (dp *Dataplane) release() {
-	if dp.ann != nil {
-		dp.ann.close()
-	}
 	dp.ct.close()
 	if dp.h != nil {
 		dp.h.Close()
@@ -453,15 +448,15 @@ func (dp *Dataplane) write(o op, object string, fn func() error) error {
 func (dp *Dataplane) read() { dp.ctr.reads.Add(1) }
 
 type counters struct {
-	writes, reads, applies       atomic.Uint64
-	byOp                         [numOps]atomic.Uint64
-	restores, reconciles         atomic.Uint64
-	announcements, ctDeleted     atomic.Uint64
-	neighForgotten               atomic.Uint64
-	ruleEvents, routeEvents      atomic.Uint64
-	addrEvents, ruleResubscribes atomic.Uint64
-	routeResubscribes            atomic.Uint64
-	addrResubscribes             atomic.Uint64
+	writes, reads, applies        atomic.Uint64
+	byOp                          [numOps]atomic.Uint64
+	restores, reconciles          atomic.Uint64
+	announcements, ctDeleted      atomic.Uint64
+	neighForgotten, neighRestored atomic.Uint64
+	ruleEvents, routeEvents       atomic.Uint64
+	addrEvents, ruleResubscribes  atomic.Uint64
+	routeResubscribes             atomic.Uint64
+	addrResubscribes              atomic.Uint64
 }
 
 // Stats are the Dataplane's counters since New.
@@ -488,7 +483,9 @@ type Stats struct {
 	AddrEvents   uint64 `json:"addrEvents"`
 	Resubscribes uint64 `json:"resubscribes"`
 	LinkResyncs  uint64 `json:"linkResyncs"`
-	// Announcements counts gratuitous ARPs and unsolicited NAs sent.
+	// Announcements counts the gratuitous ARPs and unsolicited NAs the
+	// kernel was made to send: one per bridge address (of a family whose
+	// notify sysctl is on) per announcement round.
 	Announcements uint64 `json:"announcements"`
 	// ConntrackDeleted counts conntrack entries deleted.
 	ConntrackDeleted uint64 `json:"conntrackDeleted"`
@@ -496,6 +493,10 @@ type Stats struct {
 	// moved to a new port, deleted so that the kernel resolves them again
 	// (they are cache entries, not owned state, and not counted in Writes).
 	NeighborsForgotten uint64 `json:"neighborsForgotten"`
+	// NeighborsRestored counts the bridge's permanent neighbour entries set
+	// back after an announcement round (the kernel flushes them when the
+	// bridge's MAC is set).
+	NeighborsRestored uint64 `json:"neighborsRestored"`
 }
 
 // Stats returns the Dataplane's counters.
@@ -514,6 +515,7 @@ func (dp *Dataplane) Stats() Stats {
 		ConntrackDeleted: dp.ctr.ctDeleted.Load(),
 
 		NeighborsForgotten: dp.ctr.neighForgotten.Load(),
+		NeighborsRestored:  dp.ctr.neighRestored.Load(),
 	}
 	if dp.mon != nil {
 		s.LinkEvents = dp.mon.events.Load()

@@ -191,7 +191,7 @@ func (f SysctlFamilies) filter(list []sysctl) []sysctl {
 // differs.
 func PodSysctls(families SysctlFamilies) []string {
 	var out []string
-	for _, s := range families.filter(append(globalSysctls(), bridgeSysctls("default")...)) {
+	for _, s := range families.filter(append(globalSysctls(), ownBridgeSysctls("default")...)) {
 		kv := s.key + "=" + s.value
 		if !slices.Contains(out, kv) {
 			out = append(out, kv)

@@ -12,12 +12,15 @@ func TestPodSysctlsCoverTheBridgeThroughDefaults(t *testing.T) {
 	require.Contains(t, got, "net.ipv4.conf.all.forwarding=1")
 	require.Contains(t, got, "net.ipv6.conf.all.accept_dad=0")
 	require.Contains(t, got, "net.ipv4.conf.default.promote_secondaries=1")
+	// The kernel's announcements of a bridge created after them.
+	require.Contains(t, got, "net.ipv4.conf.default.arp_notify=1")
+	require.Contains(t, got, "net.ipv6.conf.default.ndisc_notify=1")
 	seen := map[string]bool{}
 	for _, kv := range got {
 		require.False(t, seen[kv], "%s listed twice", kv)
 		seen[kv] = true
 	}
-	require.Len(t, got, len(globalSysctls())+1, "the bridge keys add only promote_secondaries to the defaults")
+	require.Len(t, got, len(globalSysctls())+3, "the bridge keys add promote_secondaries, arp_notify and ndisc_notify to the defaults")
 	require.Equal(t, got, PodSysctls(SysctlsIPv4|SysctlsIPv6))
 }
 

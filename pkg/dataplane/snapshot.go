@@ -171,7 +171,7 @@ func (dp *Dataplane) Snapshot() (Snapshot, error) {
 		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.effectiveNexthopsLocked(dp.want, f)...)
 	}
 	readSysctls(dp.ns, "", dp.opts.SysctlFamilies.filter(globalSysctls()), s.Sysctls)
-	readSysctls(dp.ns, dp.opts.BridgeName, dp.opts.SysctlFamilies.filter(bridgeSysctls(dp.opts.BridgeName)), s.Sysctls)
+	readSysctls(dp.ns, dp.opts.BridgeName, dp.opts.SysctlFamilies.filter(ownBridgeSysctls(dp.opts.BridgeName)), s.Sysctls)
 	for _, e := range dp.sysctlErrs {
 		s.SysctlErrors = append(s.SysctlErrors, e.Error())
 	}

@@ -1,8 +1,9 @@
 // Package dataplane owns everything Causeway does to the Linux kernel in the
 // proxy's network namespace: the bridge and its ports, the policy routing
 // table with one ECMP default route per family, the `from <VIP>` rules, the
-// namespace sysctls, gratuitous ARP / unsolicited neighbour advertisements,
-// conntrack clean-up and the link monitor. Callers describe the desired State;
+// namespace sysctls, the kernel's gratuitous ARP / unsolicited neighbour
+// advertisements for the bridge's addresses, conntrack clean-up and the link
+// monitor. Callers describe the desired State;
 // the package computes the difference against what it owns and applies the
 // fewest netlink operations.
 //
@@ -48,7 +49,7 @@
 // # Namespaces
 //
 // All kernel access goes through netlink sockets opened in Options.NetNS, and
-// sysctls and packet sockets are opened on an OS thread switched into that
+// sysctls are read and written on an OS thread switched into that
 // namespace, so one process can drive several namespaces at once (the tests
 // do).
 package dataplane

@@ -40,6 +40,32 @@ func (c *flowCounter) reset() {
 // counts what it receives from a goroutine outside the namespace.
 func listenFlows(t *testing.T, ns *testutil.NetNS, network string, port int) *flowCounter {
 	t.Helper()
+	conn := listenUDP(t, ns, network, port)
+	c := &flowCounter{ports: map[int]struct{}{}, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		buf := make([]byte, 2048)
+		for {
+			_, from, err := conn.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			c.ports[from.Port] = struct{}{}
+			c.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = conn.Close()
+		<-c.done
+	})
+	return c
+}
+
+// listenUDP opens a UDP socket on port in ns, with a receive buffer large
+// enough for a test's whole stream; the caller closes it.
+func listenUDP(t *testing.T, ns *testutil.NetNS, network string, port int) *net.UDPConn {
+	t.Helper()
 	var conn *net.UDPConn
 	require.NoError(t, ns.Do(func() error {
 		var err error
@@ -61,25 +87,7 @@ func listenFlows(t *testing.T, ns *testutil.NetNS, network string, port int) *fl
 		}
 		return serr
 	}))
-	c := &flowCounter{ports: map[int]struct{}{}, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		buf := make([]byte, 2048)
-		for {
-			_, from, err := conn.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			c.mu.Lock()
-			c.ports[from.Port] = struct{}{}
-			c.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = conn.Close()
-		<-c.done
-	})
-	return c
+	return conn
 }
 
 // sendFlows sends one datagram from each of n source ports (firstPort...)

@@ -25,9 +25,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const version = "image-test-1.0"
 
 // proxyCaps are the proxy binary's file capabilities, as getcap prints them:
-// netlink, nftables and conntrack need CAP_NET_ADMIN, the packet socket of
-// the gratuitous ARP / unsolicited NA CAP_NET_RAW.
-const proxyCaps = "cap_net_admin,cap_net_raw=ep"
+// netlink, nftables, conntrack and the sysctls of its namespace need
+// CAP_NET_ADMIN, and nothing needs more (the kernel sends the gratuitous
+// ARP / unsolicited NA, see pkg/dataplane/announce.go).
+const proxyCaps = "cap_net_admin=ep"
 
 // binaries are the images, each named after its binary.
 var binaries = []string{"proxy", "ipam", "nsp"}

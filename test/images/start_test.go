@@ -17,8 +17,8 @@ import (
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
-// startedLine is what the proxy logs once its dataplane (bridge, table,
-// packet socket) is up, right before it asks the IPAM for addresses.
+// startedLine is what the proxy logs once its dataplane (bridge, table) is
+// up, right before it asks the IPAM for addresses.
 const startedLine = "allocating bridge addresses"
 
 // checkProxyStarts runs the proxy of the image as a pod would: in a network
@@ -88,6 +88,11 @@ func checkProxyStarts(t *testing.T, rootfs string, uid, gid int) {
 	}
 	out, err := in("ip", "link", "show", "bridge0").CombinedOutput()
 	require.NoError(t, err, "bridge0 in the proxy's namespace: %s", out)
+	// The bridge inherited the notify sysctls of the kernel's
+	// announcements from the defaults the init container set.
+	out, err = in("sysctl", "-n", "net.ipv4.conf.bridge0.arp_notify", "net.ipv6.conf.bridge0.ndisc_notify").CombinedOutput()
+	require.NoError(t, err, "bridge0's notify sysctls: %s", out)
+	require.Equal(t, "1\n1", strings.TrimSpace(string(out)), "bridge0's arp_notify and ndisc_notify")
 	out, err = in("chroot", user, rootfs, "/usr/local/bin/proxy", "-probe", "startup").CombinedOutput()
 	require.NoError(t, err, "proxy -probe startup: %s", out)
 }

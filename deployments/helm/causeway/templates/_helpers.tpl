@@ -76,8 +76,8 @@ seccompProfile:
 serves (dataplane.PodSysctls, listed by family in
 deployments/config-reference.json; the chart's test compares). */}}
 {{- define "causeway.proxySysctls" -}}
-{{- $v4 := list "net.ipv4.ip_forward=1" "net.ipv4.conf.all.forwarding=1" "net.ipv4.fib_multipath_hash_policy=1" "net.ipv4.conf.all.rp_filter=0" "net.ipv4.conf.default.rp_filter=0" "net.ipv4.conf.default.promote_secondaries=1" -}}
-{{- $v6 := list "net.ipv6.conf.all.forwarding=1" "net.ipv6.fib_multipath_hash_policy=1" "net.ipv6.conf.all.accept_dad=0" "net.ipv6.conf.default.accept_dad=0" -}}
+{{- $v4 := list "net.ipv4.ip_forward=1" "net.ipv4.conf.all.forwarding=1" "net.ipv4.fib_multipath_hash_policy=1" "net.ipv4.conf.all.rp_filter=0" "net.ipv4.conf.default.rp_filter=0" "net.ipv4.conf.default.promote_secondaries=1" "net.ipv4.conf.default.arp_notify=1" -}}
+{{- $v6 := list "net.ipv6.conf.all.forwarding=1" "net.ipv6.fib_multipath_hash_policy=1" "net.ipv6.conf.all.accept_dad=0" "net.ipv6.conf.default.accept_dad=0" "net.ipv6.conf.default.ndisc_notify=1" -}}
 {{- $out := list -}}
 {{- if ne .Values.ipFamily "ipv6" }}{{ $out = concat $out $v4 }}{{ end -}}
 {{- if ne .Values.ipFamily "ipv4" }}{{ $out = concat $out $v6 }}{{ end -}}
