@@ -2,12 +2,12 @@ package nsmcp
 
 import (
 	"errors"
-	"net/url"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
+
+	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 )
 
 // kernelLinkLost is the lab clients' data-plane fact for the heal check
@@ -36,11 +36,10 @@ func handleFor(rawURL string) (*netlink.Handle, error) {
 	if rawURL == "" {
 		return netlink.NewHandle()
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme != "file" {
-		return nil, errors.New("not a file:// netns url")
+	ns, err := netnsurl.Open(rawURL)
+	if errors.Is(err, netnsurl.ErrNotFileURL) {
+		return nil, err
 	}
-	ns, err := netns.GetFromPath(u.Path)
 	if err != nil {
 		return nil, errors.Join(errNetNSGone, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"sync"
 
 	"github.com/golang/protobuf/ptypes/empty"
@@ -13,6 +12,8 @@ import (
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 	"google.golang.org/grpc"
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
@@ -79,11 +80,11 @@ func (v *vethClient) ensure(connID string, nsc, nse end, mtu int) error {
 	if nsc.name == "" || nse.name == "" {
 		return fmt.Errorf("veth for %s: kernel mechanism without interface name (nsc %q, nse %q)", connID, nsc.name, nse.name)
 	}
-	nscNS, err := openNetNS(nsc.netnsURL)
+	nscNS, err := netnsurl.Open(nsc.netnsURL)
 	if err != nil {
 		return fmt.Errorf("veth for %s: nsc side: %w", connID, err)
 	}
-	nseNS, err := openNetNS(nse.netnsURL)
+	nseNS, err := netnsurl.Open(nse.netnsURL)
 	if err != nil {
 		_ = nscNS.Close()
 		return fmt.Errorf("veth for %s: nse side: %w", connID, err)
@@ -234,17 +235,4 @@ func deleteLink(ns netns.NsHandle, name string) {
 	if err := h.LinkDel(l); err != nil {
 		slog.Warn("delete veth", "name", name, "error", err)
 	}
-}
-
-// openNetNS opens the namespace of a kernel mechanism's file:// URL.
-func openNetNS(rawURL string) (netns.NsHandle, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme != "file" {
-		return -1, fmt.Errorf("netns url %q is not a file:// url", rawURL)
-	}
-	h, err := netns.GetFromPath(u.Path)
-	if err != nil {
-		return -1, fmt.Errorf("open netns %s: %w", u.Path, err)
-	}
-	return h, nil
 }
