@@ -151,6 +151,7 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	st.typ = t
 	st.allocs = got
 	bridge := maps.Clone(p.bridge)
+	svcPrefixes := p.servicePrefixes
 	p.mu.Unlock()
 
 	var src, dst []netip.Prefix
@@ -168,7 +169,9 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 			log.Warn("LB connection addresses changed", "old", old, "new", ipc.SrcIpAddrs)
 		}
 	case TargetConn:
+		oldExtra := slices.Clone(ipc.GetExtraPrefixes())
 		setTargetIPContext(ipc, src, dst, p.orderedBridge(bridge))
+		setServiceRoutes(ipc, svcPrefixes, oldExtra)
 	}
 	after := ipContextString(ipc)
 	switch {
