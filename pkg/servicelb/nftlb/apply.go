@@ -242,7 +242,9 @@ func (x *tx) diffChains(old, want *state) {
 		}
 		rewrite(ic.name, ok && oc.name == ic.name)
 		for _, r := range ic.ports {
-			x.rule(ic.name, append(kernel.MatchPort(r.port, r.proto), kernel.Goto(r.chain))...)
+			// The counter sees the first packet of each new flow (a NAT
+			// chain sees nothing else): the service port's new flows.
+			x.rule(ic.name, append(kernel.MatchPort(r.port, r.proto), &expr.Counter{}, kernel.Goto(r.chain))...)
 		}
 	}
 }

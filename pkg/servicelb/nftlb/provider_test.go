@@ -138,3 +138,23 @@ func changeOneEndpoint(eps []servicelb.Endpoints) {
 	a := eps[len(eps)/2].Ports[0].Addresses
 	a[0] = netip.AddrPortFrom(a[0].Addr(), a[0].Port()+1000)
 }
+
+// TestPortStates: the provider shows each service port with its endpoints,
+// chain and the new flows its dispatch rule counted.
+func TestPortStates(t *testing.T) {
+	topo := slbtest.New(t, 3)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	s := subject(t, topo)
+	p := s.Provider.(*Provider)
+	s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP4, Port: 80, Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	for range 4 {
+		_, err := s.Hello(t, servicelb.TCP, netip.AddrPortFrom(slbtest.ServiceIP4, 80))
+		require.NoError(t, err)
+	}
+	st := p.PortStates()
+	require.Len(t, st, 1)
+	assert.Equal(t, slbtest.SvcName.String(), st[0].Service)
+	assert.Len(t, st[0].Endpoints, 3)
+	assert.NotEmpty(t, st[0].Chain)
+	assert.EqualValues(t, 4, st[0].NewFlows, "one counted packet per new connection")
+}
