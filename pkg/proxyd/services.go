@@ -170,6 +170,11 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 	var addrs []netip.Addr
 	if f.UsesTargets() {
 		addrs = s.proxy.TargetAddrs()
+		if s.cfg.ServiceProvider == servicelb.ProviderNftables {
+			if err := setHairpin(s.ns, targetLinks(s.proxy)); err != nil {
+				s.log.Warn("hairpin mode of the target ports", "error", err)
+			}
+		}
 	}
 	svcs, eps := f.ServiceList(), f.EndpointList(addrs)
 	// Endpoints first: a new service port starts with its endpoints.
