@@ -242,7 +242,7 @@ func (l *Lab) StartProxy() error {
 		"NSM_LOG_LEVEL=" + st.LogLevel,
 		"NSM_IP_RELEASE_DELAY=" + st.ReleaseDelay,
 		"NSM_GRPC_MAX_BACKOFF=1s",
-	}, st.ProxyEnv...))
+	}, append(l.serviceEnv(), st.ProxyEnv...)...))
 	if err != nil {
 		return err
 	}
@@ -441,6 +441,7 @@ func (l *Lab) startTargetProcess(name, service string) error {
 		"-label", "nodeName=" + NodeName,
 		"-port", strconv.Itoa(st.EchoPort),
 		"-publish-dir", l.TargetsDir(),
+		"-service-port", strconv.Itoa(st.ServicePort),
 	}
 	for _, v := range st.VIPs {
 		argv = append(argv, "-vip", netip.MustParsePrefix(v).Addr().String())
