@@ -51,14 +51,15 @@ func TestTargetAddrs(t *testing.T) {
 	ch, stop := e.p.WatchTargets()
 	defer stop()
 	a4, a6 := netip.MustParseAddr("172.16.0.2"), netip.MustParseAddr("fd00::2")
-	e.p.InterfaceCreated(Interface{Index: 7, Name: "t1", Type: TargetConn, ConnID: "c1", NeighborAddrs: []netip.Addr{a6, a4}})
+	vip := netip.MustParseAddr("20.0.0.1")
+	e.p.InterfaceCreated(Interface{Index: 7, Name: "t1", Type: TargetConn, ConnID: "c1", NeighborAddrs: []netip.Addr{a6, vip, a4}})
 	e.p.InterfaceCreated(Interface{Index: 8, Name: "lb", Type: LBConn, ConnID: "c2", NeighborAddrs: []netip.Addr{netip.MustParseAddr("172.16.0.9")}})
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no signal")
 	}
-	require.Equal(t, []netip.Addr{a4, a6}, e.p.TargetAddrs())
+	require.Equal(t, []netip.Addr{a4, a6}, e.p.TargetAddrs(), "the addresses of the bridge subnets, not the VIP")
 	e.p.InterfaceDeleted(Interface{Index: 7})
 	require.Empty(t, e.p.TargetAddrs())
 }

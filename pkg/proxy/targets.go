@@ -7,19 +7,24 @@ import (
 )
 
 // TargetAddrs are the addresses of the targets connected to the proxy:
-// those of the target connections whose interface is in the proxy's
-// namespace, sorted.
+// those the proxy handed out (inside a bridge subnet; not the VIPs a
+// target carries too) of the target connections whose interface is in the
+// proxy's namespace, sorted.
 func (p *Proxy) TargetAddrs() []netip.Addr {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var subnets []netip.Prefix
+	for _, b := range p.bridge {
+		subnets = append(subnets, b.Masked())
+	}
 	var out []netip.Addr
 	for _, i := range p.ifaces {
 		if i.Type != TargetConn {
 			continue
 		}
 		for _, a := range i.NeighborAddrs {
-			if a.IsValid() {
-				out = append(out, a.Unmap())
+			if a = a.Unmap(); a.IsValid() && inAny(subnets, a) {
+				out = append(out, a)
 			}
 		}
 	}

@@ -24,30 +24,31 @@ func targetLinks(p *proxy.Proxy) []int {
 // the daemon's own): with the nftables provider, a flow that a target sends
 // to a service and that the round robin gives back to that target leaves
 // the bridge by the port it came in, which a bridge refuses otherwise.
-// The service load balancer owns this flag of the target ports.
-func setHairpin(ns netns.NsHandle, links []int) error {
+// The service load balancer owns this flag of the target ports. It reports
+// whether some link is not a bridge port yet (to be set again later).
+func setHairpin(ns netns.NsHandle, links []int) (pending bool, err error) {
 	var h *netlink.Handle
-	var err error
 	if ns > 0 {
 		h, err = netlink.NewHandleAt(ns)
 	} else {
 		h, err = netlink.NewHandle()
 	}
 	if err != nil {
-		return fmt.Errorf("netlink handle: %w", err)
+		return false, fmt.Errorf("netlink handle: %w", err)
 	}
 	defer h.Close()
 	for _, idx := range links {
 		l, err := h.LinkByIndex(idx)
 		if err != nil {
-			return fmt.Errorf("target port %d: %w", idx, err)
+			continue // gone: the proxy forgets it too
 		}
 		if l.Attrs().MasterIndex == 0 {
-			continue // not (yet) a bridge port: the next change sets it
+			pending = true // the dataplane has not made it a bridge port yet
+			continue
 		}
 		if err := h.LinkSetHairpin(l, true); err != nil {
-			return fmt.Errorf("hairpin on %s: %w", l.Attrs().Name, err)
+			return false, fmt.Errorf("hairpin on %s: %w", l.Attrs().Name, err)
 		}
 	}
-	return nil
+	return pending, nil
 }

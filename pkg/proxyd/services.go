@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -33,7 +34,8 @@ type serviceLB struct {
 	provider servicelb.Provider
 	events   *eventCounter
 
-	changed chan struct{} // capacity 1: the file changed
+	changed chan struct{} // capacity 1: the file changed, or the hairpin mode is to be set again
+	retryAt atomic.Pointer[time.Time]
 
 	mu       sync.Mutex
 	file     *services.File // last good version (nil: none yet)
@@ -136,6 +138,17 @@ func (s *serviceLB) accept(f *services.File) {
 	}
 }
 
+// retry asks the feed loop for another round soon (a target port was not
+// ready for its hairpin mode).
+func (s *serviceLB) retry() {
+	at := time.Now().Add(hairpinRetry)
+	s.retryAt.Store(&at)
+}
+
+// hairpinRetry is how soon the hairpin mode of a target port that is not a
+// bridge port yet is tried again.
+const hairpinRetry = 200 * time.Millisecond
+
 // reject records a refused version; the last good one stays in force.
 func (s *serviceLB) reject(err error) {
 	s.mu.Lock()
@@ -147,12 +160,18 @@ func (s *serviceLB) reject(err error) {
 // feedLoop hands the provider the services and endpoints again whenever
 // the file or the connected targets change, until ctx ends.
 func (s *serviceLB) feedLoop(ctx context.Context, targets <-chan struct{}, svcs []servicelb.Service, eps []servicelb.Endpoints) {
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
 	for {
+		if at := s.retryAt.Swap(nil); at != nil {
+			retry.Reset(time.Until(*at))
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.changed:
 		case <-targets:
+		case <-retry.C:
 		}
 		svcs, eps = s.feed(svcs, eps)
 	}
@@ -171,8 +190,12 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 	if f.UsesTargets() {
 		addrs = s.proxy.TargetAddrs()
 		if s.cfg.ServiceProvider == servicelb.ProviderNftables {
-			if err := setHairpin(s.ns, targetLinks(s.proxy)); err != nil {
+			pending, err := setHairpin(s.ns, targetLinks(s.proxy))
+			if err != nil {
 				s.log.Warn("hairpin mode of the target ports", "error", err)
+			}
+			if pending {
+				s.retry()
 			}
 		}
 	}
