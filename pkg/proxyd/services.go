@@ -34,7 +34,7 @@ type serviceLB struct {
 	provider servicelb.Provider
 	events   *eventCounter
 
-	changed chan struct{} // capacity 1: the file changed, or the hairpin mode is to be set again
+	changed chan struct{} // capacity 1: the file changed
 	retryAt atomic.Pointer[time.Time]
 
 	mu       sync.Mutex
