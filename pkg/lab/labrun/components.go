@@ -96,12 +96,18 @@ func (l *Lab) writeNSPConfig(vips []string) error { return l.WriteRawNSPConfig(l
 // WriteRawNSPConfig replaces the nsp's configuration file with yaml (the
 // nsp process follows the file; a broken file is logged and ignored by it).
 func (l *Lab) WriteRawNSPConfig(yaml string) error {
-	tmp := l.nspConfigPath() + ".tmp"
-	if err := os.WriteFile(tmp, []byte(yaml), 0o644); err != nil {
-		return fmt.Errorf("write nsp config: %w", err)
+	return replaceFile(l.nspConfigPath(), yaml, "nsp config")
+}
+
+// replaceFile writes content to path through a rename, so that a process
+// that follows the file reads either version whole.
+func replaceFile(path, content, what string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", what, err)
 	}
-	if err := os.Rename(tmp, l.nspConfigPath()); err != nil {
-		return fmt.Errorf("write nsp config: %w", err)
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package labrun
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
@@ -76,14 +75,7 @@ func (l *Lab) servicesYAML() string {
 // WriteRawServices replaces the proxy's services file with yaml (the proxy
 // follows the file; a broken one is refused and the last good one stays).
 func (l *Lab) WriteRawServices(yaml string) error {
-	tmp := l.servicesPath() + ".tmp"
-	if err := os.WriteFile(tmp, []byte(yaml), 0o644); err != nil {
-		return fmt.Errorf("write services file: %w", err)
-	}
-	if err := os.Rename(tmp, l.servicesPath()); err != nil {
-		return fmt.Errorf("write services file: %w", err)
-	}
-	return nil
+	return replaceFile(l.servicesPath(), yaml, "services file")
 }
 
 // serviceEnv is the proxy's environment for the lab's services.
