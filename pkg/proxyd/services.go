@@ -189,14 +189,16 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 	var addrs []netip.Addr
 	if f.UsesTargets() {
 		addrs = s.proxy.TargetAddrs()
-		if s.cfg.ServiceProvider == servicelb.ProviderNftables {
-			pending, err := setHairpin(s.ns, targetLinks(s.proxy))
-			if err != nil {
-				s.log.Warn("hairpin mode of the target ports", "error", err)
-			}
-			if pending {
-				s.retry()
-			}
+	}
+	// A target may be an endpoint by address too: every target port gets
+	// hairpin mode while there are services.
+	if s.cfg.ServiceProvider == servicelb.ProviderNftables && len(f.Services) > 0 {
+		pending, err := setHairpin(s.ns, targetLinks(s.proxy))
+		if err != nil {
+			s.log.Warn("hairpin mode of the target ports", "error", err)
+		}
+		if pending {
+			s.retry()
 		}
 	}
 	svcs, eps := f.ServiceList(), f.EndpointList(addrs)
