@@ -34,6 +34,8 @@ func runCmd(args []string) int {
 	fs.DurationVar(&opts.ReleaseDelay, "release-delay", labrun.DefaultReleaseDelay, "the proxy's NSM_IP_RELEASE_DELAY")
 	fs.DurationVar(&opts.NSEExpiration, "nse-expiration", labrun.DefaultNSEExpiration, "NSE registration expiration")
 	fs.StringVar(&opts.LogLevel, "log-level", labrun.DefaultLogLevel, "log level of the proxy, ipam and nsp")
+	fs.StringVar(&opts.ServiceProvider, "service-provider", "nftables", "the proxy's service load balancer provider: nftables or userspace")
+	fs.BoolVar(&opts.NoServices, "no-services", false, "run the lab without services")
 	_ = fs.Parse(args)
 	if len(vips) > 0 {
 		opts.VIPs = vips

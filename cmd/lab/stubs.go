@@ -98,6 +98,7 @@ func targetCmd(args []string) int {
 	fs.StringVar(&cfg.Name, "name", "", "target name")
 	fs.StringVar(&cfg.Service, "service", "", "the proxy's network service proxy.<conduit>.<trench>.<ns>")
 	fs.IntVar(&cfg.Port, "port", 0, "TCP and UDP echo port on the VIPs")
+	fs.IntVar(&cfg.ServicePort, "service-port", 0, "TCP and UDP echo port on every address (a service load balancer endpoint); 0: none")
 	fs.StringVar(&cfg.PublishDir, "publish-dir", "", "publication directory")
 	fs.Var(&vips, "vip", "VIP address (repeatable)")
 	fs.Var(&labels, "label", "request label key=value (repeatable)")

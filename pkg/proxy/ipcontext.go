@@ -158,6 +158,7 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	moved := p.refreshHopsLocked(st)
 	hops := slices.Clone(st.hops)
 	bridge := maps.Clone(p.bridge)
+	svcPrefixes := p.servicePrefixes
 	p.mu.Unlock()
 	if moved {
 		log.Info("nexthops follow the connection's new addresses", "nexthops", hops)
@@ -179,7 +180,9 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 			log.Warn("LB connection addresses changed", "old", old, "new", ipc.SrcIpAddrs)
 		}
 	case TargetConn:
+		oldExtra := slices.Clone(ipc.GetExtraPrefixes())
 		setTargetIPContext(ipc, src, dst, p.orderedBridge(bridge))
+		setServiceRoutes(ipc, svcPrefixes, oldExtra)
 	}
 	after := ipContextString(ipc)
 	switch {

@@ -41,6 +41,9 @@ type Proxy struct {
 	counters    counters
 
 	dirty chan struct{} // capacity 1: a sync is due
+	watch watchers      // WatchTargets subscribers, signalled with every sync request
+	// servicePrefixes are routed via the gateway in targets' IP contexts.
+	servicePrefixes []netip.Prefix
 
 	// Background goroutines (syncer, renewer) stop when bgCancel is called.
 	bgCancel context.CancelFunc
@@ -149,6 +152,7 @@ func (p *Proxy) Close(ctx context.Context) error {
 
 // markDirty asks the syncer to push the state to the dataplane.
 func (p *Proxy) markDirty() {
+	p.watch.signal()
 	select {
 	case p.dirty <- struct{}{}:
 	default:

@@ -34,6 +34,7 @@ func (d *Daemon) components() []component {
 		{"IPAM client", d.startIPAMClient},
 		{"VIP source", d.startVIPSource},
 		{"proxy", d.startProxy},
+		{"services", d.startServices},
 		{"interface monitor", d.startInterfaceMonitor},
 		{"NSM client", d.startNSMClient},
 		{"full mesh", d.startFullMesh},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
 // Config is the proxy's configuration, read from NSM_* environment
@@ -65,6 +66,14 @@ type Config struct {
 	Insecure       bool   `default:"false" desc:"new: plain gRPC and unsigned NSM tokens, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE from 'SPIFFE_ENDPOINT_SOCKET'" envconfig:"INSECURE"`
 	IPAMInsecure   bool   `default:"false" desc:"new: plain gRPC toward the IPAM and NSP even when NSM uses SPIFFE (warned at start and hourly)" envconfig:"IPAM_INSECURE"`
 	ListenOn       string `default:"" desc:"new: unix socket of the NSE (default: a fresh temporary directory)" envconfig:"LISTEN_ON"`
+
+	// Service load balancer (docs/servicelb.md): off unless ServicesFile
+	// is set.
+	ServicesFile          string        `default:"" desc:"new: watched YAML file of the service load balancer's services and endpoints (docs/servicelb.md); empty turns it off" envconfig:"SERVICES_FILE"`
+	ServiceProvider       string        `default:"nftables" desc:"new: service load balancer: 'nftables' (DNAT in the kernel) or 'userspace' (a proxy socket per service port)" envconfig:"SERVICE_PROVIDER"`
+	ServiceSyncPeriod     time.Duration `default:"30s" desc:"new: period of the service load balancer's full resync" envconfig:"SERVICE_SYNC_PERIOD"`
+	ServicePortRange      string        `default:"" desc:"new: userspace provider: ports of its sockets, 'first-last' (empty: the kernel's choice)" envconfig:"SERVICE_PORT_RANGE"`
+	ServiceUDPIdleTimeout time.Duration `default:"30s" desc:"new: userspace provider: a UDP flow idle that long ends" envconfig:"SERVICE_UDP_IDLE_TIMEOUT"`
 }
 
 // EnvPrefix is the prefix of every proxy environment variable.
@@ -164,6 +173,17 @@ func (c *Config) Validate() error {
 	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
+	}
+	if c.ServiceProvider != servicelb.ProviderNftables && c.ServiceProvider != servicelb.ProviderUserspace {
+		bad("SERVICE_PROVIDER", "%q is not %q or %q", c.ServiceProvider, servicelb.ProviderNftables, servicelb.ProviderUserspace)
+	}
+	if _, err := servicelb.ParsePortRange(c.ServicePortRange); err != nil {
+		bad("SERVICE_PORT_RANGE", "%v", err)
+	}
+	for env, d := range map[string]time.Duration{"SERVICE_SYNC_PERIOD": c.ServiceSyncPeriod, "SERVICE_UDP_IDLE_TIMEOUT": c.ServiceUDPIdleTimeout} {
+		if d <= 0 {
+			bad(env, "must be positive, got %s", d)
+		}
 	}
 	return errors.Join(errs...)
 }

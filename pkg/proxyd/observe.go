@@ -28,6 +28,8 @@ type DebugState struct {
 	Config    *Config             `json:"config"`
 	Proxy     proxy.Snapshot      `json:"proxy"`
 	Dataplane *dataplane.Snapshot `json:"dataplane,omitempty"`
+	// Services is the service load balancer (absent when it is off).
+	Services *ServicesState `json:"services,omitempty"`
 	// Goroutines is the process's goroutine count (a leak shows as growth
 	// across the events a long-running proxy sees).
 	Goroutines int    `json:"goroutines"`
@@ -39,6 +41,9 @@ var Version = "dev"
 
 func (d *Daemon) debugState() DebugState {
 	st := DebugState{Version: Version, Config: d.cfg, Proxy: d.proxy.Snapshot(), Goroutines: runtime.NumGoroutine()}
+	if d.services != nil {
+		st.Services = d.services.state()
+	}
 	snap, err := d.dp.Snapshot()
 	st.Dataplane = &snap
 	if err != nil {
@@ -54,6 +59,9 @@ func (d *Daemon) startMetrics(ctx context.Context) (func() error, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), d.proxy)
+	if d.services != nil {
+		reg.MustRegister(d.services)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	lis, err := net.Listen("tcp", d.cfg.MetricsAddress)

@@ -1,6 +1,7 @@
 package proxyd
 
 import (
+	"github.com/vishvananda/netns"
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/pkg/dataplane"
@@ -36,7 +37,13 @@ type options struct {
 	nsmDial       []grpc.DialOption
 	nsmServer     []grpc.ServerOption
 	keepSDKLogger bool
+	serviceNetNS  netns.NsHandle
 }
+
+// WithServiceNetNS makes the service load balancer program the namespace ns
+// instead of the daemon's own (for tests whose daemon runs in the test's
+// namespace with a fake dataplane).
+func WithServiceNetNS(ns netns.NsHandle) Option { return func(o *options) { o.serviceNetNS = ns } }
 
 // WithDataplane makes the daemon use dp instead of creating the kernel
 // dataplane in its namespace. The daemon closes it on Stop, as its own.

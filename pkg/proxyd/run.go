@@ -41,6 +41,7 @@ type Daemon struct {
 	nsm       nsmClient
 	mesh      *fullmesh.FullMesh
 	ep        *endpoint.Endpoint
+	services  *serviceLB // nil when NSM_SERVICES_FILE is unset
 
 	running []running // the started components, in start order
 

@@ -47,6 +47,11 @@ type VIP struct {
 	Trench  string `yaml:"trench"`
 }
 
+// Summary describes c in the watcher's "configuration loaded" log line.
+func (c *Config) Summary() []any {
+	return []any{"trenches", len(c.Trenches), "conduits", len(c.Conduits), "vips", len(c.VIPs)}
+}
+
 // VIPPrefixes returns the addresses of the VIPs of a trench, in file order. An
 // empty trench selects the VIPs of every trench. It is meant for a validated
 // Config, whose addresses all parse.

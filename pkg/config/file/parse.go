@@ -29,12 +29,27 @@ func Load(path string) (*Config, error) {
 // an empty document, more than one document, and every semantic problem that
 // Validate finds; each problem names the offending entry and its line.
 func Parse(data []byte) (*Config, error) {
+	var cfg Config
+	l, err := DecodeStrict(data, &cfg, "write `trenches: []` for an empty configuration")
+	if err != nil {
+		return nil, err
+	}
+	if err := validate(&cfg, l); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// DecodeStrict decodes one YAML document into v, rejecting unknown fields,
+// an empty document (emptyHint says what to write instead) and more than
+// one document, and returns the lines of the entries of its top-level
+// lists, for error messages.
+func DecodeStrict(data []byte, v any, emptyHint string) (Lines, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	var cfg Config
-	if err := dec.Decode(&cfg); err != nil {
+	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, errors.New("the file is empty (write `trenches: []` for an empty configuration)")
+			return nil, fmt.Errorf("the file is empty (%s)", emptyHint)
 		}
 		return nil, fmt.Errorf("decode YAML: %w", err)
 	}
@@ -46,10 +61,7 @@ func Parse(data []byte) (*Config, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("decode YAML: %w", err)
 	}
-	if err := validate(&cfg, entryLines(&root)); err != nil {
-		return nil, err
-	}
-	return &cfg, nil
+	return entryLines(&root), nil
 }
 
 // Validate checks the semantic rules of a Config: non-empty names unique per
@@ -60,11 +72,11 @@ func (c *Config) Validate() error {
 	return validate(c, nil)
 }
 
-// lines maps a top-level key to the line of each entry of its list.
-type lines map[string][]int
+// Lines maps a top-level key to the line of each entry of its list.
+type Lines map[string][]int
 
-func entryLines(root *yaml.Node) lines {
-	out := lines{}
+func entryLines(root *yaml.Node) Lines {
+	out := Lines{}
 	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return out
 	}
@@ -84,8 +96,9 @@ func entryLines(root *yaml.Node) lines {
 	return out
 }
 
-// where names entry i of a list for error messages.
-func (l lines) where(kind string, i int, name string) string {
+// Where names entry i of the list kind for error messages: kind[i], its
+// name when it has one, and its line when known.
+func (l Lines) Where(kind string, i int, name string) string {
 	s := fmt.Sprintf("%s[%d]", kind, i)
 	if name != "" {
 		s += fmt.Sprintf(" %q", name)
@@ -98,7 +111,7 @@ func (l lines) where(kind string, i int, name string) string {
 
 var protocols = map[string]bool{"tcp": true, "udp": true, "sctp": true}
 
-func validate(c *Config, l lines) error {
+func validate(c *Config, l Lines) error {
 	var errs []error
 	bad := func(where, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
@@ -106,7 +119,7 @@ func validate(c *Config, l lines) error {
 
 	trenches := map[string]int{}
 	for i, t := range c.Trenches {
-		w := l.where("trenches", i, t.Name)
+		w := l.Where("trenches", i, t.Name)
 		switch first, dup := trenches[t.Name]; {
 		case t.Name == "":
 			bad(w, "name is empty")
@@ -143,7 +156,7 @@ func validate(c *Config, l lines) error {
 	vipNames := map[key]int{}
 	vipAddrs := map[string]int{}
 	for i, v := range c.VIPs {
-		w := l.where("vips", i, v.Name)
+		w := l.Where("vips", i, v.Name)
 		claim(vipNames, "vips", w, v.Trench, v.Name, i, checkTrench(w, v.Trench))
 		p, err := netip.ParsePrefix(v.Address)
 		switch {
@@ -169,7 +182,7 @@ func validate(c *Config, l lines) error {
 
 	conduits := map[key]int{}
 	for i, cd := range c.Conduits {
-		w := l.where("conduits", i, cd.Name)
+		w := l.Where("conduits", i, cd.Name)
 		okTrench := checkTrench(w, cd.Trench)
 		claim(conduits, "conduits", w, cd.Trench, cd.Name, i, okTrench)
 		for j, pn := range cd.DestinationPortNats {

@@ -63,14 +63,31 @@ func WithRejectHook(fn func(error)) WatchOption { return func(o *watchOptions) {
 // is the configuration the caller already has (nil if none): the first read
 // delivers only if it differs from last. A version that cannot be read or does
 // not validate is logged with its reason and skipped; the last good
-// configuration stays in force.
+// configuration stays in force. It is WatchParsed with Parse.
+func Watch(ctx context.Context, path string, last *Config, onChange func(*Config), opts ...WatchOption) error {
+	return WatchParsed(ctx, path, Parse, last, onChange, opts...)
+}
+
+// Summarizer is implemented by decoded files that describe themselves in
+// the "configuration loaded" log line (slog key-value pairs).
+type Summarizer interface {
+	Summary() []any
+}
+
+// WatchParsed follows the file at path until ctx is done: parse decodes and
+// validates each new version, and onChange receives every valid one that
+// differs (reflect.DeepEqual) from the previous; last is what the caller
+// already has (nil if none). A version that cannot be read or that parse
+// rejects is logged with its reason (and given to the reject hook) and
+// skipped: the last good version stays in force.
 //
-// Watch watches the parent directory rather than the file, so that it
+// It watches the parent directory rather than the file, so that it
 // survives editors that replace the file by renaming a new one over it and
 // Kubernetes ConfigMap volumes that swap a symlinked directory; a periodic
-// re-read is the backstop. onChange runs on the watch goroutine. Watch
-// returns nil when ctx is done, or an error if it cannot watch the directory.
-func Watch(ctx context.Context, path string, last *Config, onChange func(*Config), opts ...WatchOption) error {
+// re-read is the backstop. onChange runs on the watch goroutine. It returns
+// nil when ctx is done, or an error if it cannot watch the directory.
+func WatchParsed[T any](ctx context.Context, path string, parse func([]byte) (*T, error), last *T,
+	onChange func(*T), opts ...WatchOption) error {
 	o := watchOptions{logger: slog.Default(), poll: DefaultPollInterval, debounce: DefaultDebounce}
 	for _, opt := range opts {
 		opt(&o)
@@ -85,7 +102,7 @@ func Watch(ctx context.Context, path string, last *Config, onChange func(*Config
 		return fmt.Errorf("watch config directory %s: %w", dir, err)
 	}
 
-	r := reloader{path: path, last: last, onChange: onChange, opts: &o}
+	r := reloader[T]{path: path, parse: parse, last: last, onChange: onChange, opts: &o}
 	r.reload()
 
 	poll := time.NewTicker(o.poll)
@@ -119,17 +136,18 @@ func Watch(ctx context.Context, path string, last *Config, onChange func(*Config
 }
 
 // reloader reads the file and decides what to deliver and what to report.
-type reloader struct {
+type reloader[T any] struct {
 	path     string
-	last     *Config
-	onChange func(*Config)
+	parse    func([]byte) (*T, error)
+	last     *T
+	onChange func(*T)
 	opts     *watchOptions
 
 	lastData    []byte // content last parsed, valid or not
 	lastProblem string // last reported problem, to report each once
 }
 
-func (r *reloader) reload() {
+func (r *reloader[T]) reload() {
 	data, err := os.ReadFile(r.path)
 	if err != nil {
 		r.lastData = nil
@@ -140,7 +158,7 @@ func (r *reloader) reload() {
 		return
 	}
 	r.lastData = data
-	cfg, err := Parse(data)
+	cfg, err := r.parse(data)
 	if err != nil {
 		r.reject(err)
 		return
@@ -150,12 +168,15 @@ func (r *reloader) reload() {
 		return
 	}
 	r.last = cfg
-	r.opts.logger.Info("configuration loaded", "path", r.path,
-		"trenches", len(cfg.Trenches), "conduits", len(cfg.Conduits), "vips", len(cfg.VIPs))
+	attrs := []any{"path", r.path}
+	if s, ok := any(cfg).(Summarizer); ok {
+		attrs = append(attrs, s.Summary()...)
+	}
+	r.opts.logger.Info("configuration loaded", attrs...)
 	r.onChange(cfg)
 }
 
-func (r *reloader) reject(err error) {
+func (r *reloader[T]) reject(err error) {
 	if err.Error() == r.lastProblem {
 		return
 	}

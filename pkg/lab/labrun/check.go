@@ -66,7 +66,9 @@ func (l *Lab) extAddr(family netip.Addr) netip.Addr {
 // gateways, the bridge has a port per LB and target, the proxy routes the
 // VIPs over every LB, each target reaches the bridge addresses, the external
 // host reaches the VIPs over TCP and UDP with every target answering, and
-// the replies return through the proxy over every LB. The error is for a
+// the replies return through the proxy over every LB; and with services, a
+// target reaches the service IPs, balanced over the targets, with ClientIP
+// affinity on the sticky ones. The error is for a
 // lab that cannot be inspected at all.
 func (l *Lab) Check(ctx context.Context) (Report, error) {
 	var r Report
@@ -144,6 +146,7 @@ func (l *Lab) Check(ctx context.Context) (Report, error) {
 	r.add("replies return through the proxy over every LB", okLB,
 		"packets each LB forwarded to the external host during the traffic checks: %s (want >= %d each)",
 		strings.Join(parts, " "), minRepliesPerLB)
+	l.checkServices(ctx, &r, targets)
 	return r, nil
 }
 

@@ -97,12 +97,18 @@ func (l *Lab) writeNSPConfig(vips []string) error { return l.WriteRawNSPConfig(l
 // WriteRawNSPConfig replaces the nsp's configuration file with yaml (the
 // nsp process follows the file; a broken file is logged and ignored by it).
 func (l *Lab) WriteRawNSPConfig(yaml string) error {
-	tmp := l.nspConfigPath() + ".tmp"
-	if err := os.WriteFile(tmp, []byte(yaml), 0o644); err != nil {
-		return fmt.Errorf("write nsp config: %w", err)
+	return replaceFile(l.nspConfigPath(), yaml, "nsp config")
+}
+
+// replaceFile writes content to path through a rename, so that a process
+// that follows the file reads either version whole.
+func replaceFile(path, content, what string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", what, err)
 	}
-	if err := os.Rename(tmp, l.nspConfigPath()); err != nil {
-		return fmt.Errorf("write nsp config: %w", err)
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }
@@ -243,7 +249,7 @@ func (l *Lab) StartProxy() error {
 		"NSM_LOG_LEVEL=" + st.LogLevel,
 		"NSM_IP_RELEASE_DELAY=" + st.ReleaseDelay,
 		"NSM_GRPC_MAX_BACKOFF=1s",
-	}, st.ProxyEnv...))
+	}, append(l.serviceEnv(), st.ProxyEnv...)...))
 	if err != nil {
 		return err
 	}
@@ -442,6 +448,7 @@ func (l *Lab) startTargetProcess(name, service string) error {
 		"-label", "nodeName=" + NodeName,
 		"-port", strconv.Itoa(st.EchoPort),
 		"-publish-dir", l.TargetsDir(),
+		"-service-port", strconv.Itoa(st.ServicePort),
 	}
 	for _, v := range st.VIPs {
 		argv = append(argv, "-vip", netip.MustParsePrefix(v).Addr().String())

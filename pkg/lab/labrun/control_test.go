@@ -32,8 +32,9 @@ func TestComponentControl(t *testing.T) {
 		}
 		require.NoError(t, l.Down())
 	})
-	// rows: 2 per target, bridge ports, routes, 4 traffic, LB replies.
-	rows := func(targets int) int { return 2*targets + 1 + 1 + 4 + 1 }
+	// rows: 2 per target, bridge ports, routes, 4 traffic, LB replies, 2
+	// per service (TCP, UDP).
+	rows := func(targets int) int { return 2*targets + 1 + 1 + 4 + 1 + 2*len(LabServices) }
 	green := func(step string, targets int) {
 		t.Helper()
 		var rep Report

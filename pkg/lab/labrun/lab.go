@@ -79,7 +79,7 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		Trench: opts.Trench, Conduit: opts.Conduit, Namespace: opts.Namespace,
 		VIPs: append([]string(nil), opts.VIPs...), LBs: append([]string(nil), opts.LBs...),
 		ReleaseDelay: opts.ReleaseDelay.String(), IPAMPrefixIPv4: opts.IPAMPrefixIPv4, IPAMPrefixIPv6: opts.IPAMPrefixIPv6,
-		EchoPort: opts.EchoPort, NSEExpiration: opts.NSEExpiration.String(), LogLevel: opts.LogLevel,
+		EchoPort: opts.EchoPort, ServicePort: opts.ServicePort, ServiceProvider: opts.ServiceProvider, NSEExpiration: opts.NSEExpiration.String(), LogLevel: opts.LogLevel,
 		IPAMEnv: append([]string(nil), opts.IPAMEnv...), ProxyEnv: append([]string(nil), opts.ProxyEnv...),
 		OwnerPID: os.Getpid(), OwnerStartTime: st,
 	}
@@ -129,6 +129,11 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	// Configuration server and IPAM.
 	if err := l.writeNSPConfig(l.st.VIPs); err != nil {
 		return nil, err
+	}
+	if l.st.ServicePort != 0 {
+		if err := l.WriteRawServices(l.servicesYAML()); err != nil {
+			return nil, err
+		}
 	}
 	if err := l.startNSP(ctx); err != nil {
 		return nil, err

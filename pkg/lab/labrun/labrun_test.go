@@ -87,7 +87,8 @@ func TestUpCheckDown(t *testing.T) {
 	var b strings.Builder
 	rep.Print(&b)
 	t.Logf("checks:\n%s", b.String())
-	require.Len(t, rep.Rows, 3+1+1+3+4+1, "one row per target (2), bridge ports, routes, one per VIP, protocol, LB replies")
+	require.Len(t, rep.Rows, 3+1+1+3+4+1+2*len(LabServices),
+		"one row per target (2), bridge ports, routes, one per VIP, protocol, LB replies, one per service and protocol")
 
 	// The accessors scenarios use.
 	for _, tg := range l.Targets() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
 // Defaults of Options.
@@ -23,6 +24,7 @@ const (
 	DefaultIPAMPrefixIPv4 = "172.30.0.0/16"
 	DefaultIPAMPrefixIPv6 = "fd5a:ca5e::/48"
 	DefaultEchoPort       = 5000
+	DefaultServicePort    = 5001
 	DefaultNSEExpiration  = 15 * time.Second
 	DefaultLogLevel       = "INFO"
 	// NodeName is the proxy's node (NSM_HOST) and the targets' nodeName label.
@@ -58,6 +60,14 @@ type Options struct {
 	IPAMPrefixIPv6 string
 	// EchoPort is the TCP and UDP echo port of the targets on the VIPs.
 	EchoPort int
+	// ServicePort is the targets' TCP and UDP echo port on their own
+	// addresses, the endpoints of the lab's services (default
+	// DefaultServicePort); NoServices runs the lab without services.
+	ServicePort int
+	NoServices  bool
+	// ServiceProvider is the proxy's NSM_SERVICE_PROVIDER (default
+	// nftables).
+	ServiceProvider string
 	// NSEExpiration is the registration expiration of the NSEs (bounds how
 	// long a killed LB stays registered).
 	NSEExpiration time.Duration
@@ -116,6 +126,15 @@ func (o Options) withDefaults() (Options, error) {
 	if o.EchoPort == 0 {
 		o.EchoPort = DefaultEchoPort
 	}
+	if o.ServicePort == 0 {
+		o.ServicePort = DefaultServicePort
+	}
+	if o.NoServices {
+		o.ServicePort = 0
+	}
+	if o.ServiceProvider == "" {
+		o.ServiceProvider = servicelb.ProviderNftables
+	}
 	if o.NSEExpiration == 0 {
 		o.NSEExpiration = DefaultNSEExpiration
 	}
@@ -130,6 +149,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if _, err := parseVIPs(o.VIPs); err != nil {
 		return o, err
+	}
+	if o.ServiceProvider != servicelb.ProviderNftables && o.ServiceProvider != servicelb.ProviderUserspace {
+		return o, fmt.Errorf("service provider %q (want %s or %s)", o.ServiceProvider, servicelb.ProviderNftables, servicelb.ProviderUserspace)
 	}
 	if o.Targets < 0 {
 		return o, fmt.Errorf("targets: %d", o.Targets)

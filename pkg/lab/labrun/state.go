@@ -29,10 +29,14 @@ type labState struct {
 	IPAMPrefixIPv4 string   `json:"ipamPrefixIPv4"`
 	IPAMPrefixIPv6 string   `json:"ipamPrefixIPv6"`
 	EchoPort       int      `json:"echoPort"`
-	NSEExpiration  string   `json:"nseExpiration"`
-	LogLevel       string   `json:"logLevel"`
-	IPAMEnv        []string `json:"ipamEnv,omitempty"`
-	ProxyEnv       []string `json:"proxyEnv,omitempty"`
+	// ServicePort is the targets' echo port as service endpoints (0: the
+	// lab runs without services); ServiceProvider the proxy's provider.
+	ServicePort     int      `json:"servicePort,omitempty"`
+	ServiceProvider string   `json:"serviceProvider,omitempty"`
+	NSEExpiration   string   `json:"nseExpiration"`
+	LogLevel        string   `json:"logLevel"`
+	IPAMEnv         []string `json:"ipamEnv,omitempty"`
+	ProxyEnv        []string `json:"proxyEnv,omitempty"`
 	// Owner is the `lab run` process that started the components and
 	// takes the control socket's requests.
 	OwnerPID       int    `json:"ownerPid"`

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
@@ -29,15 +28,19 @@ type echoServer struct {
 }
 
 // startEcho opens the sockets inside the namespace at netnsPath (current when
-// empty) and serves them until stop.
-func startEcho(netnsPath, name string, vips []netip.Addr, port int) (*echoServer, error) {
+// empty) on every address of listen (the unspecified IPv6 address: every
+// address of both families) and serves them until stop.
+func startEcho(netnsPath, name string, listen []netip.AddrPort) (*echoServer, error) {
 	e := &echoServer{name: name, active: map[net.Conn]struct{}{}}
 	lc := net.ListenConfig{Control: traffic.Freebind}
 	err := netnsdo.DoPath(netnsPath, func() error {
-		for _, vip := range vips {
-			addr := net.JoinHostPort(vip.String(), strconv.Itoa(port))
+		for _, ap := range listen {
+			addr := ap.String()
 			tcp, udp := "tcp4", "udp4"
-			if vip.Is6() {
+			switch {
+			case ap.Addr().IsUnspecified():
+				tcp, udp = "tcp", "udp"
+			case ap.Addr().Is6():
 				tcp, udp = "tcp6", "udp6"
 			}
 			l, err := lc.Listen(context.Background(), tcp, addr)

@@ -36,6 +36,10 @@ type Config struct {
 	VIPs []netip.Addr
 	// Port is the TCP and UDP echo port on every VIP.
 	Port int
+	// ServicePort, when set, is a TCP and UDP echo port on every address
+	// of the target (the target as an endpoint of the proxy's service load
+	// balancer); 0: none.
+	ServicePort int
 	// PublishDir is where the target publishes its address (see pubdir);
 	// empty disables publishing.
 	PublishDir string
@@ -76,8 +80,17 @@ func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
 		cfg.RequestTimeout = 15 * time.Second
 	}
 	t := &Target{cfg: cfg}
-	if cfg.Port != 0 && len(cfg.VIPs) > 0 {
-		if t.echo, err = startEcho(cfg.NetNSPath, cfg.Name, cfg.VIPs, cfg.Port); err != nil {
+	var listen []netip.AddrPort
+	if cfg.Port != 0 {
+		for _, vip := range cfg.VIPs {
+			listen = append(listen, netip.AddrPortFrom(vip, uint16(cfg.Port)))
+		}
+	}
+	if cfg.ServicePort != 0 {
+		listen = append(listen, netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(cfg.ServicePort)))
+	}
+	if len(listen) > 0 {
+		if t.echo, err = startEcho(cfg.NetNSPath, cfg.Name, listen); err != nil {
 			return nil, fmt.Errorf("target %s: %w", cfg.Name, err)
 		}
 	}

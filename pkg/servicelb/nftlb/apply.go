@@ -24,6 +24,8 @@ const (
 	rr6       = "roundrobin6"
 	affinity4 = "affinity4" // endpoint id . ipv4_addr, with timeout
 	affinity6 = "affinity6"
+	hairpin4  = "hairpin4" // ipv4_addr . ipv4_addr: (endpoint, endpoint) for each endpoint address
+	hairpin6  = "hairpin6"
 )
 
 // 32-bit registers. The round-robin lookup takes its key from regKey on and
@@ -101,6 +103,16 @@ func affinitySet(v6 bool) *nftables.Set {
 
 func affinityName(v6 bool) string { return affinitySet(v6).Name }
 
+func hairpinSet(v6 bool) *nftables.Set {
+	if v6 {
+		return &nftables.Set{Name: hairpin6, KeyType: nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeIP6Addr), Concatenation: true}
+	}
+	return &nftables.Set{Name: hairpin4, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeIPAddr), Concatenation: true}
+}
+
+// hairpinKey is the element of endpoint address a: a . a.
+func hairpinKey(a netip.Addr) []byte { return append(a.AsSlice(), a.AsSlice()...) }
+
 var (
 	any4 = netip.IPv4Unspecified()
 	any6 = netip.IPv6Unspecified()
@@ -115,12 +127,17 @@ func family(v6 bool) netip.Addr {
 
 // base creates the table, its shared sets and the NAT base chains that look
 // every new flow's destination up in the dispatch maps (prerouting for
-// routed traffic, output for the namespace's own).
+// routed traffic, output for the namespace's own), and the one that
+// masquerades a flow that an endpoint sent to a service and that was
+// DNATed back to that endpoint itself (postrouting: source = destination =
+// an endpoint address): its answer must come back through the proxy, not
+// stay inside the endpoint. (On a bridge, such a flow leaves by the port
+// it came in: the port needs hairpin mode, see docs/servicelb.md.)
 func (x *tx) base() {
 	x.c.AddTable(x.t)
 	x.n++
 	for _, s := range []*nftables.Set{dispatchSet(false), dispatchSet(true), roundRobinSet(false), roundRobinSet(true),
-		affinitySet(false), affinitySet(true)} {
+		affinitySet(false), affinitySet(true), hairpinSet(false), hairpinSet(true)} {
 		s.Table = x.t
 		x.fail(x.c.AddSet(s, nil))
 		x.n++
@@ -138,23 +155,57 @@ func (x *tx) base() {
 			x.rule(h.name, exprs...)
 		}
 	}
+	x.c.AddChain(&nftables.Chain{Name: "postrouting", Table: x.t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource})
+	x.n++
+	for _, v6 := range []bool{false, true} {
+		dreg := uint32(9) // after the 4-byte source address in the 32-bit registers
+		if v6 {
+			dreg = 12
+		}
+		exprs := append(kernel.MatchFamily(family(v6)), kernel.LoadSaddr(family(v6), 8), kernel.LoadDaddr(family(v6), dreg),
+			&expr.Lookup{SourceRegister: 8, SetName: hairpinSet(v6).Name}, &expr.Masq{})
+		x.rule("postrouting", exprs...)
+	}
+}
+
+// diffHairpin updates the hairpin sets from the endpoint addresses in old
+// to those in want.
+func (x *tx) diffHairpin(old, want map[netip.Addr]bool) {
+	for _, v6 := range []bool{false, true} {
+		var add, del []nftables.SetElement
+		for a := range want {
+			if a.Is4() != v6 && !old[a] {
+				add = append(add, nftables.SetElement{Key: hairpinKey(a)})
+			}
+		}
+		for a := range old {
+			if a.Is4() != v6 && !want[a] {
+				del = append(del, nftables.SetElement{Key: hairpinKey(a)})
+			}
+		}
+		x.elements(hairpinSet(v6), add, del)
+	}
 }
 
 // apply sends the difference from old to want (fragments of the table, or
 // the whole of it when nothing is applied yet) in one transaction and
 // returns how many objects it sent.
-func (p *Provider) apply(old, want *state) (int, error) {
+func (p *Provider) apply(old, want *state, hairpin map[netip.Addr]bool) (int, error) {
 	var size int
 	c, err := p.conn(&size)
 	if err != nil {
 		return 0, err
 	}
 	x := &tx{c: c, t: kernel.Table(TableName)}
+	oldHairpin := p.hairpin
 	if p.applied == nil {
 		x.base()
+		oldHairpin = nil
 	}
 	x.diffChains(old, want)
 	x.diffElements(old, want)
+	x.diffHairpin(oldHairpin, hairpin)
 	x.deletions(old, want)
 	if x.err != nil {
 		return x.n, x.err
@@ -243,7 +294,9 @@ func (x *tx) diffChains(old, want *state) {
 		}
 		rewrite(ic.name, ok && oc.name == ic.name)
 		for _, r := range ic.ports {
-			x.rule(ic.name, append(kernel.MatchPort(r.port, r.proto), kernel.Goto(r.chain))...)
+			// The counter sees the first packet of each new flow (a NAT
+			// chain sees nothing else): the service port's new flows.
+			x.rule(ic.name, append(kernel.MatchPort(r.port, r.proto), &expr.Counter{}, kernel.Goto(r.chain))...)
 		}
 	}
 }

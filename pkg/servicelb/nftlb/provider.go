@@ -66,8 +66,9 @@ type Provider struct {
 	endpoints map[servicelb.ServicePortName][]netip.AddrPort
 
 	syncMu  sync.Mutex
-	applied *state // nil: our table is not (known to be) there
-	inputs  inputs // what applied was computed from
+	applied *state              // nil: our table is not (known to be) there
+	hairpin map[netip.Addr]bool // endpoint addresses in the hairpin sets (with applied)
+	inputs  inputs              // what applied was computed from
 	ids     ids
 	stats   Stats
 }
@@ -158,7 +159,8 @@ func (p *Provider) SyncNow() error {
 	p.mu.Unlock()
 	start := time.Now()
 	old, want := p.fragments(cur)
-	n, err := p.apply(old, want)
+	hairpin := cur.endpointAddrs()
+	n, err := p.apply(old, want, hairpin)
 	p.stats.Syncs++
 	p.stats.LastObjects = n
 	p.stats.TotalObjects += uint64(n)
@@ -173,6 +175,7 @@ func (p *Provider) SyncNow() error {
 	} else {
 		p.applied.merge(old, want)
 	}
+	p.hairpin = hairpin
 	p.inputs = cur
 	p.ids.drop(old, want)
 	flushed, err := kernel.FlushUDP(p.opts.NetNS, staleUDP(old, want))

@@ -87,6 +87,31 @@ func TestHairpin(t *testing.T) {
 	})
 }
 
+// TestSelfHairpin: a client that is itself an endpoint of the service it
+// calls (a target reaching a service over the connected targets) gets the
+// flows that come back to it: they are masqueraded to the bridge address,
+// so that the answer returns through the proxy and its translation. The
+// client's bridge port needs hairpin mode (the flow leaves by the port it
+// came in); without it, nothing comes back.
+func TestSelfHairpin(t *testing.T) {
+	topo := slbtest.New(t, 0)
+	echo := slbtest.StartEcho(t, []*slbtest.Host{topo.Client})
+	s := subject(t, topo)
+	s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP4, Port: 81, Protocol: servicelb.TCP, Hosts: []*slbtest.Host{topo.Client}, EPPort: echo.Port})
+	_, err := s.Hello(t, servicelb.TCP, netip.AddrPortFrom(slbtest.ServiceIP4, 81))
+	require.Error(t, err, "without hairpin mode on the client's port")
+	topo.Proxy.MustExec(t, "ip", "link", "set", "dev", "v0", "type", "bridge_slave", "hairpin", "on")
+	for _, ip := range []netip.Addr{slbtest.ServiceIP4, slbtest.ServiceIP6} {
+		for _, proto := range []servicelb.Protocol{servicelb.TCP, servicelb.UDP} {
+			s.Apply(t, slbtest.Config{IP: ip, Port: 80, Protocol: proto, Hosts: []*slbtest.Host{topo.Client}, EPPort: echo.Port})
+			g, err := s.Hello(t, proto, netip.AddrPortFrom(ip, 80))
+			require.NoError(t, err, "%s %s", proto, ip)
+			assert.Equal(t, topo.Client.Name, g.Endpoint)
+			assert.NotEqual(t, topo.Client.Addr(ip), g.Source, "the flow reaches the client from the proxy's address")
+		}
+	}
+}
+
 // TestIncrementalSync: a change costs objects in proportion to itself.
 func TestIncrementalSync(t *testing.T) {
 	topo := slbtest.New(t, 0)
@@ -137,4 +162,24 @@ func syntheticServices(n, k int, aff servicelb.AffinityType) ([]servicelb.Servic
 func changeOneEndpoint(eps []servicelb.Endpoints) {
 	a := eps[len(eps)/2].Ports[0].Addresses
 	a[0] = netip.AddrPortFrom(a[0].Addr(), a[0].Port()+1000)
+}
+
+// TestPortStates: the provider shows each service port with its endpoints,
+// chain and the new flows its dispatch rule counted.
+func TestPortStates(t *testing.T) {
+	topo := slbtest.New(t, 3)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	s := subject(t, topo)
+	p := s.Provider.(*Provider)
+	s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP4, Port: 80, Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	for range 4 {
+		_, err := s.Hello(t, servicelb.TCP, netip.AddrPortFrom(slbtest.ServiceIP4, 80))
+		require.NoError(t, err)
+	}
+	st := p.PortStates()
+	require.Len(t, st, 1)
+	assert.Equal(t, slbtest.SvcName.String(), st[0].Service)
+	assert.Len(t, st[0].Endpoints, 3)
+	assert.NotEmpty(t, st[0].Chain)
+	assert.EqualValues(t, 4, st[0].NewFlows, "one counted packet per new connection")
 }

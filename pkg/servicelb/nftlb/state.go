@@ -157,6 +157,17 @@ func newInputs(ports map[servicelb.ServicePortName]servicelb.ServicePortInfo, en
 	return in
 }
 
+// endpointAddrs are the addresses of every endpoint of in.
+func (in inputs) endpointAddrs() map[netip.Addr]bool {
+	out := make(map[netip.Addr]bool)
+	for _, p := range in.ports {
+		for _, e := range p.eps {
+			out[e.Addr()] = true
+		}
+	}
+	return out
+}
+
 // changed lists the service ports added, removed or changed from a to b.
 func changed(a, b inputs) []servicelb.ServicePortName {
 	var out []servicelb.ServicePortName

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -381,4 +382,32 @@ func (p *Proxier) Close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+var _ servicelb.Inspector = (*Proxier)(nil)
+
+// PortStates lists the service ports with a socket: endpoints (as the
+// balancer has them), the socket's port and the UDP flows.
+func (p *Proxier) PortStates() []servicelb.PortState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	eps, _ := p.lb.(interface {
+		Endpoints(servicelb.ServicePortName) []netip.AddrPort
+	})
+	out := make([]servicelb.PortState, 0, len(p.services))
+	for name, sp := range p.services {
+		var list []netip.AddrPort
+		if eps != nil {
+			list = eps.Endpoints(name)
+		}
+		st := servicelb.NewPortState(sp.info.ServicePortInfo, list)
+		st.ProxyPort = sp.proxyPort
+		if sp.info.Protocol == servicelb.UDP {
+			st.UDPClients = sp.info.ActiveClients.Len()
+			st.UDPRefused = sp.info.ActiveClients.Refused()
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b servicelb.PortState) int { return strings.Compare(a.Service, b.Service) })
+	return out
 }

@@ -263,3 +263,20 @@ func TestSpecificListenIP(t *testing.T) {
 	s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP6, Port: 80, Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
 	require.Nil(t, p.Info(slbtest.SvcName), "IPv6 service on an IPv4 listen IP")
 }
+
+// TestPortStates: each service port with its endpoints, socket port and
+// UDP flows.
+func TestPortStates(t *testing.T) {
+	topo := slbtest.New(t, 3)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	s, p := subject(t, topo, Options{})
+	s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP6, Port: 53, Protocol: servicelb.UDP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	_, err := s.Hello(t, servicelb.UDP, netip.AddrPortFrom(slbtest.ServiceIP6, 53))
+	require.NoError(t, err)
+	st := p.PortStates()
+	require.Len(t, st, 1)
+	assert.Equal(t, netip.AddrPortFrom(slbtest.ServiceIP6, 53), st[0].Addr)
+	assert.Len(t, st[0].Endpoints, 3)
+	assert.Equal(t, p.Port(slbtest.SvcName), st[0].ProxyPort)
+	assert.Equal(t, 1, st[0].UDPClients, "the flow of the hello")
+}

@@ -1,0 +1,74 @@
+package proxy
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/stretchr/testify/require"
+)
+
+func routeStrings(rs []*networkservice.Route) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.GetPrefix()+" via "+r.GetNextHop())
+	}
+	return out
+}
+
+// A target's IP context carries a route per service prefix via its gateway
+// of the family; its own routes stay; a change of prefixes replaces ours at
+// the next refresh; LB connections get none.
+func TestServiceRoutes(t *testing.T) {
+	e := newTestEnv(t)
+	e.p.SetServicePrefixes([]netip.Prefix{netip.MustParsePrefix("10.96.0.0/24"), netip.MustParsePrefix("fd00:96::/112")})
+	conn := targetConn("target-1")
+	own := &networkservice.Route{Prefix: "192.0.2.0/24", NextHop: "198.51.100.1"}
+	conn.Context = &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{SrcRoutes: []*networkservice.Route{own}}}
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
+	require.Equal(t, []string{"192.0.2.0/24 via 198.51.100.1", "10.96.0.0/24 via 172.16.0.1", "fd00:96::/112 via fd00::1"},
+		routeStrings(ipcOf(conn).GetSrcRoutes()))
+
+	e.p.SetServicePrefixes([]netip.Prefix{netip.MustParsePrefix("10.97.0.1/32")})
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
+	require.Equal(t, []string{"192.0.2.0/24 via 198.51.100.1", "10.97.0.1/32 via 172.16.0.1"}, routeStrings(ipcOf(conn).GetSrcRoutes()))
+
+	e.p.SetServicePrefixes(nil)
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
+	require.Equal(t, []string{"192.0.2.0/24 via 198.51.100.1"}, routeStrings(ipcOf(conn).GetSrcRoutes()))
+
+	e.p.SetServicePrefixes([]netip.Prefix{netip.MustParsePrefix("10.96.0.0/24")})
+	lb := lbConn("lb-1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), lb, LBConn))
+	require.Empty(t, ipcOf(lb).GetSrcRoutes())
+}
+
+// TargetAddrs follows the target interfaces (the target-side addresses
+// the proxy handed out, of the targets whose link is a port; never an LB's);
+// WatchTargets signals changes.
+func TestTargetAddrs(t *testing.T) {
+	e := newTestEnv(t)
+	ch, stop := e.p.WatchTargets()
+	defer stop()
+	t1 := targetConn("t1")
+	e.link(t, t1, TargetConn, 7)
+	e.link(t, lbConn("lb1"), LBConn, 8)
+	require.NoError(t, e.p.SetIPContext(context.Background(), targetConn("t2"), TargetConn)) // no link yet
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal")
+	}
+	var want []netip.Addr
+	for _, s := range ipcOf(t1).GetSrcIpAddrs() {
+		want = append(want, netip.MustParsePrefix(s).Addr())
+	}
+	require.Len(t, want, 2, "one address per family")
+	slices.SortFunc(want, netip.Addr.Compare)
+	require.Equal(t, want, e.p.TargetAddrs(), "the linked target's own addresses only")
+	e.p.InterfaceDeleted(Interface{Index: 7})
+	require.Empty(t, e.p.TargetAddrs())
+}

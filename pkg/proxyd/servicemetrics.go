@@ -1,0 +1,55 @@
+package proxyd
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The service load balancer's metrics, read at scrape time.
+var (
+	svcLabels      = []string{"service", "protocol", "address"}
+	svcEndpoints   = prometheus.NewDesc("causeway_proxy_service_endpoints", "Endpoints of a service port.", svcLabels, nil)
+	svcNewFlows    = prometheus.NewDesc("causeway_proxy_service_new_flows", "New connections or UDP flows the nftables provider sent to a service port since its dispatch rule was last written.", svcLabels, nil)
+	svcUDPClients  = prometheus.NewDesc("causeway_proxy_service_udp_clients", "UDP flows (backend sockets) of a userspace service port.", svcLabels, nil)
+	svcUDPRefused  = prometheus.NewDesc("causeway_proxy_service_udp_refused_total", "UDP flows refused at the bound of a userspace service port.", svcLabels, nil)
+	svcEvents      = prometheus.NewDesc("causeway_proxy_service_events_total", "Events of the userspace sockets, by service port and reason.", []string{"service", "reason"}, nil)
+	svcFileLoads   = prometheus.NewDesc("causeway_proxy_services_file_loads_total", "Versions of the services file taken into force.", nil, nil)
+	svcFileRejects = prometheus.NewDesc("causeway_proxy_services_file_rejects_total", "Versions of the services file refused (the last good one stays).", nil, nil)
+	svcSyncObjects = prometheus.NewDesc("causeway_proxy_service_sync_objects_total", "nftables objects sent by the service load balancer's syncs.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s *serviceLB) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{svcEndpoints, svcNewFlows, svcUDPClients, svcUDPRefused, svcEvents, svcFileLoads,
+		svcFileRejects, svcSyncObjects} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (s *serviceLB) Collect(ch chan<- prometheus.Metric) {
+	st := s.state()
+	for _, p := range st.Ports {
+		labels := []string{p.Service, string(p.Protocol), p.Addr.String()}
+		ch <- prometheus.MustNewConstMetric(svcEndpoints, prometheus.GaugeValue, float64(len(p.Endpoints)), labels...)
+		if p.Chain != "" && p.NewFlows >= 0 {
+			ch <- prometheus.MustNewConstMetric(svcNewFlows, prometheus.GaugeValue, float64(p.NewFlows), labels...)
+		}
+		if p.ProxyPort != 0 && p.Protocol == "UDP" {
+			ch <- prometheus.MustNewConstMetric(svcUDPClients, prometheus.GaugeValue, float64(p.UDPClients), labels...)
+			ch <- prometheus.MustNewConstMetric(svcUDPRefused, prometheus.CounterValue, float64(p.UDPRefused), labels...)
+		}
+	}
+	for svc, m := range st.Events {
+		for reason, n := range m {
+			ch <- prometheus.MustNewConstMetric(svcEvents, prometheus.CounterValue, float64(n), svc, string(reason))
+		}
+	}
+	s.mu.Lock()
+	loads, rejects := s.accepted, s.rejects
+	s.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(svcFileLoads, prometheus.CounterValue, float64(loads))
+	ch <- prometheus.MustNewConstMetric(svcFileRejects, prometheus.CounterValue, float64(rejects))
+	if st.Stats != nil {
+		ch <- prometheus.MustNewConstMetric(svcSyncObjects, prometheus.CounterValue, float64(st.Stats.TotalObjects))
+	}
+}

@@ -1,0 +1,287 @@
+package proxyd
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/pkg/config/services"
+	"github.com/causeway-net/causeway/pkg/proxy"
+	"github.com/causeway-net/causeway/pkg/servicelb"
+	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
+	"github.com/causeway-net/causeway/pkg/servicelb/provider"
+	"github.com/causeway-net/causeway/pkg/servicelb/userspace"
+)
+
+// serviceLB is the service load balancer of the daemon: the provider
+// NSM_SERVICE_PROVIDER names, fed with the services of the watched
+// NSM_SERVICES_FILE and with the addresses of the connected targets for
+// the ports that take them as endpoints.
+type serviceLB struct {
+	cfg      *Config
+	log      *slog.Logger
+	ns       netns.NsHandle
+	proxy    *proxy.Proxy
+	provider servicelb.Provider
+	events   *eventCounter
+
+	changed chan struct{} // capacity 1: the file changed
+	retryAt atomic.Pointer[time.Time]
+
+	mu       sync.Mutex
+	file     *services.File // last good version (nil: none yet)
+	loaded   time.Time
+	rejected *Rejection
+	accepted uint64
+	rejects  uint64
+}
+
+// Rejection is the last version of the services file that was refused:
+// when, and why (each problem names its entry).
+type Rejection struct {
+	Time  time.Time `json:"time"`
+	Error string    `json:"error"`
+}
+
+// startServices starts the service load balancer when NSM_SERVICES_FILE is
+// set. It comes after the proxy (it reads the connected targets, and hands
+// the service prefixes to the targets' IP contexts) and before the
+// endpoint, so that the first target already gets its routes. Off, it
+// removes what a previous run with services left in the namespace. Its stop
+// ends the feeding and the sync loop, closes the provider and runs
+// CleanupLeftovers: no table of ours stays.
+func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
+	log := d.log.With("subsystem", "services")
+	ns := d.opts.serviceNetNS
+	if d.cfg.ServicesFile == "" {
+		if d.opts.dataplane == nil || ns > 0 {
+			if err := cleanupServices(ns); err != nil {
+				log.Warn("service load balancer leftovers not removed", "error", err)
+			}
+		}
+		return noStop, nil
+	}
+	portRange, err := servicelb.ParsePortRange(d.cfg.ServicePortRange)
+	if err != nil {
+		return nil, err
+	}
+	s := &serviceLB{cfg: d.cfg, log: log, ns: ns, proxy: d.proxy, events: newEventCounter(log), changed: make(chan struct{}, 1)}
+	// The other provider's table, from a run configured otherwise.
+	if err := cleanupServices(ns); err != nil {
+		return nil, err
+	}
+	s.provider, err = provider.New(provider.Config{
+		Provider: d.cfg.ServiceProvider, NetNS: ns, Logger: log, SyncPeriod: d.cfg.ServiceSyncPeriod,
+		PortRange: portRange, UDPIdleTimeout: d.cfg.ServiceUDPIdleTimeout, Recorder: s.events,
+		// Clients and endpoints are ports of the bridge (docs/servicelb.md).
+		BridgeNetfilter: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.services = s
+	f, err := services.Load(d.cfg.ServicesFile)
+	if err != nil {
+		// The proxy serves its VIPs without the services; a fixed file is
+		// taken up by the watch.
+		s.reject(err)
+		log.Error("services file rejected at start; no services until it is fixed", "path", d.cfg.ServicesFile, "error", err)
+	} else {
+		s.accept(f)
+	}
+	targets, unwatch := d.proxy.WatchTargets()
+	svcs, eps := s.feed(nil, nil)
+	t := newTasks(ctx)
+	t.Go(s.provider.SyncLoop)
+	t.Go(func(ctx context.Context) {
+		defer unwatch()
+		s.feedLoop(ctx, targets, svcs, eps)
+	})
+	t.Go(func(ctx context.Context) {
+		err := file.WatchParsed(ctx, d.cfg.ServicesFile, services.Parse, f, s.accept,
+			file.WithLogger(log), file.WithRejectHook(s.reject))
+		if err != nil {
+			log.Error("services file watch stopped; the last good services stay", "error", err)
+		}
+	})
+	return func() error {
+		_ = t.stop()
+		d.proxy.SetServicePrefixes(nil)
+		return errors.Join(s.provider.Close(), s.provider.CleanupLeftovers())
+	}, nil
+}
+
+// cleanupServices removes both providers' tables from ns.
+func cleanupServices(ns netns.NsHandle) error {
+	return errors.Join(nftlb.CleanupLeftovers(ns), userspace.CleanupLeftovers(ns))
+}
+
+// accept takes a new good version of the file (on the watch goroutine).
+func (s *serviceLB) accept(f *services.File) {
+	s.mu.Lock()
+	s.file, s.loaded, s.rejected = f, time.Now(), nil
+	s.accepted++
+	s.mu.Unlock()
+	s.proxy.SetServicePrefixes(f.RoutePrefixes())
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// retry asks the feed loop for another round soon (a target port was not
+// ready for its hairpin mode).
+func (s *serviceLB) retry() {
+	at := time.Now().Add(hairpinRetry)
+	s.retryAt.Store(&at)
+}
+
+// hairpinRetry is how soon the hairpin mode of a target port that is not a
+// bridge port yet is tried again.
+const hairpinRetry = 200 * time.Millisecond
+
+// reject records a refused version; the last good one stays in force.
+func (s *serviceLB) reject(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejected = &Rejection{Time: time.Now(), Error: err.Error()}
+	s.rejects++
+}
+
+// feedLoop hands the provider the services and endpoints again whenever
+// the file or the connected targets change, until ctx ends.
+func (s *serviceLB) feedLoop(ctx context.Context, targets <-chan struct{}, svcs []servicelb.Service, eps []servicelb.Endpoints) {
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	for {
+		if at := s.retryAt.Swap(nil); at != nil {
+			retry.Reset(time.Until(*at))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.changed:
+		case <-targets:
+		case <-retry.C:
+		}
+		svcs, eps = s.feed(svcs, eps)
+	}
+}
+
+// feed computes the services and endpoints and hands over what differs
+// from the last ones (lastSvcs, lastEps); it returns what it handed over.
+func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpoints) ([]servicelb.Service, []servicelb.Endpoints) {
+	s.mu.Lock()
+	f := s.file
+	s.mu.Unlock()
+	if f == nil {
+		f = &services.File{}
+	}
+	var addrs []netip.Addr
+	if f.UsesTargets() {
+		addrs = s.proxy.TargetAddrs()
+	}
+	// A target may be an endpoint by address too: every target port gets
+	// hairpin mode while there are services.
+	if s.cfg.ServiceProvider == servicelb.ProviderNftables && len(f.Services) > 0 {
+		pending, err := setHairpin(s.ns, targetLinks(s.proxy))
+		if err != nil {
+			s.log.Warn("hairpin mode of the target ports", "error", err)
+		}
+		if pending {
+			s.retry()
+		}
+	}
+	svcs, eps := f.ServiceList(), f.EndpointList(addrs)
+	// Endpoints first: a new service port starts with its endpoints.
+	if lastEps == nil || !reflect.DeepEqual(eps, lastEps) {
+		s.provider.OnEndpointsUpdate(eps)
+	}
+	if lastSvcs == nil || !reflect.DeepEqual(svcs, lastSvcs) {
+		s.provider.OnServiceUpdate(svcs)
+	}
+	return svcs, eps
+}
+
+// ServicesState is the service load balancer in -debug.
+type ServicesState struct {
+	File     string `json:"file"`
+	Provider string `json:"provider"`
+	// Loaded is when the configuration in force was read; Rejected the
+	// last refused version since (the configuration in force stays).
+	Loaded   time.Time      `json:"loaded,omitzero"`
+	Rejected *Rejection     `json:"rejected,omitempty"`
+	Prefixes []netip.Prefix `json:"prefixes"`
+	// Ports are the served service ports with their endpoints, sockets or
+	// chains and counters; Events the socket events by service port and
+	// reason (userspace).
+	Ports  []servicelb.PortState                       `json:"ports"`
+	Events map[string]map[servicelb.EventReason]uint64 `json:"events,omitempty"`
+	Stats  *nftlb.Stats                                `json:"nftables,omitempty"`
+}
+
+func (s *serviceLB) state() *ServicesState {
+	s.mu.Lock()
+	st := &ServicesState{File: s.cfg.ServicesFile, Provider: s.cfg.ServiceProvider, Loaded: s.loaded, Rejected: s.rejected}
+	if s.file != nil {
+		st.Prefixes = s.file.RoutePrefixes()
+	}
+	s.mu.Unlock()
+	if in, ok := s.provider.(servicelb.Inspector); ok {
+		st.Ports = in.PortStates()
+	}
+	st.Events = s.events.byPort()
+	if n, ok := s.provider.(*nftlb.Provider); ok {
+		stats := n.Stats()
+		st.Stats = &stats
+	}
+	return st
+}
+
+// eventCounter logs the sockets' events (through a LogRecorder) and counts
+// them by service port and reason.
+type eventCounter struct {
+	log *servicelb.LogRecorder
+
+	mu     sync.Mutex
+	counts map[string]map[servicelb.EventReason]uint64
+}
+
+func newEventCounter(log *slog.Logger) *eventCounter {
+	return &eventCounter{log: servicelb.NewLogRecorder(log), counts: map[string]map[servicelb.EventReason]uint64{}}
+}
+
+// Record implements servicelb.Recorder.
+func (c *eventCounter) Record(e servicelb.Event) {
+	c.log.Record(e)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.counts[e.Service.String()]
+	if m == nil {
+		m = map[servicelb.EventReason]uint64{}
+		c.counts[e.Service.String()] = m
+	}
+	m[e.Reason]++
+}
+
+func (c *eventCounter) byPort() map[string]map[servicelb.EventReason]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.counts) == 0 {
+		return nil
+	}
+	out := make(map[string]map[servicelb.EventReason]uint64, len(c.counts))
+	for k, m := range c.counts {
+		out[k] = maps.Clone(m)
+	}
+	return out
+}
