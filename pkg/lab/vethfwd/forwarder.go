@@ -3,6 +3,7 @@ package vethfwd
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 
@@ -23,9 +24,11 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/roundrobin"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	registryrecvfd "github.com/networkservicemesh/sdk/pkg/registry/common/recvfd"
+	"github.com/networkservicemesh/sdk/pkg/registry/core/chain"
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 
 	"github.com/causeway-net/causeway/pkg/nsm/dumpretry"
+	"github.com/causeway-net/causeway/pkg/nsm/findretry"
 )
 
 // ServiceName is the network service forwarders register under; the NSMgr
@@ -55,7 +58,8 @@ type Forwarder struct {
 // New builds the forwarder chain. ctx bounds its lifetime.
 //
 // Server side: dumpretry (runs the rest again after an interrupted netlink
-// dump), recvfd, discover, roundrobin, mechanisms{KERNEL: accept as
+// dump), recvfd, discover (its registry listings run again when they
+// break, see findretry), roundrobin, mechanisms{KERNEL: accept as
 // is}, connectioncontextkernel (programs the NSC end), stash (remembers the
 // NSC end). Client side: mechanism translation, kernel mechanism,
 // connectioncontextkernel (programs the NSE end), veth (creates the pair once
@@ -80,6 +84,13 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 		registryclient.WithDialTimeout(cfg.DialTimeout),
 		// NSE URLs come back as inode:// with the socket passed by fd.
 		registryclient.WithNSEAdditionalFunctionality(registryrecvfd.NewNetworkServiceEndpointRegistryClient()))
+	// discover takes a listing that broke for a whole one (and fails the
+	// request with "candidates not found"): list again until it is whole.
+	nseClient = chain.NewNetworkServiceEndpointRegistryClient(
+		findretry.NewNetworkServiceEndpointRegistryClient(findretry.WithRetried(func(err error) {
+			slog.Info("registry listing broke, listing again", "forwarder", cfg.Name, "error", err)
+		})),
+		nseClient)
 
 	connectNSE := connect.NewServer(client.NewClient(ctx,
 		client.WithName(cfg.Name),

@@ -101,9 +101,11 @@ func (k *Keeper) run(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case err == nil && failures > 0:
-			k.opts.logger.Info("registration restored", "nse", k.nse.GetName(), "failedTries", failures)
+			k.opts.logger.Info("registration restored", "nse", k.nse.GetName(), "failedTries", failures, "expires", k.expires())
 			failures = 0
 			wait.Reset()
+		case err == nil:
+			k.opts.logger.Debug("registration refreshed", "nse", k.nse.GetName(), "expires", k.expires())
 		case err != nil:
 			failures++
 			k.opts.logger.Warn("registration refresh failed, retrying", "nse", k.nse.GetName(),
@@ -114,13 +116,21 @@ func (k *Keeper) run(ctx context.Context) {
 
 // refreshIn is a third of what is left of the granted registration.
 func (k *Keeper) refreshIn() time.Duration {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	exp := k.granted.GetExpirationTime()
-	if exp == nil {
+	exp := k.expires()
+	if exp.IsZero() {
 		return k.opts.retryMax
 	}
-	return max(time.Until(exp.AsTime())/3, k.opts.minRefresh)
+	return max(time.Until(exp)/3, k.opts.minRefresh)
+}
+
+// expires is the expiration the registry last granted (zero if none).
+func (k *Keeper) expires() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if exp := k.granted.GetExpirationTime(); exp != nil {
+		return exp.AsTime()
+	}
+	return time.Time{}
 }
 
 // try registers the service and the endpoint once, bounded by the try
