@@ -43,7 +43,7 @@ func TestFollowsNSPConduits(t *testing.T) {
 	p := startIPAM(t, bin, "IPAM_DATASOURCE="+filepath.Join(t.TempDir(), "registry.db"), "IPAM_NSP_SERVICE="+addr)
 	assert.Equal(t, "169.255.0.1", allocate(t, p.client, "a"), "served with the NSP down")
 	assert.Equal(t, "169.255.16.1", allocate(t, p.client, "b"))
-	require.Eventually(t, func() bool { return p.logged("conduit watch interrupted; retrying") > 0 }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return p.logged("watch failed; keeping the last list and retrying") > 0 }, 30*time.Second, 20*time.Millisecond)
 
 	nsp, srv := testutil.ServeFakeNSP(t, addr, 0)
 	defer srv.Stop()

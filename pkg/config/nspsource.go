@@ -81,7 +81,7 @@ func (s *NSPSource) Run(ctx context.Context, update func([]netip.Prefix)) error 
 	deliver := dedup(update)
 	watchStream(ctx, s.opts, log,
 		func(ctx context.Context) (grpc.ServerStreamingClient[nspv1.VipResponse], error) {
-			return s.client.WatchVip(ctx, filter, grpc.WaitForReady(true))
+			return s.client.WatchVip(ctx, filter, failFast)
 		},
 		func(r *nspv1.VipResponse) {
 			ps := make([]netip.Prefix, 0, len(r.GetVips()))
@@ -111,7 +111,7 @@ func WatchConduits(ctx context.Context, client nspv1.ConfigurationManagerClient,
 	sent := false
 	watchStream(ctx, o, o.logger.With("watch", "conduit", "filter", filter),
 		func(ctx context.Context) (grpc.ServerStreamingClient[nspv1.ConduitResponse], error) {
-			return client.WatchConduit(ctx, filter, grpc.WaitForReady(true))
+			return client.WatchConduit(ctx, filter, failFast)
 		},
 		func(r *nspv1.ConduitResponse) {
 			cs := r.GetConduits()
@@ -123,12 +123,21 @@ func WatchConduits(ctx context.Context, client nspv1.ConfigurationManagerClient,
 		})
 }
 
+// failFast makes a watch fail at once while the server is unreachable
+// (whatever the connection's default call options say), so that the outage
+// is logged and retried by watchStream rather than waited out in silence.
+var failFast = grpc.WaitForReady(false)
+
 // watchStream opens a server stream and hands each message to onMsg until ctx
 // is done, re-opening it after a failure with capped, jittered exponential
-// backoff.
+// backoff. The first failure of an outage is a warning, the retries that
+// follow are debug lines, and the first message after it says how long the
+// outage lasted.
 func watchStream[T any](ctx context.Context, o watchOpts, log *slog.Logger,
 	open func(context.Context) (grpc.ServerStreamingClient[T], error), onMsg func(*T)) {
 	b := backoff.New(o.min, o.max)
+	var failures int
+	var since time.Time
 	for {
 		err := func() error {
 			sctx, cancel := context.WithCancel(ctx)
@@ -142,6 +151,10 @@ func watchStream[T any](ctx context.Context, o watchOpts, log *slog.Logger,
 				if err != nil {
 					return err
 				}
+				if failures > 0 {
+					log.Info("watch re-established", "failedAttempts", failures, "after", time.Since(since).Round(time.Millisecond))
+					failures = 0
+				}
 				b.Reset()
 				onMsg(msg)
 			}
@@ -153,7 +166,13 @@ func watchStream[T any](ctx context.Context, o watchOpts, log *slog.Logger,
 		// together do not retry in lockstep.
 		delay := b.Next()
 		wait := delay - time.Duration(rand.Int64N(int64(delay)/5+1))
-		log.Warn("watch failed; keeping the last list and retrying", "error", err, "retryIn", wait)
+		if failures == 0 {
+			since = time.Now()
+			log.Warn("watch failed; keeping the last list and retrying", "error", err, "retryIn", wait)
+		} else {
+			log.Debug("watch still failing", "error", err, "attempt", failures+1, "retryIn", wait)
+		}
+		failures++
 		if !backoff.Sleep(ctx, wait) {
 			return
 		}

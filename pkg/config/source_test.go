@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -235,4 +236,25 @@ func TestFileSourceFailsOnInvalidStart(t *testing.T) {
 	err = NewFileSource(path, "red", quiet).Run(context.Background(), func([]netip.Prefix) {})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "trench is empty")
+}
+
+// A watch whose server is down fails fast and says so once: one warning
+// for the outage, debug lines for the retries, and one line when the watch
+// is back.
+func TestWatchOutageLoggedOnce(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := lis.Addr().String()
+	require.NoError(t, lis.Close()) // down for now
+	var buf testutil.SyncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	u := run(t, NewNSPSource(dial(t, addr), "red", WithLogger(log), WithBackoff(10*time.Millisecond, 20*time.Millisecond)))
+	require.Eventually(t, func() bool { return strings.Count(buf.String(), "watch still failing") >= 3 }, waitFor, 10*time.Millisecond,
+		"retries while the server is down: %s", buf.String())
+	require.Equal(t, 1, strings.Count(buf.String(), "level=WARN"), "one warning for the outage: %s", buf.String())
+
+	startServer(t, addr, nspWith(t, twoTrenches))
+	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
+	require.Eventually(t, func() bool { return strings.Contains(buf.String(), "watch re-established") }, waitFor, 10*time.Millisecond)
+	require.Equal(t, 1, strings.Count(buf.String(), "level=WARN"))
 }
