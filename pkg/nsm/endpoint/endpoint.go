@@ -107,7 +107,7 @@ func (e *Endpoint) serve(ctx context.Context) error {
 		endpoint.WithAuthorizeServer(auth),
 		endpoint.WithAdditionalFunctionality(elements...),
 	)
-	e.server = grpc.NewServer(e.cfg.ServerOptions...)
+	e.server = grpc.NewServer(append(leanServerOptions(), e.cfg.ServerOptions...)...)
 	nse.Register(e.server)
 	e.serveDone = make(chan struct{})
 	go func() {

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/proxyd"
+)
+
+// Environment of TestProxyMemory.
+const (
+	// memTargetsEnv is how many target connections it brings up (default
+	// memDefaultTargets; the README's figures are at 100, 500 and 1,000).
+	memTargetsEnv = "CAUSEWAY_PROXY_MEM_TARGETS"
+	// memProfileEnv names a directory that receives the proxy's heap profile
+	// and goroutine dump once the targets are up (`go tool pprof -top`).
+	memProfileEnv     = "CAUSEWAY_PROXY_MEM_PROFILE"
+	memDefaultTargets = 100
+	memLBs            = 4
+)
+
+// memUse is the proxy's memory at one moment.
+type memUse struct {
+	rssKiB, hwmKiB int
+	mem            proxyd.MemoryState
+	goroutines     int
+	fds            int
+}
+
+func (u memUse) String() string {
+	const mib = 1 << 20
+	return fmt.Sprintf("VmRSS %.1f MiB, VmHWM %.1f MiB, heap in use %.1f MiB (live %.1f MiB), stacks %.1f MiB, Go runtime total %.1f MiB, %d goroutines, %d fds",
+		float64(u.rssKiB)/1024, float64(u.hwmKiB)/1024, float64(u.mem.HeapInuse)/mib, float64(u.mem.HeapAlloc)/mib,
+		float64(u.mem.StackInuse)/mib, float64(u.mem.Sys)/mib, u.goroutines, u.fds)
+}
+
+// memUse reads the proxy's /proc status and asks its debug socket for the
+// Go runtime's figures.
+func (b *bed) memUse() memUse {
+	t := b.t
+	t.Helper()
+	var u memUse
+	var err error
+	u.rssKiB, err = b.proxy.statusKiB("VmRSS")
+	require.NoError(t, err)
+	u.hwmKiB, err = b.proxy.statusKiB("VmHWM")
+	require.NoError(t, err)
+	st := b.debugState()
+	u.mem, u.goroutines, u.fds = st.Memory, st.Goroutines, st.FDs
+	return u
+}
+
+// saveDebug writes what the proxy's debug socket answers for path into
+// dir/name.
+func (b *bed) saveDebug(dir, name, path string) {
+	t := b.t
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, name))
+	require.NoError(t, err)
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	require.NoError(t, proxyd.GetDebug(ctx, filepath.Join(b.dir, "debug.sock"), path, f), "GET %s", path)
+}
+
+// TestProxyMemory brings up memLBs LB connections and then
+// CAUSEWAY_PROXY_MEM_TARGETS target connections (default 100) to the real
+// proxy binary, all real veths through the lab's forwarder, and reports the
+// proxy's resident memory, peak, Go heap, goroutines and descriptors as
+// FIGURE lines, with the LBs only and with the targets. With
+// CAUSEWAY_PROXY_MEM_PROFILE=dir the heap profile and a goroutine dump are
+// saved there.
+func TestProxyMemory(t *testing.T) {
+	testutil.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("builds and runs binaries with 100+ veth pairs")
+	}
+	n := memDefaultTargets
+	if v, err := strconv.Atoi(os.Getenv(memTargetsEnv)); err == nil && v > 0 {
+		n = v
+	}
+	// Two addresses per connection (the target's and the proxy's end), and
+	// room to spare.
+	prefixLen := 32
+	for (1<<(32-prefixLen))-2 < 2*(n+memLBs)+16 {
+		prefixLen--
+	}
+	cfg := bedConfig{ipFamily: "ipv4", lbs: memLBs, logLevel: "INFO",
+		ipamEnv: []string{"IPAM_NODE_PREFIX_LENGTH_IPV4=" + strconv.Itoa(prefixLen)}}
+	profDir := os.Getenv(memProfileEnv)
+	if profDir != "" {
+		// A sample every 4 KiB allocated instead of 512 KiB: a profile
+		// that sees the per-connection allocations.
+		cfg.proxyEnv = []string{"GODEBUG=memprofilerate=4096"}
+	}
+	bd := startBed(t, cfg)
+	require.Eventually(t, func() bool {
+		ports, _ := bridgePorts(t, bd.proxyNS, bridge)
+		return len(ports) == memLBs
+	}, 2*converge, poll, "the LB connections must be up")
+	idle := bd.memUse()
+
+	// A few target namespaces, as on a node of a few pods with many
+	// connections each.
+	nss := make([]*testutil.NetNS, 4)
+	for i := range nss {
+		nss[i] = testutil.NewNetNS(t, "tgt")
+	}
+	start := time.Now()
+	for i := range n {
+		bd.connectTarget(nss[i%len(nss)], fmt.Sprintf("target-%04d", i), fmt.Sprintf("nsm%04d", i))
+	}
+	setup := time.Since(start)
+	require.Eventually(t, func() bool {
+		ports, _ := bridgePorts(t, bd.proxyNS, bridge)
+		return len(ports) == memLBs+n
+	}, 2*converge+time.Duration(n)*10*time.Millisecond, poll, "every connection must be a bridge port")
+	up := bd.memUse()
+
+	t.Logf("FIGURE: proxy memory with %d LBs: %v", memLBs, idle)
+	t.Logf("FIGURE: proxy memory with %d LBs and %d targets: %v (set-up %.0f ms a target)",
+		memLBs, n, up, float64(setup.Milliseconds())/float64(n))
+	t.Logf("FIGURE: proxy memory per target (%d targets): VmRSS %.0f KiB, heap in use %.0f KiB, %.1f goroutines, %.2f fds",
+		n, float64(up.rssKiB-idle.rssKiB)/float64(n), float64(up.mem.HeapInuse-idle.mem.HeapInuse)/1024/float64(n),
+		float64(up.goroutines-idle.goroutines)/float64(n), float64(up.fds-idle.fds)/float64(n))
+	if dir := profDir; dir != "" {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		bd.saveDebug(dir, fmt.Sprintf("proxy-heap-%d.pb.gz", n), "/debug/pprof/heap")
+		bd.saveDebug(dir, fmt.Sprintf("proxy-goroutines-%d.txt", n), "/debug/pprof/goroutine?debug=1")
+		t.Logf("heap profile and goroutine dump in %s", dir)
+	}
+}
