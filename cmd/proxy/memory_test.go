@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,10 @@ const (
 	memTargetsEnv = "CAUSEWAY_PROXY_MEM_TARGETS"
 	// memProfileEnv names a directory that receives the proxy's heap profile
 	// and goroutine dump once the targets are up (`go tool pprof -top`).
-	memProfileEnv     = "CAUSEWAY_PROXY_MEM_PROFILE"
+	memProfileEnv = "CAUSEWAY_PROXY_MEM_PROFILE"
+	// memProxyEnv is added to the proxy's environment (space-separated), to
+	// compare runtime settings: "GOGC=50", "GOMEMLIMIT=48MiB".
+	memProxyEnv       = "CAUSEWAY_PROXY_MEM_ENV"
 	memDefaultTargets = 100
 	memLBs            = 4
 )
@@ -30,6 +34,7 @@ const (
 // memUse is the proxy's memory at one moment.
 type memUse struct {
 	rssKiB, hwmKiB int
+	anonKiB        int // RssAnon: VmRSS without the mapped binary (RssFile)
 	mem            proxyd.MemoryState
 	goroutines     int
 	fds            int
@@ -37,8 +42,8 @@ type memUse struct {
 
 func (u memUse) String() string {
 	const mib = 1 << 20
-	return fmt.Sprintf("VmRSS %.1f MiB, VmHWM %.1f MiB, heap in use %.1f MiB (live %.1f MiB), stacks %.1f MiB, Go runtime total %.1f MiB, %d goroutines, %d fds",
-		float64(u.rssKiB)/1024, float64(u.hwmKiB)/1024, float64(u.mem.HeapInuse)/mib, float64(u.mem.HeapAlloc)/mib,
+	return fmt.Sprintf("VmRSS %.1f MiB (anonymous %.1f MiB), VmHWM %.1f MiB, heap in use %.1f MiB (live %.1f MiB), stacks %.1f MiB, Go runtime total %.1f MiB, %d goroutines, %d fds",
+		float64(u.rssKiB)/1024, float64(u.anonKiB)/1024, float64(u.hwmKiB)/1024, float64(u.mem.HeapInuse)/mib, float64(u.mem.HeapAlloc)/mib,
 		float64(u.mem.StackInuse)/mib, float64(u.mem.Sys)/mib, u.goroutines, u.fds)
 }
 
@@ -52,6 +57,8 @@ func (b *bed) memUse() memUse {
 	u.rssKiB, err = b.proxy.statusKiB("VmRSS")
 	require.NoError(t, err)
 	u.hwmKiB, err = b.proxy.statusKiB("VmHWM")
+	require.NoError(t, err)
+	u.anonKiB, err = b.proxy.statusKiB("RssAnon")
 	require.NoError(t, err)
 	st := b.debugState()
 	u.mem, u.goroutines, u.fds = st.Memory, st.Goroutines, st.FDs
@@ -77,7 +84,7 @@ func (b *bed) saveDebug(dir, name, path string) {
 // proxy's resident memory, peak, Go heap, goroutines and descriptors as
 // FIGURE lines, with the LBs only and with the targets. With
 // CAUSEWAY_PROXY_MEM_PROFILE=dir the heap profile and a goroutine dump are
-// saved there.
+// saved there; CAUSEWAY_PROXY_MEM_ENV adds to the proxy's environment.
 func TestProxyMemory(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
@@ -101,6 +108,7 @@ func TestProxyMemory(t *testing.T) {
 		// that sees the per-connection allocations.
 		cfg.proxyEnv = []string{"GODEBUG=memprofilerate=4096"}
 	}
+	cfg.proxyEnv = append(cfg.proxyEnv, strings.Fields(os.Getenv(memProxyEnv))...)
 	bd := startBed(t, cfg)
 	require.Eventually(t, func() bool {
 		ports, _ := bridgePorts(t, bd.proxyNS, bridge)
