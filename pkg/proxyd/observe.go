@@ -125,10 +125,17 @@ func (d *Daemon) startDebugSocket(ctx context.Context) (func() error, error) {
 	return d.serveHTTP(ctx, lis, mux, "debug"), nil
 }
 
+// idleTimeout ends a kept-alive connection of the metrics and debug servers
+// that has had no request for so long: a client that never closes its
+// connections (a new transport per request) would otherwise hold a
+// goroutine and a descriptor of the proxy each, for ever. It is longer than
+// usual scrape intervals.
+const idleTimeout = 2 * time.Minute
+
 // serveHTTP serves h on lis until the returned stop, which shuts the
 // server down (within a second) and waits for it.
 func (d *Daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string) func() error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout}
 	t := newTasks(ctx)
 	t.Go(func(context.Context) {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -161,10 +168,15 @@ func PrintDebug(ctx context.Context, socket string, w io.Writer) error {
 // path ("/state", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=2",
 // ...) to w.
 func GetDebug(ctx context.Context, socket, path string, w io.Writer) error {
-	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var dl net.Dialer
-		return dl.DialContext(ctx, "unix", socket)
-	}}}
+	// One request, one connection: closed when the answer is read, so
+	// that no idle connection of this throw-away transport is left open
+	// (and no goroutine of the proxy with it).
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", socket)
+		}}}
+	defer c.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://proxy"+path, nil)
 	if err != nil {
 		return err
