@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -78,13 +79,76 @@ func (b *bed) saveDebug(dir, name, path string) {
 	require.NoError(t, proxyd.GetDebug(ctx, filepath.Join(b.dir, "debug.sock"), path, f), "GET %s", path)
 }
 
+// memRun is a bed with memLBs LB connections and n target connections
+// brought up one after the other, and the proxy's memory before and after.
+type memRun struct {
+	bd       *bed
+	n        int
+	idle, up memUse
+	setup    time.Duration // the n sequential Requests
+}
+
+// bringUpTargets starts the bed (proxyEnv added to the proxy's
+// environment), waits for the LB connections, then connects n targets
+// spread over a few target namespaces and waits until each is a bridge
+// port. When the test ends, closing the connections must remove every
+// target veth.
+func bringUpTargets(tb testing.TB, n int, proxyEnv []string) *memRun {
+	tb.Helper()
+	// Two addresses per connection (the target's and the proxy's end), and
+	// room to spare.
+	prefixLen := 32
+	for (1<<(32-prefixLen))-2 < 2*(n+memLBs)+16 {
+		prefixLen--
+	}
+	bd := startBed(tb, bedConfig{ipFamily: "ipv4", lbs: memLBs, logLevel: "INFO", proxyEnv: proxyEnv,
+		ipamEnv: []string{"IPAM_NODE_PREFIX_LENGTH_IPV4=" + strconv.Itoa(prefixLen)}})
+	require.Eventually(tb, func() bool {
+		ports, _ := bridgePorts(tb, bd.proxyNS, bridge)
+		return len(ports) == memLBs
+	}, 2*converge, poll, "the LB connections must be up")
+	r := &memRun{bd: bd, n: n, idle: bd.memUse()}
+
+	// A few target namespaces, as on a node of a few pods with many
+	// connections each.
+	nss := make([]*testutil.NetNS, 4)
+	for i := range nss {
+		nss[i] = testutil.NewNetNS(tb, "tgt")
+	}
+	// Registered before the targets, so run after their connections are
+	// closed: every target veth (both ends) must be gone, the LBs' stay.
+	tb.Cleanup(func() {
+		assert.Eventually(tb, func() bool {
+			for _, ns := range nss {
+				if len(vethsIn(tb, ns)) != 0 {
+					return false
+				}
+			}
+			ports, _ := bridgePorts(tb, bd.proxyNS, bridge)
+			return len(ports) == memLBs
+		}, 2*converge+time.Duration(n)*10*time.Millisecond, poll, "closing the target connections must remove their veths")
+	})
+	start := time.Now()
+	for i := range n {
+		bd.connectTarget(nss[i%len(nss)], fmt.Sprintf("target-%04d", i), fmt.Sprintf("nsm%04d", i))
+	}
+	r.setup = time.Since(start)
+	require.Eventually(tb, func() bool {
+		ports, _ := bridgePorts(tb, bd.proxyNS, bridge)
+		return len(ports) == memLBs+n
+	}, 2*converge+time.Duration(n)*10*time.Millisecond, poll, "every connection must be a bridge port")
+	r.up = bd.memUse()
+	return r
+}
+
 // TestProxyMemory brings up memLBs LB connections and then
 // CAUSEWAY_PROXY_MEM_TARGETS target connections (default 100) to the real
 // proxy binary, all real veths through the lab's forwarder, and reports the
 // proxy's resident memory, peak, Go heap, goroutines and descriptors as
-// FIGURE lines, with the LBs only and with the targets. With
-// CAUSEWAY_PROXY_MEM_PROFILE=dir the heap profile and a goroutine dump are
-// saved there; CAUSEWAY_PROXY_MEM_ENV adds to the proxy's environment.
+// FIGURE lines, with the LBs only and with the targets. Its debug socket
+// serves a heap profile. With CAUSEWAY_PROXY_MEM_PROFILE=dir the heap
+// profile and a goroutine dump are kept there; CAUSEWAY_PROXY_MEM_ENV adds
+// to the proxy's environment.
 func TestProxyMemory(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
@@ -94,55 +158,31 @@ func TestProxyMemory(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv(memTargetsEnv)); err == nil && v > 0 {
 		n = v
 	}
-	// Two addresses per connection (the target's and the proxy's end), and
-	// room to spare.
-	prefixLen := 32
-	for (1<<(32-prefixLen))-2 < 2*(n+memLBs)+16 {
-		prefixLen--
-	}
-	cfg := bedConfig{ipFamily: "ipv4", lbs: memLBs, logLevel: "INFO",
-		ipamEnv: []string{"IPAM_NODE_PREFIX_LENGTH_IPV4=" + strconv.Itoa(prefixLen)}}
-	profDir := os.Getenv(memProfileEnv)
-	if profDir != "" {
+	var env []string
+	dir := os.Getenv(memProfileEnv)
+	if dir != "" {
 		// A sample every 4 KiB allocated instead of 512 KiB: a profile
 		// that sees the per-connection allocations.
-		cfg.proxyEnv = []string{"GODEBUG=memprofilerate=4096"}
+		env = []string{"GODEBUG=memprofilerate=4096"}
+	} else {
+		dir = t.TempDir()
 	}
-	cfg.proxyEnv = append(cfg.proxyEnv, strings.Fields(os.Getenv(memProxyEnv))...)
-	bd := startBed(t, cfg)
-	require.Eventually(t, func() bool {
-		ports, _ := bridgePorts(t, bd.proxyNS, bridge)
-		return len(ports) == memLBs
-	}, 2*converge, poll, "the LB connections must be up")
-	idle := bd.memUse()
-
-	// A few target namespaces, as on a node of a few pods with many
-	// connections each.
-	nss := make([]*testutil.NetNS, 4)
-	for i := range nss {
-		nss[i] = testutil.NewNetNS(t, "tgt")
-	}
-	start := time.Now()
-	for i := range n {
-		bd.connectTarget(nss[i%len(nss)], fmt.Sprintf("target-%04d", i), fmt.Sprintf("nsm%04d", i))
-	}
-	setup := time.Since(start)
-	require.Eventually(t, func() bool {
-		ports, _ := bridgePorts(t, bd.proxyNS, bridge)
-		return len(ports) == memLBs+n
-	}, 2*converge+time.Duration(n)*10*time.Millisecond, poll, "every connection must be a bridge port")
-	up := bd.memUse()
+	r := bringUpTargets(t, n, append(env, strings.Fields(os.Getenv(memProxyEnv))...))
+	idle, up := r.idle, r.up
 
 	t.Logf("FIGURE: proxy memory with %d LBs: %v", memLBs, idle)
 	t.Logf("FIGURE: proxy memory with %d LBs and %d targets: %v (set-up %.0f ms a target)",
-		memLBs, n, up, float64(setup.Milliseconds())/float64(n))
+		memLBs, n, up, float64(r.setup.Milliseconds())/float64(n))
 	t.Logf("FIGURE: proxy memory per target (%d targets): VmRSS %.0f KiB, heap in use %.0f KiB, %.1f goroutines, %.2f fds",
 		n, float64(up.rssKiB-idle.rssKiB)/float64(n), float64(up.mem.HeapInuse-idle.mem.HeapInuse)/1024/float64(n),
 		float64(up.goroutines-idle.goroutines)/float64(n), float64(up.fds-idle.fds)/float64(n))
-	if dir := profDir; dir != "" {
-		require.NoError(t, os.MkdirAll(dir, 0o755))
-		bd.saveDebug(dir, fmt.Sprintf("proxy-heap-%d.pb.gz", n), "/debug/pprof/heap")
-		bd.saveDebug(dir, fmt.Sprintf("proxy-goroutines-%d.txt", n), "/debug/pprof/goroutine?debug=1")
-		t.Logf("heap profile and goroutine dump in %s", dir)
-	}
+
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	heap := fmt.Sprintf("proxy-heap-%d.pb.gz", n)
+	r.bd.saveDebug(dir, heap, "/debug/pprof/heap")
+	r.bd.saveDebug(dir, fmt.Sprintf("proxy-goroutines-%d.txt", n), "/debug/pprof/goroutine?debug=1")
+	prof, err := os.ReadFile(filepath.Join(dir, heap))
+	require.NoError(t, err)
+	require.True(t, len(prof) > 2 && prof[0] == 0x1f && prof[1] == 0x8b, "the debug socket serves a (gzipped) heap profile")
+	t.Logf("heap profile and goroutine dump in %s", dir)
 }
