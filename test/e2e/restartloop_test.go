@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -66,15 +67,18 @@ func proxyUsage(t *testing.T, ctx context.Context, l *labrun.Lab) usage {
 }
 
 // dumpProxy writes the proxy's goroutines (grouped by stack) to
-// prefix.goroutines and the targets of its descriptors to prefix.fds, to
-// compare rounds when something grows.
+// prefix.goroutines, its live heap (after a collection) to prefix.heap.pb.gz
+// and the targets of its descriptors to prefix.fds, to compare rounds when
+// something grows.
 func dumpProxy(t *testing.T, ctx context.Context, l *labrun.Lab, prefix string) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(filepath.Dir(prefix), 0o755))
-	f, err := os.Create(prefix + ".goroutines")
-	require.NoError(t, err)
-	defer f.Close()
-	require.NoError(t, proxyd.GetDebug(ctx, l.ProxyDebugSocket(), "/debug/pprof/goroutine?debug=1", f))
+	for name, path := range map[string]string{".goroutines": "/debug/pprof/goroutine?debug=1", ".heap.pb.gz": "/debug/pprof/heap?gc=1"} {
+		f, err := os.Create(prefix + name)
+		require.NoError(t, err)
+		err = proxyd.GetDebug(ctx, l.ProxyDebugSocket(), path, f)
+		require.NoError(t, errors.Join(err, f.Close()))
+	}
 	dir := fmt.Sprintf("/proc/%d/fd", l.PID("proxy"))
 	ents, err := os.ReadDir(dir)
 	require.NoError(t, err)
