@@ -35,6 +35,11 @@ for b in "${benches[@]}"; do
 		grep -E '^Benchmark' || echo "   (failed: see $OUT/bench.txt)"
 done
 
+echo "== proxy memory at 500 targets (raw output in $OUT/memory.txt)"
+CAUSEWAY_PROXY_MEM_TARGETS=500 go test -count=1 -v -run '^TestProxyMemory$' ./cmd/proxy >"$OUT/memory.txt" 2>&1 ||
+	echo "   (failed: see $OUT/memory.txt)"
+grep -ho 'FIGURE: .*' "$OUT/memory.txt" | sed 's/^/   /' || echo "   (no FIGURE lines)"
+
 echo "== end-to-end figures (raw output in $OUT/e2e.txt)"
 go test -count=1 -v -timeout 20m ./test/e2e "$@" >"$OUT/e2e.txt" 2>&1 || echo "   (some scenarios failed: see $OUT/e2e.txt)"
 grep -ho 'FIGURE: .*' "$OUT/e2e.txt" | sed 's/^/   /' || echo "   (no FIGURE lines)"

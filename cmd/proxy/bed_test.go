@@ -51,6 +51,8 @@ type bedConfig struct {
 	ipamEnv []string
 	// nseExpiration is the NSMgr's registration lifetime (default nsmcp's).
 	nseExpiration time.Duration
+	// proxyEnv is added to the proxy's environment.
+	proxyEnv []string
 }
 
 // bed is the proxy binary in its namespace with its IPAM (in the same
@@ -146,6 +148,7 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 		// Released addresses go back to the IPAM at once.
 		"NSM_IP_RELEASE_DELAY=0s",
 	}
+	b.proxyEnv = append(b.proxyEnv, cfg.proxyEnv...)
 	b.startProxy("proxy")
 	return b
 }

@@ -121,13 +121,17 @@ func (p *process) waitLog(t testing.TB, msg string, attrs ...string) map[string]
 }
 
 // rssKiB reads the resident set size of the process.
-func (p *process) rssKiB() (int, error) {
+func (p *process) rssKiB() (int, error) { return p.statusKiB("VmRSS") }
+
+// statusKiB reads the field key (VmRSS, VmHWM, ...) of the process's
+// /proc status, in KiB.
+func (p *process) statusKiB(key string) (int, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, key+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) == 0 {
 				break
@@ -135,5 +139,5 @@ func (p *process) rssKiB() (int, error) {
 			return strconv.Atoi(f[0])
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", p.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", key, p.cmd.Process.Pid)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -32,15 +33,50 @@ type DebugState struct {
 	Services *ServicesState `json:"services,omitempty"`
 	// Goroutines is the process's goroutine count (a leak shows as growth
 	// across the events a long-running proxy sees).
-	Goroutines int    `json:"goroutines"`
-	Error      string `json:"error,omitempty"`
+	Goroutines int `json:"goroutines"`
+	// FDs is the process's count of open file descriptors (-1 if unknown).
+	FDs int `json:"fds"`
+	// Memory is the Go runtime's view of the process's memory.
+	Memory MemoryState `json:"memory"`
+	Error  string      `json:"error,omitempty"`
+}
+
+// MemoryState is the part of runtime.MemStats that says where a proxy's
+// resident memory goes, in bytes.
+type MemoryState struct {
+	// HeapInuse is the bytes in in-use heap spans (live objects and the
+	// fragmentation around them).
+	HeapInuse uint64 `json:"heapInuse"`
+	// HeapAlloc is the bytes of allocated heap objects.
+	HeapAlloc uint64 `json:"heapAlloc"`
+	// StackInuse is the goroutine stacks.
+	StackInuse uint64 `json:"stackInuse"`
+	// Sys is everything the runtime obtained from the OS.
+	Sys uint64 `json:"sys"`
+}
+
+func memoryState() MemoryState {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return MemoryState{HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, StackInuse: ms.StackInuse, Sys: ms.Sys}
+}
+
+// openFDs counts the process's open file descriptors, -1 when /proc is
+// not readable.
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents) - 1 // the directory being read
 }
 
 // Version is set by cmd/proxy from its build information.
 var Version = "dev"
 
 func (d *Daemon) debugState() DebugState {
-	st := DebugState{Version: Version, Config: d.cfg, Proxy: d.proxy.Snapshot(), Goroutines: runtime.NumGoroutine()}
+	st := DebugState{Version: Version, Config: d.cfg, Proxy: d.proxy.Snapshot(),
+		Goroutines: runtime.NumGoroutine(), FDs: openFDs(), Memory: memoryState()}
 	if d.services != nil {
 		st.Services = d.services.state()
 	}
@@ -72,7 +108,9 @@ func (d *Daemon) startMetrics(ctx context.Context) (func() error, error) {
 }
 
 // startDebugSocket serves the state that -debug prints (when a socket is
-// set).
+// set), and Go's profiles under /debug/pprof/ (heap, goroutine, ...): the
+// socket is the proxy's one way in for an operator on the node, so the
+// profiles need no port of their own.
 func (d *Daemon) startDebugSocket(ctx context.Context) (func() error, error) {
 	if d.cfg.DebugSocket == "" {
 		return noStop, nil
@@ -84,6 +122,8 @@ func (d *Daemon) startDebugSocket(ctx context.Context) (func() error, error) {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(d.debugState())
 	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	_ = os.MkdirAll(filepath.Dir(d.cfg.DebugSocket), 0o755)
 	_ = os.Remove(d.cfg.DebugSocket)
 	lis, err := net.Listen("unix", d.cfg.DebugSocket)
@@ -93,10 +133,17 @@ func (d *Daemon) startDebugSocket(ctx context.Context) (func() error, error) {
 	return d.serveHTTP(ctx, lis, mux, "debug"), nil
 }
 
+// idleTimeout ends a kept-alive connection of the metrics and debug servers
+// that has had no request for so long: a client that never closes its
+// connections (a new transport per request) would otherwise hold a
+// goroutine and a descriptor of the proxy each, for ever. It is longer than
+// usual scrape intervals.
+const idleTimeout = 2 * time.Minute
+
 // serveHTTP serves h on lis until the returned stop, which shuts the
 // server down (within a second) and waits for it.
 func (d *Daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string) func() error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout}
 	t := newTasks(ctx)
 	t.Go(func(context.Context) {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -122,11 +169,23 @@ func Debug(ctx context.Context, cfg *Config, w io.Writer) error {
 // PrintDebug asks the running proxy listening on socket for its state and
 // copies the JSON to w.
 func PrintDebug(ctx context.Context, socket string, w io.Writer) error {
-	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var dl net.Dialer
-		return dl.DialContext(ctx, "unix", socket)
-	}}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://proxy/state", nil)
+	return GetDebug(ctx, socket, "/state", w)
+}
+
+// GetDebug copies what the running proxy listening on socket answers for
+// path ("/state", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=2",
+// ...) to w.
+func GetDebug(ctx context.Context, socket, path string, w io.Writer) error {
+	// One request, one connection: closed when the answer is read, so
+	// that no idle connection of this throw-away transport is left open
+	// (and no goroutine of the proxy with it).
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", socket)
+		}}}
+	defer c.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://proxy"+path, nil)
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,11 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/causeway-net/causeway/pkg/lab/labrun"
+	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
 // usage is what a process holds at one moment.
@@ -23,10 +26,15 @@ type usage struct {
 	goroutines int // proxy only (from its debug state)
 	fds        int
 	rssKiB     int
+	heapKiB    int // proxy only: the Go heap in use (from its debug state)
 }
 
 func (u usage) String() string {
-	return fmt.Sprintf("goroutines %d, fds %d, rss %d KiB", u.goroutines, u.fds, u.rssKiB)
+	s := fmt.Sprintf("goroutines %d, fds %d, rss %d KiB", u.goroutines, u.fds, u.rssKiB)
+	if u.heapKiB > 0 {
+		s += fmt.Sprintf(", heap in use %d KiB", u.heapKiB)
+	}
+	return s
 }
 
 // processUsage reads the descriptors and resident memory of pid.
@@ -54,7 +62,32 @@ func proxyUsage(t *testing.T, ctx context.Context, l *labrun.Lab) usage {
 	require.NoError(t, err)
 	u := processUsage(t, l.PID("proxy"))
 	u.goroutines = st.Goroutines
+	u.heapKiB = int(st.Memory.HeapInuse / 1024)
 	return u
+}
+
+// dumpProxy writes the proxy's goroutines (grouped by stack) to
+// prefix.goroutines, its live heap (after a collection) to prefix.heap.pb.gz
+// and the targets of its descriptors to prefix.fds, to compare rounds when
+// something grows.
+func dumpProxy(t *testing.T, ctx context.Context, l *labrun.Lab, prefix string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(prefix), 0o755))
+	for name, path := range map[string]string{".goroutines": "/debug/pprof/goroutine?debug=1", ".heap.pb.gz": "/debug/pprof/heap?gc=1"} {
+		f, err := os.Create(prefix + name)
+		require.NoError(t, err)
+		err = proxyd.GetDebug(ctx, l.ProxyDebugSocket(), path, f)
+		require.NoError(t, errors.Join(err, f.Close()))
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", l.PID("proxy"))
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var fds strings.Builder
+	for _, e := range ents {
+		target, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		fmt.Fprintf(&fds, "%s %s\n", e.Name(), target)
+	}
+	require.NoError(t, os.WriteFile(prefix+".fds", []byte(fds.String()), 0o644))
 }
 
 // pooled are the IPAM's pools in the lab.
@@ -92,7 +125,9 @@ func requireUniqueAddrs(t *testing.T, l *labrun.Lab) {
 // interfaces, and the long-lived processes (the proxy through the first
 // rounds, the IPAM through the proxy's restarts) end holding no more
 // goroutines and descriptors than after the first round (a slack for
-// connections that are being replaced). Memory is reported.
+// connections that are being replaced). Memory is reported. With
+// CAUSEWAY_E2E_RESTART_DUMP=dir the proxy's goroutines and descriptors are
+// written there after every round, to compare.
 func TestRestartLoop(t *testing.T) {
 	l := newLab(t, nil)
 	rounds := 8
@@ -114,6 +149,9 @@ func TestRestartLoop(t *testing.T) {
 		requireUniqueAddrs(t, l)
 		proxyUse = append(proxyUse, proxyUsage(t, ctx, l))
 		t.Logf("round %d: proxy %v", r, proxyUse[r])
+		if dir := os.Getenv("CAUSEWAY_E2E_RESTART_DUMP"); dir != "" {
+			dumpProxy(t, ctx, l, filepath.Join(dir, fmt.Sprintf("round-%02d", r)))
+		}
 	}
 	var ipamUse []usage
 	for r := range 3 {
@@ -126,9 +164,12 @@ func TestRestartLoop(t *testing.T) {
 	first, last := proxyUse[0], proxyUse[len(proxyUse)-1]
 	t.Logf("FIGURE: restart loop (%d rounds of ipam, nsp and LB restarts, %v): proxy after the first round %v, after the last %v; "+
 		"ipam through 3 proxy restarts %v", rounds, time.Since(start).Round(time.Second), first, last, ipamUse)
-	require.LessOrEqual(t, last.goroutines, first.goroutines+20, "the proxy's goroutines do not grow round after round")
-	require.LessOrEqual(t, last.fds, first.fds+10, "nor its descriptors")
-	require.LessOrEqual(t, ipamUse[2].fds, ipamUse[0].fds+10, "the IPAM's descriptors do not grow with proxy restarts")
+	// The slack is one gRPC connection being replaced (its reader, writer
+	// and keepalive goroutines, a stream, its socket): a leak of one per
+	// round, as each debug request left before, exceeds it by the 8th.
+	require.LessOrEqual(t, last.goroutines, first.goroutines+5, "the proxy's goroutines do not grow round after round")
+	require.LessOrEqual(t, last.fds, first.fds+2, "nor its descriptors")
+	require.LessOrEqual(t, ipamUse[2].fds, ipamUse[0].fds+2, "the IPAM's descriptors do not grow with proxy restarts")
 	for network, p := range ps {
 		s := p.Stop()
 		t.Logf("FIGURE: restart loop (%s): %v", network, s.After(start))

@@ -14,7 +14,6 @@ import (
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/api/pkg/api/registry"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 	registrysendfd "github.com/networkservicemesh/sdk/pkg/registry/common/sendfd"
@@ -108,13 +107,9 @@ func (e *Endpoint) serve(ctx context.Context) error {
 		auth = authorize.NewServer()
 	}
 	elements := append(append([]networkservice.NetworkServiceServer{}, e.cfg.Elements...), sendfd.NewServer())
-	nse := endpoint.NewServer(ctx, e.cfg.TokenGenerator,
-		endpoint.WithName(e.cfg.Name),
-		endpoint.WithAuthorizeServer(auth),
-		endpoint.WithAdditionalFunctionality(elements...),
-	)
-	e.server = grpc.NewServer(e.cfg.ServerOptions...)
-	nse.Register(e.server)
+	nse := newChain(ctx, e.cfg.Name, e.cfg.TokenGenerator, auth, elements)
+	e.server = grpc.NewServer(append(leanServerOptions(), e.cfg.ServerOptions...)...)
+	nse.register(e.server)
 	e.serveDone = make(chan struct{})
 	go func() {
 		defer close(e.serveDone)

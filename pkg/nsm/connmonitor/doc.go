@@ -1,0 +1,15 @@
+// Package connmonitor owns an NSM endpoint's MonitorConnection service: the
+// stream on which an NSMgr watches the connections it forwarded to the
+// endpoint (to heal them when they go down). It is also the chain element
+// that sees every Request and Close and turns them into the service's
+// UPDATE and DELETE events.
+//
+// It replaces the SDK's monitor server in the endpoint chain. That server
+// clones every event once per open monitor stream, matched or not, and an
+// NSMgr opens one stream per connection: with n targets, each Request
+// cloned its connection n times (78 % of the bytes the proxy allocated to
+// bring up 500 targets, O(n²) over a node's set-up). Here an event's
+// connection is cloned once and handed, unchanged, to the streams whose
+// selector matches it; the stream handler's own goroutine sends, so a
+// stream costs no goroutine of its own either.
+package connmonitor
