@@ -133,6 +133,15 @@ a directory (not with subPath, whose file the kubelet never updates). */}}
 {{- fail "services.enabled is true but no conduit has a servicesFile: give conduits[].servicesFile (services: [] for none yet)" -}}
 {{- end -}}
 {{- end -}}
+{{- range $i, $c := .Values.conduits -}}
+{{- range $j, $svc := ($c.servicesFile | default dict).services -}}
+{{- range $k, $p := $svc.ports -}}
+{{- if not (or $p.endpoints $p.targetPort) -}}
+{{- fail (printf "conduits[%d].servicesFile.services[%d] (%s) ports[%d]: neither endpoints nor targetPort: the port would have no endpoint" $i $j $svc.name $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if $s.portRange -}}
 {{- $parts := splitList "-" $s.portRange -}}
 {{- $first := first $parts | atoi -}}
