@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -237,7 +238,12 @@ func checkProxy(t *testing.T, m *manifests, ref reference, bins map[string]binar
 			set = append(set, kv)
 		}
 	}
-	require.ElementsMatch(t, ref.ProxySysctls[family], set, "sysctls of the init container for %s", family)
+	want := slices.Clone(ref.ProxySysctls[family])
+	if e["NSM_SERVICES_FILE"] != "" && e["NSM_SERVICE_PROVIDER"] == "nftables" {
+		want = append(want, bridgeNFSysctls...)
+	}
+	require.ElementsMatch(t, want, set, "sysctls of the init container for %s", family)
+	checkProxyServices(t, m, spec, c, e)
 }
 
 // checkServiceAddress checks that host:port names a Service of the chart

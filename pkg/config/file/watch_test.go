@@ -173,31 +173,59 @@ func TestWatchRenameReplace(t *testing.T) {
 	assert.Equal(t, []string{"20.0.0.4/32"}, vips(w.next(t)))
 }
 
-// configMapDir lays out a directory the way the kubelet projects a ConfigMap:
-// nsp.yaml -> ..data/nsp.yaml, ..data -> ..<version>.
+// configMapDir lays out a directory the way the kubelet's atomic writer
+// projects a ConfigMap volume: each version in a fresh "..<timestamp>.<random>"
+// directory, "..data" a symlink to it swapped by renaming a new symlink over
+// it, and each key a symlink "<key> -> ..data/<key>" made once; a key gone
+// from the ConfigMap loses its symlink, and the previous version's directory
+// is removed last.
 type configMapDir struct {
 	dir     string
-	version int
+	current string // the version directory ..data points to
+	keys    map[string]bool
 }
 
+func newConfigMapDir(t *testing.T) *configMapDir {
+	return &configMapDir{dir: t.TempDir(), keys: map[string]bool{}}
+}
+
+// publish writes one key, nsp.yaml.
 func (c *configMapDir) publish(t *testing.T, content string) {
 	t.Helper()
-	c.version++
-	ver := fmt.Sprintf("..2026_11_30_%d", c.version)
-	require.NoError(t, os.Mkdir(filepath.Join(c.dir, ver), 0o755))
-	write(t, filepath.Join(c.dir, ver, "nsp.yaml"), content)
-	tmp := filepath.Join(c.dir, "..data_tmp")
-	require.NoError(t, os.Symlink(ver, tmp))
-	require.NoError(t, os.Rename(tmp, filepath.Join(c.dir, "..data")))
-	if c.version > 1 {
-		require.NoError(t, os.RemoveAll(filepath.Join(c.dir, fmt.Sprintf("..2026_11_30_%d", c.version-1))))
-	} else {
-		require.NoError(t, os.Symlink("..data/nsp.yaml", filepath.Join(c.dir, "nsp.yaml")))
+	c.publishKeys(t, map[string]string{"nsp.yaml": content})
+}
+
+func (c *configMapDir) publishKeys(t *testing.T, payload map[string]string) {
+	t.Helper()
+	ver, err := os.MkdirTemp(c.dir, "..2026_12_01_12_00_00.")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(ver, 0o755))
+	for k, v := range payload {
+		require.NoError(t, os.WriteFile(filepath.Join(ver, k), []byte(v), 0o644))
 	}
+	tmp := filepath.Join(c.dir, "..data_tmp")
+	require.NoError(t, os.Symlink(filepath.Base(ver), tmp))
+	require.NoError(t, os.Rename(tmp, filepath.Join(c.dir, "..data")))
+	for k := range payload {
+		if !c.keys[k] {
+			require.NoError(t, os.Symlink(filepath.Join("..data", k), filepath.Join(c.dir, k)))
+			c.keys[k] = true
+		}
+	}
+	for k := range c.keys {
+		if _, ok := payload[k]; !ok {
+			require.NoError(t, os.Remove(filepath.Join(c.dir, k)))
+			delete(c.keys, k)
+		}
+	}
+	if c.current != "" {
+		require.NoError(t, os.RemoveAll(c.current))
+	}
+	c.current = ver
 }
 
 func TestWatchConfigMapSymlinkSwap(t *testing.T) {
-	cm := &configMapDir{dir: t.TempDir()}
+	cm := newConfigMapDir(t)
 	cm.publish(t, doc("20.0.0.1/32"))
 	path := filepath.Join(cm.dir, "nsp.yaml")
 	w := startWatch(t, path, nil, noPoll)
@@ -211,6 +239,52 @@ func TestWatchConfigMapSymlinkSwap(t *testing.T) {
 
 	cm.publish(t, doc("2001:db8::/64"))
 	assert.Equal(t, []string{"2001:db8::/64"}, vips(w.next(t)))
+}
+
+// TestWatchConfigMapKubeletLayout follows the file through the kubelet's
+// updates with notifications only (no periodic re-read): the file is a
+// symlink whose target directory changes, the inode the path resolves to is
+// new at each version, and the old one is deleted. Swaps of good versions
+// are never seen as a rejection; another key's changes are not deliveries;
+// the key removed from the ConfigMap is a rejection (the last good version
+// stays) until it comes back.
+func TestWatchConfigMapKubeletLayout(t *testing.T) {
+	cm := newConfigMapDir(t)
+	cm.publishKeys(t, map[string]string{"nsp.yaml": doc("20.0.0.1/32"), "other.yaml": "a: 1\n"})
+	path := filepath.Join(cm.dir, "nsp.yaml")
+	fi, err := os.Lstat(path)
+	require.NoError(t, err)
+	require.NotZero(t, fi.Mode()&os.ModeSymlink, "the key is a symlink into ..data")
+	w := startWatch(t, path, nil, noPoll)
+	assert.Equal(t, []string{"20.0.0.1/32"}, vips(w.next(t)))
+
+	for i := 2; i <= 6; i++ {
+		addr := fmt.Sprintf("20.0.0.%d/32", i)
+		cm.publishKeys(t, map[string]string{"nsp.yaml": doc(addr), "other.yaml": fmt.Sprintf("a: %d\n", i)})
+		assert.Equal(t, []string{addr}, vips(w.next(t)))
+	}
+	// Only the other key changes: a swap, the same content, no delivery.
+	cm.publishKeys(t, map[string]string{"nsp.yaml": doc("20.0.0.6/32"), "other.yaml": "a: 7\n"})
+	cm.publishKeys(t, map[string]string{"nsp.yaml": doc("20.0.0.8/32")})
+	assert.Equal(t, []string{"20.0.0.8/32"}, vips(w.next(t)))
+	w.quiet(t)
+	select {
+	case err := <-w.rejects:
+		t.Fatalf("a swap of good versions was rejected: %v", err)
+	default:
+	}
+
+	cm.publishKeys(t, map[string]string{"other.yaml": "a: 9\n"})
+	assert.ErrorIs(t, w.rejected(t), os.ErrNotExist)
+	cm.publishKeys(t, map[string]string{"nsp.yaml": doc("20.0.0.10/32")})
+	assert.Equal(t, []string{"20.0.0.10/32"}, vips(w.next(t)))
+	entries, err := os.ReadDir(cm.dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Len(t, names, 3, "..data, one version directory and the key: %v", names)
 }
 
 // A symlink into a directory that is not watched gets no notification; the

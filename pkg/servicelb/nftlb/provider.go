@@ -98,7 +98,7 @@ func New(opts Options) (*Provider, error) {
 	if opts.BridgeNetfilter {
 		for _, key := range []string{"net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables"} {
 			if err := kernel.SetSysctl(opts.NetNS, key, "1"); err != nil {
-				return nil, fmt.Errorf("nftables provider: bridge netfilter: %w", err)
+				return nil, fmt.Errorf("nftables provider: bridge netfilter needs the br_netfilter kernel module on the node (modprobe br_netfilter; persist it in /etc/modules-load.d/): %w", err)
 			}
 		}
 	}

@@ -107,3 +107,47 @@ the components allowed to call it). */}}
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* Whether the proxies of a conduit (dict root, conduit) run the service
+load balancer: services.enabled and a servicesFile for the conduit. */}}
+{{- define "causeway.servicesOn" -}}
+{{- if and .root.Values.services.enabled (hasKey .conduit "servicesFile") }}true{{ end -}}
+{{- end -}}
+
+{{- define "causeway.servicesConfigMap" -}}
+proxy-{{ include "causeway.trench" .root }}-{{ .conduit.name }}-services
+{{- end -}}
+
+{{/* Where the proxy reads its services file: a ConfigMap volume mounted as
+a directory (not with subPath, whose file the kubelet never updates). */}}
+{{- define "causeway.servicesDir" -}}/etc/causeway/services{{- end -}}
+{{- define "causeway.servicesKey" -}}services.yaml{{- end -}}
+
+{{/* Checks that the schema cannot express; fails the render with the reason. */}}
+{{- define "causeway.checkServices" -}}
+{{- $s := .Values.services -}}
+{{- if $s.enabled -}}
+{{- $any := false -}}
+{{- range .Values.conduits }}{{ if hasKey . "servicesFile" }}{{ $any = true }}{{ end }}{{ end -}}
+{{- if not $any -}}
+{{- fail "services.enabled is true but no conduit has a servicesFile: give conduits[].servicesFile (services: [] for none yet)" -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $c := .Values.conduits -}}
+{{- range $j, $svc := ($c.servicesFile | default dict).services -}}
+{{- range $k, $p := $svc.ports -}}
+{{- if not (or $p.endpoints $p.targetPort) -}}
+{{- fail (printf "conduits[%d].servicesFile.services[%d] (%s) ports[%d]: neither endpoints nor targetPort: the port would have no endpoint" $i $j $svc.name $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $s.portRange -}}
+{{- $parts := splitList "-" $s.portRange -}}
+{{- $first := first $parts | atoi -}}
+{{- $last := last $parts | atoi -}}
+{{- if or (gt $last 65535) (lt $last $first) -}}
+{{- fail (printf "services.portRange %q: want first-last with 1 <= first <= last <= 65535" $s.portRange) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
