@@ -72,10 +72,16 @@ func DeleteTable(ns netns.NsHandle, name string) error {
 	return nil
 }
 
-// SetSysctl writes value to the dotted key in ns.
+// SetSysctl makes the dotted key in ns hold value, writing it only when it
+// holds another.
 func SetSysctl(ns netns.NsHandle, key, value string) error {
 	path := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
 	return netnsdo.Do(ns, func() error {
+		// A key that already holds the value is not written: in a pod
+		// /proc/sys is read-only, and an init container sets the keys.
+		if cur, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(cur)) == value {
+			return nil
+		}
 		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("sysctl %s: %w (is the module loaded?)", key, err)
