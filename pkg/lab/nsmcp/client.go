@@ -16,6 +16,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"google.golang.org/grpc"
 
+	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/backoff"
 	"github.com/causeway-net/causeway/pkg/nsm/liveness"
 	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 )
@@ -39,10 +40,13 @@ type ClientConfig struct {
 
 // NewClient returns the SDK client chain (begin, refresh, heal, ...) with a
 // kernel mechanism and sendfd, dialing the NSMgr with the lab's credentials.
-// ctx bounds refresh and heal.
+// ctx bounds refresh and heal. Failed tries of a connection are spaced out
+// (pkg/nsm/backoff) before they reach cfg.Elements: while the NSMgr is away
+// heal re-requests as fast as the dial to its missing socket fails, which
+// kept a lab target at half a core for the whole outage.
 func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServiceClient {
 	gen := TokenGenerator(cfg.Name, cfg.TokenLifetime)
-	elements := append(append([]networkservice.NetworkServiceClient{}, cfg.Elements...),
+	elements := append(append([]networkservice.NetworkServiceClient{nsmbackoff.NewClient()}, cfg.Elements...),
 		kernel.NewClient(kernel.WithInterfaceName(cfg.InterfaceName)),
 		netnsurl.NewClient(cfg.NetNSPath),
 		sendfd.NewClient(),
