@@ -80,73 +80,113 @@ func (dp *Dataplane) Snapshot() (Snapshot, error) {
 		return Snapshot{}, ErrClosed
 	}
 	s := Snapshot{Table: dp.table, Protocol: dp.proto, Sysctls: map[string]string{}, Stats: dp.Stats()}
+	errs := dp.snapshotBridgeLocked(&s)
+	for _, f := range families {
+		routes, err := dp.snapshotRoutesLocked(f)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		s.Routes = append(s.Routes, routes...)
+	}
+	rules, err := dp.snapshotRulesLocked()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	s.Rules = rules
+	dp.snapshotDesiredLocked(&s)
+	dp.snapshotSysctlsLocked(&s)
+	return s, errors.Join(errs...)
+}
+
+// snapshotBridgeLocked fills the bridge, its addresses and its ports into s
+// and returns what it could not read.
+func (dp *Dataplane) snapshotBridgeLocked(s *Snapshot) []error {
 	var errs []error
 	dp.read()
 	br, err := dp.h.LinkByName(dp.opts.BridgeName)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("bridge: %w", err))
+		return append(errs, fmt.Errorf("bridge: %w", err))
+	}
+	l := toLink(br)
+	s.Bridge = BridgeSnapshot{Name: l.Name, Index: l.Index, MAC: l.HardwareAddr, MTU: l.MTU, Up: l.Up, OperState: l.OperState}
+	dp.read()
+	addrs, err := dp.h.AddrList(br, netlink.FAMILY_ALL)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("bridge addresses: %w", err))
+	}
+	for _, a := range addrs {
+		if p, ok := ipNetToPrefix(a.IPNet); ok {
+			s.Bridge.Addrs = append(s.Bridge.Addrs, p)
+		}
+	}
+	slices.SortFunc(s.Bridge.Addrs, comparePrefix)
+	dp.read()
+	links, err := dp.h.LinkList()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("links: %w", err))
+	}
+	for _, nl := range links {
+		if nl.Attrs().MasterIndex == l.Index {
+			s.Ports = append(s.Ports, toLink(nl))
+		}
+	}
+	slices.SortFunc(s.Ports, func(a, b Link) int { return a.Index - b.Index })
+	return errs
+}
+
+// snapshotRoutesLocked reads the routes of family f in the table, along with
+// any error other than an interrupted dump.
+func (dp *Dataplane) snapshotRoutesLocked(f family) ([]RouteSnapshot, error) {
+	var out []RouteSnapshot
+	var errOut error
+	dp.read()
+	routes, err := dp.h.RouteListFiltered(f.af(), &netlink.Route{Table: dp.table}, netlink.RT_FILTER_TABLE)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		errOut = fmt.Errorf("%s routes: %w", f, err)
+	}
+	for i := range routes {
+		out = append(out, dp.routeSnapshot(f, &routes[i]))
+	}
+	return out, errOut
+}
+
+// routeSnapshot describes route r of family f.
+func (dp *Dataplane) routeSnapshot(f family, r *netlink.Route) RouteSnapshot {
+	rs := RouteSnapshot{Family: f.String(), Protocol: int(r.Protocol), Metric: r.Priority, Owned: int(r.Protocol) == dp.proto}
+	if p, ok := ipNetToPrefix(r.Dst); ok {
+		rs.Dst = p
 	} else {
-		l := toLink(br)
-		s.Bridge = BridgeSnapshot{Name: l.Name, Index: l.Index, MAC: l.HardwareAddr, MTU: l.MTU, Up: l.Up, OperState: l.OperState}
-		dp.read()
-		addrs, err := dp.h.AddrList(br, netlink.FAMILY_ALL)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("bridge addresses: %w", err))
-		}
-		for _, a := range addrs {
-			if p, ok := ipNetToPrefix(a.IPNet); ok {
-				s.Bridge.Addrs = append(s.Bridge.Addrs, p)
-			}
-		}
-		slices.SortFunc(s.Bridge.Addrs, comparePrefix)
-		dp.read()
-		links, err := dp.h.LinkList()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("links: %w", err))
-		}
-		for _, nl := range links {
-			if nl.Attrs().MasterIndex == l.Index {
-				s.Ports = append(s.Ports, toLink(nl))
-			}
-		}
-		slices.SortFunc(s.Ports, func(a, b Link) int { return a.Index - b.Index })
+		rs.Dst = f.defaultDst()
 	}
-	for _, f := range families {
-		dp.read()
-		routes, err := dp.h.RouteListFiltered(f.af(), &netlink.Route{Table: dp.table}, netlink.RT_FILTER_TABLE)
-		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			errs = append(errs, fmt.Errorf("%s routes: %w", f, err))
+	if len(r.MultiPath) > 0 {
+		for _, nh := range r.MultiPath {
+			rs.Nexthops = append(rs.Nexthops, dp.nexthopSnapshot(nh.Gw, nh.LinkIndex))
 		}
-		for i := range routes {
-			r := &routes[i]
-			rs := RouteSnapshot{Family: f.String(), Protocol: int(r.Protocol), Metric: r.Priority, Owned: int(r.Protocol) == dp.proto}
-			if p, ok := ipNetToPrefix(r.Dst); ok {
-				rs.Dst = p
-			} else {
-				rs.Dst = f.defaultDst()
-			}
-			addNH := func(gw []byte, idx int) {
-				a, _ := netip.AddrFromSlice(gw)
-				nh := NexthopSnapshot{Via: a.Unmap(), Index: idx}
-				if l, ok := dp.mon.link(idx); ok {
-					nh.Dev = l.Name
-				}
-				rs.Nexthops = append(rs.Nexthops, nh)
-			}
-			if len(r.MultiPath) > 0 {
-				for _, nh := range r.MultiPath {
-					addNH(nh.Gw, nh.LinkIndex)
-				}
-			} else {
-				addNH(r.Gw, r.LinkIndex)
-			}
-			s.Routes = append(s.Routes, rs)
-		}
+	} else {
+		rs.Nexthops = append(rs.Nexthops, dp.nexthopSnapshot(r.Gw, r.LinkIndex))
 	}
+	return rs
+}
+
+// nexthopSnapshot describes the nexthop via gw on the link with index idx.
+func (dp *Dataplane) nexthopSnapshot(gw []byte, idx int) NexthopSnapshot {
+	a, _ := netip.AddrFromSlice(gw)
+	nh := NexthopSnapshot{Via: a.Unmap(), Index: idx}
+	if l, ok := dp.mon.link(idx); ok {
+		nh.Dev = l.Name
+	}
+	return nh
+}
+
+// snapshotRulesLocked reads the rules pointing to the table, along with any
+// error other than an interrupted dump.
+func (dp *Dataplane) snapshotRulesLocked() ([]RuleSnapshot, error) {
+	var out []RuleSnapshot
+	var errOut error
 	dp.read()
 	rules, err := dp.h.RuleListFiltered(netlink.FAMILY_ALL, &netlink.Rule{Table: dp.table}, netlink.RT_FILTER_TABLE)
 	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-		errs = append(errs, fmt.Errorf("rules: %w", err))
+		errOut = fmt.Errorf("rules: %w", err)
 	}
 	for _, r := range rules {
 		rs := RuleSnapshot{Family: "ipv4", Priority: r.Priority, Table: r.Table, Protocol: int(r.Protocol), Owned: int(r.Protocol) == dp.proto}
@@ -156,8 +196,14 @@ func (dp *Dataplane) Snapshot() (Snapshot, error) {
 		if p, ok := ipNetToPrefix(r.Src); ok {
 			rs.From = p
 		}
-		s.Rules = append(s.Rules, rs)
+		out = append(out, rs)
 	}
+	return out, errOut
+}
+
+// snapshotDesiredLocked fills the desired state, the absent ports and the
+// effective nexthops into s.
+func (dp *Dataplane) snapshotDesiredLocked(s *Snapshot) {
 	if dp.applied {
 		st := dp.want.state()
 		s.Desired = &st
@@ -170,10 +216,14 @@ func (dp *Dataplane) Snapshot() (Snapshot, error) {
 	for _, f := range families {
 		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.effectiveNexthopsLocked(dp.want, f)...)
 	}
+}
+
+// snapshotSysctlsLocked fills the current sysctl values and the sysctls New
+// could not set into s.
+func (dp *Dataplane) snapshotSysctlsLocked(s *Snapshot) {
 	readSysctls(dp.ns, "", dp.opts.SysctlFamilies.filter(globalSysctls()), s.Sysctls)
 	readSysctls(dp.ns, dp.opts.BridgeName, dp.opts.SysctlFamilies.filter(ownBridgeSysctls(dp.opts.BridgeName)), s.Sysctls)
 	for _, e := range dp.sysctlErrs {
 		s.SysctlErrors = append(s.SysctlErrors, e.Error())
 	}
-	return s, errors.Join(errs...)
 }

@@ -108,34 +108,14 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 		return fmt.Errorf("set IP context: %w", err)
 	}
 	log := p.log.With("id", id, "type", t.String())
-	// Cancel before taking the id lock so that a running release (which
-	// holds it) stops; and again after, in case one was scheduled meanwhile.
-	if err := p.cancelRelease(id, log); err != nil {
-		return err
-	}
-	unlock, err := p.locks.lock(ctx, id)
+	unlock, err := p.lockForSet(ctx, id, log)
 	if err != nil {
-		return fmt.Errorf("set IP context of %s: %w", id, err)
+		return err
 	}
 	defer unlock()
-	if err := p.cancelRelease(id, log); err != nil {
-		return err
-	}
 
-	p.mu.Lock()
-	prior := map[childKey]netip.Prefix{}
-	if st := p.conns[id]; st != nil {
-		maps.Copy(prior, st.allocs)
-	}
-	p.mu.Unlock()
-
-	if conn.GetContext() == nil {
-		conn.Context = &networkservice.ConnectionContext{}
-	}
-	if conn.GetContext().GetIpContext() == nil {
-		conn.GetContext().IpContext = &networkservice.IPContext{}
-	}
-	ipc := conn.GetContext().GetIpContext()
+	prior := p.priorAllocs(id)
+	ipc := ensureIPContext(conn)
 	inUse := addrSet(ipc.GetSrcIpAddrs(), ipc.GetDstIpAddrs())
 
 	got, failed, err := p.allocateChildren(ctx, id)
@@ -146,7 +126,60 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	}
 	warnMoved(prior, got, log)
 	p.followNodeSubnet(ctx, id, got, log)
+	bridge, svcPrefixes := p.commitAllocs(id, t, got, log)
 
+	src, dst := p.srcDstPrefixes(id, got)
+	before := ipContextString(ipc)
+	p.writeIPContext(ipc, t, src, dst, bridge, svcPrefixes, log)
+	logIPContextChange(log, len(prior) == 0, before, ipContextString(ipc))
+	return nil
+}
+
+// lockForSet cancels a pending release of id and takes the id lock, and
+// returns the function that releases it.
+func (p *Proxy) lockForSet(ctx context.Context, id string, log *slog.Logger) (unlock func(), err error) {
+	// Cancel before taking the id lock so that a running release (which
+	// holds it) stops; and again after, in case one was scheduled meanwhile.
+	if err := p.cancelRelease(id, log); err != nil {
+		return nil, err
+	}
+	unlock, err = p.locks.lock(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("set IP context of %s: %w", id, err)
+	}
+	if err := p.cancelRelease(id, log); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// priorAllocs returns a copy of the allocations the proxy holds for id.
+func (p *Proxy) priorAllocs(id string) map[childKey]netip.Prefix {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prior := map[childKey]netip.Prefix{}
+	if st := p.conns[id]; st != nil {
+		maps.Copy(prior, st.allocs)
+	}
+	return prior
+}
+
+// ensureIPContext returns the IP context of conn, creating it if missing.
+func ensureIPContext(conn *networkservice.Connection) *networkservice.IPContext {
+	if conn.GetContext() == nil {
+		conn.Context = &networkservice.ConnectionContext{}
+	}
+	if conn.GetContext().GetIpContext() == nil {
+		conn.GetContext().IpContext = &networkservice.IPContext{}
+	}
+	return conn.GetContext().GetIpContext()
+}
+
+// commitAllocs records got as the allocations of id, moves its nexthops to
+// them, and returns the bridge addresses and service prefixes to write.
+func (p *Proxy) commitAllocs(id string, t ConnType, got map[childKey]netip.Prefix,
+	log *slog.Logger) (map[ipamv1.IPFamily]netip.Prefix, []netip.Prefix) {
 	p.mu.Lock()
 	st := p.conns[id]
 	if st == nil {
@@ -164,13 +197,23 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 		log.Info("nexthops follow the connection's new addresses", "nexthops", hops)
 		p.markDirty()
 	}
+	return bridge, svcPrefixes
+}
 
-	var src, dst []netip.Prefix
+// srcDstPrefixes returns the "-src" and "-dst" addresses in got of id, in
+// family order.
+func (p *Proxy) srcDstPrefixes(id string, got map[childKey]netip.Prefix) (src, dst []netip.Prefix) {
 	for _, f := range p.cfg.Families {
 		src = append(src, got[childKey{f, id + srcSuffix}])
 		dst = append(dst, got[childKey{f, id + dstSuffix}])
 	}
-	before := ipContextString(ipc)
+	return src, dst
+}
+
+// writeIPContext writes the addresses of a connection of type t into ipc
+// (see SetIPContext for the contract of each type).
+func (p *Proxy) writeIPContext(ipc *networkservice.IPContext, t ConnType, src, dst []netip.Prefix,
+	bridge map[ipamv1.IPFamily]netip.Prefix, svcPrefixes []netip.Prefix, log *slog.Logger) {
 	switch t {
 	case LBConn:
 		old := slices.Clone(ipc.GetSrcIpAddrs())
@@ -184,16 +227,18 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 		setTargetIPContext(ipc, src, dst, p.orderedBridge(bridge))
 		setServiceRoutes(ipc, svcPrefixes, oldExtra)
 	}
-	after := ipContextString(ipc)
+}
+
+// logIPContextChange logs a new, changed or merely refreshed IP context.
+func logIPContextChange(log *slog.Logger, first bool, before, after string) {
 	switch {
-	case len(prior) == 0:
+	case first:
 		log.Info("IP context set", "ipContext", after)
 	case before != after:
 		log.Info("IP context updated", "old", before, "new", after)
 	default:
 		log.Debug("IP context refreshed", "ipContext", after)
 	}
-	return nil
 }
 
 // allocateChildren allocates the children of id: the families in parallel,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"strings"
 
@@ -107,109 +106,6 @@ func (l Lines) Where(kind string, i int, name string) string {
 		s += fmt.Sprintf(" (line %d)", l[kind][i])
 	}
 	return s
-}
-
-var protocols = map[string]bool{"tcp": true, "udp": true, "sctp": true}
-
-func validate(c *Config, l Lines) error {
-	var errs []error
-	bad := func(where, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
-	}
-
-	trenches := map[string]int{}
-	for i, t := range c.Trenches {
-		w := l.Where("trenches", i, t.Name)
-		switch first, dup := trenches[t.Name]; {
-		case t.Name == "":
-			bad(w, "name is empty")
-		case dup:
-			bad(w, "name is already used by trenches[%d]", first)
-		default:
-			trenches[t.Name] = i
-		}
-	}
-	checkTrench := func(w, trench string) bool {
-		if trench == "" {
-			bad(w, "trench is empty")
-			return false
-		}
-		if _, ok := trenches[trench]; !ok {
-			bad(w, "trench %q is not defined under trenches", trench)
-			return false
-		}
-		return true
-	}
-
-	type key struct{ trench, name string }
-	// claim records entry i as the holder of its name in its trench.
-	claim := func(seen map[key]int, kind, w, trench, name string, i int, okTrench bool) {
-		k := key{trench, name}
-		if first, dup := seen[k]; name == "" {
-			bad(w, "name is empty")
-		} else if dup {
-			bad(w, "name is already used by %s[%d] in trench %q", kind, first, trench)
-		} else if okTrench {
-			seen[k] = i
-		}
-	}
-	vipNames := map[key]int{}
-	vipAddrs := map[string]int{}
-	for i, v := range c.VIPs {
-		w := l.Where("vips", i, v.Name)
-		claim(vipNames, "vips", w, v.Trench, v.Name, i, checkTrench(w, v.Trench))
-		p, err := netip.ParsePrefix(v.Address)
-		switch {
-		case v.Address == "":
-			bad(w, "address is empty")
-		case err != nil:
-			hint := ""
-			if _, aerr := netip.ParseAddr(v.Address); aerr == nil {
-				hint = " (add /32 or /128 for a single address)"
-			}
-			bad(w, "address %q is not a prefix in CIDR notation%s", v.Address, hint)
-		case p.Masked() != p:
-			bad(w, "address %q has host bits set; did you mean %s?", v.Address, p.Masked())
-		default:
-			k := v.Trench + "\x00" + p.String()
-			if first, dup := vipAddrs[k]; dup {
-				bad(w, "address %s is already used by vips[%d] in trench %q", p, first, v.Trench)
-			} else {
-				vipAddrs[k] = i
-			}
-		}
-	}
-
-	conduits := map[key]int{}
-	for i, cd := range c.Conduits {
-		w := l.Where("conduits", i, cd.Name)
-		okTrench := checkTrench(w, cd.Trench)
-		claim(conduits, "conduits", w, cd.Trench, cd.Name, i, okTrench)
-		for j, pn := range cd.DestinationPortNats {
-			pw := fmt.Sprintf("%s destinationPortNats[%d]", w, j)
-			if pn.Port == 0 || pn.Port > 65535 {
-				bad(pw, "port %d is not in 1-65535", pn.Port)
-			}
-			if pn.TargetPort == 0 || pn.TargetPort > 65535 {
-				bad(pw, "targetPort %d is not in 1-65535", pn.TargetPort)
-			}
-			if !protocols[strings.ToLower(pn.Protocol)] {
-				bad(pw, "protocol %q is not one of tcp, udp, sctp", pn.Protocol)
-			}
-			if len(pn.VIPs) == 0 {
-				bad(pw, "vips is empty")
-			}
-			for _, name := range pn.VIPs {
-				if _, ok := vipNames[key{cd.Trench, name}]; !ok && okTrench {
-					bad(pw, "vip %q is not defined in trench %q", name, cd.Trench)
-				}
-			}
-		}
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return &InvalidError{Problems: errs}
 }
 
 // InvalidError lists every semantic problem found in a configuration.

@@ -53,16 +53,15 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab options: %w", err)
 	}
-	for _, b := range binaries {
-		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
-			return nil, fmt.Errorf("lab binary %s not found in %s (make build): %w", b, opts.BinDir, err)
-		}
+	if err := checkBinaries(opts.BinDir); err != nil {
+		return nil, err
 	}
 	run, err := topo.NewRun(opts.RunBase)
 	if err != nil {
 		return nil, err
 	}
 	l := &Lab{run: run, owner: true, log: opts.Logger, out: opts.Stdout, procs: map[string]*proc{}}
+	// Every return below sets the named err, which this clean-up reads.
 	defer func() {
 		if err != nil {
 			if derr := l.Down(); derr != nil {
@@ -70,12 +69,42 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 			}
 		}
 	}()
+	if err := l.initState(opts); err != nil {
+		return nil, err
+	}
+	if err := l.buildNetwork(); err != nil {
+		return nil, err
+	}
+	if err := l.startServers(ctx); err != nil {
+		return nil, err
+	}
+	if err := l.startComponents(); err != nil {
+		return nil, err
+	}
+	if l.stopControl, err = l.serveControl(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkBinaries checks that every binary the lab runs is in binDir.
+func checkBinaries(binDir string) error {
+	for _, b := range binaries {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return fmt.Errorf("lab binary %s not found in %s (make build): %w", b, binDir, err)
+		}
+	}
+	return nil
+}
+
+// initState records the lab's options and owner in its state and saves it.
+func (l *Lab) initState(opts Options) error {
 	st, err := topo.ProcessStartTime(os.Getpid())
 	if err != nil {
-		return nil, fmt.Errorf("own start time: %w", err)
+		return fmt.Errorf("own start time: %w", err)
 	}
 	l.st = labState{
-		ID: run.ID(), BinDir: opts.BinDir,
+		ID: l.run.ID(), BinDir: opts.BinDir,
 		Trench: opts.Trench, Conduit: opts.Conduit, Namespace: opts.Namespace,
 		VIPs: append([]string(nil), opts.VIPs...), LBs: append([]string(nil), opts.LBs...),
 		ReleaseDelay: opts.ReleaseDelay.String(), IPAMPrefixIPv4: opts.IPAMPrefixIPv4, IPAMPrefixIPv6: opts.IPAMPrefixIPv6,
@@ -87,23 +116,46 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 		l.st.Targets = append(l.st.Targets, fmt.Sprintf("target-%d", i+1))
 	}
 	if err := l.save(); err != nil {
-		return nil, err
+		return err
 	}
-	l.progress("lab %s: run directory %s", run.ID(), run.Dir)
+	l.progress("lab %s: run directory %s", l.run.ID(), l.run.Dir)
+	return nil
+}
 
-	// Namespaces and links.
+// buildNetwork creates the namespaces and links of the ctl, proxy, ext, LB
+// and target roles.
+func (l *Lab) buildNetwork() error {
 	for _, role := range []string{"ctl", "proxy", "ext"} {
-		if _, err := run.AddNetNS(role); err != nil {
-			return nil, err
+		if _, err := l.run.AddNetNS(role); err != nil {
+			return err
 		}
 	}
 	if err := topo.AddVeth(
 		topo.VethEnd{NetNSPath: l.NetNSPath("ctl"), Name: ctlIf, Addrs: []netip.Prefix{ctlAddr}},
 		topo.VethEnd{NetNSPath: l.NetNSPath("proxy"), Name: proxyIf, Addrs: []netip.Prefix{proxyAddr}}); err != nil {
-		return nil, err
+		return err
 	}
+	if err := l.setUpExt(); err != nil {
+		return err
+	}
+	for i, name := range l.st.LBs {
+		if err := l.addLBNetNS(i, name); err != nil {
+			return err
+		}
+	}
+	for _, name := range l.st.Targets {
+		if err := l.addTargetNetNS(name); err != nil {
+			return err
+		}
+	}
+	l.progress("lab %s: namespaces %s", l.run.ID(), strings.Join(l.run.State().NetNS, " "))
+	return nil
+}
+
+// setUpExt makes the ext namespace a router with its addresses on lo.
+func (l *Lab) setUpExt() error {
 	if err := topo.ApplySysctls(l.NetNSPath("ext"), topo.RouterSysctls); err != nil {
-		return nil, err
+		return err
 	}
 	for _, a := range []netip.Addr{extV4, extV6} {
 		args := []string{"ip", "addr", "add", netip.PrefixFrom(a, a.BitLen()).String(), "dev", "lo"}
@@ -111,64 +163,58 @@ func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 			args = append(args, "nodad")
 		}
 		if _, err := l.Exec("ext", args...); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	for i, name := range l.st.LBs {
-		if err := l.addLBNetNS(i, name); err != nil {
-			return nil, err
-		}
-	}
-	for _, name := range l.st.Targets {
-		if err := l.addTargetNetNS(name); err != nil {
-			return nil, err
-		}
-	}
-	l.progress("lab %s: namespaces %s", run.ID(), strings.Join(run.State().NetNS, " "))
+	return nil
+}
 
-	// Configuration server and IPAM.
+// startServers writes the configuration and starts the configuration server
+// and IPAM.
+func (l *Lab) startServers(ctx context.Context) error {
 	if err := l.writeNSPConfig(l.st.VIPs); err != nil {
-		return nil, err
+		return err
 	}
 	if l.st.ServicePort != 0 {
 		if err := l.WriteRawServices(l.servicesYAML()); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := l.startNSP(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := l.StartIPAM(); err != nil {
-		return nil, err
+		return err
 	}
-	l.progress("lab %s: nsp and ipam serving on %s", run.ID(), ctlAddr.Addr())
+	l.progress("lab %s: nsp and ipam serving on %s", l.run.ID(), ctlAddr.Addr())
+	return nil
+}
 
-	// NSM control plane, LBs, proxy, targets.
+// startComponents starts the NSM control plane, the LBs, the proxy and the
+// targets, in that order.
+func (l *Lab) startComponents() error {
 	if err := l.startNSM(); err != nil {
-		return nil, fmt.Errorf("nsm control plane: %w", err)
+		return fmt.Errorf("nsm control plane: %w", err)
 	}
-	l.progress("lab %s: NSMgr on %s", run.ID(), l.nsmgrURL())
+	l.progress("lab %s: NSMgr on %s", l.run.ID(), l.nsmgrURL())
 	for _, name := range l.st.LBs {
 		if err := l.startLBProcess(name); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := l.syncExtRoutes(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := l.StartProxy(); err != nil {
-		return nil, err
+		return err
 	}
-	l.progress("lab %s: proxy registered; %d LBs, starting %d targets", run.ID(), len(l.st.LBs), len(l.st.Targets))
+	l.progress("lab %s: proxy registered; %d LBs, starting %d targets", l.run.ID(), len(l.st.LBs), len(l.st.Targets))
 	for _, name := range l.st.Targets {
 		if err := l.startTargetProcess(name, ""); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if l.stopControl, err = l.serveControl(); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return nil
 }
 
 // Open returns the run id under runBase (default topo.DefaultBase; the
