@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,41 @@ func waitNexthopsGone(t *testing.T, ctx context.Context, l *labrun.Lab, gone []n
 		}
 		return true
 	}, waitLong, 20*time.Millisecond, "proxy drops the nexthops %v (last %v)", gone, &last)
+	return time.Now()
+}
+
+// waitLBGone waits until the proxy has no interface toward lb and routes
+// only over the LBs it still has interfaces toward. It names the LB by its
+// connection, not by its addresses: once the dead LB's addresses are
+// released, the IPAM may hand them to another LB's new connection (an LB
+// reselected after a control-plane outage), and they are nexthops again.
+func waitLBGone(t *testing.T, ctx context.Context, l *labrun.Lab, lb string) time.Time {
+	t.Helper()
+	var last note
+	require.Eventually(t, func() bool {
+		m, err := lbNeighbors(ctx, l)
+		if err != nil {
+			return false
+		}
+		nh, err := lbNexthops(ctx, l)
+		last.set("interfaces %v, nexthops %v (%v)", m, nh, err)
+		if err != nil || len(nh) == 0 {
+			return false
+		}
+		var held []netip.Addr
+		for id, a := range m {
+			if strings.HasSuffix(id, "-"+lb) {
+				return false
+			}
+			held = append(held, a...)
+		}
+		for _, h := range nh {
+			if !slices.Contains(held, h) {
+				return false
+			}
+		}
+		return true
+	}, waitLong, 20*time.Millisecond, "proxy drops %s (last %v)", lb, &last)
 	return time.Now()
 }
 

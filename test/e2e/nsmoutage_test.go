@@ -106,8 +106,8 @@ func TestLBDiesDuringNSMOutage(t *testing.T) {
 	require.Subset(t, nh, aAddrs, "without the control plane the proxy cannot know LB-A died: it keeps it")
 	started := time.Now()
 	require.NoError(t, l.StartComponent("nsm"))
-	dropped := waitNexthopsGone(t, ctx, l, aAddrs)
-	t.Logf("FIGURE: LB died during an NSM outage: dropped %v after the control plane came back (NSE expiration %v)",
+	dropped := waitLBGone(t, ctx, l, lbA)
+	t.Logf("FIGURE: LB died during an NSM outage: its connection and nexthops dropped %v after the control plane came back (NSE expiration %v)",
 		dropped.Sub(started).Round(time.Millisecond), nseExpiration)
 	requireLBCarries(t, ctx, l, lbB, "after the dead LB was dropped")
 	requireServed(t, ctx, l, l.Targets(), "every target serves through LB-B")
