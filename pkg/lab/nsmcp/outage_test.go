@@ -76,12 +76,12 @@ func TestClientPausesWhileNSMIsAway(t *testing.T) {
 	cp.Stop()
 	before := tries.n.Load()
 	time.Sleep(outage)
-	during := tries.n.Load() - before
-	t.Logf("FIGURE: %d requests tried during a %v NSM outage", during, outage)
+	triesDuring := tries.n.Load() - before
+	t.Logf("FIGURE: %d requests tried during a %v NSM outage", triesDuring, outage)
 	// Pauses of 100 ms, 200 ms, 400 ms, ... fit about six tries into the
 	// outage; a heal without pauses makes thousands (about 3,000 a second).
-	require.LessOrEqual(t, during, int64(12), "heal pauses between failed tries while NSM is away")
-	require.Positive(t, during, "heal tried while NSM was away")
+	require.LessOrEqual(t, triesDuring, int64(12), "heal pauses between failed tries while NSM is away (a count of requests)")
+	require.Positive(t, triesDuring, "heal tried while NSM was away")
 
 	_, err = linkIn(t, nscNS, "nsm0")
 	require.NoError(t, err, "the outage leaves the data path")
