@@ -38,7 +38,7 @@ import (
 type nsmClient struct {
 	nsc      networkservice.NetworkServiceClient
 	registry registryapi.NetworkServiceEndpointRegistryClient
-	monitor  networkservice.MonitorConnectionClient
+	nsmgr    *liveness.NSMgr // the NSMgr's connection monitor, for heal and recovery
 	pinner   *fullmesh.Pinner
 }
 
@@ -47,15 +47,12 @@ type nsmClient struct {
 // live until stop, after the full mesh has closed its connections.
 func (d *Daemon) startNSMClient(ctx context.Context) (func() error, error) {
 	connectTo := d.cfg.ConnectTo
-	cc, err := grpc.NewClient(grpcutils.URLToTarget(&connectTo), d.nsmDial...)
+	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(&connectTo), d.nsmDial...)
 	if err != nil {
-		return nil, fmt.Errorf("connection monitor %s: %w", connectTo.String(), err)
+		return nil, err
 	}
 	nsmCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	d.nsm = nsmClient{
-		monitor: networkservice.NewMonitorConnectionClient(cc),
-		pinner:  fullmesh.NewPinner(),
-	}
+	d.nsm = nsmClient{nsmgr: nsmgr, pinner: fullmesh.NewPinner()}
 	d.nsm.nsc = d.lbClientChain(nsmCtx)
 	// The full mesh reopens its watch itself and resyncs from a listing
 	// when the stream breaks; the SDK's registry heal would reopen it
@@ -68,7 +65,7 @@ func (d *Daemon) startNSMClient(ctx context.Context) (func() error, error) {
 		registryclient.WithNSEHealClient(registrynull.NewNetworkServiceEndpointRegistryClient()))
 	return func() error {
 		cancel()
-		_ = cc.Close()
+		_ = nsmgr.Close()
 		return nil
 	}, nil
 }
@@ -82,10 +79,11 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 		client.WithDialOptions(d.nsmDial...),
 		client.WithDialTimeout(d.cfg.DialTimeout),
 		client.WithAuthorizeClient(d.creds.AuthorizeClient()),
-		// A heal that starts because the NSMgr went away re-requests as is
-		// instead of closing first: the LB ports, nexthops and addresses
-		// stay while NSM is away (see pkg/nsm/liveness).
-		client.WithHealClient(heal.NewClient(ctx, liveness.HealOptions(d.nsm.monitor, func(c *networkservice.Connection) bool {
+		// A heal that starts because the NSMgr went away (or came back
+		// without its memory) re-requests as is instead of closing first:
+		// the LB ports, nexthops and addresses stay while NSM is away
+		// (see pkg/nsm/liveness).
+		client.WithHealClient(heal.NewClient(ctx, d.nsm.nsmgr.HealOptions(func(c *networkservice.Connection) bool {
 			key, err := proxy.ConnKey(c, proxy.LBConn)
 			return err == nil && d.mon.Lost(proxy.LBConn, key)
 		})...)),
@@ -94,6 +92,7 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 			// fast as the failures come back; pause between failed tries
 			// so that each one does not renew addresses with the IPAM.
 			nsmbackoff.NewClient(),
+			d.nsm.nsmgr.NewClient(),
 			kernel.NewClient(),
 			interfacemonitor.NewClient(d.mon),
 			ipcontext.NewClient(d.proxy, ipcontext.WithLogger(d.log.With("subsystem", "ipcontext"))),
@@ -111,7 +110,14 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 func (d *Daemon) startFullMesh(ctx context.Context) (func() error, error) {
 	d.mesh = fullmesh.New(d.cfg.Name, d.cfg.NetworkServiceName, d.nsm.nsc, d.nsm.registry,
 		fullmesh.WithPinner(d.nsm.pinner),
-		fullmesh.WithRecovery(d.nsm.monitor),
+		fullmesh.WithRecovery(d.nsm.nsmgr.Monitor()),
+		// A removed LB's nexthops go at once; its Close may wait seconds
+		// behind a heal retry toward the dead LB.
+		fullmesh.WithWithdraw(func(c *networkservice.Connection) {
+			if key, err := proxy.ConnKey(c, proxy.LBConn); err == nil {
+				d.mon.Forget(proxy.LBConn, key)
+			}
+		}),
 		fullmesh.WithRequestTimeout(d.cfg.RequestTimeout),
 		fullmesh.WithCloseTimeout(d.cfg.RequestTimeout),
 		fullmesh.WithExpiry(10*time.Second, d.cfg.MaxTokenLifetime/2),

@@ -51,6 +51,7 @@ func TestNSMOutage(t *testing.T) {
 			require.NoError(t, err)
 			table := st.Dataplane.Table
 			before := readProxyKernel(t, l, table)
+			lbsBefore := lbLinks(t, ctx, l)
 
 			ps := startProbers(t, ctx, l, vipOf(t, l, true))
 			waitProbes(t, ps, time.Time{}, 20, "probes before the outage")
@@ -67,6 +68,14 @@ func TestNSMOutage(t *testing.T) {
 			green := requireGreen(t, ctx, l, waitLong+outage, "after the NSM control plane came back")
 			t.Logf("FIGURE: NSM outage of %v: all checks green %v after the control plane started again", outage,
 				green.Sub(started).Round(time.Millisecond))
+			// The restarted NSMgr knows no connection: that must not tear
+			// one down (pkg/nsm/liveness). Every connection is re-requested
+			// as it is, and the same links carry it.
+			back := readProxyKernel(t, l, table)
+			require.Equal(t, before.Ports, back.Ports, "no target connection was replaced when NSM came back")
+			require.Equal(t, before.Routes, back.Routes, "nor an LB's nexthops")
+			require.Equal(t, before.Rules, back.Rules, "nor a VIP rule")
+			require.Equal(t, lbsBefore, lbLinks(t, ctx, l), "the LB connections kept their links")
 
 			// The control plane works again: a target that leaves and joins
 			// gets through it.
@@ -79,12 +88,30 @@ func TestNSMOutage(t *testing.T) {
 			for network, p := range ps {
 				s := p.Stop()
 				out := s.After(stopped).Before(started)
-				t.Logf("FIGURE: NSM outage of %v (%s): %d of %d probes lost during the outage, longest gap %v; after it: %v",
-					outage, network, out.Failures(), len(out), s.After(stopped.Add(-time.Second)).LongestGap(), s.After(started))
+				back := s.After(started).Before(green)
+				t.Logf("FIGURE: NSM outage of %v (%s): %d of %d probes lost during the outage, longest gap %v; %d of %d while it came back; after it: %v",
+					outage, network, out.Failures(), len(out), s.After(stopped.Add(-time.Second)).LongestGap(),
+					back.Failures(), len(back), s.After(started))
 				require.Zero(t, out.Failures(), "%s: traffic flows while NSM is away (first error: %v)", network, out.FirstError())
+				require.Zero(t, back.Failures(), "%s: and while it comes back (first error: %v)", network, back.FirstError())
 			}
 		})
 	}
+}
+
+// lbLinks are the link indexes of the proxy's LB connections, by
+// connection id.
+func lbLinks(t *testing.T, ctx context.Context, l *labrun.Lab) map[string]int {
+	t.Helper()
+	st, err := proxyState(ctx, l)
+	require.NoError(t, err)
+	m := map[string]int{}
+	for _, i := range st.Proxy.Interfaces {
+		if i.Type.String() == "lb" {
+			m[i.ConnID] = i.Index
+		}
+	}
+	return m
 }
 
 // TestLBDiesDuringNSMOutage: while the NSM control plane is away an LB's

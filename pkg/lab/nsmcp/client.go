@@ -46,7 +46,8 @@ type ClientConfig struct {
 // kept a lab target at half a core for the whole outage.
 func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServiceClient {
 	gen := TokenGenerator(cfg.Name, cfg.TokenLifetime)
-	elements := append(append([]networkservice.NetworkServiceClient{nsmbackoff.NewClient()}, cfg.Elements...),
+	healOpts, nsmgrElements := healOptions(ctx, cfg.NSMgrURL, gen)
+	elements := append(append(append([]networkservice.NetworkServiceClient{nsmbackoff.NewClient()}, nsmgrElements...), cfg.Elements...),
 		kernel.NewClient(kernel.WithInterfaceName(cfg.InterfaceName)),
 		netnsurl.NewClient(cfg.NetNSPath),
 		sendfd.NewClient(),
@@ -57,20 +58,22 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 		client.WithDialOptions(DialOptions(gen)...),
 		client.WithDialTimeout(5*time.Second),
 		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
-		client.WithHealClient(heal.NewClient(ctx, liveness.HealOptions(monitorClient(ctx, cfg.NSMgrURL, gen), kernelLinkLost)...)),
+		client.WithHealClient(heal.NewClient(ctx, healOpts...)),
 		client.WithAdditionalFunctionality(elements...),
 	)
 }
 
-// monitorClient is a connection monitor client of the NSMgr for the heal
-// check, closed when ctx ends.
-func monitorClient(ctx context.Context, nsmgrURL *url.URL, gen token.GeneratorFunc) networkservice.MonitorConnectionClient {
-	cc, err := grpc.NewClient(grpcutils.URLToTarget(nsmgrURL), DialOptions(gen)...)
+// healOptions are the heal check's options on a connection monitor of the
+// NSMgr (pkg/nsm/liveness), closed when ctx ends, and the chain element
+// that records the NSMgr run of each connection. If the monitor cannot be
+// made, the check asks nothing and keeps the data path.
+func healOptions(ctx context.Context, nsmgrURL *url.URL, gen token.GeneratorFunc) ([]heal.Option, []networkservice.NetworkServiceClient) {
+	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(nsmgrURL), DialOptions(gen)...)
 	if err != nil {
-		return failingMonitor{err}
+		return liveness.HealOptions(liveness.Check(failingMonitor{err}, kernelLinkLost, nil)), nil
 	}
-	context.AfterFunc(ctx, func() { _ = cc.Close() })
-	return networkservice.NewMonitorConnectionClient(cc)
+	context.AfterFunc(ctx, func() { _ = nsmgr.Close() })
+	return nsmgr.HealOptions(kernelLinkLost), []networkservice.NetworkServiceClient{nsmgr.NewClient()}
 }
 
 // failingMonitor answers nothing: the heal check then keeps the data path.

@@ -146,6 +146,7 @@ type fakeClient struct {
 	closes   []string
 	failures int           // fail that many Requests first
 	gate     chan struct{} // if not nil, Requests wait for it
+	slowShut chan struct{} // if not nil, Closes wait for it
 }
 
 func newFakeClient() *fakeClient {
@@ -172,6 +173,12 @@ func (c *fakeClient) Request(_ context.Context, r *networkservice.NetworkService
 }
 
 func (c *fakeClient) Close(_ context.Context, conn *networkservice.Connection, _ ...grpc.CallOption) (*emptypb.Empty, error) {
+	c.mu.Lock()
+	slow := c.slowShut
+	c.mu.Unlock()
+	if slow != nil {
+		<-slow
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closes = append(c.closes, conn.GetId())

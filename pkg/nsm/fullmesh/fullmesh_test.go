@@ -142,6 +142,35 @@ func TestUnregisterClosesAndReRegisterReconnects(t *testing.T) {
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
 }
 
+// A removed endpoint's connection leaves the data path when the mesh
+// decides, not when its Close, held up behind whatever is in flight on the
+// connection, returns.
+func TestWithdrawComesBeforeASlowClose(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
+	withdrawn := make(chan string, 4)
+	h := start(t, reg, client, fullmesh.WithWithdraw(func(c *networkservice.Connection) { withdrawn <- c.GetId() }))
+	h.requireOpen(t, id("lb-1"))
+	slow := make(chan struct{})
+	client.mu.Lock()
+	client.slowShut = slow
+	client.mu.Unlock()
+
+	_, _ = reg.Unregister(ctx, lb("lb-1", time.Time{}))
+	select {
+	case got := <-withdrawn:
+		require.Equal(t, id("lb-1"), got)
+	case <-time.After(wait):
+		t.Fatal("the removed endpoint's connection was never withdrawn")
+	}
+	require.Zero(t, client.closeCount(id("lb-1")), "withdrawn while its Close is still held up")
+	close(slow)
+	h.requireOpen(t)
+	require.Equal(t, 1, client.closeCount(id("lb-1")))
+	require.Empty(t, withdrawn, "withdrawn once")
+}
+
 func TestExpiredRegistrationIsEvicted(t *testing.T) {
 	ctx := context.Background()
 	reg, client := newFakeRegistry(), newFakeClient()

@@ -93,6 +93,9 @@ func (f *FullMesh) runMember(base context.Context, m *member, prev <-chan struct
 		}
 	}
 	<-m.stop
+	if f.opts.withdraw != nil {
+		f.opts.withdraw(m.connection())
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(base), f.opts.closeTimeout)
 	defer cancel()
 	if _, err := f.client.Close(ctx, m.connection()); err != nil {

@@ -25,6 +25,7 @@ type options struct {
 	backoffMax     time.Duration
 	pinner         *Pinner
 	recovery       networkservice.MonitorConnectionClient
+	withdraw       func(*networkservice.Connection)
 	logger         *slog.Logger
 	clock          clock.Clock
 }
@@ -60,6 +61,15 @@ func WithLabels(labels map[string]string) Option {
 // closed if its endpoint went away meanwhile.
 func WithRequestTimeout(d time.Duration) Option {
 	return func(o *options) { o.requestTimeout = d }
+}
+
+// WithWithdraw sets a function called with a connection as soon as the mesh
+// decides to close it (its endpoint went, or the mesh stops), before the
+// Close. The Close of a connection waits behind anything in flight on it (a
+// heal's re-request of a dead endpoint, with its pause), which can take
+// seconds; the function takes the connection out of the data path at once.
+func WithWithdraw(fn func(*networkservice.Connection)) Option {
+	return func(o *options) { o.withdraw = fn }
 }
 
 // WithCloseTimeout bounds each Close (default: the request timeout).

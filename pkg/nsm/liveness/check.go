@@ -12,36 +12,50 @@ import (
 // gone (a connection whose link was never seen is not lost).
 type LinkLost func(conn *networkservice.Connection) bool
 
-// askTimeout bounds the question to the NSMgr.
-const askTimeout = time.Second
+// KnownByThisRun reports whether the NSMgr that answers now is the run the
+// connection was last established through (see NSMgr).
+type KnownByThisRun func(conn *networkservice.Connection) bool
 
-// HealOptions are the heal client's options for connections whose NSMgr
-// answers on monitor: the check below, consulted only when the control
-// plane reported the connection down (the SDK's periodic data-plane poll is
-// left off: kernel link events already reach the proxy).
-func HealOptions(monitor networkservice.MonitorConnectionClient, lost LinkLost) []heal.Option {
+const (
+	// askTimeout bounds the question to the NSMgr.
+	askTimeout = time.Second
+	// healPollInterval turns the SDK's periodic check off in practice.
+	healPollInterval = 24 * time.Hour
+)
+
+// HealOptions are the heal client's options for a check: it is consulted
+// only when the control plane reported the connection down (the SDK's
+// periodic data-plane poll is left off: kernel link events already reach
+// the proxy), each time within askTimeout.
+func HealOptions(check heal.LivenessCheck) []heal.Option {
 	return []heal.Option{
-		heal.WithLivenessCheck(Check(monitor, lost)),
+		heal.WithLivenessCheck(check),
 		heal.WithLivenessCheckTimeout(askTimeout),
-		heal.WithLivenessCheckInterval(24 * time.Hour),
+		heal.WithLivenessCheckInterval(healPollInterval),
 	}
 }
 
 // Check is dead when the connection's link is lost, or when the NSMgr
 // answers a new request on its connection monitor and reports the
-// connection down or does not know it: the far end died, and heal
-// reselects. When the NSMgr does not answer (stopped, restarting, draining
-// its last streams) the control plane is away and the data path is alive.
-func Check(monitor networkservice.MonitorConnectionClient, lost LinkLost) heal.LivenessCheck {
+// connection down, or does not know it although it is the run that
+// established it: the far end died, and heal reselects. When the NSMgr
+// does not answer (stopped, restarting, draining its last streams), or is
+// a new run that cannot know the connection yet, the control plane is away
+// and the data path is alive: heal re-requests as it is.
+func Check(monitor networkservice.MonitorConnectionClient, lost LinkLost, known KnownByThisRun) heal.LivenessCheck {
 	return func(ctx context.Context, conn *networkservice.Connection) bool {
 		if lost != nil && lost(conn) {
 			return false
 		}
-		state, known, answered := ask(ctx, monitor, conn)
-		if !answered {
+		state, found, answered := ask(ctx, monitor, conn)
+		switch {
+		case !answered:
 			return true
+		case found:
+			return state != networkservice.State_DOWN
+		default:
+			return known != nil && !known(conn)
 		}
-		return known && state != networkservice.State_DOWN
 	}
 }
 

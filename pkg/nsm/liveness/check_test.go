@@ -50,7 +50,7 @@ func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	lost := false
 	mon := &monitor{}
-	check := liveness.Check(mon, func(*networkservice.Connection) bool { return lost })
+	check := liveness.Check(mon, func(*networkservice.Connection) bool { return lost }, nil)
 	conn := connection(networkservice.State_UP)
 
 	mon.away = true

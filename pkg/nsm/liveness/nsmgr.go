@@ -1,0 +1,164 @@
+package liveness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/stats"
+)
+
+// NSMgr is the heal check's line to the NSMgr: a connection monitor client
+// on a gRPC connection of its own, the count of that connection's
+// transports (the NSMgr's runs, as seen from here), and the run each
+// connection was last established through. Safe for concurrent use.
+type NSMgr struct {
+	cc      *grpc.ClientConn
+	monitor networkservice.MonitorConnectionClient
+	runs    runCounter
+
+	mu    sync.Mutex
+	acked map[string]uint64 // connection id → run of its last successful Request
+}
+
+// confirmRetry spaces out ack's questions to a monitor that did not answer.
+const confirmRetry = 20 * time.Millisecond
+
+// reconnect is the monitor connection's backoff: the NSMgr is local, and a
+// new run should be asked (and counted) soon after it is up.
+var reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 5 * time.Second,
+}
+
+// Dial returns an NSMgr whose monitor connection goes to target with opts.
+// The connection never idles (an idle connection would start a new
+// transport, and so a new run, without the NSMgr having gone away),
+// connects at once and retries at least every second. Close closes it.
+func Dial(target string, opts ...grpc.DialOption) (*NSMgr, error) {
+	n := &NSMgr{acked: make(map[string]uint64)}
+	opts = append(slices.Clip(opts), grpc.WithStatsHandler(&n.runs), grpc.WithIdleTimeout(0), grpc.WithConnectParams(reconnect))
+	cc, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nsmgr monitor connection to %s: %w", target, err)
+	}
+	cc.Connect()
+	n.cc, n.monitor = cc, networkservice.NewMonitorConnectionClient(cc)
+	return n, nil
+}
+
+// Monitor is the NSMgr's connection monitor client.
+func (n *NSMgr) Monitor() networkservice.MonitorConnectionClient { return n.monitor }
+
+// Close closes the monitor connection.
+func (n *NSMgr) Close() error { return n.cc.Close() }
+
+// HealOptions are the heal client's options (see HealOptions) with this
+// NSMgr's check, for connections through it.
+func (n *NSMgr) HealOptions(lost LinkLost) []heal.Option { return HealOptions(n.Check(lost)) }
+
+// Check is the heal check (see Check) on this NSMgr's monitor and runs.
+func (n *NSMgr) Check(lost LinkLost) heal.LivenessCheck {
+	return Check(n.monitor, lost, n.knownByThisRun)
+}
+
+// ack records that conn was established through the current run. The
+// NSMgr has just served its Request, but the monitor connection may not
+// have seen that NSMgr yet (it restarted, and the monitor's old transport
+// is not known to be broken yet): ack asks the monitor about conn once,
+// reconnecting as needed, for at most askTimeout, so that the run recorded
+// is the one that answers.
+func (n *NSMgr) ack(ctx context.Context, conn *networkservice.Connection) {
+	n.confirm(ctx, conn)
+	run := n.runs.current()
+	n.mu.Lock()
+	n.acked[conn.GetId()] = run
+	n.mu.Unlock()
+}
+
+// confirm returns once the monitor has answered a question about conn, or
+// after askTimeout.
+func (n *NSMgr) confirm(ctx context.Context, conn *networkservice.Connection) {
+	ctx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	for {
+		n.settle(ctx)
+		if _, _, answered := ask(ctx, n.monitor, conn); answered {
+			return
+		}
+		t := time.NewTimer(confirmRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// settle waits until the monitor connection is up or ctx ends,
+// reconnecting at once if it is idle or backing off.
+func (n *NSMgr) settle(ctx context.Context) {
+	for s := n.cc.GetState(); s != connectivity.Ready; s = n.cc.GetState() {
+		switch s {
+		case connectivity.Idle:
+			n.cc.Connect()
+		case connectivity.TransientFailure:
+			n.cc.ResetConnectBackoff()
+		case connectivity.Shutdown:
+			return
+		}
+		if !n.cc.WaitForStateChange(ctx, s) {
+			return
+		}
+	}
+}
+
+func (n *NSMgr) forget(id string) {
+	n.mu.Lock()
+	delete(n.acked, id)
+	n.mu.Unlock()
+}
+
+// knownByThisRun reports whether the NSMgr that answers now is the run the
+// connection was last established through. A connection never recorded is
+// taken as known (its "unknown" is believed, as without this record).
+func (n *NSMgr) knownByThisRun(conn *networkservice.Connection) bool {
+	n.mu.Lock()
+	run, ok := n.acked[conn.GetId()]
+	n.mu.Unlock()
+	return !ok || run == n.runs.current()
+}
+
+// runCounter counts the transports of the monitor connection. The first is
+// run 0; each later one means the previous transport broke, which is what
+// an NSMgr restart does. A transport's ConnBegin comes before any RPC on
+// it, so an answer is never read on a run not yet counted.
+type runCounter struct{ begun atomic.Uint64 }
+
+func (r *runCounter) current() uint64 {
+	if b := r.begun.Load(); b > 0 {
+		return b - 1
+	}
+	return 0
+}
+
+func (r *runCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (r *runCounter) HandleRPC(context.Context, stats.RPCStats)                       {}
+func (r *runCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+
+func (r *runCounter) HandleConn(_ context.Context, s stats.ConnStats) {
+	if _, ok := s.(*stats.ConnBegin); ok {
+		r.begun.Add(1)
+	}
+}
