@@ -29,6 +29,16 @@ type Dataplane interface {
 
 var _ Dataplane = (*dataplane.Dataplane)(nil)
 
+// LinkRemover deletes a link that a closed connection left behind (see
+// Config.Links).
+type LinkRemover interface {
+	// RemoveLink deletes link index if it still exists under name, and
+	// reports whether it did.
+	RemoveLink(index int, name string) (bool, error)
+}
+
+var _ LinkRemover = (*dataplane.Dataplane)(nil)
+
 // Config configures a Proxy.
 type Config struct {
 	// Conduit and Trench name the conduit whose node subnets the proxy
@@ -44,6 +54,13 @@ type Config struct {
 	IPAM ipamv1.IpamClient
 	// Dataplane receives the desired kernel state on every change.
 	Dataplane Dataplane
+	// Links, if set, deletes the kernel link a closed connection still
+	// has when its addresses are about to be released: the forwarder
+	// removes it on Close, but a Close that never reached a forwarder (or
+	// one that restarted and forgot it) leaves it, and with it the
+	// addresses, which the IPAM would then hand to another connection.
+	// Without it such a link stays.
+	Links LinkRemover
 	// ReleaseDelay is how long the addresses of a closed connection are kept
 	// before they are released; a new request for the same id within the
 	// delay keeps them (default 20s).

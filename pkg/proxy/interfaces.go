@@ -87,6 +87,7 @@ func (p *Proxy) unlinkLocked(st *connState) {
 	}
 	p.want.removePort(st.link)
 	delete(p.links, st.link)
+	st.lastLink, st.lastName = st.link, st.linkName
 	st.link, st.linkName, st.hops = 0, "", nil
 }
 

@@ -36,6 +36,8 @@ type connState struct {
 	release  *pendingRelease           // non-nil while a release is scheduled or running
 	link     int                       // index of the connection's kernel link (a port), 0 if none
 	linkName string                    // its name, for the snapshot
+	lastLink int                       // the link it had before (link 0): to remove if left over
+	lastName string                    // that link's name
 	hops     []netip.Addr              // the nexthops of link: the LB's addresses, from allocs
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -26,6 +27,40 @@ func (p *Proxy) scheduleReleaseLocked(st *connState, children []childKey, full b
 	}
 	st.release = pr
 	return true
+}
+
+// removeLeftoverLink deletes the kernel link that the closed connection id
+// last had, if it is still there (see Config.Links), retrying a failure:
+// its addresses are released only once no link of theirs is left. It
+// reports false if ctx ended first.
+func (p *Proxy) removeLeftoverLink(ctx context.Context, id string, log *slog.Logger) bool {
+	if p.cfg.Links == nil {
+		return true
+	}
+	p.mu.Lock()
+	var index int
+	var name string
+	if st := p.conns[id]; st != nil && st.link == 0 {
+		index, name = st.lastLink, st.lastName
+	}
+	p.mu.Unlock()
+	if index == 0 {
+		return true
+	}
+	for {
+		removed, err := p.cfg.Links.RemoveLink(index, name)
+		if err == nil {
+			if removed {
+				log.Info("leftover link of a closed connection removed", "index", index, "name", name)
+			}
+			return true
+		}
+		log.Warn("leftover link of a closed connection not removed, retrying", "index", index, "name", name, "error", err)
+		if !sleep(ctx.Done(), p.cfg.RetryInterval) {
+			log.Info("address release stopped", "reason", ctx.Err())
+			return false
+		}
+	}
 }
 
 // runRelease waits for the delay (cut short by Close), then releases the
@@ -55,6 +90,9 @@ func (p *Proxy) runRelease(ctx context.Context, id string, pr *pendingRelease) {
 	defer unlock()
 	if ctx.Err() != nil {
 		return // cancelled while the timer fired or while waiting for the lock
+	}
+	if pr.full && !p.removeLeftoverLink(ctx, id, log) {
+		return
 	}
 	for _, k := range pr.children {
 		for {

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -264,4 +266,77 @@ func TestUnsetAfterFailedRefreshIsDelayed(t *testing.T) {
 	require.Eventually(t, func() bool { return e.ipam.countCalls("Release IPV6/x-src") == 1 }, waitFor, tick)
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, LBConn))
 	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick, "a delayed release")
+}
+
+// leftoverLinks plays the dataplane's RemoveLink: it records each call with
+// the IPAM children held at that moment, and fails the first calls.
+type leftoverLinks struct {
+	mu       sync.Mutex
+	ipam     *fakeIPAM
+	failures int
+	calls    []string
+	held     []int // len(ipam.children()) at each call
+}
+
+func (l *leftoverLinks) RemoveLink(index int, name string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, fmt.Sprintf("%d/%s", index, name))
+	l.held = append(l.held, len(l.ipam.children()))
+	if l.failures > 0 {
+		l.failures--
+		return false, errInjected
+	}
+	return true, nil
+}
+
+func (l *leftoverLinks) seen() ([]string, []int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls), slices.Clone(l.held)
+}
+
+// A closed connection's link that its forwarder left behind is deleted
+// before its addresses go back to the IPAM (retrying a failed delete), so
+// that no address is ever on a link while the IPAM hands it out again.
+func TestReleaseRemovesLeftoverLinkFirst(t *testing.T) {
+	links := &leftoverLinks{failures: 2}
+	e := newTestEnv(t, func(c *Config) { c.Links = links })
+	links.ipam = e.ipam
+	conn := lbConn("lb-1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
+	e.p.InterfaceCreated(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnID: "lb-1"})
+	// The Close withdraws the interface (the monitor forgets it) whether
+	// or not the forwarder removed the link.
+	e.p.InterfaceDeleted(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnID: "lb-1"})
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, LBConn))
+	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick)
+	calls, _ := links.seen()
+	require.Empty(t, calls, "nothing is removed before the release delay: the forwarder has that long")
+
+	e.clk.Advance(releaseDelay)
+	require.Eventually(t, func() bool { return sprint(e.ipam.children()) == "[IPV4/bridge IPV6/bridge]" }, waitFor, tick)
+	calls, held := links.seen()
+	require.Equal(t, []string{"7/lb0", "7/lb0", "7/lb0"}, calls, "two failed deletes retried, then done")
+	require.Equal(t, []int{6, 6, 6}, held, "every delete came before any address was released")
+}
+
+// A connection that comes back on a new link before the delay keeps its
+// addresses, and nothing is removed.
+func TestRelinkedConnectionRemovesNothing(t *testing.T) {
+	links := &leftoverLinks{}
+	e := newTestEnv(t, func(c *Config) { c.Links = links })
+	links.ipam = e.ipam
+	conn := targetConn("t1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
+	e.p.InterfaceCreated(Interface{Index: 7, Name: "t0", Type: TargetConn, ConnID: "t1"})
+	e.p.InterfaceDeleted(Interface{Index: 7, Name: "t0", Type: TargetConn, ConnID: "t1"})
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, TargetConn))
+	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick)
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
+	e.p.InterfaceCreated(Interface{Index: 9, Name: "t0", Type: TargetConn, ConnID: "t1"})
+	e.clk.Advance(time.Hour)
+	require.Equal(t, uint64(1), e.p.Stats().ReleasesCancelled)
+	calls, _ := links.seen()
+	require.Empty(t, calls)
 }

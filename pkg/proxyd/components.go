@@ -179,7 +179,7 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 	d.log.Info("allocating bridge addresses", "ipam", d.cfg.IPAMService)
 	p, err := proxy.New(ctx, proxy.Config{
 		Conduit: d.cfg.Conduit, Trench: d.cfg.Trench, Node: d.cfg.Host, Families: proxy.ParseIPFamily(d.cfg.IPFamily),
-		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp,
+		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp, Links: d.dp,
 		ReleaseDelay: d.cfg.IPReleaseDelay, BridgeRenewInterval: d.cfg.BridgeIPRenewInterval,
 		Logger: d.log.With("subsystem", "proxy"),
 	})

@@ -182,6 +182,19 @@ func (f *fakeDataplane) delLink(name string) {
 	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l})
 }
 
+// RemoveLink deletes a leftover link as the kernel would (with its event).
+func (f *fakeDataplane) RemoveLink(index int, name string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[name]
+	if !ok || l.Index != index {
+		return false, nil
+	}
+	delete(f.links, name)
+	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l})
+	return true, nil
+}
+
 func (f *fakeDataplane) linkIndex(name string) (int, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 // production one; tests inject a fake with WithDataplane.
 type Dataplane interface {
 	proxy.Dataplane
+	proxy.LinkRemover
 	// Subscribe returns the link events from now on and a function that
 	// ends the subscription; Link and LinkByName read the one table of the
 	// namespace's links (the interface monitor's Links).

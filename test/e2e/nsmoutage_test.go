@@ -3,10 +3,12 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/pkg/lab/labrun"
 )
@@ -124,6 +126,7 @@ func TestLBDiesDuringNSMOutage(t *testing.T) {
 	defer cancel()
 	lbA, lbB := l.LBs()[0], l.LBs()[1]
 	aAddrs := lbAddrsOf(t, ctx, l, lbA)
+	aLink := lbLinkOf(t, ctx, l, lbA)
 
 	require.NoError(t, l.StopComponent("nsm", stopGrace))
 	require.NoError(t, l.KillLB(lbA, false))
@@ -138,6 +141,46 @@ func TestLBDiesDuringNSMOutage(t *testing.T) {
 		dropped.Sub(started).Round(time.Millisecond), nseExpiration)
 	requireLBCarries(t, ctx, l, lbB, "after the dead LB was dropped")
 	requireServed(t, ctx, l, l.Targets(), "every target serves through LB-B")
+	// No forwarder removed LB-A's link (its Close never reached one): the
+	// proxy deletes it before the addresses go back to the IPAM.
+	h := proxyHandle(t, l)
+	defer h.Close()
+	require.Eventually(t, func() bool {
+		_, err := h.LinkByIndex(aLink)
+		return err != nil
+	}, waitLong, 100*time.Millisecond, "the dead LB's link %d is removed from the proxy's namespace", aLink)
+	requireNoAddressTwice(t, h)
+}
+
+// lbLinkOf is the index of the proxy's link to the LB.
+func lbLinkOf(t *testing.T, ctx context.Context, l *labrun.Lab, lb string) int {
+	t.Helper()
+	for id, index := range lbLinks(t, ctx, l) {
+		if strings.HasSuffix(id, "-"+lb) {
+			return index
+		}
+	}
+	t.Fatalf("the proxy has no link to %s", lb)
+	return 0
+}
+
+// requireNoAddressTwice: no global address is on two links of the proxy's
+// namespace (the IPAM hands out each one once, and the kernel must agree).
+func requireNoAddressTwice(t *testing.T, h *netlink.Handle) {
+	t.Helper()
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	require.NoError(t, err)
+	on := map[string]int{}
+	for _, a := range addrs {
+		if a.IP.IsLinkLocalUnicast() || a.IP.IsLoopback() {
+			continue
+		}
+		ip := a.IP.String()
+		if prev, ok := on[ip]; ok && prev != a.LinkIndex {
+			t.Fatalf("address %s is on links %d and %d", ip, prev, a.LinkIndex)
+		}
+		on[ip] = a.LinkIndex
+	}
 }
 
 // TestShortNSEExpiration: with NSE registrations that expire after 3 s, an
