@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -17,29 +18,38 @@ type benchPath struct {
 	addr netip.AddrPort
 }
 
+// inProcessEnv runs the userspace provider inside the benchmark process,
+// in the proxy namespace as seen from there: each dial to the endpoint then
+// switches its thread's namespace (netnsdo.Do), which the proxy, running
+// the provider in its own namespace, never does. For comparison only.
+const inProcessEnv = "SLB_BENCH_USERSPACE_IN_PROCESS"
+
 // benchEnv is one endpoint behind both providers (each on its own service
 // IP, in the same proxy namespace) and reachable directly over the bridge:
-// the three paths share everything but the load balancer.
+// the three paths share everything but the load balancer. The userspace
+// provider runs as a process of its own inside the proxy namespace, as in
+// the proxy's pod (unless inProcessEnv is set); the nftables provider only
+// programs the kernel, so it stays in the benchmark process.
 func benchEnv(b *testing.B) (*slbtest.Topology, []benchPath) {
 	topo := slbtest.New(b, 1)
 	echo := slbtest.StartEcho(b, topo.Endpoints)
 	ep := netip.AddrPortFrom(topo.Endpoints[0].Addr4, echo.Port)
 	paths := []benchPath{{name: "direct", addr: ep}}
 	for i, name := range []string{servicelb.ProviderUserspace, servicelb.ProviderNftables} {
+		svc := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, 1, byte(10 + i)}), 80)
+		paths = append(paths, benchPath{name: name, addr: svc})
+		if name == servicelb.ProviderUserspace && os.Getenv(inProcessEnv) == "" {
+			startProviderProcess(b, topo.Proxy, childConfig{Provider: name, Service: svc, Endpoint: ep})
+			continue
+		}
 		p, err := New(Config{Provider: name, NetNS: topo.Proxy.Handle, BridgeNetfilter: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = p.Close() })
-		svc := netip.AddrFrom4([4]byte{10, 96, 1, byte(10 + i)})
-		p.OnEndpointsUpdate([]servicelb.Endpoints{{Namespace: "bench", Name: name,
-			Ports: []servicelb.EndpointPort{{Name: "p", Addresses: []netip.AddrPort{ep}}}}})
-		p.OnServiceUpdate([]servicelb.Service{{Ref: servicelb.Reference{Namespace: "bench", Name: name}, IP: svc,
-			Ports: []servicelb.ServicePort{{Name: "p", Port: 80, Protocol: servicelb.TCP}}}})
-		if err := p.(interface{ SyncNow() error }).SyncNow(); err != nil {
+		if err := serveOne(p, name, svc, ep); err != nil {
 			b.Fatal(err)
 		}
-		paths = append(paths, benchPath{name: name, addr: netip.AddrPortFrom(svc, 80)})
 	}
 	return topo, paths
 }
