@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,25 +13,38 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/slbtest"
 )
 
-// childEnv makes the test binary serve one provider as a process of its
-// own, started inside the proxy namespace, as the proxy runs its provider
-// in its pod: no namespace switch on any socket call (see
-// startProviderProcess).
-const childEnv = "SLB_BENCH_PROVIDER_CHILD"
+// childEnv makes the test binary run as one process of a benchmark,
+// started inside a namespace of the topology, where it makes all its
+// sockets with no namespace switch: a provider in the proxy namespace, as
+// the proxy runs its provider in its pod, or a client in the client's (see
+// startChild).
+const childEnv = "SLB_BENCH_CHILD"
 
-// childProfileEnv names a file for the CPU profile of that process.
+// childProfileEnv is a path prefix for the CPU profiles of those processes
+// (<prefix>.provider, <prefix>.client).
 const childProfileEnv = "SLB_BENCH_CHILD_CPUPROFILE"
 
-// childConfig is one TCP service port with one endpoint.
+// childConfig is a provider serving one TCP service port with one
+// endpoint, or (Client) a client that runs greetings on request.
 type childConfig struct {
 	Provider string
 	Service  netip.AddrPort
 	Endpoint netip.AddrPort
+	Client   bool
+}
+
+func (c childConfig) role() string {
+	if c.Client {
+		return "client"
+	}
+	return "provider"
 }
 
 // serveOne gives p the service port svc with the one endpoint ep and
@@ -43,16 +57,16 @@ func serveOne(p servicelb.Provider, name string, svc, ep netip.AddrPort) error {
 	return p.(interface{ SyncNow() error }).SyncNow()
 }
 
-// runChild serves cfg in the process's own namespace, says "ready" on
-// stdout and stops when stdin ends; it returns the exit code.
+// runChild runs the process that raw configures: it says "ready" on
+// stdout, serves until stdin ends and returns the exit code.
 func runChild(raw string) int {
 	var cfg childConfig
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "child config:", err)
 		return 2
 	}
-	if path := os.Getenv(childProfileEnv); path != "" {
-		f, err := os.Create(path)
+	if prefix := os.Getenv(childProfileEnv); prefix != "" {
+		f, err := os.Create(prefix + "." + cfg.role())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
@@ -64,6 +78,13 @@ func runChild(raw string) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if cfg.Client {
+		return runClient()
+	}
+	return runProvider(cfg)
+}
+
+func runProvider(cfg childConfig) int {
 	p, err := New(Config{Provider: cfg.Provider, Logger: slbtest.Logger()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -79,9 +100,50 @@ func runChild(raw string) int {
 	return 0
 }
 
-// startProviderProcess runs the test binary as a provider process (see
-// runChild) in ns; it stops with b.
-func startProviderProcess(b *testing.B, ns *testutil.NetNS, cfg childConfig) {
+// runClient answers each line "<addr> <n>" of stdin with "ok" once it has
+// made n greetings to addr, one after the other, each closed with a reset
+// (slbtest's client code, in the process's own namespace).
+func runClient() int {
+	h := &slbtest.Host{Name: "client", NS: &testutil.NetNS{Handle: netns.None()}}
+	fmt.Println("ready")
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if err := hellos(h, sc.Text()); err != nil {
+			fmt.Println("error:", err)
+			continue
+		}
+		fmt.Println("ok")
+	}
+	return 0
+}
+
+func hellos(h *slbtest.Host, req string) error {
+	var addr string
+	var n int
+	if _, err := fmt.Sscan(req, &addr, &n); err != nil {
+		return fmt.Errorf("request %q: %w", req, err)
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return err
+	}
+	for range n {
+		if _, err := h.TCPHelloAbort(context.Background(), ap); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// child is a running benchmark process.
+type child struct {
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+// startChild runs the test binary as the process cfg describes (see
+// runChild) in ns and waits until it is ready; it stops with b.
+func startChild(b *testing.B, ns *testutil.NetNS, cfg childConfig) *child {
 	b.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -90,26 +152,42 @@ func startProviderProcess(b *testing.B, ns *testutil.NetNS, cfg childConfig) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	in, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The child is forked from a thread inside ns, so it starts there.
+	// Forked from a thread inside ns, the child starts there.
 	if err := ns.Do(cmd.Start); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		_ = stdin.Close()
+		_ = in.Close()
 		if err := cmd.Wait(); err != nil {
-			b.Errorf("provider process: %v", err)
+			b.Errorf("%s process: %v", cfg.role(), err)
 		}
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if strings.TrimSpace(line) != "ready" {
-		b.Fatalf("provider process not ready: %q, %v", line, err)
+	c := &child{in: in, out: bufio.NewReader(out)}
+	if line, err := c.out.ReadString('\n'); line != "ready\n" {
+		b.Fatalf("%s process not ready: %q, %v", cfg.role(), line, err)
 	}
+	return c
+}
+
+// hellos asks a client process for n greetings to addr and waits for them.
+func (c *child) hellos(addr netip.AddrPort, n int) error {
+	if _, err := fmt.Fprintf(c.in, "%s %d\n", addr, n); err != nil {
+		return err
+	}
+	line, err := c.out.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line = strings.TrimSpace(line); line != "ok" {
+		return fmt.Errorf("client process: %s", line)
+	}
+	return nil
 }
