@@ -108,7 +108,7 @@ func runClient() int {
 	fmt.Println("ready")
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		if err := hellos(h, sc.Text()); err != nil {
+		if err := greetings(h, sc.Text()); err != nil {
 			fmt.Println("error:", err)
 			continue
 		}
@@ -117,7 +117,8 @@ func runClient() int {
 	return 0
 }
 
-func hellos(h *slbtest.Host, req string) error {
+// greetings runs one request of runClient.
+func greetings(h *slbtest.Host, req string) error {
 	var addr string
 	var n int
 	if _, err := fmt.Sscan(req, &addr, &n); err != nil {
