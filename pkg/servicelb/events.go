@@ -66,6 +66,9 @@ func (r *LogRecorder) Record(e Event) {
 	if e.Reason == EventEndpointChosen {
 		level = slog.LevelDebug
 	}
+	if !r.log.Enabled(context.Background(), level) {
+		return // one EndpointChosen per connection: build nothing unlogged
+	}
 	attrs := []any{"service", e.Service.String(), "ref", e.Ref.String(), "reason", string(e.Reason)}
 	if e.Client.IsValid() {
 		attrs = append(attrs, "client", e.Client.String())

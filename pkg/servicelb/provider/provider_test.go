@@ -4,15 +4,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
 	"github.com/causeway-net/causeway/pkg/servicelb/userspace"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestNew(t *testing.T) {
 	_, err := New(Config{Provider: "ipvs"})

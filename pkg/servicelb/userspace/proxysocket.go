@@ -76,7 +76,7 @@ func NewProxySocket(protocol servicelb.Protocol, ip netip.Addr, port int) (Proxy
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	switch protocol {
 	case servicelb.TCP:
-		l, err := net.Listen("tcp", addr)
+		l, err := keepAliveListen.Listen(context.Background(), "tcp", addr)
 		if err != nil {
 			return nil, fmt.Errorf("listen tcp %s: %w", addr, err)
 		}
@@ -138,9 +138,17 @@ func TryConnectEndpoints(ctx context.Context, svc servicelb.ServicePortName, cli
 	return nil, netip.AddrPort{}, fmt.Errorf("%s: %w after %d attempts", svc, ErrNoEndpointReachable, len(dialTimeouts))
 }
 
+// clientOf is a socket address as an AddrPort, IPv4-mapped addresses
+// unmapped (zero for other kinds of address).
 func clientOf(a net.Addr) netip.AddrPort {
-	if ap, err := netip.ParseAddrPort(a.String()); err == nil {
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	var ap netip.AddrPort
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	case *net.UDPAddr:
+		ap = a.AddrPort()
+	default:
+		return netip.AddrPort{}
 	}
-	return netip.AddrPort{}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }

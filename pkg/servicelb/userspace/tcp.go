@@ -3,14 +3,52 @@ package userspace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
+
+// TCP keepalive of the accepted connections: Go's defaults for accepted
+// and dialled connections (idle 15 s, then a probe every 15 s, 9 probes).
+const (
+	keepAliveIdleSeconds     = 15
+	keepAliveIntervalSeconds = 15
+	keepAliveCount           = 9
+)
+
+// keepAliveListen sets keepalive once, on the listening socket: the kernel
+// copies it to every accepted connection, where Go would otherwise set it
+// with four setsockopt calls per connection.
+var keepAliveListen = net.ListenConfig{KeepAlive: -1, Control: setListenerKeepAlive}
+
+func setListenerKeepAlive(_, _ string, c syscall.RawConn) error {
+	opts := [...]struct{ level, opt, value int }{
+		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
+		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, keepAliveIdleSeconds},
+		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, keepAliveIntervalSeconds},
+		{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, keepAliveCount},
+	}
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		for _, o := range opts {
+			if serr = unix.SetsockoptInt(int(fd), o.level, o.opt, o.value); serr != nil {
+				return
+			}
+		}
+	})
+	if err = errors.Join(err, serr); err != nil {
+		return fmt.Errorf("listener keepalive: %w", err)
+	}
+	return nil
+}
 
 type tcpSocket struct {
 	l    *net.TCPListener
@@ -42,23 +80,26 @@ func (s *tcpSocket) CloseConnections() {
 	}
 }
 
-// track registers c for CloseConnections; it reports false (and closes c)
-// when the socket is already shutting down.
-func (s *tcpSocket) track(c *net.TCPConn) bool {
+// track registers the pair in, out for CloseConnections; it reports false
+// (and closes both) when the socket is already shutting down.
+func (s *tcpSocket) track(in, out *net.TCPConn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
-		_ = c.Close()
+		_ = in.Close()
+		_ = out.Close()
 		return false
 	}
-	s.conns[c] = struct{}{}
+	s.conns[in] = struct{}{}
+	s.conns[out] = struct{}{}
 	return true
 }
 
-func (s *tcpSocket) untrack(c *net.TCPConn) {
+func (s *tcpSocket) untrack(in, out *net.TCPConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.conns, c)
+	delete(s.conns, in)
+	delete(s.conns, out)
 }
 
 // ProxyLoop accepts until Close; each connection is dialled and relayed in
@@ -85,11 +126,9 @@ func (s *tcpSocket) ProxyLoop(svc servicelb.ServicePortName, info *ServiceInfo, 
 	}
 }
 
+// serve dials an endpoint for in and relays between them. A pending dial
+// is aborted through s.ctx, so in needs no tracking before it succeeds.
 func (s *tcpSocket) serve(in *net.TCPConn, svc servicelb.ServicePortName, info *ServiceInfo, lb servicelb.LoadBalancer) {
-	if !s.track(in) {
-		return
-	}
-	defer s.untrack(in)
 	c, _, err := TryConnectEndpoints(s.ctx, svc, clientOf(in.RemoteAddr()), "tcp", info, lb)
 	if err != nil {
 		info.Log.Debug("no endpoint for connection", "service", svc.String(), "client", in.RemoteAddr().String(), "error", err)
@@ -102,11 +141,10 @@ func (s *tcpSocket) serve(in *net.TCPConn, svc servicelb.ServicePortName, info *
 		_ = in.Close()
 		return
 	}
-	if !s.track(out) {
-		_ = in.Close()
+	if !s.track(in, out) {
 		return
 	}
-	defer s.untrack(out)
+	defer s.untrack(in, out)
 	ProxyTCP(in, out)
 }
 
