@@ -1,13 +1,10 @@
 package targetstub_test
 
 import (
-	"bufio"
 	"context"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +15,7 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
-	"github.com/causeway-net/causeway/internal/netnsdo"
-	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
@@ -52,24 +48,25 @@ func (fakeProxy) Close(ctx context.Context, c *networkservice.Connection) (*empt
 	return next.Server(ctx).Close(ctx, c)
 }
 
-func TestTargetStub(t *testing.T) {
-	tgtNS := testutil.NewNetNS(t, "tgt")
-	prxNS := testutil.NewNetNS(t, "prx")
-	dir := t.TempDir()
-	pubDir := filepath.Join(dir, "targets")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
-	require.NoError(t, err)
-	defer cp.Stop()
-	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
-		Name: "fake-proxy", Service: "proxy.c.t.ns", NSMgrURL: cp.NSMgrURL,
-		SocketPath: filepath.Join(dir, "proxy.sock"), NetNSPath: prxNS.Path(),
+// newFakeProxyBed is a bed whose proxy namespace holds an NSE of the
+// proxy's service that hands out addresses as fakeProxy does.
+func newFakeProxyBed(t *testing.T, prefix string) (*labtest.Bed, *nsmcp.Endpoint) {
+	t.Helper()
+	bed := labtest.NewBed(t, prefix, nsmcp.Config{})
+	nse, err := nsmcp.StartEndpoint(bed.Ctx, nsmcp.EndpointConfig{
+		Name: "fake-proxy", Service: "proxy.c.t.ns", NSMgrURL: bed.CP.NSMgrURL,
+		SocketPath: filepath.Join(bed.Dir, "proxy.sock"), NetNSPath: bed.Proxy.Path(),
 		Elements: []networkservice.NetworkServiceServer{fakeProxy{}},
 	})
 	require.NoError(t, err)
-	defer nse.Stop()
+	t.Cleanup(nse.Stop)
+	return bed, nse
+}
+
+func TestTargetStub(t *testing.T) {
+	bed, nse := newFakeProxyBed(t, "tgt")
+	ctx, cp, tgtNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
+	pubDir := filepath.Join(bed.Dir, "targets")
 
 	vip := netip.MustParseAddr("20.0.0.1")
 	vip6 := netip.MustParseAddr("2001:db8::1")
@@ -144,11 +141,11 @@ func TestTargetStub(t *testing.T) {
 	prxNS.MustExec(t, "ip", "route", "replace", "20.0.0.1/32", "via", "172.16.1.5")
 	local := netip.MustParseAddr("10.99.0.1")
 	require.Eventually(t, func() bool {
-		name, err := askTCP(prxNS.Path(), local, "20.0.0.1:5000")
+		name, err := labtest.Ask(prxNS.Path(), "tcp", local, "20.0.0.1:5000")
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "tcp echo from the VIP")
 	require.Eventually(t, func() bool {
-		name, err := askUDP(prxNS.Path(), local, "20.0.0.1:5000")
+		name, err := labtest.Ask(prxNS.Path(), "udp", local, "20.0.0.1:5000")
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "udp echo from the VIP")
 
@@ -156,11 +153,11 @@ func TestTargetStub(t *testing.T) {
 	prxNS.MustExec(t, "ip", "-6", "route", "replace", "2001:db8::1/128", "via", "fd00:1::5")
 	local6 := netip.MustParseAddr("fd99::1")
 	require.Eventually(t, func() bool {
-		name, err := askTCP(prxNS.Path(), local6, "[2001:db8::1]:5000")
+		name, err := labtest.Ask(prxNS.Path(), "tcp", local6, "[2001:db8::1]:5000")
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "tcp echo from the IPv6 VIP")
 	require.Eventually(t, func() bool {
-		name, err := askUDP(prxNS.Path(), local6, "[2001:db8::1]:5000")
+		name, err := labtest.Ask(prxNS.Path(), "udp", local6, "[2001:db8::1]:5000")
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "udp echo from the IPv6 VIP")
 
@@ -174,45 +171,4 @@ func TestTargetStub(t *testing.T) {
 
 	nse.Stop()
 	cp.Stop()
-}
-
-func askTCP(nsPath string, local netip.Addr, addr string) (string, error) {
-	var c net.Conn
-	err := netnsdo.DoPath(nsPath, func() error {
-		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: local.AsSlice()}}
-		var err error
-		c, err = d.Dial("tcp", addr)
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(line), err
-}
-
-func askUDP(nsPath string, local netip.Addr, addr string) (string, error) {
-	var c net.Conn
-	err := netnsdo.DoPath(nsPath, func() error {
-		d := net.Dialer{LocalAddr: &net.UDPAddr{IP: local.AsSlice()}}
-		var err error
-		c, err = d.Dial("udp", addr)
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("hello\n")); err != nil {
-		return "", err
-	}
-	buf := make([]byte, 256)
-	n, err := c.Read(buf)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(buf[:n])), nil
 }
