@@ -17,10 +17,8 @@ import (
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
-	"github.com/causeway-net/causeway/internal/plaintext"
 	"github.com/causeway-net/causeway/pkg/config/file"
 	"github.com/causeway-net/causeway/pkg/config/nspserver"
-	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Run serves the configuration file over nsp.v1.ConfigurationManager and
@@ -34,18 +32,14 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("initial configuration (fix the file; nothing is served without one): %w", err)
 	}
-	creds, closeCreds, err := serverCredentials(ctx, cfg.Insecure, logger)
+	sec, closeSec, err := daemon.OpenSecurity(ctx, daemon.SecurityConfig{
+		Insecure: cfg.Insecure, InsecureEnv: "NSP_INSECURE", Plaintext: "the configuration server",
+		AuthorizedIDs: cfg.AuthorizedIDs, AuthorizedIDsEnv: "NSP_AUTHORIZED_IDS",
+	}, logger)
 	if err != nil {
 		return err
 	}
-	defer closeCreds()
-	if cfg.Insecure {
-		defer plaintext.Start(logger, "NSP_INSECURE", "the configuration server")()
-	}
-	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
-	if err != nil {
-		return fmt.Errorf("NSP_AUTHORIZED_IDS: %w", err)
-	}
+	defer closeSec()
 	lis, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -63,11 +57,10 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	logger.Info("configuration loaded", "path", cfg.ConfigFile,
 		"trenches", len(initial.Trenches), "conduits", len(initial.Conduits), "vips", len(initial.VIPs))
 	gs := grpc.NewServer(append([]grpc.ServerOption{
-		grpc.Creds(creds),
 		// Meridio's proxy pings every NSM_GRPC_KEEPALIVE_TIME (30s); the
 		// default policy (5 min) would drop it for "too many pings".
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}, authz...)...)
+	}, sec.ServerOptions...)...)
 	nspv1.RegisterConfigurationManagerServer(gs, nsp)
 	hs := grpchealth.NewServer()
 	hs.SetServingStatus(nspv1.ConfigurationManager_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
