@@ -25,6 +25,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // fakeProxyIPAM hands out target addresses and the bridge gateway like the
@@ -199,7 +200,7 @@ func TestDataPath(t *testing.T) {
 	require.Eventually(t, func() bool {
 		seen := map[string]bool{}
 		for range 30 {
-			name, err := labtest.Ask(ext.Path(), "tcp", client, "20.0.0.1:5000")
+			name, err := traffic.Ask(ctx, ext.Path(), "tcp", client, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 			if err != nil {
 				t.Log(err)
 				return false
@@ -209,7 +210,7 @@ func TestDataPath(t *testing.T) {
 		return seen["target-1"] && seen["target-2"]
 	}, 60*time.Second, 500*time.Millisecond, "external host reaches both targets over TCP")
 	require.Eventually(t, func() bool {
-		name, err := labtest.Ask(ext.Path(), "udp", client, "20.0.0.1:5000")
+		name, err := traffic.Ask(ctx, ext.Path(), "udp", client, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 		return err == nil && strings.HasPrefix(name, "target-")
 	}, 20*time.Second, 200*time.Millisecond, "UDP answer from a target")
 
@@ -219,7 +220,7 @@ func TestDataPath(t *testing.T) {
 	t.Log("target-1 stopped", time.Now().Format("05.000"))
 	require.Eventually(t, func() bool {
 		for range 10 {
-			name, err := labtest.Ask(ext.Path(), "tcp", client, "20.0.0.1:5000")
+			name, err := traffic.Ask(ctx, ext.Path(), "tcp", client, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 			if err != nil || name != "target-2" {
 				t.Log(time.Now().Format("05.000"), name, err)
 				return false

@@ -13,6 +13,10 @@ import (
 // only guards against a test that hangs.
 const Deadline = 2 * time.Minute
 
+// AskTimeout bounds one question to an echo stub (traffic.Ask) in a test
+// that repeats it until it is answered.
+const AskTimeout = 2 * time.Second
+
 // Bed is a running lab control plane with two fresh namespaces: the stub's
 // and the one that plays the proxy.
 type Bed struct {

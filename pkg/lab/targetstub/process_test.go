@@ -12,6 +12,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // TestTargetStubAsProcess runs the target stub as its own process inside its
@@ -19,7 +20,7 @@ import (
 // forwarder by file descriptor and its echo service binds there.
 func TestTargetStubAsProcess(t *testing.T) {
 	bed, nse := newFakeProxyBed(t, "tgp")
-	cp, tgtNS, prxNS := bed.CP, bed.Stub, bed.Proxy
+	ctx, cp, tgtNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	pubDir := filepath.Join(bed.Dir, "targets")
 
 	cmd, exited := labtest.StartChild(t, tgtNS, childEnv, cp.NSMgrURL, targetstub.Config{
@@ -35,7 +36,7 @@ func TestTargetStubAsProcess(t *testing.T) {
 	prxNS.MustExec(t, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
 	prxNS.MustExec(t, "ip", "route", "replace", "20.0.0.1/32", "via", "172.16.1.5")
 	require.Eventually(t, func() bool {
-		name, err := labtest.Ask(prxNS.Path(), "tcp", netip.MustParseAddr("10.99.0.1"), "20.0.0.1:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "tcp", netip.MustParseAddr("10.99.0.1"), netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-p"
 	}, 20*time.Second, 200*time.Millisecond, "echo from the target process")
 

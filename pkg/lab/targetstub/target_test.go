@@ -19,6 +19,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // fakeProxy hands out the target address and the gateway like the proxy
@@ -141,11 +142,11 @@ func TestTargetStub(t *testing.T) {
 	prxNS.MustExec(t, "ip", "route", "replace", "20.0.0.1/32", "via", "172.16.1.5")
 	local := netip.MustParseAddr("10.99.0.1")
 	require.Eventually(t, func() bool {
-		name, err := labtest.Ask(prxNS.Path(), "tcp", local, "20.0.0.1:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "tcp", local, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "tcp echo from the VIP")
 	require.Eventually(t, func() bool {
-		name, err := labtest.Ask(prxNS.Path(), "udp", local, "20.0.0.1:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "udp", local, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "udp echo from the VIP")
 
@@ -153,11 +154,11 @@ func TestTargetStub(t *testing.T) {
 	prxNS.MustExec(t, "ip", "-6", "route", "replace", "2001:db8::1/128", "via", "fd00:1::5")
 	local6 := netip.MustParseAddr("fd99::1")
 	require.Eventually(t, func() bool {
-		name, err := labtest.Ask(prxNS.Path(), "tcp", local6, "[2001:db8::1]:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "tcp", local6, netip.MustParseAddrPort("[2001:db8::1]:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "tcp echo from the IPv6 VIP")
 	require.Eventually(t, func() bool {
-		name, err := labtest.Ask(prxNS.Path(), "udp", local6, "[2001:db8::1]:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "udp", local6, netip.MustParseAddrPort("[2001:db8::1]:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "udp echo from the IPv6 VIP")
 
