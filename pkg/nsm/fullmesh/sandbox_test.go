@@ -122,29 +122,87 @@ func (h *ifaceEvents) of(name string) []string {
 	return append([]string(nil), h.events[name]...)
 }
 
-func TestSandboxFullMesh(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// meshBed is a sandbox domain of one node where the LB network service is
+// registered.
+type meshBed struct {
+	node     *sandbox.Node
+	nsmgrURL *url.URL
+	quiet    *slog.Logger
+}
+
+func newMeshBed(ctx context.Context, t *testing.T) *meshBed {
+	t.Helper()
 	domain := nsmsandbox.NewDomain(ctx, t)
 	node := domain.Nodes[0]
-	nsmgrURL := node.NSMgr.URL
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-
 	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
 		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
 	require.NoError(t, err)
+	return &meshBed{node: node, nsmgrURL: node.NSMgr.URL, quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// addLB serves and registers an LB endpoint of the service.
+func (b *meshBed) addLB(ctx context.Context, name string) (*lbEndpoint, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
+	lb := &lbEndpoint{open: map[string]bool{}}
+	nse := &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
+	return lb, b.node.NewEndpoint(ctx, nse, sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lb), nse
+}
+
+// proxyClient is the proxy's NSM client "proxy-a" with the kernel mechanism
+// and then more, healing when heals.
+func (b *meshBed) proxyClient(ctx context.Context, heals bool, more ...networkservice.NetworkServiceClient) networkservice.NetworkServiceClient {
+	opts := []client.Option{
+		client.WithClientURL(sandbox.CloneURL(b.nsmgrURL)),
+		client.WithName("proxy-a"),
+		client.WithDialOptions(sandbox.DialOptions()...),
+		client.WithDialTimeout(5 * time.Second),
+		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
+	}
+	if heals {
+		opts = append(opts, client.WithHealClient(heal.NewClient(ctx)))
+	}
+	opts = append(opts, client.WithAdditionalFunctionality(append([]networkservice.NetworkServiceClient{kernel.NewClient()}, more...)...))
+	return client.NewClient(ctx, opts...)
+}
+
+// registry is a registry client of the node's NSMgr.
+func (b *meshBed) registry(ctx context.Context) registryapi.NetworkServiceEndpointRegistryClient {
+	return registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
+		registryclient.WithClientURL(sandbox.CloneURL(b.nsmgrURL)),
+		registryclient.WithDialOptions(sandbox.DialOptions()...))
+}
+
+// runMesh runs mesh until stop, which waits for Run and returns its error
+// (the same error to every call).
+func runMesh(ctx context.Context, mesh *fullmesh.FullMesh) (stop func() error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- mesh.Run(runCtx) }()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() {
+			cancel()
+			err = <-runDone
+		})
+		return err
+	}
+}
+
+func TestSandboxFullMesh(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bed := newMeshBed(ctx, t)
+	quiet := bed.quiet
 
 	lbs := map[string]*lbEndpoint{}
 	entries := map[string]*sandbox.EndpointEntry{}
 	nses := map[string]*registryapi.NetworkServiceEndpoint{}
 	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {
-		lbs[name] = &lbEndpoint{open: map[string]bool{}}
-		nses[name] = &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
-		entries[name] = node.NewEndpoint(ctx, nses[name], sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lbs[name])
+		lbs[name], entries[name], nses[name] = bed.addLB(ctx, name)
 	}
 	// lb-x registers once, for a few seconds, and never refreshes.
 	lbs["lb-x"] = &lbEndpoint{open: map[string]bool{}}
-	serveShortLived(ctx, t, nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
+	serveShortLived(ctx, t, bed.nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
 
 	handler := &ifaceEvents{events: map[string][]string{}, ifaces: map[string]proxy.Interface{}}
 	links := linkstest.New()
@@ -152,44 +210,27 @@ func TestSandboxFullMesh(t *testing.T) {
 	var egressMu sync.Mutex
 	var egressReports []bool
 	pinner := fullmesh.NewPinner()
-	nsc := client.NewClient(ctx,
-		client.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		client.WithName("proxy-a"),
-		client.WithDialOptions(sandbox.DialOptions()...),
-		client.WithDialTimeout(5*time.Second),
-		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
-		client.WithHealClient(heal.NewClient(ctx)),
-		client.WithAdditionalFunctionality(
-			kernel.NewClient(),
-			ipcontext.NewClient(&lbSetter{addrs: map[string][2]string{}}, ipcontext.WithLogger(quiet)),
-			interfacemonitor.NewClient(monitor, interfacemonitor.WithLogger(quiet)),
-			mtu.NewClient(mtu.WithMTU(1500)),
-			egress.NewClient(func(s bool) {
-				egressMu.Lock()
-				egressReports = append(egressReports, s)
-				egressMu.Unlock()
-			}),
-			pinner,
-		),
+	nsc := bed.proxyClient(ctx, true,
+		ipcontext.NewClient(&lbSetter{addrs: map[string][2]string{}}, ipcontext.WithLogger(quiet)),
+		interfacemonitor.NewClient(monitor, interfacemonitor.WithLogger(quiet)),
+		mtu.NewClient(mtu.WithMTU(1500)),
+		egress.NewClient(func(s bool) {
+			egressMu.Lock()
+			egressReports = append(egressReports, s)
+			egressMu.Unlock()
+		}),
+		pinner,
 	)
-	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
-		registryclient.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		registryclient.WithDialOptions(sandbox.DialOptions()...))
 	// The registry's delete of lb-x gets lost on its way to the mesh.
-	mesh := fullmesh.New("proxy-a", lbService, nsc, &lossyRegistry{reg, "lb-x"},
+	mesh := fullmesh.New("proxy-a", lbService, nsc, &lossyRegistry{bed.registry(ctx), "lb-x"},
 		fullmesh.WithPinner(pinner),
 		fullmesh.WithRequestTimeout(15*time.Second),
 		fullmesh.WithRetryInterval(100*time.Millisecond),
 		fullmesh.WithExpiry(100*time.Millisecond, 500*time.Millisecond),
 		fullmesh.WithLogger(quiet),
 	)
-	runCtx, stopMesh := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- mesh.Run(runCtx) }()
-	defer func() {
-		stopMesh()
-		<-runDone
-	}()
+	stopMesh := runMesh(ctx, mesh)
+	defer func() { _ = stopMesh() }()
 
 	const wait, tick = 30 * time.Second, 20 * time.Millisecond
 	require.Eventually(t, func() bool { return len(mesh.Connections()) == 4 }, wait, tick)
@@ -219,7 +260,7 @@ func TestSandboxFullMesh(t *testing.T) {
 	}
 
 	// lb-2 is unregistered: its connection is closed and its interface withdrawn.
-	_, err = entries["lb-2"].Unregister(ctx, nses["lb-2"])
+	_, err := entries["lb-2"].Unregister(ctx, nses["lb-2"])
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, ok := mesh.Connections()["lb-2"]; return !ok }, wait, tick)
 	require.Eventually(t, func() bool { return lbs["lb-2"].count() == 0 }, wait, tick)
@@ -240,9 +281,7 @@ func TestSandboxFullMesh(t *testing.T) {
 	require.Equal(t, 1, lbs["lb-1"].count())
 
 	// Stopping the mesh closes what is left.
-	stopMesh()
-	require.NoError(t, <-runDone)
-	runDone <- nil
+	require.NoError(t, stopMesh())
 	require.Equal(t, 0, lbs["lb-1"].count())
 	require.Equal(t, 0, lbs["lb-3"].count())
 	egressMu.Lock()
@@ -308,60 +347,35 @@ func (s *lossyStream) Recv() (*registryapi.NetworkServiceEndpointResponse, error
 func TestSandboxRecoveryAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t)
-	node := domain.Nodes[0]
-	nsmgrURL := node.NSMgr.URL
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
-		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
-	require.NoError(t, err)
-	lb1 := &lbEndpoint{open: map[string]bool{}}
-	node.NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: "lb-1", NetworkServiceNames: []string{lbService}},
-		sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lb1)
-
-	newClient := func(ctx context.Context) networkservice.NetworkServiceClient {
-		return client.NewClient(ctx,
-			client.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-			client.WithName("proxy-a"),
-			client.WithDialOptions(sandbox.DialOptions()...),
-			client.WithDialTimeout(5*time.Second),
-			client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
-			client.WithAdditionalFunctionality(kernel.NewClient()),
-		)
-	}
+	bed := newMeshBed(ctx, t)
+	lb1, _, _ := bed.addLB(ctx, "lb-1")
 	id := fullmesh.ConnectionID("proxy-a", lbService, "lb-1")
 
 	// The previous run: connected, then gone without a Close.
 	firstCtx, crash := context.WithCancel(ctx)
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer rcancel()
-	_, err = newClient(firstCtx).Request(rctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+	_, err := bed.proxyClient(firstCtx, false).Request(rctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
 		Id: id, NetworkService: lbService, NetworkServiceEndpointName: "lb-1",
 	}})
 	require.NoError(t, err)
 	crash()
 	require.Equal(t, 1, lb1.count())
 
-	cc, err := grpc.NewClient(grpcutils.URLToTarget(nsmgrURL), sandbox.DialOptions()...)
+	cc, err := grpc.NewClient(grpcutils.URLToTarget(bed.nsmgrURL), sandbox.DialOptions()...)
 	require.NoError(t, err)
 	defer func() { _ = cc.Close() }()
-	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
-		registryclient.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		registryclient.WithDialOptions(sandbox.DialOptions()...))
-	mesh := fullmesh.New("proxy-a", lbService, newClient(ctx), reg,
+	mesh := fullmesh.New("proxy-a", lbService, bed.proxyClient(ctx, false), bed.registry(ctx),
 		fullmesh.WithRecovery(networkservice.NewMonitorConnectionClient(cc)),
 		fullmesh.WithRetryInterval(100*time.Millisecond),
-		fullmesh.WithLogger(quiet),
+		fullmesh.WithLogger(bed.quiet),
 	)
-	runCtx, stopMesh := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- mesh.Run(runCtx) }()
+	stopMesh := runMesh(ctx, mesh)
 
 	require.Eventually(t, func() bool { return len(mesh.Connections()) == 1 }, 30*time.Second, 20*time.Millisecond)
 	require.Equal(t, 1, lb1.count(), "the leftover connection was replaced, not duplicated")
 
-	stopMesh()
-	require.NoError(t, <-runDone)
+	require.NoError(t, stopMesh())
 	require.Equal(t, 0, lb1.count())
 }
 
@@ -370,50 +384,21 @@ func TestSandboxRecoveryAfterRestart(t *testing.T) {
 func TestSandboxWatchSurvivesNSMgrRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t)
-	node := domain.Nodes[0]
-	nsmgrURL := node.NSMgr.URL
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
-		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
-	require.NoError(t, err)
-	lbs := map[string]*lbEndpoint{}
-	addLB := func(name string) {
-		lbs[name] = &lbEndpoint{open: map[string]bool{}}
-		node.NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}},
-			sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lbs[name])
-	}
-	addLB("lb-1")
+	bed := newMeshBed(ctx, t)
+	bed.addLB(ctx, "lb-1")
 
-	nsc := client.NewClient(ctx,
-		client.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		client.WithName("proxy-a"),
-		client.WithDialOptions(sandbox.DialOptions()...),
-		client.WithDialTimeout(5*time.Second),
-		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
-		client.WithHealClient(heal.NewClient(ctx)),
-		client.WithAdditionalFunctionality(kernel.NewClient()),
-	)
-	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
-		registryclient.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		registryclient.WithDialOptions(sandbox.DialOptions()...))
-	mesh := fullmesh.New("proxy-a", lbService, nsc, reg,
+	mesh := fullmesh.New("proxy-a", lbService, bed.proxyClient(ctx, true), bed.registry(ctx),
 		fullmesh.WithRetryInterval(100*time.Millisecond),
 		fullmesh.WithWatchBackoff(50*time.Millisecond, 500*time.Millisecond),
-		fullmesh.WithLogger(quiet),
+		fullmesh.WithLogger(bed.quiet),
 	)
-	runCtx, stopMesh := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- mesh.Run(runCtx) }()
-	defer func() {
-		stopMesh()
-		<-runDone
-	}()
+	stopMesh := runMesh(ctx, mesh)
+	defer func() { _ = stopMesh() }()
 	const wait, tick = 30 * time.Second, 20 * time.Millisecond
 	require.Eventually(t, func() bool { return len(mesh.Connections()) == 1 }, wait, tick)
 
-	node.NSMgr.Restart()
-	addLB("lb-2")
+	bed.node.NSMgr.Restart()
+	bed.addLB(ctx, "lb-2")
 	require.Eventually(t, func() bool {
 		conns := mesh.Connections()
 		return len(conns) == 2 && conns["lb-2"] != nil

@@ -47,14 +47,18 @@ func (r *recorder) take() []string {
 	return out
 }
 
+// newMonitor is a monitor over a fake link table, reporting to a recorder.
+func newMonitor() (*linkstest.Table, *recorder, *interfacemonitor.Monitor) {
+	links, r := linkstest.New(), &recorder{}
+	return links, r, interfacemonitor.New(r, links)
+}
+
 func lbIface(key, name string) proxy.Interface {
 	return proxy.Interface{Name: name, Type: proxy.LBConn, ConnID: key}
 }
 
 func TestLinkAfterExpect(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	require.Empty(t, r.take())
 	m.HandleLinkEvent(links.Set(3, "other"))
@@ -69,9 +73,7 @@ func TestLinkAfterExpect(t *testing.T) {
 }
 
 func TestLinkBeforeExpect(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Empty(t, r.take())
 	m.Expect(lbIface("c1", "nsm-1"))
@@ -79,9 +81,7 @@ func TestLinkBeforeExpect(t *testing.T) {
 }
 
 func TestRename(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.HandleLinkEvent(links.Set(5, "tmp-veth"))
 	require.Empty(t, r.take())
@@ -93,9 +93,7 @@ func TestRename(t *testing.T) {
 }
 
 func TestRefresh(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	m.Expect(lbIface("c1", "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
@@ -113,9 +111,7 @@ func TestRefresh(t *testing.T) {
 // was renamed into place meanwhile) does not undo the match: the table says
 // what the link is now.
 func TestLateEventAfterExpect(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	added := links.Set(5, "tmp-veth")
 	renamed := links.Set(5, "nsm-1")
 	m.Expect(lbIface("c1", "nsm-1"))
@@ -137,9 +133,7 @@ func TestLateEventAfterExpect(t *testing.T) {
 }
 
 func TestCloseBeforeLink(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.Forget(proxy.LBConn, "c1")
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
@@ -147,9 +141,7 @@ func TestCloseBeforeLink(t *testing.T) {
 }
 
 func TestKernelDeleteThenRecreate(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
@@ -172,9 +164,7 @@ func TestKernelDeleteThenRecreate(t *testing.T) {
 }
 
 func TestMissedDeleteSameNameNewIndex(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	m.HandleLinkEvent(links.Set(11, "nsm-1"))
@@ -182,9 +172,7 @@ func TestMissedDeleteSameNameNewIndex(t *testing.T) {
 }
 
 func TestTargetAndLBWithSameIDAreDistinct(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	tgt := lbIface("x", "nsm-t")
 	tgt.Type = proxy.TargetConn
 	m.Expect(tgt)
@@ -196,9 +184,7 @@ func TestTargetAndLBWithSameIDAreDistinct(t *testing.T) {
 }
 
 func TestRun(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	events := make(chan dataplane.LinkEvent)
 	done := make(chan error, 1)
@@ -233,9 +219,7 @@ func kernelConn(id, name string) *networkservice.Connection {
 }
 
 func TestServerElement(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	srv := chain.NewNetworkServiceServer(metadata.NewServer(), interfacemonitor.NewServer(m))
 	conn, err := srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("t1", "nsm-t1")})
 	require.NoError(t, err)
@@ -249,9 +233,7 @@ func TestServerElement(t *testing.T) {
 }
 
 func TestClientElement(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.HandleLinkEvent(links.Set(13, "nsm-l1"))
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), interfacemonitor.NewClient(m))
 	conn, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("l1", "nsm-l1")})
@@ -265,9 +247,7 @@ func TestClientElement(t *testing.T) {
 }
 
 func TestElementWithoutKernelMechanismRecordsNothing(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), interfacemonitor.NewClient(m))
 	_, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{Id: "x"}})
 	require.NoError(t, err)
