@@ -29,6 +29,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// testIPAM is buildIPAM for a test, skipped in -short mode.
+func testIPAM(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the ipam binary")
+	}
+	return buildIPAM(t)
+}
+
 // buildIPAM builds this command into a temporary directory.
 func buildIPAM(t testing.TB) string {
 	t.Helper()
@@ -196,10 +205,7 @@ func assertReclaimed(t *testing.T, c ipamv1.IpamClient, old map[childID]string) 
 // after the restart every child gets its address back and new children never
 // collide with old ones.
 func TestDurabilityAfterKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	db := filepath.Join(t.TempDir(), "data", "registry.db")
 	env := "IPAM_DATASOURCE=" + db
 
@@ -220,10 +226,7 @@ func TestDurabilityAfterKill(t *testing.T) {
 }
 
 func TestInvalidConfigurationExitsNonZero(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	for _, env := range []string{
 		"IPAM_PREFIX_IPV4=10.0.0.0/33",
 		"IPAM_PREFIX_IPV4=fd00::/48",

@@ -57,10 +57,7 @@ func dualStack(updated time.Time, conduits, nodes, children int) []meridiotest.S
 // original is kept byte for byte beside the new store, and a restart does
 // not import again.
 func TestImportOnStart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "registry.db")
 	old := writeMeridio(t, db, dualStack(time.Now().Add(-time.Minute), 2, 3, 11)...)
@@ -95,10 +92,7 @@ func TestImportOnStart(t *testing.T) {
 // makes ipam exit with a status of its own and a line saying what was
 // found and what is expected; nothing is written.
 func TestImportRefusals(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	good := filepath.Join(t.TempDir(), "good.db")
 	writeMeridio(t, good, dualStack(time.Now(), 2, 3, 40)...)
 	data, err := os.ReadFile(good)
@@ -148,10 +142,7 @@ func TestImportRefusals(t *testing.T) {
 // TestImportCommand: "ipam import -dry-run" prints what it would import and
 // writes nothing; without it the store is written.
 func TestImportCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "meridio.db")
 	old := writeMeridio(t, src, dualStack(time.Now().Add(-time.Minute), 2, 2, 5)...)
@@ -218,10 +209,7 @@ func startUntil(t *testing.T, bin, msg string, env ...string) *proc {
 // byte, or the complete store; after a restart the store is identical to
 // that of an uninterrupted import.
 func TestImportInterruptedByKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "meridio.db")
 	bigMeridio(t, src)
