@@ -17,20 +17,21 @@ import (
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
-// SecurityConfig is a service's choice of transport security, with the names
-// of its settings for the messages.
+// SecurityConfig is a service's choice of transport security.
 type SecurityConfig struct {
-	// Insecure asks for plain gRPC (setting InsecureEnv, e.g.
-	// IPAM_INSECURE); Plaintext says what then runs in plain text, for the
-	// recurring warning.
-	Insecure    bool
-	InsecureEnv string
-	Plaintext   string
-	// AuthorizedIDs are the SPIFFE IDs allowed to call (setting
-	// AuthorizedIDsEnv); empty: any caller the trust bundle verifies.
-	AuthorizedIDs    []string
-	AuthorizedIDsEnv string
+	// EnvPrefix names the service's settings in messages: EnvPrefix_INSECURE
+	// and EnvPrefix_AUTHORIZED_IDS.
+	EnvPrefix string
+	// Insecure asks for plain gRPC; Plaintext says what then runs in plain
+	// text, for the recurring warning.
+	Insecure  bool
+	Plaintext string
+	// AuthorizedIDs are the SPIFFE IDs allowed to call; empty: any caller
+	// the trust bundle verifies.
+	AuthorizedIDs []string
 }
+
+func (c SecurityConfig) insecureEnv() string { return c.EnvPrefix + "_INSECURE" }
 
 // Security is the transport security of a service's gRPC server and of its
 // own clients.
@@ -58,7 +59,7 @@ func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) 
 	}
 	close = closeCreds
 	if cfg.Insecure {
-		stopWarning := plaintext.Start(logger, cfg.InsecureEnv, cfg.Plaintext)
+		stopWarning := plaintext.Start(logger, cfg.insecureEnv(), cfg.Plaintext)
 		close = func() { stopWarning(); closeCreds() }
 	} else {
 		logger.Info("using SPIFFE mTLS")
@@ -66,7 +67,7 @@ func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) 
 	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
 	if err != nil {
 		close()
-		return nil, nil, fmt.Errorf("%s: %w", cfg.AuthorizedIDsEnv, err)
+		return nil, nil, fmt.Errorf("%s_AUTHORIZED_IDS: %w", cfg.EnvPrefix, err)
 	}
 	sec.ServerOptions = append(sec.ServerOptions, authz...)
 	return sec, close, nil
@@ -82,7 +83,7 @@ func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), erro
 		}, func() {}, nil
 	}
 	if os.Getenv("SPIFFE_ENDPOINT_SOCKET") == "" {
-		return nil, nil, fmt.Errorf("SPIFFE_ENDPOINT_SOCKET is not set: set it to the SPIRE agent's socket for SPIFFE mTLS, or %s=true for plain gRPC", cfg.InsecureEnv)
+		return nil, nil, fmt.Errorf("SPIFFE_ENDPOINT_SOCKET is not set: set it to the SPIRE agent's socket for SPIFFE mTLS, or %s=true for plain gRPC", cfg.insecureEnv())
 	}
 	sctx, cancel := context.WithTimeout(ctx, spiffeWait)
 	defer cancel()

@@ -9,10 +9,7 @@ import (
 )
 
 func securityConfig(insecure bool, ids ...string) SecurityConfig {
-	return SecurityConfig{
-		Insecure: insecure, InsecureEnv: "SVC_INSECURE", Plaintext: "the svc server",
-		AuthorizedIDs: ids, AuthorizedIDsEnv: "SVC_AUTHORIZED_IDS",
-	}
+	return SecurityConfig{EnvPrefix: "SVC", Insecure: insecure, Plaintext: "the svc server", AuthorizedIDs: ids}
 }
 
 func TestOpenSecurityPlainTextIsWarned(t *testing.T) {

@@ -72,8 +72,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	}()
 
 	sec, closeSec, err := daemon.OpenSecurity(ctx, daemon.SecurityConfig{
-		Insecure: cfg.Insecure, InsecureEnv: "IPAM_INSECURE", Plaintext: "the IPAM's server and its NSP client",
-		AuthorizedIDs: cfg.AuthorizedIDs, AuthorizedIDsEnv: "IPAM_AUTHORIZED_IDS",
+		EnvPrefix: "IPAM", Insecure: cfg.Insecure, Plaintext: "the IPAM's server and its NSP client", AuthorizedIDs: cfg.AuthorizedIDs,
 	}, logger)
 	if err != nil {
 		return err
@@ -84,21 +83,17 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	if cfg.HealthPort > 0 {
-		hlis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.HealthPort)))
-		if err != nil {
-			_ = lis.Close()
-			return fmt.Errorf("health listen: %w", err)
-		}
-		defer daemon.ServeHealth(hlis, hs, logger)()
+	stopHealth, err := daemon.ListenHealth(cfg.ListenAddress, cfg.HealthPort, hs, logger)
+	if err != nil {
+		_ = lis.Close()
+		return err
 	}
+	defer stopHealth()
 	rpcMetrics := ipam.NewRPCMetrics()
 	gs := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.UnaryInterceptor(rpcMetrics.UnaryInterceptor()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPCKeepaliveTime}),
-		// Proxies ping every NSM_GRPC_KEEPALIVE_TIME (30s); the default
-		// policy (5 min) would drop them for "too many pings".
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		daemon.ProxyPings(),
 	}, sec.ServerOptions...)...)
 	ipamv1.RegisterIpamServer(gs, ipam.NewServer(engine))
 	healthpb.RegisterHealthServer(gs, hs)

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
@@ -33,8 +32,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 		return fmt.Errorf("initial configuration (fix the file; nothing is served without one): %w", err)
 	}
 	sec, closeSec, err := daemon.OpenSecurity(ctx, daemon.SecurityConfig{
-		Insecure: cfg.Insecure, InsecureEnv: "NSP_INSECURE", Plaintext: "the configuration server",
-		AuthorizedIDs: cfg.AuthorizedIDs, AuthorizedIDsEnv: "NSP_AUTHORIZED_IDS",
+		EnvPrefix: "NSP", Insecure: cfg.Insecure, Plaintext: "the configuration server", AuthorizedIDs: cfg.AuthorizedIDs,
 	}, logger)
 	if err != nil {
 		return err
@@ -56,26 +54,20 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	nsp.SetConfig(initial)
 	logger.Info("configuration loaded", "path", cfg.ConfigFile,
 		"trenches", len(initial.Trenches), "conduits", len(initial.Conduits), "vips", len(initial.VIPs))
-	gs := grpc.NewServer(append([]grpc.ServerOption{
-		// Meridio's proxy pings every NSM_GRPC_KEEPALIVE_TIME (30s); the
-		// default policy (5 min) would drop it for "too many pings".
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}, sec.ServerOptions...)...)
+	gs := grpc.NewServer(append([]grpc.ServerOption{daemon.ProxyPings()}, sec.ServerOptions...)...)
 	nspv1.RegisterConfigurationManagerServer(gs, nsp)
 	hs := grpchealth.NewServer()
 	hs.SetServingStatus(nspv1.ConfigurationManager_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
-	if cfg.HealthPort > 0 {
-		hlis, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.HealthPort)))
-		if err != nil {
-			_ = lis.Close()
-			if mlis != nil {
-				_ = mlis.Close()
-			}
-			return fmt.Errorf("health listen: %w", err)
+	stopHealth, err := daemon.ListenHealth("", cfg.HealthPort, hs, logger)
+	if err != nil {
+		_ = lis.Close()
+		if mlis != nil {
+			_ = mlis.Close()
 		}
-		defer daemon.ServeHealth(hlis, hs, logger)()
+		return err
 	}
+	defer stopHealth()
 	m := newMetrics(nsp)
 
 	errc := make(chan error, 3) // one per goroutine below
