@@ -30,8 +30,8 @@ func TestLBStubAsProcess(t *testing.T) {
 	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	targets := filepath.Join(bed.Dir, "targets")
 
-	cmd, exited := labtest.StartChild(t, lbNS, childEnv, cp.NSMgrURL, lbstub.Config{
-		Name: "lb-p", Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-p.sock"),
+	cmd, exited := labtest.StartChild(t, lbNS, lbstub.Config{
+		Name: "lb-p", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-p.sock"),
 		VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")}, TargetsDir: targets,
 	})
 
@@ -82,8 +82,8 @@ func connectProxy(ctx context.Context, t *testing.T, life context.Context, nsmgr
 func TestLBStubKilled(t *testing.T) {
 	bed := labtest.NewBed(t, "lbk", nsmcp.Config{NSEExpiration: 3 * time.Second})
 	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
-	cmd, exited := labtest.StartChild(t, lbNS, childEnv, cp.NSMgrURL, lbstub.Config{
-		Name: "lb-k", Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-k.sock"),
+	cmd, exited := labtest.StartChild(t, lbNS, lbstub.Config{
+		Name: "lb-k", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-k.sock"),
 		TargetsDir: filepath.Join(bed.Dir, "targets"),
 	})
 	pctx, pcancel := context.WithCancel(ctx)

@@ -23,8 +23,8 @@ func TestTargetStubAsProcess(t *testing.T) {
 	ctx, cp, tgtNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	pubDir := filepath.Join(bed.Dir, "targets")
 
-	cmd, exited := labtest.StartChild(t, tgtNS, childEnv, cp.NSMgrURL, targetstub.Config{
-		Name: "target-p", Service: "proxy.c.t.ns", VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")},
+	cmd, exited := labtest.StartChild(t, tgtNS, targetstub.Config{
+		Name: "target-p", NSMgrURL: cp.NSMgrURL, Service: "proxy.c.t.ns", VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")},
 		Port: 5000, PublishDir: pubDir,
 	})
 
