@@ -102,26 +102,6 @@ func (l *lbEndpoint) count() int {
 	return len(l.open)
 }
 
-type ifaceEvents struct {
-	mu     sync.Mutex
-	events map[string][]string // interface name → ops
-	ifaces map[string]proxy.Interface
-}
-
-func (h *ifaceEvents) InterfaceCreated(i proxy.Interface) { h.add("created", i) }
-func (h *ifaceEvents) InterfaceDeleted(i proxy.Interface) { h.add("deleted", i) }
-func (h *ifaceEvents) add(op string, i proxy.Interface) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.events[i.Name] = append(h.events[i.Name], fmt.Sprintf("%s %d", op, i.Index))
-	h.ifaces[i.Name] = i
-}
-func (h *ifaceEvents) of(name string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.events[name]...)
-}
-
 // meshBed is a sandbox domain of one node where the LB network service is
 // registered.
 type meshBed struct {
@@ -204,7 +184,7 @@ func TestSandboxFullMesh(t *testing.T) {
 	lbs["lb-x"] = &lbEndpoint{open: map[string]bool{}}
 	serveShortLived(ctx, t, bed.nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
 
-	handler := &ifaceEvents{events: map[string][]string{}, ifaces: map[string]proxy.Interface{}}
+	handler := &linkstest.Recorder{}
 	links := linkstest.New()
 	monitor := interfacemonitor.New(handler, links, interfacemonitor.WithLogger(quiet))
 	var egressMu sync.Mutex
@@ -253,10 +233,8 @@ func TestSandboxFullMesh(t *testing.T) {
 		ifname[nse] = kernelmech.ToMechanism(conns[nse].GetMechanism()).GetInterfaceName()
 		index[nse] = 20 + i
 		monitor.HandleLinkEvent(links.Set(index[nse], ifname[nse]))
-		require.Equal(t, []string{fmt.Sprintf("created %d", index[nse])}, handler.of(ifname[nse]))
-		handler.mu.Lock()
-		require.Equal(t, conns[nse].GetId(), handler.ifaces[ifname[nse]].ConnID, "the link is matched to its connection")
-		handler.mu.Unlock()
+		require.Equal(t, []string{fmt.Sprintf("created %d", index[nse])}, handler.Of(ifname[nse]))
+		require.Equal(t, conns[nse].GetId(), handler.Interface(ifname[nse]).ConnID, "the link is matched to its connection")
 	}
 
 	// lb-2 is unregistered: its connection is closed and its interface withdrawn.
@@ -264,14 +242,14 @@ func TestSandboxFullMesh(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, ok := mesh.Connections()["lb-2"]; return !ok }, wait, tick)
 	require.Eventually(t, func() bool { return lbs["lb-2"].count() == 0 }, wait, tick)
-	require.Eventually(t, func() bool { return len(handler.of(ifname["lb-2"])) == 2 }, wait, tick)
-	require.Equal(t, fmt.Sprintf("deleted %d", index["lb-2"]), handler.of(ifname["lb-2"])[1])
+	require.Eventually(t, func() bool { return len(handler.Of(ifname["lb-2"])) == 2 }, wait, tick)
+	require.Equal(t, fmt.Sprintf("deleted %d", index["lb-2"]), handler.Of(ifname["lb-2"])[1])
 	monitor.HandleLinkEvent(links.Delete(index["lb-2"]))
-	require.Len(t, handler.of(ifname["lb-2"]), 2, "the kernel delete of a closed connection is not announced again")
+	require.Len(t, handler.Of(ifname["lb-2"]), 2, "the kernel delete of a closed connection is not announced again")
 
 	// The kernel deletes lb-3's link while its connection lives on.
 	monitor.HandleLinkEvent(links.Delete(index["lb-3"]))
-	require.Equal(t, []string{fmt.Sprintf("created %d", index["lb-3"]), fmt.Sprintf("deleted %d", index["lb-3"])}, handler.of(ifname["lb-3"]))
+	require.Equal(t, []string{fmt.Sprintf("created %d", index["lb-3"]), fmt.Sprintf("deleted %d", index["lb-3"])}, handler.Of(ifname["lb-3"]))
 
 	// lb-x's registration runs out without a refresh and the mesh hears of
 	// no delete: it evicts lb-x on its own.

@@ -60,7 +60,7 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	proxyNS := testutil.NewNetNS(t, "imon-proxy")
 	fwdNS := testutil.NewNetNS(t, "imon-fwd")
 	dp := kernelDataplane(t, proxyNS)
-	r := &recorder{}
+	r := newRecorder()
 	m := interfacemonitor.New(r, dp)
 	runMonitor(t, m, dp)
 
@@ -85,9 +85,8 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	index := ifindex(t, proxyNS, "nsm-lb0")
 	want := []string{"created nsm-lb0 " + strconv.Itoa(index) + " c1"}
 	require.Eventually(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.events) == 1 && r.events[0] == want[0]
+		ev := r.Events()
+		return len(ev) == 1 && ev[0] == want[0]
 	}, 20*time.Second, 10*time.Millisecond, "the renamed link is announced once with its index")
 
 	// Deleting the forwarder's end takes the proxy's end with it.
@@ -96,8 +95,7 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	require.NoError(t, fwd.LinkDel(fwdEnd))
 	want = append(want, "deleted nsm-lb0 "+strconv.Itoa(index)+" c1")
 	require.Eventually(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.events) == 2 && r.events[1] == want[1]
+		ev := r.Events()
+		return len(ev) == 2 && ev[1] == want[1]
 	}, 20*time.Second, 10*time.Millisecond)
 }
