@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,7 +104,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 	events, created := h.Events(), h.Last()
 	require.True(t, strings.HasPrefix(events[0], "created "))
 	require.Equal(t, proxy.TargetConn, created.Type)
-	require.Equal(t, ifindex(t, proxyNS, created.Name), created.Index)
+	require.Equal(t, proxyNS.LinkIndex(t, created.Name), created.Index)
 	require.Equal(t, conn.GetPath().GetPathSegments()[0].GetId(), created.ConnID, "the target connection's key")
 	require.Contains(t, proxyNS.MustExec(t, "ip", "-o", "addr", "show", "dev", created.Name), "inet 172.16.0.11/24")
 
@@ -118,11 +117,4 @@ func TestKernelTargetToProxy(t *testing.T) {
 	require.Equal(t, "deleted "+strings.TrimPrefix(events[0], "created "), events[1])
 	_, err = proxyNS.Exec("ip", "link", "show", "dev", created.Name)
 	require.Error(t, err, "the forwarder removed the link")
-}
-
-func ifindex(t *testing.T, ns *testutil.NetNS, name string) int {
-	t.Helper()
-	idx, err := strconv.Atoi(strings.TrimSpace(ns.MustExec(t, "cat", "/sys/class/net/"+name+"/ifindex")))
-	require.NoError(t, err)
-	return idx
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,14 +15,6 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
-
-func ifindex(t *testing.T, ns *testutil.NetNS, name string) int {
-	t.Helper()
-	out := ns.MustExec(t, "cat", "/sys/class/net/"+name+"/ifindex")
-	i, err := strconv.Atoi(strings.TrimSpace(out))
-	require.NoError(t, err)
-	return i
-}
 
 // kernelDataplane starts the dataplane (the namespace's one table of
 // links) in ns; it is closed at the end of the test.
@@ -82,7 +73,7 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	require.NoError(t, prx.LinkSetName(moved, "nsm-lb0"))
 	require.NoError(t, prx.LinkSetUp(moved))
 
-	index := ifindex(t, proxyNS, "nsm-lb0")
+	index := proxyNS.LinkIndex(t, "nsm-lb0")
 	want := []string{"created nsm-lb0 " + strconv.Itoa(index) + " c1"}
 	require.Eventually(t, func() bool {
 		ev := r.Events()
