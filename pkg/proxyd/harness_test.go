@@ -15,6 +15,8 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
 	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
@@ -374,6 +376,13 @@ func (l *lb) open() []*networkservice.Connection {
 		out = append(out, c.Clone())
 	}
 	return out
+}
+
+// targetClient is a target's NSM client on the node: the kernel mechanism,
+// then more.
+func (e *env) targetClient(more ...networkservice.NetworkServiceClient) networkservice.NetworkServiceClient {
+	return e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken,
+		client.WithAdditionalFunctionality(append([]networkservice.NetworkServiceClient{kernel.NewClient()}, more...)...))
 }
 
 // addLB serves and registers a load balancer endpoint.

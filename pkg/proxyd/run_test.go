@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
-	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -68,8 +65,7 @@ func TestRunDeploymentShape(t *testing.T) {
 		return len(s.Nexthops) == 2 && len(s.Ports) == 1 && sprint(s.VIPs) == "[20.0.0.1/32]"
 	}, wait, tick, "last state %+v", dp.last())
 
-	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken,
-		client.WithAdditionalFunctionality(kernel.NewClient(), sendfd.NewClient()))
+	nsc := e.targetClient(sendfd.NewClient())
 	rctx, rcancel := context.WithTimeout(e.ctx, wait)
 	defer rcancel()
 	target, err := nsc.Request(rctx, targetRequest("target-1", nil))

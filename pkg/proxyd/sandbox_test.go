@@ -13,8 +13,6 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -147,7 +145,7 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 	}, wait, tick, "last state %+v", dp.last())
 
 	// A target of this node gets its addresses and the bridge as gateways.
-	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(kernel.NewClient()))
+	nsc := e.targetClient()
 	rctx, rcancel := context.WithTimeout(e.ctx, wait)
 	defer rcancel()
 	target, err := nsc.Request(rctx, targetRequest("target-1", nil))
@@ -230,7 +228,7 @@ func TestDaemonTargetAddressLifecycle(t *testing.T) {
 	const delay = 3 * time.Second
 	cfg := e.config(t, delay)
 	d1, dp1 := e.start(t, cfg)
-	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(kernel.NewClient()))
+	nsc := e.targetClient()
 	rctx, rcancel := context.WithTimeout(e.ctx, 2*wait)
 	defer rcancel()
 

@@ -91,48 +91,14 @@ func TestTargetStub(t *testing.T) {
 	defer h.Close()
 	link, err := h.LinkByName(targetstub.DefaultInterfaceName)
 	require.NoError(t, err)
-	addrs, err := h.AddrList(link, netlink.FAMILY_V4)
-	require.NoError(t, err)
-	var got []string
-	for _, a := range addrs {
-		got = append(got, a.IPNet.String())
-	}
-	require.ElementsMatch(t, []string{"172.16.1.5/24", "20.0.0.1/32"}, got)
-	rules, err := h.RuleList(netlink.FAMILY_V4)
-	require.NoError(t, err)
-	table := -1
-	for _, r := range rules {
-		if r.Src != nil && r.Src.String() == "20.0.0.1/32" {
-			table = r.Table
-		}
-	}
-	require.Positive(t, table, "rule from the VIP")
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
-	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"172.16.1.5/24", "20.0.0.1/32"}, addrsOf(t, h, link, netlink.FAMILY_V4))
+	routes := vipRoutes(t, h, netlink.FAMILY_V4, "20.0.0.1/32")
 	require.Len(t, routes, 1)
 	require.Equal(t, "172.16.1.1", routes[0].Gw.String())
 	require.True(t, routes[0].Dst == nil || routes[0].Dst.String() == "0.0.0.0/0", "default route in the VIP's table, got %v", routes[0].Dst)
 
-	addrs6, err := h.AddrList(link, netlink.FAMILY_V6)
-	require.NoError(t, err)
-	got = nil
-	for _, a := range addrs6 {
-		if !a.IP.IsLinkLocalUnicast() {
-			got = append(got, a.IPNet.String())
-		}
-	}
-	require.ElementsMatch(t, []string{"fd00:1::5/64", "2001:db8::1/128"}, got)
-	rules6, err := h.RuleList(netlink.FAMILY_V6)
-	require.NoError(t, err)
-	table6 := -1
-	for _, r := range rules6 {
-		if r.Src != nil && r.Src.String() == "2001:db8::1/128" {
-			table6 = r.Table
-		}
-	}
-	require.Positive(t, table6, "rule from the IPv6 VIP")
-	routes6, err := h.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: table6}, netlink.RT_FILTER_TABLE)
-	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"fd00:1::5/64", "2001:db8::1/128"}, addrsOf(t, h, link, netlink.FAMILY_V6))
+	routes6 := vipRoutes(t, h, netlink.FAMILY_V6, "2001:db8::1/128")
 	require.Len(t, routes6, 1)
 	require.Equal(t, "fd00:1::1", routes6[0].Gw.String())
 
@@ -172,4 +138,35 @@ func TestTargetStub(t *testing.T) {
 
 	nse.Stop()
 	cp.Stop()
+}
+
+// addrsOf returns the addresses of link of family, link-local ones aside.
+func addrsOf(t *testing.T, h *netlink.Handle, link netlink.Link, family int) []string {
+	t.Helper()
+	addrs, err := h.AddrList(link, family)
+	require.NoError(t, err)
+	var got []string
+	for _, a := range addrs {
+		if !a.IP.IsLinkLocalUnicast() {
+			got = append(got, a.IPNet.String())
+		}
+	}
+	return got
+}
+
+// vipRoutes returns the routes of the table that the rule from vip leads to.
+func vipRoutes(t *testing.T, h *netlink.Handle, family int, vip string) []netlink.Route {
+	t.Helper()
+	rules, err := h.RuleList(family)
+	require.NoError(t, err)
+	table := -1
+	for _, r := range rules {
+		if r.Src != nil && r.Src.String() == vip {
+			table = r.Table
+		}
+	}
+	require.Positive(t, table, "rule from the VIP %s", vip)
+	routes, err := h.RouteListFiltered(family, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	require.NoError(t, err)
+	return routes
 }
