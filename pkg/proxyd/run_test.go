@@ -59,7 +59,7 @@ func TestRunDeploymentShape(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return healthStatus(t, cfg.HealthSocket, health.Readiness) == healthpb.HealthCheckResponse_SERVING
 	}, wait, tick)
-	require.Len(t, l.open(), 1)
+	require.Len(t, l.Open(), 1)
 	require.Eventually(t, func() bool {
 		s := dp.last()
 		return len(s.Nexthops) == 2 && len(s.Ports) == 1 && sprint(s.VIPs) == "[20.0.0.1/32]"
@@ -87,7 +87,7 @@ func TestRunDeploymentShape(t *testing.T) {
 	// closed, the sockets are gone.
 	cancel()
 	require.NoError(t, <-done)
-	require.Empty(t, l.open())
+	require.Empty(t, l.Open())
 	require.NoFileExists(t, cfg.HealthSocket)
 	_, err = os.Stat(cfg.DebugSocket)
 	require.True(t, errors.Is(err, os.ErrNotExist), "debug socket: %v", err)

@@ -20,14 +20,12 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
@@ -73,35 +71,6 @@ func (s *lbSetter) UnsetIPContext(context.Context, *networkservice.Connection, p
 	return nil
 }
 
-// lbEndpoint is an LB's own element: it counts the proxy's connections.
-type lbEndpoint struct {
-	mu   sync.Mutex
-	open map[string]bool
-}
-
-func (l *lbEndpoint) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
-	conn, err := next.Server(ctx).Request(ctx, r)
-	if err == nil {
-		l.mu.Lock()
-		l.open[conn.GetId()] = true
-		l.mu.Unlock()
-	}
-	return conn, err
-}
-
-func (l *lbEndpoint) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
-	l.mu.Lock()
-	delete(l.open, conn.GetId())
-	l.mu.Unlock()
-	return next.Server(ctx).Close(ctx, conn)
-}
-
-func (l *lbEndpoint) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.open)
-}
-
 // meshBed is a sandbox domain of one node where the LB network service is
 // registered.
 type meshBed struct {
@@ -121,8 +90,8 @@ func newMeshBed(ctx context.Context, t *testing.T) *meshBed {
 }
 
 // addLB serves and registers an LB endpoint of the service.
-func (b *meshBed) addLB(ctx context.Context, name string) (*lbEndpoint, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
-	lb := &lbEndpoint{open: map[string]bool{}}
+func (b *meshBed) addLB(ctx context.Context, name string) (*nsmsandbox.Conns, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
+	lb := &nsmsandbox.Conns{}
 	nse := &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
 	return lb, b.node.NewEndpoint(ctx, nse, sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lb), nse
 }
@@ -174,14 +143,14 @@ func TestSandboxFullMesh(t *testing.T) {
 	bed := newMeshBed(ctx, t)
 	quiet := bed.quiet
 
-	lbs := map[string]*lbEndpoint{}
+	lbs := map[string]*nsmsandbox.Conns{}
 	entries := map[string]*sandbox.EndpointEntry{}
 	nses := map[string]*registryapi.NetworkServiceEndpoint{}
 	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {
 		lbs[name], entries[name], nses[name] = bed.addLB(ctx, name)
 	}
 	// lb-x registers once, for a few seconds, and never refreshes.
-	lbs["lb-x"] = &lbEndpoint{open: map[string]bool{}}
+	lbs["lb-x"] = &nsmsandbox.Conns{}
 	serveShortLived(ctx, t, bed.nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
 
 	handler := &linkstest.Recorder{}
@@ -220,7 +189,7 @@ func TestSandboxFullMesh(t *testing.T) {
 		require.Equal(t, nse, conn.GetNetworkServiceEndpointName())
 		require.Equal(t, kernelmech.MECHANISM, conn.GetMechanism().GetType())
 		require.Len(t, conn.GetContext().GetIpContext().GetDstIpAddrs(), 1, "the LB side got its address")
-		require.Equal(t, 1, lbs[nse].count(), "exactly one connection per LB")
+		require.Equal(t, 1, lbs[nse].Count(), "exactly one connection per LB")
 	}
 	egressMu.Lock()
 	require.Equal(t, []bool{true}, egressReports)
@@ -241,7 +210,7 @@ func TestSandboxFullMesh(t *testing.T) {
 	_, err := entries["lb-2"].Unregister(ctx, nses["lb-2"])
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, ok := mesh.Connections()["lb-2"]; return !ok }, wait, tick)
-	require.Eventually(t, func() bool { return lbs["lb-2"].count() == 0 }, wait, tick)
+	require.Eventually(t, func() bool { return lbs["lb-2"].Count() == 0 }, wait, tick)
 	require.Eventually(t, func() bool { return len(handler.Of(ifname["lb-2"])) == 2 }, wait, tick)
 	require.Equal(t, fmt.Sprintf("deleted %d", index["lb-2"]), handler.Of(ifname["lb-2"])[1])
 	monitor.HandleLinkEvent(links.Delete(index["lb-2"]))
@@ -254,14 +223,14 @@ func TestSandboxFullMesh(t *testing.T) {
 	// lb-x's registration runs out without a refresh and the mesh hears of
 	// no delete: it evicts lb-x on its own.
 	require.Eventually(t, func() bool { _, ok := mesh.Connections()["lb-x"]; return !ok }, wait, tick)
-	require.Eventually(t, func() bool { return lbs["lb-x"].count() == 0 }, wait, tick)
+	require.Eventually(t, func() bool { return lbs["lb-x"].Count() == 0 }, wait, tick)
 	require.Len(t, mesh.Connections(), 2, "lb-1 and lb-3 are kept")
-	require.Equal(t, 1, lbs["lb-1"].count())
+	require.Equal(t, 1, lbs["lb-1"].Count())
 
 	// Stopping the mesh closes what is left.
 	require.NoError(t, stopMesh())
-	require.Equal(t, 0, lbs["lb-1"].count())
-	require.Equal(t, 0, lbs["lb-3"].count())
+	require.Equal(t, 0, lbs["lb-1"].Count())
+	require.Equal(t, 0, lbs["lb-3"].Count())
 	egressMu.Lock()
 	require.Equal(t, []bool{true, false}, egressReports)
 	egressMu.Unlock()
@@ -338,7 +307,7 @@ func TestSandboxRecoveryAfterRestart(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	crash()
-	require.Equal(t, 1, lb1.count())
+	require.Equal(t, 1, lb1.Count())
 
 	cc, err := grpc.NewClient(grpcutils.URLToTarget(bed.nsmgrURL), sandbox.DialOptions()...)
 	require.NoError(t, err)
@@ -351,10 +320,10 @@ func TestSandboxRecoveryAfterRestart(t *testing.T) {
 	stopMesh := runMesh(ctx, mesh)
 
 	require.Eventually(t, func() bool { return len(mesh.Connections()) == 1 }, 30*time.Second, 20*time.Millisecond)
-	require.Equal(t, 1, lb1.count(), "the leftover connection was replaced, not duplicated")
+	require.Equal(t, 1, lb1.Count(), "the leftover connection was replaced, not duplicated")
 
 	require.NoError(t, stopMesh())
-	require.Equal(t, 0, lb1.count())
+	require.Equal(t, 0, lb1.Count())
 }
 
 // TestSandboxWatchSurvivesNSMgrRestart: the NSMgr restarts under the
