@@ -33,6 +33,20 @@ type SecurityConfig struct {
 
 func (c SecurityConfig) insecureEnv() string { return c.EnvPrefix + "_INSECURE" }
 
+func (c SecurityConfig) authorizedIDsEnv() string { return c.EnvPrefix + "_AUTHORIZED_IDS" }
+
+// Validate checks the authorized IDs: SPIFFE IDs, and only with mTLS. The
+// error names the setting.
+func (c SecurityConfig) Validate() error {
+	if _, err := spiffeauthz.ParseIDs(c.AuthorizedIDs); err != nil {
+		return fmt.Errorf("%s: %w", c.authorizedIDsEnv(), err)
+	}
+	if c.Insecure && len(c.AuthorizedIDs) > 0 {
+		return fmt.Errorf("%s: callers cannot be authorized by SPIFFE ID with %s=true", c.authorizedIDsEnv(), c.insecureEnv())
+	}
+	return nil
+}
+
 // Security is the transport security of a service's gRPC server and of its
 // own clients.
 type Security struct {
@@ -67,7 +81,7 @@ func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) 
 	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
 	if err != nil {
 		close()
-		return nil, nil, fmt.Errorf("%s_AUTHORIZED_IDS: %w", cfg.EnvPrefix, err)
+		return nil, nil, fmt.Errorf("%s: %w", cfg.authorizedIDsEnv(), err)
 	}
 	sec.ServerOptions = append(sec.ServerOptions, authz...)
 	return sec, close, nil
@@ -96,4 +110,3 @@ func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), erro
 		Client:        credentials.NewTLS(tlsconfig.MTLSClientConfig(source, source, tlsconfig.AuthorizeAny())),
 	}, func() { _ = source.Close() }, nil
 }
-

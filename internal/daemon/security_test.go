@@ -37,3 +37,20 @@ func TestOpenSecurityErrorsNameTheSetting(t *testing.T) {
 		t.Fatalf("bad ID: %v", err)
 	}
 }
+
+func TestSecurityConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  SecurityConfig
+		want string
+	}{
+		{securityConfig(false, "spiffe://example.org/proxy"), ""},
+		{securityConfig(false, "not-an-id"), "SVC_AUTHORIZED_IDS: "},
+		{securityConfig(true, "spiffe://example.org/proxy"), "SVC_AUTHORIZED_IDS: callers cannot be authorized by SPIFFE ID with SVC_INSECURE=true"},
+		{securityConfig(true), ""},
+	} {
+		err := tc.cfg.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}

@@ -71,9 +71,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		snaps.final()
 	}()
 
-	sec, closeSec, err := daemon.OpenSecurity(ctx, daemon.SecurityConfig{
-		EnvPrefix: "IPAM", Insecure: cfg.Insecure, Plaintext: "the IPAM's server and its NSP client", AuthorizedIDs: cfg.AuthorizedIDs,
-	}, logger)
+	sec, closeSec, err := daemon.OpenSecurity(ctx, cfg.security(), logger)
 	if err != nil {
 		return err
 	}

@@ -31,9 +31,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("initial configuration (fix the file; nothing is served without one): %w", err)
 	}
-	sec, closeSec, err := daemon.OpenSecurity(ctx, daemon.SecurityConfig{
-		EnvPrefix: "NSP", Insecure: cfg.Insecure, Plaintext: "the configuration server", AuthorizedIDs: cfg.AuthorizedIDs,
-	}, logger)
+	sec, closeSec, err := daemon.OpenSecurity(ctx, cfg.security(), logger)
 	if err != nil {
 		return err
 	}
