@@ -61,30 +61,30 @@ type Security struct {
 const spiffeWait = time.Minute
 
 // OpenSecurity returns plain text when cfg asks for it (warned now and
-// hourly until close), and otherwise SPIFFE mTLS from the workload API at
+// hourly until release), and otherwise SPIFFE mTLS from the workload API at
 // SPIFFE_ENDPOINT_SOCKET, which must then be set (any verified SPIFFE ID is
 // accepted at the TLS level, as Meridio's services do; cfg.AuthorizedIDs
-// narrows the callers). close stops the warning and releases the X.509
+// narrows the callers). release stops the warning and releases the X.509
 // source.
-func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) (_ *Security, close func(), err error) {
+func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) (_ *Security, release func(), err error) {
 	sec, closeCreds, err := transport(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	close = closeCreds
+	release = closeCreds
 	if cfg.Insecure {
 		stopWarning := plaintext.Start(logger, cfg.insecureEnv(), cfg.Plaintext)
-		close = func() { stopWarning(); closeCreds() }
+		release = func() { stopWarning(); closeCreds() }
 	} else {
 		logger.Info("using SPIFFE mTLS")
 	}
 	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
 	if err != nil {
-		close()
+		release()
 		return nil, nil, fmt.Errorf("%s: %w", cfg.authorizedIDsEnv(), err)
 	}
 	sec.ServerOptions = append(sec.ServerOptions, authz...)
-	return sec, close, nil
+	return sec, release, nil
 }
 
 // transport returns the server and client credentials of cfg's mode and the
