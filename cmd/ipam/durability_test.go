@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +29,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// testIPAM is buildIPAM for a test, skipped in -short mode.
+func testIPAM(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the ipam binary")
+	}
+	return buildIPAM(t)
+}
+
 // buildIPAM builds this command into a temporary directory.
 func buildIPAM(t testing.TB) string {
 	t.Helper()
@@ -40,13 +46,45 @@ func buildIPAM(t testing.TB) string {
 
 // proc is a running ipam binary.
 type proc struct {
-	mu     sync.Mutex
-	msgs   []string // "msg" of every log line so far
 	cmd    *exec.Cmd
+	log    testutil.JSONLog // standard error
+	done   chan struct{}    // closed at the exit
+	err    error            // Wait's result, set before done is closed
 	addr   string
 	conn   *grpc.ClientConn
 	client ipamv1.IpamClient
-	exited chan error
+}
+
+// launch starts cmd and returns once a log line has the message msg; the
+// test fails if the process exits first or timeout passes. The process is
+// killed at the end of the test if still running.
+func launch(t testing.TB, cmd *exec.Cmd, msg string, timeout time.Duration) (*proc, map[string]any) {
+	t.Helper()
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	cmd.Stderr = &p.log
+	require.NoError(t, cmd.Start())
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	line, i := p.log.Wait(timeout, p.done, 0, msg)
+	if i < 0 {
+		select {
+		case <-p.done:
+			t.Fatalf("ipam exited before %q: %v", msg, p.err)
+		default:
+			t.Fatalf("no %q", msg)
+		}
+	}
+	return p, line
 }
 
 // startIPAM runs bin with env (on top of a clean IPAM_* set) and waits for its
@@ -54,46 +92,10 @@ type proc struct {
 func startIPAM(t testing.TB, bin string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin)
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"),
-		"IPAM_NSP_SERVICE=", "IPAM_PORT=0", "IPAM_LISTEN_ADDRESS=127.0.0.1", "IPAM_INSECURE=true",
-		"IPAM_METRICS_PORT=0", "IPAM_LOG_LEVEL=INFO",
-	}, env...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, exited: make(chan error, 1)}
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var line struct{ Msg, Address string }
-			if json.Unmarshal(sc.Bytes(), &line) != nil {
-				continue
-			}
-			p.mu.Lock()
-			p.msgs = append(p.msgs, line.Msg)
-			p.mu.Unlock()
-			if line.Msg == "serving" {
-				addrc <- line.Address
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		p.exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	select {
-	case p.addr = <-addrc:
-	case err := <-p.exited:
-		t.Fatalf("ipam exited before serving: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("ipam did not start serving")
-	}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, testEnv(env...)...)
+	p, serving := launch(t, cmd, "serving", 60*time.Second)
+	p.addr, _ = serving["address"].(string)
+	var err error
 	p.conn, err = grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.conn.Close() })
@@ -102,25 +104,15 @@ func startIPAM(t testing.TB, bin string, env ...string) *proc {
 }
 
 // logged reports how many log lines had the message msg.
-func (p *proc) logged(msg string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, m := range p.msgs {
-		if m == msg {
-			n++
-		}
-	}
-	return n
-}
+func (p *proc) logged(msg string) int { return p.log.Count(msg) }
 
 func (p *proc) kill(t testing.TB, sig syscall.Signal) error {
 	t.Helper()
 	require.NoError(t, p.cmd.Process.Signal(sig))
 	select {
-	case err := <-p.exited:
+	case <-p.done:
 		_ = p.conn.Close()
-		return err
+		return p.err
 	case <-time.After(60 * time.Second):
 		t.Fatal("ipam did not exit")
 		return nil
@@ -213,10 +205,7 @@ func assertReclaimed(t *testing.T, c ipamv1.IpamClient, old map[childID]string) 
 // after the restart every child gets its address back and new children never
 // collide with old ones.
 func TestDurabilityAfterKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	db := filepath.Join(t.TempDir(), "data", "registry.db")
 	env := "IPAM_DATASOURCE=" + db
 
@@ -237,10 +226,7 @@ func TestDurabilityAfterKill(t *testing.T) {
 }
 
 func TestInvalidConfigurationExitsNonZero(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	for _, env := range []string{
 		"IPAM_PREFIX_IPV4=10.0.0.0/33",
 		"IPAM_PREFIX_IPV4=fd00::/48",

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,10 +57,7 @@ func dualStack(updated time.Time, conduits, nodes, children int) []meridiotest.S
 // original is kept byte for byte beside the new store, and a restart does
 // not import again.
 func TestImportOnStart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "registry.db")
 	old := writeMeridio(t, db, dualStack(time.Now().Add(-time.Minute), 2, 3, 11)...)
@@ -98,10 +92,7 @@ func TestImportOnStart(t *testing.T) {
 // makes ipam exit with a status of its own and a line saying what was
 // found and what is expected; nothing is written.
 func TestImportRefusals(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	good := filepath.Join(t.TempDir(), "good.db")
 	writeMeridio(t, good, dualStack(time.Now(), 2, 3, 40)...)
 	data, err := os.ReadFile(good)
@@ -151,10 +142,7 @@ func TestImportRefusals(t *testing.T) {
 // TestImportCommand: "ipam import -dry-run" prints what it would import and
 // writes nothing; without it the store is written.
 func TestImportCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "meridio.db")
 	old := writeMeridio(t, src, dualStack(time.Now().Add(-time.Minute), 2, 2, 5)...)
@@ -207,39 +195,13 @@ func loadStore(t *testing.T, path string) []store.Record {
 }
 
 // startUntil runs bin with env and returns once a log line has the message
-// msg, with a channel that gets its exit.
-func startUntil(t *testing.T, bin, msg string, env ...string) (*exec.Cmd, <-chan error) {
+// msg.
+func startUntil(t *testing.T, bin, msg string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = testEnv(env...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	seen := make(chan struct{})
-	exited := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		found := false
-		for sc.Scan() {
-			var line struct{ Msg string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg && !found {
-				found = true
-				close(seen)
-			}
-		}
-		_, _ = io.Copy(io.Discard, stderr)
-		exited <- cmd.Wait()
-	}()
-	select {
-	case <-seen:
-	case err := <-exited:
-		t.Fatalf("ipam exited before %q: %v", msg, err)
-	case <-time.After(120 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("no %q", msg)
-	}
-	return cmd, exited
+	p, _ := launch(t, cmd, msg, 120*time.Second)
+	return p
 }
 
 // TestImportInterruptedByKill: kill -9 of ipam at points spread over a
@@ -247,10 +209,7 @@ func startUntil(t *testing.T, bin, msg string, env ...string) (*exec.Cmd, <-chan
 // byte, or the complete store; after a restart the store is identical to
 // that of an uninterrupted import.
 func TestImportInterruptedByKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "meridio.db")
 	bigMeridio(t, src)
@@ -274,10 +233,10 @@ func TestImportInterruptedByKill(t *testing.T) {
 		if ok, _ := meridio.IsSQLite(db); !ok {
 			startOver(t, db, original)
 		}
-		cmd, exited := startUntil(t, bin, "the datasource is a Meridio IPAM database: importing it", env...)
+		p := startUntil(t, bin, "the datasource is a Meridio IPAM database: importing it", env...)
 		time.Sleep(took * time.Duration(i) * 6 / 5 / kills) // up to 1.2 times the whole import
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
 		now, err := os.ReadFile(db)
 		require.NoError(t, err)
 		if bytes.Equal(now, original) {
@@ -295,13 +254,13 @@ func TestImportInterruptedByKill(t *testing.T) {
 
 	if ok, _ := meridio.IsSQLite(db); !ok {
 		startOver(t, db, original)
-		cmd, exited := startUntil(t, bin, "the datasource is a Meridio IPAM database: importing it", env...)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
+		p := startUntil(t, bin, "the datasource is a Meridio IPAM database: importing it", env...)
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
 	}
-	cmd, exited := startUntil(t, bin, "serving", env...)
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-exited
+	p := startUntil(t, bin, "serving", env...)
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
 	assert.Equal(t, want, loadStore(t, db), "after the restart: identical to the uninterrupted import")
 	aside, err := filepath.Glob(db + ".meridio-*")
 	require.NoError(t, err)

@@ -31,10 +31,7 @@ func allocate(t *testing.T, c ipamv1.IpamClient, conduit string) string {
 // new ones refused with FailedPrecondition, its subnet not reused) and
 // revived whole when it comes back.
 func TestFollowsNSPConduits(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := lis.Addr().String()

@@ -76,10 +76,7 @@ func damage(t *testing.T, path, how string) {
 // status and one line naming the file, what is wrong and what to do; no
 // panic or fault reaches the user and the file is left as it was.
 func TestDamagedStoreIsRefusedClearly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	for _, how := range []string{"corrupted data pages", "truncated to half", "0-byte"} {
 		t.Run(how, func(t *testing.T) {
 			dir := t.TempDir()
@@ -116,10 +113,7 @@ func TestDamagedStoreIsRefusedClearly(t *testing.T) {
 // file aside; after the restart every child gets its old address again on
 // renewal and new children do not collide with them.
 func TestRestoreFromSnapshot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the ipam binary")
-	}
-	bin := buildIPAM(t)
+	bin := testIPAM(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "data", "registry.db")
 	env := []string{"IPAM_DATASOURCE=" + db, "IPAM_SNAPSHOT_INTERVAL=200ms", "IPAM_SNAPSHOT_KEEP=3"}

@@ -30,41 +30,38 @@ commands:
 Run 'lab <command> -h' for the flags of a command. Needs root.
 `
 
+// commands are the subcommands, by name.
+var commands = map[string]func(args []string) int{
+	"run":     runCmd,
+	"status":  statusCmd,
+	"check":   checkCmd,
+	"down":    downCmd,
+	"list":    listCmd,
+	"stop":    func(args []string) int { return componentCmd("stop", args) },
+	"start":   func(args []string) int { return componentCmd("start", args) },
+	"restart": func(args []string) int { return componentCmd("restart", args) },
+	"debug":   debugCmd,
+	"lb":      lbCmd,
+	"target":  targetCmd,
+	"nsm":     nsmCmd,
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
-	var code int
+	if run, ok := commands[cmd]; ok {
+		os.Exit(run(args))
+	}
 	switch cmd {
-	case "run":
-		code = runCmd(args)
-	case "status":
-		code = statusCmd(args)
-	case "check":
-		code = checkCmd(args)
-	case "down":
-		code = downCmd(args)
-	case "list":
-		code = listCmd(args)
-	case "stop", "start", "restart":
-		code = componentCmd(cmd, args)
-	case "debug":
-		code = debugCmd(args)
-	case "lb":
-		code = lbCmd(args)
-	case "target":
-		code = targetCmd(args)
-	case "nsm":
-		code = nsmCmd(args)
 	case "version", "-version", "--version":
 		fmt.Println(version)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:
 		fmt.Fprintf(os.Stderr, "lab: unknown command %q\n\n%s", cmd, usage)
-		code = 2
+		os.Exit(2)
 	}
-	os.Exit(code)
 }

@@ -29,22 +29,11 @@ func openLab(base, id string) *labrun.Lab {
 	return lab
 }
 
-func statusCmd(args []string) int {
-	fs, id, base := openFlags("lab status", args)
-	_ = fs.Parse(args)
-	lab := openLab(*base, *id)
-	if lab == nil {
-		return 1
-	}
-	if err := lab.Status(os.Stdout); err != nil {
-		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-func checkCmd(args []string) int {
-	fs, id, base := openFlags("lab check", args)
+// onLab is a command on one run: it parses args (-id, -run-base), opens
+// the run and returns what do returns, called with a context that ends on
+// SIGINT or SIGTERM.
+func onLab(name string, args []string, do func(ctx context.Context, lab *labrun.Lab) int) int {
+	fs, id, base := openFlags(name, args)
 	_ = fs.Parse(args)
 	lab := openLab(*base, *id)
 	if lab == nil {
@@ -52,16 +41,32 @@ func checkCmd(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	rep, err := lab.Check(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lab: %v\n", err)
-		return 1
-	}
-	rep.Print(os.Stdout)
-	if !rep.OK() {
-		return 1
-	}
-	return 0
+	return do(ctx, lab)
+}
+
+func statusCmd(args []string) int {
+	return onLab("lab status", args, func(_ context.Context, lab *labrun.Lab) int {
+		if err := lab.Status(os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+			return 1
+		}
+		return 0
+	})
+}
+
+func checkCmd(args []string) int {
+	return onLab("lab check", args, func(ctx context.Context, lab *labrun.Lab) int {
+		rep, err := lab.Check(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "lab: %v\n", err)
+			return 1
+		}
+		rep.Print(os.Stdout)
+		if !rep.OK() {
+			return 1
+		}
+		return 0
+	})
 }
 
 func downCmd(args []string) int {
@@ -150,19 +155,13 @@ func componentCmd(verb string, args []string) int {
 // debugCmd is `lab debug`: the running proxy's state, as `proxy -debug`
 // prints it.
 func debugCmd(args []string) int {
-	fs, id, base := openFlags("lab debug", args)
-	_ = fs.Parse(args)
-	lab := openLab(*base, *id)
-	if lab == nil {
-		return 1
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	out, err := lab.ProxyDebug(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lab %s: debug: %v\n", lab.ID(), err)
-		return 1
-	}
-	_, _ = os.Stdout.Write(out)
-	return 0
+	return onLab("lab debug", args, func(ctx context.Context, lab *labrun.Lab) int {
+		out, err := lab.ProxyDebug(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "lab %s: debug: %v\n", lab.ID(), err)
+			return 1
+		}
+		_, _ = os.Stdout.Write(out)
+		return 0
+	})
 }

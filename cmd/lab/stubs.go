@@ -26,6 +26,32 @@ func stubContext(component string) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 }
 
+// runStub runs one stub process until SIGTERM or SIGINT (see stubContext)
+// and returns its exit status.
+func runStub(component, what string, run func(ctx context.Context) error) int {
+	ctx, stop := stubContext(component)
+	defer stop()
+	if err := run(ctx); err != nil {
+		slog.Error(what+" failed", "error", err)
+		return 1
+	}
+	slog.Info(what + " stopped")
+	return 0
+}
+
+// parseStubFlags reads the flags every stub has: the NSMgr URL and the VIPs.
+func parseStubFlags(nsmgr string, vips []string) (*url.URL, []netip.Addr, error) {
+	u, err := parseURL(nsmgr)
+	if err != nil {
+		return nil, nil, err
+	}
+	addrs, err := parseAddrs(vips)
+	if err != nil {
+		return nil, nil, err
+	}
+	return u, addrs, nil
+}
+
 func parseAddrs(vs []string) ([]netip.Addr, error) {
 	var out []netip.Addr
 	for _, v := range vs {
@@ -60,11 +86,7 @@ func lbCmd(args []string) int {
 	fs.Var(&routes, "route", "static route dst=via (repeatable)")
 	_ = fs.Parse(args)
 	var err error
-	if cfg.NSMgrURL, err = parseURL(*nsmgr); err != nil {
-		fmt.Fprintln(os.Stderr, "lab lb:", err)
-		return 2
-	}
-	if cfg.VIPs, err = parseAddrs(vips); err != nil {
+	if cfg.NSMgrURL, cfg.VIPs, err = parseStubFlags(*nsmgr, vips); err != nil {
 		fmt.Fprintln(os.Stderr, "lab lb:", err)
 		return 2
 	}
@@ -78,14 +100,7 @@ func lbCmd(args []string) int {
 		}
 		cfg.Routes = append(cfg.Routes, lbstub.Route{Dst: p, Via: a})
 	}
-	ctx, stop := stubContext("lb")
-	defer stop()
-	if err := lbstub.Run(ctx, cfg); err != nil {
-		slog.Error("lb stub failed", "error", err)
-		return 1
-	}
-	slog.Info("lb stub stopped")
-	return 0
+	return runStub("lb", "lb stub", func(ctx context.Context) error { return lbstub.Run(ctx, cfg) })
 }
 
 // targetCmd is one target stub (`lab target`, started by the lab in the
@@ -104,11 +119,7 @@ func targetCmd(args []string) int {
 	fs.Var(&labels, "label", "request label key=value (repeatable)")
 	_ = fs.Parse(args)
 	var err error
-	if cfg.NSMgrURL, err = parseURL(*nsmgr); err != nil {
-		fmt.Fprintln(os.Stderr, "lab target:", err)
-		return 2
-	}
-	if cfg.VIPs, err = parseAddrs(vips); err != nil {
+	if cfg.NSMgrURL, cfg.VIPs, err = parseStubFlags(*nsmgr, vips); err != nil {
 		fmt.Fprintln(os.Stderr, "lab target:", err)
 		return 2
 	}
@@ -123,14 +134,7 @@ func targetCmd(args []string) int {
 		}
 		cfg.Labels[k] = v
 	}
-	ctx, stop := stubContext("target")
-	defer stop()
-	if err := targetstub.Run(ctx, cfg); err != nil {
-		slog.Error("target stub failed", "error", err)
-		return 1
-	}
-	slog.Info("target stub stopped")
-	return 0
+	return runStub("target", "target stub", func(ctx context.Context) error { return targetstub.Run(ctx, cfg) })
 }
 
 // nsmCmd is the lab's NSM control plane (`lab nsm`, started by the lab in

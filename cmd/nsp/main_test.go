@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,76 +56,58 @@ func TestMain(m *testing.M) {
 
 // proc is a running nsp with its JSON log lines.
 type proc struct {
-	cmd   *exec.Cmd
-	lines chan map[string]any
-	done  chan struct{}
-	mu    sync.Mutex
-	log   []string
+	cmd  *exec.Cmd
+	log  testutil.JSONLog
+	next int // index of the first log line waitLog has not passed yet
+	done chan struct{}
+	err  error // Wait's result, set before done is closed
 }
 
 func start(t *testing.T, bin string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = append(append(os.Environ(), "SPIFFE_ENDPOINT_SOCKET=", "NSP_INSECURE=true"), env...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	cmd.Stderr = &p.log
 	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, lines: make(chan map[string]any, 256), done: make(chan struct{})}
 	go func() {
-		defer close(p.done)
-		defer close(p.lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.log = append(p.log, sc.Text())
-			p.mu.Unlock()
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
-				select {
-				case p.lines <- m:
-				default:
-				}
-			}
-		}
+		p.err = cmd.Wait()
+		close(p.done)
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
-		_ = cmd.Wait()
 		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("nsp log:\n%s", strings.Join(p.log, "\n"))
-			p.mu.Unlock()
+			t.Logf("nsp log:\n%s", p.log.String())
 		}
 	})
 	return p
 }
 
-// waitLog returns the first log line (from now on) with the given message.
+// waitLog returns the first log line with the given message after the one
+// it returned last.
 func (p *proc) waitLog(t *testing.T, msg string) map[string]any {
 	t.Helper()
-	deadline := time.After(waitFor)
-	for {
+	line, i := p.log.Wait(waitFor, p.done, p.next, msg)
+	if i < 0 {
 		select {
-		case m, ok := <-p.lines:
-			require.True(t, ok, "nsp exited before logging %q", msg)
-			if m["msg"] == msg {
-				return m
-			}
-		case <-deadline:
+		case <-p.done:
+			t.Fatalf("nsp exited before logging %q", msg)
+		default:
 			t.Fatalf("nsp did not log %q", msg)
 		}
 	}
+	p.next = i + 1
+	return line
 }
 
 func (p *proc) wait(t *testing.T) int {
 	t.Helper()
 	<-p.done
-	err := p.cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee, ok := p.err.(*exec.ExitError); ok {
 		return ee.ExitCode()
 	}
-	require.NoError(t, err)
+	require.NoError(t, p.err)
 	return 0
 }
 

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,11 +18,11 @@ import (
 // process is a binary run in a network namespace with `ip netns exec`, which
 // execs it: the pid is the binary's.
 type process struct {
-	name   string
-	cmd    *exec.Cmd
-	output testutil.SyncBuffer // stdout and stderr (JSON log lines)
-	done   chan struct{}
-	err    error // Wait's result, set before done is closed
+	name string
+	cmd  *exec.Cmd
+	log  testutil.JSONLog // stdout and stderr (JSON log lines)
+	done chan struct{}
+	err  error // Wait's result, set before done is closed
 }
 
 // startProcess runs bin in ns with exactly env (plus PATH). It is killed at
@@ -35,8 +33,8 @@ func startProcess(t testing.TB, name string, ns *testutil.NetNS, bin string, env
 	p := &process{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command("ip", "netns", "exec", ns.Name, bin)
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	p.cmd.Stdout = &p.output
-	p.cmd.Stderr = &p.output
+	p.cmd.Stdout = &p.log
+	p.cmd.Stderr = &p.log
 	require.NoError(t, p.cmd.Start(), "start %s", name)
 	go func() {
 		p.err = p.cmd.Wait()
@@ -50,7 +48,7 @@ func startProcess(t testing.TB, name string, ns *testutil.NetNS, bin string, env
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("---- %s output ----\n%s---- end of %s output ----", p.name, p.output.String(), p.name)
+			t.Logf("---- %s output ----\n%s---- end of %s output ----", p.name, p.log.String(), p.name)
 		}
 	})
 	return p
@@ -79,45 +77,21 @@ func (p *process) stop(t testing.TB, sig syscall.Signal) int {
 }
 
 // logLines returns the JSON log lines printed so far.
-func (p *process) logLines() []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(p.output.String()))
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+func (p *process) logLines() []map[string]any { return p.log.Lines() }
 
 // waitLog waits until a log line has the message msg (and the attributes
 // given as key, value pairs) and returns it; it fails if the process exits
 // first.
 func (p *process) waitLog(t testing.TB, msg string, attrs ...string) map[string]any {
 	t.Helper()
-	var found map[string]any
-	require.Eventually(t, func() bool {
-	lines:
-		for _, l := range p.logLines() {
-			if l["msg"] != msg {
-				continue
-			}
-			for i := 0; i+1 < len(attrs); i += 2 {
-				if l[attrs[i]] != attrs[i+1] {
-					continue lines
-				}
-			}
-			found = l
-			return true
-		}
-		if p.exited() {
-			t.Fatalf("%s exited (%v) before logging %q", p.name, p.err, msg)
-		}
-		return false
-	}, 90*time.Second, 100*time.Millisecond, "%s did not log %q %v", p.name, msg, attrs)
-	return found
+	line, i := p.log.Wait(90*time.Second, p.done, 0, msg, attrs...)
+	if i < 0 && p.exited() {
+		t.Fatalf("%s exited (%v) before logging %q", p.name, p.err, msg)
+	}
+	if i < 0 {
+		t.Fatalf("%s did not log %q %v", p.name, msg, attrs)
+	}
+	return line
 }
 
 // rssKiB reads the resident set size of the process.

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -24,4 +26,17 @@ func ServeHealth(lis net.Listener, hs healthpb.HealthServer, logger *slog.Logger
 	}()
 	logger.Info("serving plain-text health for probes", "address", lis.Addr().String())
 	return func() { gs.Stop(); <-done }
+}
+
+// ListenHealth is ServeHealth on a listener of host:port, and nothing for
+// port 0 (stop is then a no-op).
+func ListenHealth(host string, port int, hs healthpb.HealthServer, logger *slog.Logger) (stop func(), err error) {
+	if port <= 0 {
+		return func() {}, nil
+	}
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("health listen: %w", err)
+	}
+	return ServeHealth(lis, hs, logger), nil
 }

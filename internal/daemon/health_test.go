@@ -33,3 +33,16 @@ func TestServeHealthAnswersInPlainText(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, r.GetStatus())
 }
+
+func TestListenHealthOnlyWithAPort(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	stop, err := ListenHealth("127.0.0.1", 0, grpchealth.NewServer(), logger)
+	require.NoError(t, err)
+	stop()
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	_, err = ListenHealth("127.0.0.1", busy.Addr().(*net.TCPAddr).Port, grpchealth.NewServer(), logger)
+	require.ErrorContains(t, err, "health listen")
+}

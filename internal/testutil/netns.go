@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
@@ -35,6 +36,22 @@ func (n *NetNS) Exec(args ...string) (string, error) {
 		return string(out), fmt.Errorf("ip netns exec %s %s: %w: %s", n.Name, strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// LinkIndex is the index of the link called name; the test fails when there
+// is none.
+func (n *NetNS) LinkIndex(t testing.TB, name string) int {
+	t.Helper()
+	h, err := netlink.NewHandleAt(n.Handle)
+	if err != nil {
+		t.Fatalf("netlink handle in %s: %v", n.Name, err)
+	}
+	defer h.Close()
+	l, err := h.LinkByName(name)
+	if err != nil {
+		t.Fatalf("link %s in %s: %v", name, n.Name, err)
+	}
+	return l.Attrs().Index
 }
 
 // MustExec is Exec that fails the test on error.

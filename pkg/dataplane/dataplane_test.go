@@ -512,7 +512,7 @@ func TestPortsThatVanish(t *testing.T) {
 
 	// A port that appears after Apply asked for it is enslaved.
 	ns.MustExec(t, "ip", "link", "add", "late", "type", "veth", "peer", "name", "latex")
-	late := linkIndex(t, ns, "late")
+	late := ns.LinkIndex(t, "late")
 	s.Ports = append(s.Ports, late)
 	require.NoError(t, dp.Apply(s))
 	l, err := h.LinkByIndex(late)

@@ -92,15 +92,7 @@ func vethPair(t testing.TB, ns *testutil.NetNS, name string, peerNS *testutil.Ne
 		peerNS.MustExec(t, "ip", "link", "set", peerName, "up")
 	}
 	ns.MustExec(t, "ip", "link", "set", name, "up")
-	return linkIndex(t, ns, name)
-}
-
-func linkIndex(t testing.TB, ns *testutil.NetNS, name string) int {
-	t.Helper()
-	h := handle(t, ns)
-	l, err := h.LinkByName(name)
-	require.NoError(t, err)
-	return l.Attrs().Index
+	return ns.LinkIndex(t, name)
 }
 
 // ownRules returns the prefixes of the rules into table with protocol.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/ipam"
-	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Config is read from IPAM_* environment variables, with Meridio's names and
@@ -94,6 +94,13 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
+// security is the transport security the configuration asks for.
+func (c *Config) security() daemon.SecurityConfig {
+	return daemon.SecurityConfig{
+		EnvPrefix: "IPAM", Insecure: c.Insecure, Plaintext: "the IPAM's server and its NSP client", AuthorizedIDs: c.AuthorizedIDs,
+	}
+}
+
 // engineConfig validates c and returns the engine configuration (without
 // its logger and store-health hook). Every problem is reported, one per line.
 func (c *Config) engineConfig() (ipam.Config, error) {
@@ -144,10 +151,8 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	if c.HealthPort < 0 || c.HealthPort > 65535 {
 		bad("IPAM_HEALTH_PORT: %d is not a port", c.HealthPort)
 	}
-	if _, err := spiffeauthz.ParseIDs(c.AuthorizedIDs); err != nil {
-		bad("IPAM_AUTHORIZED_IDS: %v", err)
-	} else if c.Insecure && len(c.AuthorizedIDs) > 0 {
-		bad("IPAM_AUTHORIZED_IDS: callers cannot be authorized by SPIFFE ID with IPAM_INSECURE=true")
+	if err := c.security().Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Datasource == "" {
 		bad("IPAM_DATASOURCE: empty")

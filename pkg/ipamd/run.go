@@ -20,9 +20,7 @@ import (
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
-	"github.com/causeway-net/causeway/internal/plaintext"
 	"github.com/causeway-net/causeway/pkg/ipam"
-	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Run serves ipam.v1.Ipam and grpc.health.v1 until ctx ends or a server
@@ -73,40 +71,28 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		snaps.final()
 	}()
 
-	creds, closeCreds, err := transportCredentials(ctx, cfg.Insecure, logger)
+	sec, closeSec, err := daemon.OpenSecurity(ctx, cfg.security(), logger)
 	if err != nil {
 		return err
 	}
-	defer closeCreds()
-	if cfg.Insecure {
-		defer plaintext.Start(logger, "IPAM_INSECURE", "the IPAM's server and its NSP client")()
-	}
-	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
-	if err != nil {
-		return fmt.Errorf("IPAM_AUTHORIZED_IDS: %w", err)
-	}
+	defer closeSec()
 
 	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	if cfg.HealthPort > 0 {
-		hlis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.HealthPort)))
-		if err != nil {
-			_ = lis.Close()
-			return fmt.Errorf("health listen: %w", err)
-		}
-		defer daemon.ServeHealth(hlis, hs, logger)()
+	stopHealth, err := daemon.ListenHealth(cfg.ListenAddress, cfg.HealthPort, hs, logger)
+	if err != nil {
+		_ = lis.Close()
+		return err
 	}
+	defer stopHealth()
 	rpcMetrics := ipam.NewRPCMetrics()
 	gs := grpc.NewServer(append([]grpc.ServerOption{
-		grpc.Creds(creds.server),
 		grpc.UnaryInterceptor(rpcMetrics.UnaryInterceptor()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPCKeepaliveTime}),
-		// Proxies ping every NSM_GRPC_KEEPALIVE_TIME (30s); the default
-		// policy (5 min) would drop them for "too many pings".
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}, authz...)...)
+		daemon.ProxyPings(),
+	}, sec.ServerOptions...)...)
 	ipamv1.RegisterIpamServer(gs, ipam.NewServer(engine))
 	healthpb.RegisterHealthServer(gs, hs)
 	serveDone := make(chan error, 1)
@@ -134,7 +120,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		// grpc.NewClient does not connect until used: the IPAM serves even
 		// while the configuration server is down; the watcher logs it.
 		conn, err := grpc.NewClient(cfg.NSPService,
-			grpc.WithTransportCredentials(creds.client),
+			grpc.WithTransportCredentials(sec.Client),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.GRPCKeepaliveTime, PermitWithoutStream: true}),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 				BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.GRPCMaxBackoff,

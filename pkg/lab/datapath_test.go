@@ -1,10 +1,8 @@
 package lab_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -21,12 +19,13 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
-	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // fakeProxyIPAM hands out target addresses and the bridge gateway like the
@@ -94,33 +93,6 @@ func enslave(ctx context.Context, wg *sync.WaitGroup, ns *testutil.NetNS) {
 		case <-t.C:
 		}
 	}
-}
-
-func ask(nsPath, network string, local netip.Addr, addr string) (string, error) {
-	var c net.Conn
-	err := netnsdo.DoPath(nsPath, func() error {
-		d := net.Dialer{Timeout: 2 * time.Second}
-		if network == "tcp" {
-			d.LocalAddr = &net.TCPAddr{IP: local.AsSlice()}
-		} else {
-			d.LocalAddr = &net.UDPAddr{IP: local.AsSlice()}
-		}
-		var err error
-		c, err = d.Dial(network, addr)
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if network == "udp" {
-		if _, err := c.Write([]byte("hi\n")); err != nil {
-			return "", err
-		}
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(line), err
 }
 
 // TestDataPath assembles the lab's data path with a stand-in for the proxy
@@ -228,7 +200,7 @@ func TestDataPath(t *testing.T) {
 	require.Eventually(t, func() bool {
 		seen := map[string]bool{}
 		for range 30 {
-			name, err := ask(ext.Path(), "tcp", client, "20.0.0.1:5000")
+			name, err := traffic.Ask(ctx, ext.Path(), "tcp", client, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 			if err != nil {
 				t.Log(err)
 				return false
@@ -238,7 +210,7 @@ func TestDataPath(t *testing.T) {
 		return seen["target-1"] && seen["target-2"]
 	}, 60*time.Second, 500*time.Millisecond, "external host reaches both targets over TCP")
 	require.Eventually(t, func() bool {
-		name, err := ask(ext.Path(), "udp", client, "20.0.0.1:5000")
+		name, err := traffic.Ask(ctx, ext.Path(), "udp", client, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 		return err == nil && strings.HasPrefix(name, "target-")
 	}, 20*time.Second, 200*time.Millisecond, "UDP answer from a target")
 
@@ -248,7 +220,7 @@ func TestDataPath(t *testing.T) {
 	t.Log("target-1 stopped", time.Now().Format("05.000"))
 	require.Eventually(t, func() bool {
 		for range 10 {
-			name, err := ask(ext.Path(), "tcp", client, "20.0.0.1:5000")
+			name, err := traffic.Ask(ctx, ext.Path(), "tcp", client, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 			if err != nil || name != "target-2" {
 				t.Log(time.Now().Format("05.000"), name, err)
 				return false

@@ -3,12 +3,7 @@ package lab_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/labtest"
 )
 
-func TestMain(m *testing.M) {
-	nsmcp.QuietSDKLogs()
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"))
-}
+func TestMain(m *testing.M) { labtest.Main(m) }

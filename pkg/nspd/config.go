@@ -5,15 +5,14 @@
 package nspd
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/logging"
-	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Config is read from NSP_* environment variables.
@@ -53,13 +52,14 @@ func (c *Config) Validate() error {
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("NSP_LOG_LEVEL: %w", err)
 	}
-	if _, err := spiffeauthz.ParseIDs(c.AuthorizedIDs); err != nil {
-		return fmt.Errorf("NSP_AUTHORIZED_IDS: %w", err)
+	return c.security().Validate()
+}
+
+// security is the transport security the configuration asks for.
+func (c *Config) security() daemon.SecurityConfig {
+	return daemon.SecurityConfig{
+		EnvPrefix: "NSP", Insecure: c.Insecure, Plaintext: "the configuration server", AuthorizedIDs: c.AuthorizedIDs,
 	}
-	if c.Insecure && len(c.AuthorizedIDs) > 0 {
-		return errors.New("NSP_AUTHORIZED_IDS: callers cannot be authorized by SPIFFE ID with NSP_INSECURE=true")
-	}
-	return nil
 }
 
 // LogValue renders the configuration in a log line, durations as text.

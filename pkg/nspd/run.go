@@ -13,14 +13,11 @@ import (
 	"google.golang.org/grpc"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
-	"github.com/causeway-net/causeway/internal/plaintext"
 	"github.com/causeway-net/causeway/pkg/config/file"
 	"github.com/causeway-net/causeway/pkg/config/nspserver"
-	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Run serves the configuration file over nsp.v1.ConfigurationManager and
@@ -34,18 +31,11 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("initial configuration (fix the file; nothing is served without one): %w", err)
 	}
-	creds, closeCreds, err := serverCredentials(ctx, cfg.Insecure, logger)
+	sec, closeSec, err := daemon.OpenSecurity(ctx, cfg.security(), logger)
 	if err != nil {
 		return err
 	}
-	defer closeCreds()
-	if cfg.Insecure {
-		defer plaintext.Start(logger, "NSP_INSECURE", "the configuration server")()
-	}
-	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
-	if err != nil {
-		return fmt.Errorf("NSP_AUTHORIZED_IDS: %w", err)
-	}
+	defer closeSec()
 	lis, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -62,27 +52,20 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	nsp.SetConfig(initial)
 	logger.Info("configuration loaded", "path", cfg.ConfigFile,
 		"trenches", len(initial.Trenches), "conduits", len(initial.Conduits), "vips", len(initial.VIPs))
-	gs := grpc.NewServer(append([]grpc.ServerOption{
-		grpc.Creds(creds),
-		// Meridio's proxy pings every NSM_GRPC_KEEPALIVE_TIME (30s); the
-		// default policy (5 min) would drop it for "too many pings".
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}, authz...)...)
+	gs := grpc.NewServer(append([]grpc.ServerOption{daemon.ProxyPings()}, sec.ServerOptions...)...)
 	nspv1.RegisterConfigurationManagerServer(gs, nsp)
 	hs := grpchealth.NewServer()
 	hs.SetServingStatus(nspv1.ConfigurationManager_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
-	if cfg.HealthPort > 0 {
-		hlis, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.HealthPort)))
-		if err != nil {
-			_ = lis.Close()
-			if mlis != nil {
-				_ = mlis.Close()
-			}
-			return fmt.Errorf("health listen: %w", err)
+	stopHealth, err := daemon.ListenHealth("", cfg.HealthPort, hs, logger)
+	if err != nil {
+		_ = lis.Close()
+		if mlis != nil {
+			_ = mlis.Close()
 		}
-		defer daemon.ServeHealth(hlis, hs, logger)()
+		return err
 	}
+	defer stopHealth()
 	m := newMetrics(nsp)
 
 	errc := make(chan error, 3) // one per goroutine below

@@ -1,9 +1,7 @@
 package nspd
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -22,6 +20,7 @@ import (
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -42,25 +41,6 @@ func writeFile(t *testing.T, path, content string) {
 	require.NoError(t, os.Rename(path+".tmp", path))
 }
 
-// servingAddress reads JSON log lines from r, copying them to the test's
-// output, and sends the address of the "serving" line on the channel. The
-// reader ends at the end of r; scanned is closed then.
-func servingAddress(t *testing.T, r io.Reader, scanned chan<- struct{}) <-chan string {
-	addr := make(chan string, 1)
-	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			_, _ = t.Output().Write(append(sc.Bytes(), '\n'))
-			var line struct{ Msg, Address string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "serving" {
-				addr <- line.Address
-			}
-		}
-	}()
-	return addr
-}
-
 // TestRunServesFollowsAndStops: Run serves the file on the port it logs,
 // sends an edit to an open watch and, when its context ends, closes the
 // watches with Unavailable and returns nil.
@@ -73,23 +53,24 @@ func TestRunServesFollowsAndStops(t *testing.T) {
 	cfg.ConfigFile, cfg.Port, cfg.ConfigPollInterval = path, 0, 50*time.Millisecond
 	cfg.Insecure = true // plain gRPC is asked for explicitly
 
-	pr, pw := io.Pipe()
-	scanned := make(chan struct{})
-	addrc := servingAddress(t, pr, scanned)
-	defer func() { _ = pw.Close(); <-scanned }() // last, after Run returned
-	logger, _ := logging.New(pw, "nsp", slog.LevelDebug)
+	var log testutil.JSONLog
+	logger, _ := logging.New(io.MultiWriter(&log, t.Output()), "nsp", slog.LevelDebug)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, logger) }()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case err := <-done:
-		t.Fatalf("Run returned before serving: %v", err)
-	case <-time.After(waitFor):
-		t.Fatal("no serving line")
+	returned := make(chan struct{})
+	go func() { done <- Run(ctx, cfg, logger); close(returned) }()
+	defer func() { cancel(); <-returned }() // no log line after the test
+	serving, i := log.Wait(waitFor, returned, 0, "serving")
+	if i < 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned before serving: %v", err)
+		default:
+			t.Fatal("no serving line")
+		}
 	}
+	addr, _ := serving["address"].(string)
 	addr = strings.Replace(addr, "[::]", "127.0.0.1", 1)
 
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"net/netip"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +54,7 @@ func TestKernelProxyWithRealDataplane(t *testing.T) {
 	ns.MustExec(t, "ip", "link", "add", "nsm-lb0", "type", "veth", "peer", "name", "lb-peer0")
 	ns.MustExec(t, "ip", "link", "set", "nsm-lb0", "up")
 	ns.MustExec(t, "ip", "link", "set", "lb-peer0", "up")
-	idx := linkIndex(t, ns, "nsm-lb0")
+	idx := ns.LinkIndex(t, "nsm-lb0")
 	p.InterfaceCreated(Interface{Index: idx, Name: "nsm-lb0", Type: LBConn, ConnID: conn.GetId()})
 	eventually("port", []string{"ip", "link", "show", "nsm-lb0"}, func(s string) bool {
 		return strings.Contains(s, "master bridge0")
@@ -85,12 +84,4 @@ func TestKernelProxyWithRealDataplane(t *testing.T) {
 		return !strings.Contains(s, lbAddr.String())
 	})
 	require.Equal(t, 0, p.Stats().Nexthops)
-}
-
-func linkIndex(t *testing.T, ns *testutil.NetNS, name string) int {
-	t.Helper()
-	out := ns.MustExec(t, "cat", "/sys/class/net/"+name+"/ifindex")
-	idx, err := strconv.Atoi(strings.TrimSpace(out))
-	require.NoError(t, err)
-	return idx
 }

@@ -29,9 +29,16 @@ type realEnv struct {
 
 func realEngine(t testing.TB, st store.Store) *ipam.Engine {
 	t.Helper()
+	return engineOn(t, st, ipam.FamilyConfig{Pool: netip.MustParsePrefix("172.16.0.0/16"), ConduitLength: 20, NodeLength: 24})
+}
+
+// engineOn is an IPAM engine of trench-a on st, with the IPv4 pool v4 and
+// fd00::/48 (/56, /64), closed at the end of the test.
+func engineOn(t testing.TB, st store.Store, v4 ipam.FamilyConfig) *ipam.Engine {
+	t.Helper()
 	e, err := ipam.New(context.Background(), st, ipam.Config{
 		Trench: "trench-a",
-		IPv4:   &ipam.FamilyConfig{Pool: netip.MustParsePrefix("172.16.0.0/16"), ConduitLength: 20, NodeLength: 24},
+		IPv4:   &v4,
 		IPv6:   &ipam.FamilyConfig{Pool: netip.MustParsePrefix("fd00::/48"), ConduitLength: 56, NodeLength: 64},
 		Logger: testLogger(),
 	})

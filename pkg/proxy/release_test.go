@@ -196,6 +196,16 @@ func TestUnsetUnknownIDReleasesByName(t *testing.T) {
 	require.Eventually(t, func() bool { return e.p.Stats().PendingReleases == 0 }, waitFor, tick)
 }
 
+// waitOpen blocks until gate is closed or ctx ends (a held IPAM call).
+func waitOpen(ctx context.Context, gate <-chan struct{}) error {
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // TestUnsetSupersedesRollback: a close during a rollback turns it into a
 // full release: immediate when the connection was never established,
 // delayed when it holds addresses of an earlier request.
@@ -210,11 +220,7 @@ func TestUnsetSupersedesRollback(t *testing.T) {
 			return errInjected
 		}
 		if m == "Release" {
-			select {
-			case <-block:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			return waitOpen(ctx, block)
 		}
 		return nil
 	})
@@ -248,11 +254,7 @@ func TestUnsetAfterFailedRefreshIsDelayed(t *testing.T) {
 			return errInjected
 		}
 		if m == "Release" {
-			select {
-			case <-block:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			return waitOpen(ctx, block)
 		}
 		return nil
 	})

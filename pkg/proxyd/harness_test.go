@@ -15,13 +15,13 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
 	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
@@ -355,43 +355,16 @@ func (e *env) start(t *testing.T, cfg *proxyd.Config, opts ...proxyd.Option) (*p
 	return d, dp
 }
 
-// lb is a load balancer's own endpoint element: it records the
-// connections the proxy opened to it and the addresses it got.
-type lb struct {
-	mu    sync.Mutex
-	conns map[string]*networkservice.Connection
-}
-
-func (l *lb) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
-	conn, err := next.Server(ctx).Request(ctx, r)
-	if err == nil {
-		l.mu.Lock()
-		l.conns[conn.GetId()] = conn.Clone()
-		l.mu.Unlock()
-	}
-	return conn, err
-}
-
-func (l *lb) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
-	l.mu.Lock()
-	delete(l.conns, conn.GetId())
-	l.mu.Unlock()
-	return next.Server(ctx).Close(ctx, conn)
-}
-
-func (l *lb) open() []*networkservice.Connection {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []*networkservice.Connection
-	for _, c := range l.conns {
-		out = append(out, c.Clone())
-	}
-	return out
+// targetClient is a target's NSM client on the node: the kernel mechanism,
+// then more.
+func (e *env) targetClient(more ...networkservice.NetworkServiceClient) networkservice.NetworkServiceClient {
+	return e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken,
+		client.WithAdditionalFunctionality(append([]networkservice.NetworkServiceClient{kernel.NewClient()}, more...)...))
 }
 
 // addLB serves and registers a load balancer endpoint.
-func (e *env) addLB(name string) (*lb, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
-	l := &lb{conns: map[string]*networkservice.Connection{}}
+func (e *env) addLB(name string) (*nsmsandbox.Conns, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
+	l := &nsmsandbox.Conns{}
 	nse := &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
 	entry := e.domain.Nodes[0].NewEndpoint(e.ctx, nse, sandbox.GenerateTestToken, nsmsandbox.KernelServer(), l)
 	return l, entry, nse

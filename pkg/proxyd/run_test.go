@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
-	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -62,14 +59,13 @@ func TestRunDeploymentShape(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return healthStatus(t, cfg.HealthSocket, health.Readiness) == healthpb.HealthCheckResponse_SERVING
 	}, wait, tick)
-	require.Len(t, l.open(), 1)
+	require.Len(t, l.Open(), 1)
 	require.Eventually(t, func() bool {
 		s := dp.last()
 		return len(s.Nexthops) == 2 && len(s.Ports) == 1 && sprint(s.VIPs) == "[20.0.0.1/32]"
 	}, wait, tick, "last state %+v", dp.last())
 
-	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken,
-		client.WithAdditionalFunctionality(kernel.NewClient(), sendfd.NewClient()))
+	nsc := e.targetClient(sendfd.NewClient())
 	rctx, rcancel := context.WithTimeout(e.ctx, wait)
 	defer rcancel()
 	target, err := nsc.Request(rctx, targetRequest("target-1", nil))
@@ -91,7 +87,7 @@ func TestRunDeploymentShape(t *testing.T) {
 	// closed, the sockets are gone.
 	cancel()
 	require.NoError(t, <-done)
-	require.Empty(t, l.open())
+	require.Empty(t, l.Open())
 	require.NoFileExists(t, cfg.HealthSocket)
 	_, err = os.Stat(cfg.DebugSocket)
 	require.True(t, errors.Is(err, os.ErrNotExist), "debug socket: %v", err)

@@ -13,14 +13,13 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	registryapi "github.com/networkservicemesh/api/pkg/api/registry"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/ipam"
@@ -73,7 +72,7 @@ func addrsOf(ps []netip.Prefix) []netip.Addr {
 func TestDaemonTargetsAndFullMesh(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(t, 20*time.Second)
-	lbs := map[string]*lb{}
+	lbs := map[string]*nsmsandbox.Conns{}
 	entries := map[string]*sandbox.EndpointEntry{}
 	nses := map[string]*registryapi.NetworkServiceEndpoint{}
 	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {
@@ -100,7 +99,7 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 		require.Equal(t, fullmesh.ConnectionID(proxyName, lbService, name), conn.GetId())
 		require.Equal(t, kernelmech.MECHANISM, conn.GetMechanism().GetType())
 		require.Equal(t, uint32(cfg.MTU), conn.GetContext().GetMTU())
-		open := l.open()
+		open := l.Open()
 		require.Len(t, open, 1, "exactly one connection to %s", name)
 		ipc := open[0].GetContext().GetIpContext()
 		lbSide := mustPrefixes(t, ipc.GetDstIpAddrs())
@@ -147,7 +146,7 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 	}, wait, tick, "last state %+v", dp.last())
 
 	// A target of this node gets its addresses and the bridge as gateways.
-	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(kernel.NewClient()))
+	nsc := e.targetClient()
 	rctx, rcancel := context.WithTimeout(e.ctx, wait)
 	defer rcancel()
 	target, err := nsc.Request(rctx, targetRequest("target-1", nil))
@@ -198,13 +197,13 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 	_, err = entries["lb-2"].Unregister(e.ctx, nses["lb-2"])
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, ok := d.LBConnections()["lb-2"]; return !ok }, wait, tick)
-	require.Eventually(t, func() bool { return len(lbs["lb-2"].open()) == 0 }, wait, tick)
+	require.Eventually(t, func() bool { return len(lbs["lb-2"].Open()) == 0 }, wait, tick)
 	require.Eventually(t, func() bool {
 		s := dp.last()
 		return hopsOK(s, "lb-1", "lb-3") && !slices.Contains(s.Ports, ports["lb-2"]) && len(s.Ports) == 3
 	}, wait, tick, "last state %+v", dp.last())
-	require.Len(t, lbs["lb-1"].open(), 1)
-	require.Len(t, lbs["lb-3"].open(), 1)
+	require.Len(t, lbs["lb-1"].Open(), 1)
+	require.Len(t, lbs["lb-3"].Open(), 1)
 
 	// A refresh of the target changes nothing.
 	refreshed, err := nsc.Request(rctx, targetRequest("", target))
@@ -214,8 +213,8 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 
 	// Stop closes the LB connections and the sockets.
 	require.NoError(t, d.Stop())
-	require.Empty(t, lbs["lb-1"].open())
-	require.Empty(t, lbs["lb-3"].open())
+	require.Empty(t, lbs["lb-1"].Open())
+	require.Empty(t, lbs["lb-3"].Open())
 	require.Equal(t, healthpb.HealthCheckResponse_UNKNOWN, healthStatus(t, cfg.HealthSocket, health.Readiness))
 	_, err = nsc.Close(rctx, refreshed)
 	_ = err // the proxy is gone: the close reaches no endpoint
@@ -230,7 +229,7 @@ func TestDaemonTargetAddressLifecycle(t *testing.T) {
 	const delay = 3 * time.Second
 	cfg := e.config(t, delay)
 	d1, dp1 := e.start(t, cfg)
-	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(kernel.NewClient()))
+	nsc := e.targetClient()
 	rctx, rcancel := context.WithTimeout(e.ctx, 2*wait)
 	defer rcancel()
 

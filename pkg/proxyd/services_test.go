@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
-	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -84,7 +81,7 @@ func testDaemonServices(t *testing.T, provider, table string) {
 	require.True(t, ok)
 	require.Empty(t, web.Endpoints, "no target yet")
 
-	nsc := e.domain.Nodes[0].NewClient(e.ctx, sandbox.GenerateTestToken, client.WithAdditionalFunctionality(kernel.NewClient()))
+	nsc := e.targetClient()
 	rctx, rcancel := context.WithTimeout(e.ctx, 2*wait)
 	defer rcancel()
 	conn, err := nsc.Request(rctx, targetRequest("target-1", nil))

@@ -3,13 +3,7 @@ package labrun
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/labtest"
 )
 
-func TestMain(m *testing.M) {
-	nsmcp.QuietSDKLogs()
-	// opencensus starts its worker at init (SDK dependency).
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"))
-}
+func TestMain(m *testing.M) { labtest.Main(m) }

@@ -1,16 +1,15 @@
 package labrun
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/causeway-net/causeway/internal/netnsdo"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // probeTimeout bounds one probe (connect and answer).
@@ -24,36 +23,7 @@ func (l *Lab) Probe(network string, from netip.Addr, vip netip.Addr, port int) (
 }
 
 func probe(nsPath, network string, from netip.Addr, to netip.AddrPort) (string, error) {
-	var c net.Conn
-	err := netnsdo.DoPath(nsPath, func() error {
-		d := net.Dialer{Timeout: probeTimeout}
-		switch network {
-		case "tcp":
-			d.LocalAddr = &net.TCPAddr{IP: from.AsSlice()}
-		case "udp":
-			d.LocalAddr = &net.UDPAddr{IP: from.AsSlice()}
-		default:
-			return fmt.Errorf("probe: unknown network %q", network)
-		}
-		var err error
-		c, err = d.Dial(network, to.String())
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(probeTimeout))
-	if network == "udp" {
-		if _, err := c.Write([]byte("hello\n")); err != nil {
-			return "", err
-		}
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", network, to, err)
-	}
-	return strings.TrimSpace(line), nil
+	return traffic.Ask(context.Background(), nsPath, network, from, to, probeTimeout)
 }
 
 // flowResult is the outcome of a batch of flows.

@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
@@ -52,22 +53,15 @@ func gatewaysTo(t *testing.T, ns *testutil.NetNS, vip string) []string {
 }
 
 func TestLBStubRoutesFollowTargets(t *testing.T) {
-	lbNS := testutil.NewNetNS(t, "lb")
-	prxNS := testutil.NewNetNS(t, "prx")
+	bed := labtest.NewBed(t, "lb", nsmcp.Config{})
+	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	extNS := testutil.NewNetNS(t, "ext")
-	dir := t.TempDir()
-	targets := filepath.Join(dir, "targets")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
-	require.NoError(t, err)
-	defer cp.Stop()
+	targets := filepath.Join(bed.Dir, "targets")
 
 	vip := netip.MustParseAddr("20.0.0.1")
 	vip6 := netip.MustParseAddr("2001:db8::1")
 	lb, err := lbstub.Start(ctx, lbstub.Config{
-		Name: "lb-a", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(dir, "lb-a.sock"),
+		Name: "lb-a", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-a.sock"),
 		NetNSPath: lbNS.Path(), VIPs: []netip.Addr{vip, vip6}, TargetsDir: targets,
 	})
 	require.NoError(t, err)

@@ -2,12 +2,8 @@ package lbstub_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/netip"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -20,36 +16,22 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 )
 
-func parseUnixURL(s string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "unix" {
-		return nil, fmt.Errorf("not a unix url: %q", s)
-	}
-	return u, nil
-}
-
 // TestLBStubAsProcess runs the LB stub the way the lab does: as its own
 // process started with `ip netns exec`, naming its namespace through
 // /proc/thread-self and passing it to the forwarder by file descriptor.
 func TestLBStubAsProcess(t *testing.T) {
-	lbNS := testutil.NewNetNS(t, "lbp")
-	prxNS := testutil.NewNetNS(t, "prx")
-	dir := t.TempDir()
-	targets := filepath.Join(dir, "targets")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	bed := labtest.NewBed(t, "lbp", nsmcp.Config{})
+	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
+	targets := filepath.Join(bed.Dir, "targets")
 
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
-	require.NoError(t, err)
-	defer cp.Stop()
-
-	cmd, exited := startChild(t, lbNS, cp.NSMgrURL, lbstub.Config{
-		Name: "lb-p", Service: "c.t.ns", SocketPath: filepath.Join(dir, "lb-p.sock"),
+	cmd, exited := labtest.StartChild(t, lbNS, lbstub.Config{
+		Name: "lb-p", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-p.sock"),
 		VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")}, TargetsDir: targets,
 	})
 
@@ -71,28 +53,10 @@ func TestLBStubAsProcess(t *testing.T) {
 	exited <- nil
 	require.Empty(t, vipGateways(t, lbNS))
 
-	_, err = proxy.Close(ctx, conn)
+	_, err := proxy.Close(ctx, conn)
 	require.NoError(t, err)
 	pcancel()
 	cp.Stop()
-}
-
-// startChild runs one LB stub as a process inside ns.
-func startChild(t *testing.T, ns *testutil.NetNS, nsmgrURL *url.URL, cfg lbstub.Config) (*exec.Cmd, chan error) {
-	t.Helper()
-	raw, err := json.Marshal(childConfig{NSMgrURL: nsmgrURL.String(), Config: cfg})
-	require.NoError(t, err)
-	cmd := exec.Command("ip", "netns", "exec", ns.Name, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	return cmd, exited
 }
 
 // connectProxy plays the proxy: an NSC of the conduit's service that
@@ -116,23 +80,16 @@ func connectProxy(ctx context.Context, t *testing.T, life context.Context, nsmgr
 // registration expires the control plane closes the connection and the
 // forwarder removes the veth on the proxy's side.
 func TestLBStubKilled(t *testing.T) {
-	lbNS := testutil.NewNetNS(t, "lbk")
-	prxNS := testutil.NewNetNS(t, "prx")
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir, NSEExpiration: 3 * time.Second})
-	require.NoError(t, err)
-	defer cp.Stop()
-	cmd, exited := startChild(t, lbNS, cp.NSMgrURL, lbstub.Config{
-		Name: "lb-k", Service: "c.t.ns", SocketPath: filepath.Join(dir, "lb-k.sock"),
-		TargetsDir: filepath.Join(dir, "targets"),
+	bed := labtest.NewBed(t, "lbk", nsmcp.Config{NSEExpiration: 3 * time.Second})
+	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
+	cmd, exited := labtest.StartChild(t, lbNS, lbstub.Config{
+		Name: "lb-k", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-k.sock"),
+		TargetsDir: filepath.Join(bed.Dir, "targets"),
 	})
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
 	_, _ = connectProxy(ctx, t, pctx, cp.NSMgrURL, prxNS)
-	_, err = prxNS.Exec("ip", "link", "show", "lb-p")
+	_, err := prxNS.Exec("ip", "link", "show", "lb-p")
 	require.NoError(t, err)
 
 	require.NoError(t, cmd.Process.Kill())

@@ -1,61 +1,31 @@
 package targetstub_test
 
 import (
-	"context"
-	"encoding/json"
 	"net/netip"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
 
-	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // TestTargetStubAsProcess runs the target stub as its own process inside its
 // namespace (`ip netns exec`), as the lab does: its namespace travels to the
 // forwarder by file descriptor and its echo service binds there.
 func TestTargetStubAsProcess(t *testing.T) {
-	tgtNS := testutil.NewNetNS(t, "tgp")
-	prxNS := testutil.NewNetNS(t, "prx")
-	dir := t.TempDir()
-	pubDir := filepath.Join(dir, "targets")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	bed, nse := newFakeProxyBed(t, "tgp")
+	ctx, cp, tgtNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
+	pubDir := filepath.Join(bed.Dir, "targets")
 
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
-	require.NoError(t, err)
-	defer cp.Stop()
-	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
-		Name: "fake-proxy", Service: "proxy.c.t.ns", NSMgrURL: cp.NSMgrURL,
-		SocketPath: filepath.Join(dir, "proxy.sock"), NetNSPath: prxNS.Path(),
-		Elements: []networkservice.NetworkServiceServer{fakeProxy{}},
-	})
-	require.NoError(t, err)
-	defer nse.Stop()
-
-	raw, err := json.Marshal(childConfig{NSMgrURL: cp.NSMgrURL.String(), Config: targetstub.Config{
-		Name: "target-p", Service: "proxy.c.t.ns", VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")},
+	cmd, exited := labtest.StartChild(t, tgtNS, targetstub.Config{
+		Name: "target-p", NSMgrURL: cp.NSMgrURL, Service: "proxy.c.t.ns", VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")},
 		Port: 5000, PublishDir: pubDir,
-	}})
-	require.NoError(t, err)
-	cmd := exec.Command("ip", "netns", "exec", tgtNS.Name, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
 	})
 
 	require.Eventually(t, func() bool {
@@ -66,7 +36,7 @@ func TestTargetStubAsProcess(t *testing.T) {
 	prxNS.MustExec(t, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
 	prxNS.MustExec(t, "ip", "route", "replace", "20.0.0.1/32", "via", "172.16.1.5")
 	require.Eventually(t, func() bool {
-		name, err := askTCP(prxNS.Path(), netip.MustParseAddr("10.99.0.1"), "20.0.0.1:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "tcp", netip.MustParseAddr("10.99.0.1"), netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-p"
 	}, 20*time.Second, 200*time.Millisecond, "echo from the target process")
 

@@ -1,13 +1,10 @@
 package targetstub_test
 
 import (
-	"bufio"
 	"context"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,11 +15,11 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
-	"github.com/causeway-net/causeway/internal/netnsdo"
-	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/pubdir"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // fakeProxy hands out the target address and the gateway like the proxy
@@ -52,24 +49,25 @@ func (fakeProxy) Close(ctx context.Context, c *networkservice.Connection) (*empt
 	return next.Server(ctx).Close(ctx, c)
 }
 
-func TestTargetStub(t *testing.T) {
-	tgtNS := testutil.NewNetNS(t, "tgt")
-	prxNS := testutil.NewNetNS(t, "prx")
-	dir := t.TempDir()
-	pubDir := filepath.Join(dir, "targets")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
-	require.NoError(t, err)
-	defer cp.Stop()
-	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
-		Name: "fake-proxy", Service: "proxy.c.t.ns", NSMgrURL: cp.NSMgrURL,
-		SocketPath: filepath.Join(dir, "proxy.sock"), NetNSPath: prxNS.Path(),
+// newFakeProxyBed is a bed whose proxy namespace holds an NSE of the
+// proxy's service that hands out addresses as fakeProxy does.
+func newFakeProxyBed(t *testing.T, prefix string) (*labtest.Bed, *nsmcp.Endpoint) {
+	t.Helper()
+	bed := labtest.NewBed(t, prefix, nsmcp.Config{})
+	nse, err := nsmcp.StartEndpoint(bed.Ctx, nsmcp.EndpointConfig{
+		Name: "fake-proxy", Service: "proxy.c.t.ns", NSMgrURL: bed.CP.NSMgrURL,
+		SocketPath: filepath.Join(bed.Dir, "proxy.sock"), NetNSPath: bed.Proxy.Path(),
 		Elements: []networkservice.NetworkServiceServer{fakeProxy{}},
 	})
 	require.NoError(t, err)
-	defer nse.Stop()
+	t.Cleanup(nse.Stop)
+	return bed, nse
+}
+
+func TestTargetStub(t *testing.T) {
+	bed, nse := newFakeProxyBed(t, "tgt")
+	ctx, cp, tgtNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
+	pubDir := filepath.Join(bed.Dir, "targets")
 
 	vip := netip.MustParseAddr("20.0.0.1")
 	vip6 := netip.MustParseAddr("2001:db8::1")
@@ -93,48 +91,14 @@ func TestTargetStub(t *testing.T) {
 	defer h.Close()
 	link, err := h.LinkByName(targetstub.DefaultInterfaceName)
 	require.NoError(t, err)
-	addrs, err := h.AddrList(link, netlink.FAMILY_V4)
-	require.NoError(t, err)
-	var got []string
-	for _, a := range addrs {
-		got = append(got, a.IPNet.String())
-	}
-	require.ElementsMatch(t, []string{"172.16.1.5/24", "20.0.0.1/32"}, got)
-	rules, err := h.RuleList(netlink.FAMILY_V4)
-	require.NoError(t, err)
-	table := -1
-	for _, r := range rules {
-		if r.Src != nil && r.Src.String() == "20.0.0.1/32" {
-			table = r.Table
-		}
-	}
-	require.Positive(t, table, "rule from the VIP")
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
-	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"172.16.1.5/24", "20.0.0.1/32"}, addrsOf(t, h, link, netlink.FAMILY_V4))
+	routes := vipRoutes(t, h, netlink.FAMILY_V4, "20.0.0.1/32")
 	require.Len(t, routes, 1)
 	require.Equal(t, "172.16.1.1", routes[0].Gw.String())
 	require.True(t, routes[0].Dst == nil || routes[0].Dst.String() == "0.0.0.0/0", "default route in the VIP's table, got %v", routes[0].Dst)
 
-	addrs6, err := h.AddrList(link, netlink.FAMILY_V6)
-	require.NoError(t, err)
-	got = nil
-	for _, a := range addrs6 {
-		if !a.IP.IsLinkLocalUnicast() {
-			got = append(got, a.IPNet.String())
-		}
-	}
-	require.ElementsMatch(t, []string{"fd00:1::5/64", "2001:db8::1/128"}, got)
-	rules6, err := h.RuleList(netlink.FAMILY_V6)
-	require.NoError(t, err)
-	table6 := -1
-	for _, r := range rules6 {
-		if r.Src != nil && r.Src.String() == "2001:db8::1/128" {
-			table6 = r.Table
-		}
-	}
-	require.Positive(t, table6, "rule from the IPv6 VIP")
-	routes6, err := h.RouteListFiltered(netlink.FAMILY_V6, &netlink.Route{Table: table6}, netlink.RT_FILTER_TABLE)
-	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"fd00:1::5/64", "2001:db8::1/128"}, addrsOf(t, h, link, netlink.FAMILY_V6))
+	routes6 := vipRoutes(t, h, netlink.FAMILY_V6, "2001:db8::1/128")
 	require.Len(t, routes6, 1)
 	require.Equal(t, "fd00:1::1", routes6[0].Gw.String())
 
@@ -144,11 +108,11 @@ func TestTargetStub(t *testing.T) {
 	prxNS.MustExec(t, "ip", "route", "replace", "20.0.0.1/32", "via", "172.16.1.5")
 	local := netip.MustParseAddr("10.99.0.1")
 	require.Eventually(t, func() bool {
-		name, err := askTCP(prxNS.Path(), local, "20.0.0.1:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "tcp", local, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "tcp echo from the VIP")
 	require.Eventually(t, func() bool {
-		name, err := askUDP(prxNS.Path(), local, "20.0.0.1:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "udp", local, netip.MustParseAddrPort("20.0.0.1:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "udp echo from the VIP")
 
@@ -156,11 +120,11 @@ func TestTargetStub(t *testing.T) {
 	prxNS.MustExec(t, "ip", "-6", "route", "replace", "2001:db8::1/128", "via", "fd00:1::5")
 	local6 := netip.MustParseAddr("fd99::1")
 	require.Eventually(t, func() bool {
-		name, err := askTCP(prxNS.Path(), local6, "[2001:db8::1]:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "tcp", local6, netip.MustParseAddrPort("[2001:db8::1]:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "tcp echo from the IPv6 VIP")
 	require.Eventually(t, func() bool {
-		name, err := askUDP(prxNS.Path(), local6, "[2001:db8::1]:5000")
+		name, err := traffic.Ask(ctx, prxNS.Path(), "udp", local6, netip.MustParseAddrPort("[2001:db8::1]:5000"), labtest.AskTimeout)
 		return err == nil && name == "target-a"
 	}, 20*time.Second, 200*time.Millisecond, "udp echo from the IPv6 VIP")
 
@@ -176,43 +140,33 @@ func TestTargetStub(t *testing.T) {
 	cp.Stop()
 }
 
-func askTCP(nsPath string, local netip.Addr, addr string) (string, error) {
-	var c net.Conn
-	err := netnsdo.DoPath(nsPath, func() error {
-		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: local.AsSlice()}}
-		var err error
-		c, err = d.Dial("tcp", addr)
-		return err
-	})
-	if err != nil {
-		return "", err
+// addrsOf returns the addresses of link of family, link-local ones aside.
+func addrsOf(t *testing.T, h *netlink.Handle, link netlink.Link, family int) []string {
+	t.Helper()
+	addrs, err := h.AddrList(link, family)
+	require.NoError(t, err)
+	var got []string
+	for _, a := range addrs {
+		if !a.IP.IsLinkLocalUnicast() {
+			got = append(got, a.IPNet.String())
+		}
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(line), err
+	return got
 }
 
-func askUDP(nsPath string, local netip.Addr, addr string) (string, error) {
-	var c net.Conn
-	err := netnsdo.DoPath(nsPath, func() error {
-		d := net.Dialer{LocalAddr: &net.UDPAddr{IP: local.AsSlice()}}
-		var err error
-		c, err = d.Dial("udp", addr)
-		return err
-	})
-	if err != nil {
-		return "", err
+// vipRoutes returns the routes of the table that the rule from vip leads to.
+func vipRoutes(t *testing.T, h *netlink.Handle, family int, vip string) []netlink.Route {
+	t.Helper()
+	rules, err := h.RuleList(family)
+	require.NoError(t, err)
+	table := -1
+	for _, r := range rules {
+		if r.Src != nil && r.Src.String() == vip {
+			table = r.Table
+		}
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("hello\n")); err != nil {
-		return "", err
-	}
-	buf := make([]byte, 256)
-	n, err := c.Read(buf)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(buf[:n])), nil
+	require.Positive(t, table, "rule from the VIP %s", vip)
+	routes, err := h.RouteListFiltered(family, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+	require.NoError(t, err)
+	return routes
 }

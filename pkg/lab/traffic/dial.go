@@ -62,6 +62,26 @@ func dialIn(ctx context.Context, nsPath, network string, local netip.Addr, addr 
 	return c, nil
 }
 
+// Ask opens one flow from local (any address when invalid) inside the
+// namespace at nsPath to addr over network ("tcp", or "udp" where it sends
+// one datagram) and returns the name the echo target answers with; timeout
+// bounds the connection and the answer.
+func Ask(ctx context.Context, nsPath, network string, local netip.Addr, addr netip.AddrPort, timeout time.Duration) (string, error) {
+	switch network {
+	case "tcp":
+		return askTCP(ctx, nsPath, local, addr, timeout)
+	case "udp":
+		c, err := dialIn(ctx, nsPath, "udp", local, addr, timeout)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return askUDP(c, addr, 1, timeout)
+	default:
+		return "", fmt.Errorf("unknown network %q", network)
+	}
+}
+
 // askTCP connects and reads the answering target's name.
 func askTCP(ctx context.Context, nsPath string, local netip.Addr, addr netip.AddrPort, timeout time.Duration) (string, error) {
 	deadline := time.Now().Add(timeout)

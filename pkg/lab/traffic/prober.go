@@ -93,19 +93,7 @@ func (p *Prober) loop(ctx context.Context) {
 func (p *Prober) probe(ctx context.Context) {
 	defer p.wg.Done()
 	start := time.Now()
-	var name string
-	var err error
-	if p.cfg.Network == "tcp" {
-		name, err = askTCP(ctx, p.cfg.NetNSPath, p.cfg.Local, p.cfg.Addr, p.cfg.Timeout)
-	} else {
-		c, derr := dialIn(ctx, p.cfg.NetNSPath, "udp", p.cfg.Local, p.cfg.Addr, p.cfg.Timeout)
-		if derr != nil {
-			err = derr
-		} else {
-			name, err = askUDP(c, p.cfg.Addr, 1, p.cfg.Timeout)
-			_ = c.Close()
-		}
-	}
+	name, err := Ask(ctx, p.cfg.NetNSPath, p.cfg.Network, p.cfg.Local, p.cfg.Addr, p.cfg.Timeout)
 	if ctx.Err() != nil {
 		// Stopped mid-flight: the outcome says nothing about the path.
 		return

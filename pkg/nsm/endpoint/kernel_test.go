@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
 	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
@@ -45,7 +45,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
 	setter := &targetSetter{base: 10, addrs: map[string][2]string{}}
-	h := &handler{}
+	h := &linkstest.Recorder{}
 	// The proxy's dataplane holds the namespace's one table of links.
 	dp, err := dataplane.New(ctx, dataplane.Options{NetNS: proxyNS.Handle, AnnounceCount: -1, Logger: quiet})
 	require.NoError(t, err)
@@ -100,11 +100,11 @@ func TestKernelTargetToProxy(t *testing.T) {
 	require.Contains(t, targetNS.MustExec(t, "ip", "-o", "link", "show", "dev", "nsm-tgt0"), "mtu 1400")
 
 	// The proxy's side, announced from the kernel's own events.
-	require.Eventually(t, func() bool { ev, _ := h.snapshot(); return len(ev) == 1 }, 20*time.Second, 10*time.Millisecond)
-	events, created := h.snapshot()
+	require.Eventually(t, func() bool { ev := h.Events(); return len(ev) == 1 }, 20*time.Second, 10*time.Millisecond)
+	events, created := h.Events(), h.Last()
 	require.True(t, strings.HasPrefix(events[0], "created "))
 	require.Equal(t, proxy.TargetConn, created.Type)
-	require.Equal(t, ifindex(t, proxyNS, created.Name), created.Index)
+	require.Equal(t, proxyNS.LinkIndex(t, created.Name), created.Index)
 	require.Equal(t, conn.GetPath().GetPathSegments()[0].GetId(), created.ConnID, "the target connection's key")
 	require.Contains(t, proxyNS.MustExec(t, "ip", "-o", "addr", "show", "dev", created.Name), "inet 172.16.0.11/24")
 
@@ -112,16 +112,9 @@ func TestKernelTargetToProxy(t *testing.T) {
 
 	_, err = nsc.Close(rctx, conn)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { ev, _ := h.snapshot(); return len(ev) == 2 }, 20*time.Second, 10*time.Millisecond)
-	events, _ = h.snapshot()
+	require.Eventually(t, func() bool { ev := h.Events(); return len(ev) == 2 }, 20*time.Second, 10*time.Millisecond)
+	events = h.Events()
 	require.Equal(t, "deleted "+strings.TrimPrefix(events[0], "created "), events[1])
 	_, err = proxyNS.Exec("ip", "link", "show", "dev", created.Name)
 	require.Error(t, err, "the forwarder removed the link")
-}
-
-func ifindex(t *testing.T, ns *testutil.NetNS, name string) int {
-	t.Helper()
-	idx, err := strconv.Atoi(strings.TrimSpace(ns.MustExec(t, "cat", "/sys/class/net/"+name+"/ifindex")))
-	require.NoError(t, err)
-	return idx
 }

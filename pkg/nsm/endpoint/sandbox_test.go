@@ -89,26 +89,6 @@ func (s *targetSetter) counts() (int, int) {
 	return s.sets, s.unsets
 }
 
-type handler struct {
-	mu     sync.Mutex
-	events []string
-	last   proxy.Interface
-}
-
-func (h *handler) InterfaceCreated(i proxy.Interface) { h.add("created", i) }
-func (h *handler) InterfaceDeleted(i proxy.Interface) { h.add("deleted", i) }
-func (h *handler) add(op string, i proxy.Interface) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.events = append(h.events, fmt.Sprintf("%s %d", op, i.Index))
-	h.last = i
-}
-func (h *handler) snapshot() ([]string, proxy.Interface) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.events...), h.last
-}
-
 // ifnames records the interface name the forwarder will give the proxy's
 // side of each connection.
 type ifnames struct {
@@ -142,7 +122,7 @@ func (r *ifnames) last() string {
 type proxyUnderTest struct {
 	ep      *endpoint.Endpoint
 	setter  *targetSetter
-	handler *handler
+	handler *linkstest.Recorder
 	monitor *interfacemonitor.Monitor
 	links   *linkstest.Table
 	names   *ifnames
@@ -152,7 +132,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
-	p := &proxyUnderTest{setter: &targetSetter{base: base, addrs: map[string][2]string{}}, handler: &handler{}, names: &ifnames{}}
+	p := &proxyUnderTest{setter: &targetSetter{base: base, addrs: map[string][2]string{}}, handler: &linkstest.Recorder{}, names: &ifnames{}}
 	p.links = linkstest.New()
 	p.monitor = interfacemonitor.New(p.handler, p.links, interfacemonitor.WithLogger(quiet))
 	ep, err := endpoint.Start(ctx, endpoint.Config{
@@ -218,7 +198,7 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	ifname := proxyA.names.last()
 	require.NotEmpty(t, ifname)
 	proxyA.monitor.HandleLinkEvent(proxyA.links.Set(42, ifname))
-	events, last := proxyA.handler.snapshot()
+	events, last := proxyA.handler.Events(), proxyA.handler.Last()
 	require.Equal(t, []string{"created 42"}, events)
 	require.Equal(t, proxy.TargetConn, last.Type)
 	require.Equal(t, connA.GetPath().GetPathSegments()[0].GetId(), last.ConnID, "the target connection's key")
@@ -231,14 +211,14 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	sets, unsets := proxyA.setter.counts()
 	require.Equal(t, 2, sets)
 	require.Equal(t, 0, unsets)
-	events, _ = proxyA.handler.snapshot()
+	events = proxyA.handler.Events()
 	require.Equal(t, []string{"created 42"}, events, "an unchanged refresh announces nothing")
 
 	_, err = nsc.Close(rctx, refreshed)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, u := proxyA.setter.counts(); return u == 1 }, 20*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
-		ev, _ := proxyA.handler.snapshot()
+		ev := proxyA.handler.Events()
 		return len(ev) == 2 && ev[1] == "deleted 42"
 	}, 20*time.Second, 20*time.Millisecond)
 	_, err = nsc.Close(rctx, connB)

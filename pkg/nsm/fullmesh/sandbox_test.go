@@ -20,14 +20,12 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
@@ -73,123 +71,115 @@ func (s *lbSetter) UnsetIPContext(context.Context, *networkservice.Connection, p
 	return nil
 }
 
-// lbEndpoint is an LB's own element: it counts the proxy's connections.
-type lbEndpoint struct {
-	mu   sync.Mutex
-	open map[string]bool
+// meshBed is a sandbox domain of one node where the LB network service is
+// registered.
+type meshBed struct {
+	node     *sandbox.Node
+	nsmgrURL *url.URL
+	quiet    *slog.Logger
 }
 
-func (l *lbEndpoint) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
-	conn, err := next.Server(ctx).Request(ctx, r)
-	if err == nil {
-		l.mu.Lock()
-		l.open[conn.GetId()] = true
-		l.mu.Unlock()
+func newMeshBed(ctx context.Context, t *testing.T) *meshBed {
+	t.Helper()
+	domain := nsmsandbox.NewDomain(ctx, t)
+	node := domain.Nodes[0]
+	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
+		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
+	require.NoError(t, err)
+	return &meshBed{node: node, nsmgrURL: node.NSMgr.URL, quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// addLB serves and registers an LB endpoint of the service.
+func (b *meshBed) addLB(ctx context.Context, name string) (*nsmsandbox.Conns, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
+	lb := &nsmsandbox.Conns{}
+	nse := &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
+	return lb, b.node.NewEndpoint(ctx, nse, sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lb), nse
+}
+
+// proxyClient is the proxy's NSM client "proxy-a" with the kernel mechanism
+// and then more, healing when heals.
+func (b *meshBed) proxyClient(ctx context.Context, heals bool, more ...networkservice.NetworkServiceClient) networkservice.NetworkServiceClient {
+	opts := []client.Option{
+		client.WithClientURL(sandbox.CloneURL(b.nsmgrURL)),
+		client.WithName("proxy-a"),
+		client.WithDialOptions(sandbox.DialOptions()...),
+		client.WithDialTimeout(5 * time.Second),
+		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
 	}
-	return conn, err
+	if heals {
+		opts = append(opts, client.WithHealClient(heal.NewClient(ctx)))
+	}
+	opts = append(opts, client.WithAdditionalFunctionality(append([]networkservice.NetworkServiceClient{kernel.NewClient()}, more...)...))
+	return client.NewClient(ctx, opts...)
 }
 
-func (l *lbEndpoint) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
-	l.mu.Lock()
-	delete(l.open, conn.GetId())
-	l.mu.Unlock()
-	return next.Server(ctx).Close(ctx, conn)
+// registry is a registry client of the node's NSMgr.
+func (b *meshBed) registry(ctx context.Context) registryapi.NetworkServiceEndpointRegistryClient {
+	return registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
+		registryclient.WithClientURL(sandbox.CloneURL(b.nsmgrURL)),
+		registryclient.WithDialOptions(sandbox.DialOptions()...))
 }
 
-func (l *lbEndpoint) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.open)
-}
-
-type ifaceEvents struct {
-	mu     sync.Mutex
-	events map[string][]string // interface name → ops
-	ifaces map[string]proxy.Interface
-}
-
-func (h *ifaceEvents) InterfaceCreated(i proxy.Interface) { h.add("created", i) }
-func (h *ifaceEvents) InterfaceDeleted(i proxy.Interface) { h.add("deleted", i) }
-func (h *ifaceEvents) add(op string, i proxy.Interface) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.events[i.Name] = append(h.events[i.Name], fmt.Sprintf("%s %d", op, i.Index))
-	h.ifaces[i.Name] = i
-}
-func (h *ifaceEvents) of(name string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.events[name]...)
+// runMesh runs mesh until stop, which waits for Run and returns its error
+// (the same error to every call).
+func runMesh(ctx context.Context, mesh *fullmesh.FullMesh) (stop func() error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- mesh.Run(runCtx) }()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() {
+			cancel()
+			err = <-runDone
+		})
+		return err
+	}
 }
 
 func TestSandboxFullMesh(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t)
-	node := domain.Nodes[0]
-	nsmgrURL := node.NSMgr.URL
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	bed := newMeshBed(ctx, t)
+	quiet := bed.quiet
 
-	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
-		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
-	require.NoError(t, err)
-
-	lbs := map[string]*lbEndpoint{}
+	lbs := map[string]*nsmsandbox.Conns{}
 	entries := map[string]*sandbox.EndpointEntry{}
 	nses := map[string]*registryapi.NetworkServiceEndpoint{}
 	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {
-		lbs[name] = &lbEndpoint{open: map[string]bool{}}
-		nses[name] = &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
-		entries[name] = node.NewEndpoint(ctx, nses[name], sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lbs[name])
+		lbs[name], entries[name], nses[name] = bed.addLB(ctx, name)
 	}
 	// lb-x registers once, for a few seconds, and never refreshes.
-	lbs["lb-x"] = &lbEndpoint{open: map[string]bool{}}
-	serveShortLived(ctx, t, nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
+	lbs["lb-x"] = &nsmsandbox.Conns{}
+	serveShortLived(ctx, t, bed.nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
 
-	handler := &ifaceEvents{events: map[string][]string{}, ifaces: map[string]proxy.Interface{}}
+	handler := &linkstest.Recorder{}
 	links := linkstest.New()
 	monitor := interfacemonitor.New(handler, links, interfacemonitor.WithLogger(quiet))
 	var egressMu sync.Mutex
 	var egressReports []bool
 	pinner := fullmesh.NewPinner()
-	nsc := client.NewClient(ctx,
-		client.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		client.WithName("proxy-a"),
-		client.WithDialOptions(sandbox.DialOptions()...),
-		client.WithDialTimeout(5*time.Second),
-		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
-		client.WithHealClient(heal.NewClient(ctx)),
-		client.WithAdditionalFunctionality(
-			kernel.NewClient(),
-			ipcontext.NewClient(&lbSetter{addrs: map[string][2]string{}}, ipcontext.WithLogger(quiet)),
-			interfacemonitor.NewClient(monitor, interfacemonitor.WithLogger(quiet)),
-			mtu.NewClient(mtu.WithMTU(1500)),
-			egress.NewClient(func(s bool) {
-				egressMu.Lock()
-				egressReports = append(egressReports, s)
-				egressMu.Unlock()
-			}),
-			pinner,
-		),
+	nsc := bed.proxyClient(ctx, true,
+		ipcontext.NewClient(&lbSetter{addrs: map[string][2]string{}}, ipcontext.WithLogger(quiet)),
+		interfacemonitor.NewClient(monitor, interfacemonitor.WithLogger(quiet)),
+		mtu.NewClient(mtu.WithMTU(1500)),
+		egress.NewClient(func(s bool) {
+			egressMu.Lock()
+			egressReports = append(egressReports, s)
+			egressMu.Unlock()
+		}),
+		pinner,
 	)
-	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
-		registryclient.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		registryclient.WithDialOptions(sandbox.DialOptions()...))
 	// The registry's delete of lb-x gets lost on its way to the mesh.
-	mesh := fullmesh.New("proxy-a", lbService, nsc, &lossyRegistry{reg, "lb-x"},
+	mesh := fullmesh.New("proxy-a", lbService, nsc, &lossyRegistry{bed.registry(ctx), "lb-x"},
 		fullmesh.WithPinner(pinner),
 		fullmesh.WithRequestTimeout(15*time.Second),
 		fullmesh.WithRetryInterval(100*time.Millisecond),
 		fullmesh.WithExpiry(100*time.Millisecond, 500*time.Millisecond),
 		fullmesh.WithLogger(quiet),
 	)
-	runCtx, stopMesh := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- mesh.Run(runCtx) }()
-	defer func() {
-		stopMesh()
-		<-runDone
-	}()
+	stopMesh := runMesh(ctx, mesh)
+	defer func() { _ = stopMesh() }()
 
 	const wait, tick = 30 * time.Second, 20 * time.Millisecond
 	require.Eventually(t, func() bool { return len(mesh.Connections()) == 4 }, wait, tick)
@@ -199,7 +189,7 @@ func TestSandboxFullMesh(t *testing.T) {
 		require.Equal(t, nse, conn.GetNetworkServiceEndpointName())
 		require.Equal(t, kernelmech.MECHANISM, conn.GetMechanism().GetType())
 		require.Len(t, conn.GetContext().GetIpContext().GetDstIpAddrs(), 1, "the LB side got its address")
-		require.Equal(t, 1, lbs[nse].count(), "exactly one connection per LB")
+		require.Equal(t, 1, lbs[nse].Count(), "exactly one connection per LB")
 	}
 	egressMu.Lock()
 	require.Equal(t, []bool{true}, egressReports)
@@ -212,39 +202,35 @@ func TestSandboxFullMesh(t *testing.T) {
 		ifname[nse] = kernelmech.ToMechanism(conns[nse].GetMechanism()).GetInterfaceName()
 		index[nse] = 20 + i
 		monitor.HandleLinkEvent(links.Set(index[nse], ifname[nse]))
-		require.Equal(t, []string{fmt.Sprintf("created %d", index[nse])}, handler.of(ifname[nse]))
-		handler.mu.Lock()
-		require.Equal(t, conns[nse].GetId(), handler.ifaces[ifname[nse]].ConnID, "the link is matched to its connection")
-		handler.mu.Unlock()
+		require.Equal(t, []string{fmt.Sprintf("created %d", index[nse])}, handler.Of(ifname[nse]))
+		require.Equal(t, conns[nse].GetId(), handler.Interface(ifname[nse]).ConnID, "the link is matched to its connection")
 	}
 
 	// lb-2 is unregistered: its connection is closed and its interface withdrawn.
-	_, err = entries["lb-2"].Unregister(ctx, nses["lb-2"])
+	_, err := entries["lb-2"].Unregister(ctx, nses["lb-2"])
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, ok := mesh.Connections()["lb-2"]; return !ok }, wait, tick)
-	require.Eventually(t, func() bool { return lbs["lb-2"].count() == 0 }, wait, tick)
-	require.Eventually(t, func() bool { return len(handler.of(ifname["lb-2"])) == 2 }, wait, tick)
-	require.Equal(t, fmt.Sprintf("deleted %d", index["lb-2"]), handler.of(ifname["lb-2"])[1])
+	require.Eventually(t, func() bool { return lbs["lb-2"].Count() == 0 }, wait, tick)
+	require.Eventually(t, func() bool { return len(handler.Of(ifname["lb-2"])) == 2 }, wait, tick)
+	require.Equal(t, fmt.Sprintf("deleted %d", index["lb-2"]), handler.Of(ifname["lb-2"])[1])
 	monitor.HandleLinkEvent(links.Delete(index["lb-2"]))
-	require.Len(t, handler.of(ifname["lb-2"]), 2, "the kernel delete of a closed connection is not announced again")
+	require.Len(t, handler.Of(ifname["lb-2"]), 2, "the kernel delete of a closed connection is not announced again")
 
 	// The kernel deletes lb-3's link while its connection lives on.
 	monitor.HandleLinkEvent(links.Delete(index["lb-3"]))
-	require.Equal(t, []string{fmt.Sprintf("created %d", index["lb-3"]), fmt.Sprintf("deleted %d", index["lb-3"])}, handler.of(ifname["lb-3"]))
+	require.Equal(t, []string{fmt.Sprintf("created %d", index["lb-3"]), fmt.Sprintf("deleted %d", index["lb-3"])}, handler.Of(ifname["lb-3"]))
 
 	// lb-x's registration runs out without a refresh and the mesh hears of
 	// no delete: it evicts lb-x on its own.
 	require.Eventually(t, func() bool { _, ok := mesh.Connections()["lb-x"]; return !ok }, wait, tick)
-	require.Eventually(t, func() bool { return lbs["lb-x"].count() == 0 }, wait, tick)
+	require.Eventually(t, func() bool { return lbs["lb-x"].Count() == 0 }, wait, tick)
 	require.Len(t, mesh.Connections(), 2, "lb-1 and lb-3 are kept")
-	require.Equal(t, 1, lbs["lb-1"].count())
+	require.Equal(t, 1, lbs["lb-1"].Count())
 
 	// Stopping the mesh closes what is left.
-	stopMesh()
-	require.NoError(t, <-runDone)
-	runDone <- nil
-	require.Equal(t, 0, lbs["lb-1"].count())
-	require.Equal(t, 0, lbs["lb-3"].count())
+	require.NoError(t, stopMesh())
+	require.Equal(t, 0, lbs["lb-1"].Count())
+	require.Equal(t, 0, lbs["lb-3"].Count())
 	egressMu.Lock()
 	require.Equal(t, []bool{true, false}, egressReports)
 	egressMu.Unlock()
@@ -308,61 +294,36 @@ func (s *lossyStream) Recv() (*registryapi.NetworkServiceEndpointResponse, error
 func TestSandboxRecoveryAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t)
-	node := domain.Nodes[0]
-	nsmgrURL := node.NSMgr.URL
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
-		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
-	require.NoError(t, err)
-	lb1 := &lbEndpoint{open: map[string]bool{}}
-	node.NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: "lb-1", NetworkServiceNames: []string{lbService}},
-		sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lb1)
-
-	newClient := func(ctx context.Context) networkservice.NetworkServiceClient {
-		return client.NewClient(ctx,
-			client.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-			client.WithName("proxy-a"),
-			client.WithDialOptions(sandbox.DialOptions()...),
-			client.WithDialTimeout(5*time.Second),
-			client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
-			client.WithAdditionalFunctionality(kernel.NewClient()),
-		)
-	}
+	bed := newMeshBed(ctx, t)
+	lb1, _, _ := bed.addLB(ctx, "lb-1")
 	id := fullmesh.ConnectionID("proxy-a", lbService, "lb-1")
 
 	// The previous run: connected, then gone without a Close.
 	firstCtx, crash := context.WithCancel(ctx)
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer rcancel()
-	_, err = newClient(firstCtx).Request(rctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+	_, err := bed.proxyClient(firstCtx, false).Request(rctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
 		Id: id, NetworkService: lbService, NetworkServiceEndpointName: "lb-1",
 	}})
 	require.NoError(t, err)
 	crash()
-	require.Equal(t, 1, lb1.count())
+	require.Equal(t, 1, lb1.Count())
 
-	cc, err := grpc.NewClient(grpcutils.URLToTarget(nsmgrURL), sandbox.DialOptions()...)
+	cc, err := grpc.NewClient(grpcutils.URLToTarget(bed.nsmgrURL), sandbox.DialOptions()...)
 	require.NoError(t, err)
 	defer func() { _ = cc.Close() }()
-	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
-		registryclient.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		registryclient.WithDialOptions(sandbox.DialOptions()...))
-	mesh := fullmesh.New("proxy-a", lbService, newClient(ctx), reg,
+	mesh := fullmesh.New("proxy-a", lbService, bed.proxyClient(ctx, false), bed.registry(ctx),
 		fullmesh.WithRecovery(networkservice.NewMonitorConnectionClient(cc)),
 		fullmesh.WithRetryInterval(100*time.Millisecond),
-		fullmesh.WithLogger(quiet),
+		fullmesh.WithLogger(bed.quiet),
 	)
-	runCtx, stopMesh := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- mesh.Run(runCtx) }()
+	stopMesh := runMesh(ctx, mesh)
 
 	require.Eventually(t, func() bool { return len(mesh.Connections()) == 1 }, 30*time.Second, 20*time.Millisecond)
-	require.Equal(t, 1, lb1.count(), "the leftover connection was replaced, not duplicated")
+	require.Equal(t, 1, lb1.Count(), "the leftover connection was replaced, not duplicated")
 
-	stopMesh()
-	require.NoError(t, <-runDone)
-	require.Equal(t, 0, lb1.count())
+	require.NoError(t, stopMesh())
+	require.Equal(t, 0, lb1.Count())
 }
 
 // TestSandboxWatchSurvivesNSMgrRestart: the NSMgr restarts under the
@@ -370,50 +331,21 @@ func TestSandboxRecoveryAfterRestart(t *testing.T) {
 func TestSandboxWatchSurvivesNSMgrRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t)
-	node := domain.Nodes[0]
-	nsmgrURL := node.NSMgr.URL
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
-		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
-	require.NoError(t, err)
-	lbs := map[string]*lbEndpoint{}
-	addLB := func(name string) {
-		lbs[name] = &lbEndpoint{open: map[string]bool{}}
-		node.NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}},
-			sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lbs[name])
-	}
-	addLB("lb-1")
+	bed := newMeshBed(ctx, t)
+	bed.addLB(ctx, "lb-1")
 
-	nsc := client.NewClient(ctx,
-		client.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		client.WithName("proxy-a"),
-		client.WithDialOptions(sandbox.DialOptions()...),
-		client.WithDialTimeout(5*time.Second),
-		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
-		client.WithHealClient(heal.NewClient(ctx)),
-		client.WithAdditionalFunctionality(kernel.NewClient()),
-	)
-	reg := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
-		registryclient.WithClientURL(sandbox.CloneURL(nsmgrURL)),
-		registryclient.WithDialOptions(sandbox.DialOptions()...))
-	mesh := fullmesh.New("proxy-a", lbService, nsc, reg,
+	mesh := fullmesh.New("proxy-a", lbService, bed.proxyClient(ctx, true), bed.registry(ctx),
 		fullmesh.WithRetryInterval(100*time.Millisecond),
 		fullmesh.WithWatchBackoff(50*time.Millisecond, 500*time.Millisecond),
-		fullmesh.WithLogger(quiet),
+		fullmesh.WithLogger(bed.quiet),
 	)
-	runCtx, stopMesh := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- mesh.Run(runCtx) }()
-	defer func() {
-		stopMesh()
-		<-runDone
-	}()
+	stopMesh := runMesh(ctx, mesh)
+	defer func() { _ = stopMesh() }()
 	const wait, tick = 30 * time.Second, 20 * time.Millisecond
 	require.Eventually(t, func() bool { return len(mesh.Connections()) == 1 }, wait, tick)
 
-	node.NSMgr.Restart()
-	addLB("lb-2")
+	bed.node.NSMgr.Restart()
+	bed.addLB(ctx, "lb-2")
 	require.Eventually(t, func() bool {
 		conns := mesh.Connections()
 		return len(conns) == 2 && conns["lb-2"] != nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,14 +15,6 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
-
-func ifindex(t *testing.T, ns *testutil.NetNS, name string) int {
-	t.Helper()
-	out := ns.MustExec(t, "cat", "/sys/class/net/"+name+"/ifindex")
-	i, err := strconv.Atoi(strings.TrimSpace(out))
-	require.NoError(t, err)
-	return i
-}
 
 // kernelDataplane starts the dataplane (the namespace's one table of
 // links) in ns; it is closed at the end of the test.
@@ -60,7 +51,7 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	proxyNS := testutil.NewNetNS(t, "imon-proxy")
 	fwdNS := testutil.NewNetNS(t, "imon-fwd")
 	dp := kernelDataplane(t, proxyNS)
-	r := &recorder{}
+	r := newRecorder()
 	m := interfacemonitor.New(r, dp)
 	runMonitor(t, m, dp)
 
@@ -82,12 +73,11 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	require.NoError(t, prx.LinkSetName(moved, "nsm-lb0"))
 	require.NoError(t, prx.LinkSetUp(moved))
 
-	index := ifindex(t, proxyNS, "nsm-lb0")
+	index := proxyNS.LinkIndex(t, "nsm-lb0")
 	want := []string{"created nsm-lb0 " + strconv.Itoa(index) + " c1"}
 	require.Eventually(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.events) == 1 && r.events[0] == want[0]
+		ev := r.Events()
+		return len(ev) == 1 && ev[0] == want[0]
 	}, 20*time.Second, 10*time.Millisecond, "the renamed link is announced once with its index")
 
 	// Deleting the forwarder's end takes the proxy's end with it.
@@ -96,8 +86,7 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	require.NoError(t, fwd.LinkDel(fwdEnd))
 	want = append(want, "deleted nsm-lb0 "+strconv.Itoa(index)+" c1")
 	require.Eventually(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.events) == 2 && r.events[1] == want[1]
+		ev := r.Events()
+		return len(ev) == 2 && ev[1] == want[1]
 	}, 20*time.Second, 10*time.Millisecond)
 }

@@ -16,7 +16,7 @@ import (
 // once its announced link went away, and no longer when the link comes back.
 func TestLost(t *testing.T) {
 	links := linkstest.New()
-	m := interfacemonitor.New(&recorder{}, links)
+	m := interfacemonitor.New(newRecorder(), links)
 	alive := func(_ context.Context, conn *networkservice.Connection) bool {
 		return !m.Lost(proxy.LBConn, conn.GetId())
 	}

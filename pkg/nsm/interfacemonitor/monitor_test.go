@@ -3,7 +3,6 @@ package interfacemonitor_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
@@ -23,28 +22,17 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-type recorder struct {
-	mu     sync.Mutex
-	events []string
-	last   proxy.Interface
+// newRecorder records events as "op name index key".
+func newRecorder() *linkstest.Recorder {
+	return &linkstest.Recorder{Format: func(op string, i proxy.Interface) string {
+		return fmt.Sprintf("%s %s %d %s", op, i.Name, i.Index, i.ConnID)
+	}}
 }
 
-func (r *recorder) InterfaceCreated(i proxy.Interface) { r.add("created", i) }
-func (r *recorder) InterfaceDeleted(i proxy.Interface) { r.add("deleted", i) }
-
-func (r *recorder) add(op string, i proxy.Interface) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, fmt.Sprintf("%s %s %d %s", op, i.Name, i.Index, i.ConnID))
-	r.last = i
-}
-
-func (r *recorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.events
-	r.events = nil
-	return out
+// newMonitor is a monitor over a fake link table, reporting to a recorder.
+func newMonitor() (*linkstest.Table, *linkstest.Recorder, *interfacemonitor.Monitor) {
+	links, r := linkstest.New(), newRecorder()
+	return links, r, interfacemonitor.New(r, links)
 }
 
 func lbIface(key, name string) proxy.Interface {
@@ -52,77 +40,67 @@ func lbIface(key, name string) proxy.Interface {
 }
 
 func TestLinkAfterExpect(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
-	require.Empty(t, r.take())
+	require.Empty(t, r.Take())
 	m.HandleLinkEvent(links.Set(3, "other"))
-	require.Empty(t, r.take())
+	require.Empty(t, r.Take())
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
-	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
-	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnID: "c1"}, r.last,
+	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
+	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnID: "c1"}, r.Last(),
 		"the link of the connection, nothing the proxy knows already")
 	// The same link reported again (e.g. flags change) is not announced twice.
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
-	require.Empty(t, r.take())
+	require.Empty(t, r.Take())
 }
 
 func TestLinkBeforeExpect(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
-	require.Empty(t, r.take())
+	require.Empty(t, r.Take())
 	m.Expect(lbIface("c1", "nsm-1"))
-	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
+	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
 }
 
 func TestRename(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.HandleLinkEvent(links.Set(5, "tmp-veth"))
-	require.Empty(t, r.take())
+	require.Empty(t, r.Take())
 	m.HandleLinkEvent(links.Set(5, "nsm-1"))
-	require.Equal(t, []string{"created nsm-1 5 c1"}, r.take())
+	require.Equal(t, []string{"created nsm-1 5 c1"}, r.Take())
 	// Renamed away: no longer the connection's interface.
 	m.HandleLinkEvent(links.Set(5, "gone"))
-	require.Equal(t, []string{"deleted nsm-1 5 c1"}, r.take())
+	require.Equal(t, []string{"deleted nsm-1 5 c1"}, r.Take())
 }
 
 func TestRefresh(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	m.Expect(lbIface("c1", "nsm-1"))
-	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
+	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
 
 	m.Expect(lbIface("c1", "nsm-1"))
-	require.Empty(t, r.take(), "a refresh on the same link announces nothing: the addresses are the proxy's")
+	require.Empty(t, r.Take(), "a refresh on the same link announces nothing: the addresses are the proxy's")
 
 	// A heal that moves the connection to another interface name.
 	m.HandleLinkEvent(links.Set(8, "nsm-2"))
 	m.Expect(lbIface("c1", "nsm-2"))
-	require.Equal(t, []string{"deleted nsm-1 7 c1", "created nsm-2 8 c1"}, r.take())
+	require.Equal(t, []string{"deleted nsm-1 7 c1", "created nsm-2 8 c1"}, r.Take())
 }
 
 // An event handled after an Expect that already read the table (the link
 // was renamed into place meanwhile) does not undo the match: the table says
 // what the link is now.
 func TestLateEventAfterExpect(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	added := links.Set(5, "tmp-veth")
 	renamed := links.Set(5, "nsm-1")
 	m.Expect(lbIface("c1", "nsm-1"))
-	require.Equal(t, []string{"created nsm-1 5 c1"}, r.take())
+	require.Equal(t, []string{"created nsm-1 5 c1"}, r.Take())
 	m.HandleLinkEvent(added)
 	m.HandleLinkEvent(renamed)
-	require.Empty(t, r.take())
+	require.Empty(t, r.Take())
 	require.False(t, m.Lost(proxy.LBConn, "c1"))
 
 	// A link renamed from one connection's name to another's before the
@@ -132,59 +110,51 @@ func TestLateEventAfterExpect(t *testing.T) {
 	rename := links.Set(6, "nsm-b")
 	m.Expect(lbIface("b", "nsm-b"))
 	m.HandleLinkEvent(rename)
-	require.Equal(t, []string{"created nsm-a 6 a", "deleted nsm-a 6 a", "created nsm-b 6 b"}, r.take())
+	require.Equal(t, []string{"created nsm-a 6 a", "deleted nsm-a 6 a", "created nsm-b 6 b"}, r.Take())
 	require.True(t, m.Lost(proxy.LBConn, "a"))
 }
 
 func TestCloseBeforeLink(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.Forget(proxy.LBConn, "c1")
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
-	require.Empty(t, r.take())
+	require.Empty(t, r.Take())
 }
 
 func TestKernelDeleteThenRecreate(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
-	require.Equal(t, []string{"created nsm-1 7 c1"}, r.take())
+	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
 
 	m.HandleLinkEvent(links.Delete(7))
-	require.Equal(t, []string{"deleted nsm-1 7 c1"}, r.take())
-	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnID: "c1"}, r.last, "the delete names the connection")
+	require.Equal(t, []string{"deleted nsm-1 7 c1"}, r.Take())
+	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnID: "c1"}, r.Last(), "the delete names the connection")
 	m.HandleLinkEvent(links.Delete(7))
-	require.Empty(t, r.take(), "a delete is announced once")
+	require.Empty(t, r.Take(), "a delete is announced once")
 
 	// The connection lives on; a heal creates the link again.
 	m.HandleLinkEvent(links.Set(9, "nsm-1"))
-	require.Equal(t, []string{"created nsm-1 9 c1"}, r.take())
+	require.Equal(t, []string{"created nsm-1 9 c1"}, r.Take())
 
 	m.Forget(proxy.LBConn, "c1")
-	require.Equal(t, []string{"deleted nsm-1 9 c1"}, r.take())
+	require.Equal(t, []string{"deleted nsm-1 9 c1"}, r.Take())
 	m.HandleLinkEvent(links.Delete(9))
 	m.Forget(proxy.LBConn, "c1")
-	require.Empty(t, r.take())
+	require.Empty(t, r.Take())
 }
 
 func TestMissedDeleteSameNameNewIndex(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	m.HandleLinkEvent(links.Set(11, "nsm-1"))
-	require.Equal(t, []string{"created nsm-1 7 c1", "deleted nsm-1 7 c1", "created nsm-1 11 c1"}, r.take())
+	require.Equal(t, []string{"created nsm-1 7 c1", "deleted nsm-1 7 c1", "created nsm-1 11 c1"}, r.Take())
 }
 
 func TestTargetAndLBWithSameIDAreDistinct(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	tgt := lbIface("x", "nsm-t")
 	tgt.Type = proxy.TargetConn
 	m.Expect(tgt)
@@ -192,13 +162,11 @@ func TestTargetAndLBWithSameIDAreDistinct(t *testing.T) {
 	m.HandleLinkEvent(links.Set(1, "nsm-t"))
 	m.HandleLinkEvent(links.Set(2, "nsm-l"))
 	m.Forget(proxy.TargetConn, "x")
-	require.Equal(t, []string{"created nsm-t 1 x", "created nsm-l 2 x", "deleted nsm-t 1 x"}, r.take())
+	require.Equal(t, []string{"created nsm-t 1 x", "created nsm-l 2 x", "deleted nsm-t 1 x"}, r.Take())
 }
 
 func TestRun(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.Expect(lbIface("c1", "nsm-1"))
 	events := make(chan dataplane.LinkEvent)
 	done := make(chan error, 1)
@@ -206,7 +174,7 @@ func TestRun(t *testing.T) {
 	events <- links.Set(4, "nsm-1")
 	close(events)
 	require.ErrorIs(t, <-done, interfacemonitor.ErrSourceClosed)
-	require.Equal(t, []string{"created nsm-1 4 c1"}, r.take())
+	require.Equal(t, []string{"created nsm-1 4 c1"}, r.Take())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { done <- m.Run(ctx, make(chan dataplane.LinkEvent)) }()
@@ -233,46 +201,40 @@ func kernelConn(id, name string) *networkservice.Connection {
 }
 
 func TestServerElement(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	srv := chain.NewNetworkServiceServer(metadata.NewServer(), interfacemonitor.NewServer(m))
 	conn, err := srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("t1", "nsm-t1")})
 	require.NoError(t, err)
 	m.HandleLinkEvent(links.Set(12, "nsm-t1"))
-	require.Equal(t, []string{"created nsm-t1 12 seg-t1"}, r.take(), "a target connection's key is its first path segment's id")
-	require.Equal(t, proxy.TargetConn, r.last.Type)
+	require.Equal(t, []string{"created nsm-t1 12 seg-t1"}, r.Take(), "a target connection's key is its first path segment's id")
+	require.Equal(t, proxy.TargetConn, r.Last().Type)
 
 	_, err = srv.Close(context.Background(), conn)
 	require.NoError(t, err)
-	require.Equal(t, []string{"deleted nsm-t1 12 seg-t1"}, r.take())
+	require.Equal(t, []string{"deleted nsm-t1 12 seg-t1"}, r.Take())
 }
 
 func TestClientElement(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	m.HandleLinkEvent(links.Set(13, "nsm-l1"))
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), interfacemonitor.NewClient(m))
 	conn, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("l1", "nsm-l1")})
 	require.NoError(t, err)
-	require.Equal(t, []string{"created nsm-l1 13 l1"}, r.take())
-	require.Equal(t, proxy.LBConn, r.last.Type, "an LB connection's key is its id")
+	require.Equal(t, []string{"created nsm-l1 13 l1"}, r.Take())
+	require.Equal(t, proxy.LBConn, r.Last().Type, "an LB connection's key is its id")
 
 	_, err = cli.Close(context.Background(), conn)
 	require.NoError(t, err)
-	require.Equal(t, []string{"deleted nsm-l1 13 l1"}, r.take())
+	require.Equal(t, []string{"deleted nsm-l1 13 l1"}, r.Take())
 }
 
 func TestElementWithoutKernelMechanismRecordsNothing(t *testing.T) {
-	links := linkstest.New()
-	r := &recorder{}
-	m := interfacemonitor.New(r, links)
+	links, r, m := newMonitor()
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), interfacemonitor.NewClient(m))
 	_, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{Id: "x"}})
 	require.NoError(t, err)
 	m.HandleLinkEvent(links.Set(1, ""))
-	require.Empty(t, r.take())
+	require.Empty(t, r.Take())
 }
 
 // The proxy is the Handler the monitor is built for.

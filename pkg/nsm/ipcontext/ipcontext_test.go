@@ -144,74 +144,68 @@ func sides(setter *fakeSetter, tl *tail) []side {
 	}
 }
 
+// eachSide runs test on the server and on the client chain, each with a
+// fresh tail and setter (failing with setErr when not nil).
+func eachSide(t *testing.T, setErr error, test func(t *testing.T, s side, setter *fakeSetter, tl *tail)) {
+	for i := range 2 {
+		setter, tl := &fakeSetter{setErr: setErr}, &tail{}
+		s := sides(setter, tl)[i]
+		t.Run(s.name, func(t *testing.T) { test(t, s, setter, tl) })
+	}
+}
+
 func newRequest(id string) *networkservice.NetworkServiceRequest {
 	return &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{Id: id}}
 }
 
 func TestRequestSetsBeforeNextAndCloseUnsets(t *testing.T) {
-	for i := range 2 {
-		setter, tl := &fakeSetter{}, &tail{}
-		s := sides(setter, tl)[i]
-		t.Run(s.name, func(t *testing.T) {
-			ctx := context.Background()
-			conn, err := s.request(ctx, newRequest("c1"))
-			require.NoError(t, err)
-			require.True(t, tl.sawAddr.Load(), "addresses must be set before the request goes on")
-			require.Equal(t, []string{"172.16.0.2/24"}, conn.GetContext().GetIpContext().GetSrcIpAddrs())
+	eachSide(t, nil, func(t *testing.T, s side, setter *fakeSetter, tl *tail) {
+		ctx := context.Background()
+		conn, err := s.request(ctx, newRequest("c1"))
+		require.NoError(t, err)
+		require.True(t, tl.sawAddr.Load(), "addresses must be set before the request goes on")
+		require.Equal(t, []string{"172.16.0.2/24"}, conn.GetContext().GetIpContext().GetSrcIpAddrs())
 
-			// A refresh sets again and does not release.
-			_, err = s.request(ctx, &networkservice.NetworkServiceRequest{Connection: conn})
-			require.NoError(t, err)
-			require.NoError(t, s.close(ctx, conn))
-			require.Equal(t, []string{"set", "set", "unset"}, setter.ops())
-			for _, c := range setter.calls {
-				require.Equal(t, s.kind, c.kind)
-				require.Equal(t, "c1", c.id)
-			}
-		})
-	}
+		// A refresh sets again and does not release.
+		_, err = s.request(ctx, &networkservice.NetworkServiceRequest{Connection: conn})
+		require.NoError(t, err)
+		require.NoError(t, s.close(ctx, conn))
+		require.Equal(t, []string{"set", "set", "unset"}, setter.ops())
+		for _, c := range setter.calls {
+			require.Equal(t, s.kind, c.kind)
+			require.Equal(t, "c1", c.id)
+		}
+	})
 }
 
 func TestFailedNewRequestReleases(t *testing.T) {
-	for i := range 2 {
-		setter, tl := &fakeSetter{}, &tail{}
-		s := sides(setter, tl)[i]
-		t.Run(s.name, func(t *testing.T) {
-			tl.fail.Store(true)
-			_, err := s.request(context.Background(), newRequest("c1"))
-			require.Error(t, err)
-			require.Equal(t, []string{"set", "unset"}, setter.ops())
-		})
-	}
+	eachSide(t, nil, func(t *testing.T, s side, setter *fakeSetter, tl *tail) {
+		tl.fail.Store(true)
+		_, err := s.request(context.Background(), newRequest("c1"))
+		require.Error(t, err)
+		require.Equal(t, []string{"set", "unset"}, setter.ops())
+	})
 }
 
 func TestFailedRefreshKeepsAddresses(t *testing.T) {
-	for i := range 2 {
-		setter, tl := &fakeSetter{}, &tail{}
-		s := sides(setter, tl)[i]
-		t.Run(s.name, func(t *testing.T) {
-			ctx := context.Background()
-			conn, err := s.request(ctx, newRequest("c1"))
-			require.NoError(t, err)
-			tl.fail.Store(true)
-			_, err = s.request(ctx, &networkservice.NetworkServiceRequest{Connection: conn})
-			require.Error(t, err)
-			require.Equal(t, []string{"set", "set"}, setter.ops())
-		})
-	}
+	eachSide(t, nil, func(t *testing.T, s side, setter *fakeSetter, tl *tail) {
+		ctx := context.Background()
+		conn, err := s.request(ctx, newRequest("c1"))
+		require.NoError(t, err)
+		tl.fail.Store(true)
+		_, err = s.request(ctx, &networkservice.NetworkServiceRequest{Connection: conn})
+		require.Error(t, err)
+		require.Equal(t, []string{"set", "set"}, setter.ops())
+	})
 }
 
 func TestSetterFailureOnNewConnectionReleases(t *testing.T) {
-	for i := range 2 {
-		setter, tl := &fakeSetter{setErr: errors.New("ipam down")}, &tail{}
-		s := sides(setter, tl)[i]
-		t.Run(s.name, func(t *testing.T) {
-			_, err := s.request(context.Background(), newRequest("c1"))
-			require.ErrorContains(t, err, "ipam down")
-			require.False(t, tl.sawAddr.Load(), "the request must not go on without addresses")
-			require.Equal(t, []string{"set", "unset"}, setter.ops())
-		})
-	}
+	eachSide(t, errors.New("ipam down"), func(t *testing.T, s side, setter *fakeSetter, tl *tail) {
+		_, err := s.request(context.Background(), newRequest("c1"))
+		require.ErrorContains(t, err, "ipam down")
+		require.False(t, tl.sawAddr.Load(), "the request must not go on without addresses")
+		require.Equal(t, []string{"set", "unset"}, setter.ops())
+	})
 }
 
 // The proxy is the Setter the elements are built for.

@@ -1,6 +1,7 @@
-// Package linkstest provides an in-memory table of links for tests of the
-// interface monitor and of the NSM chains it is part of, where no kernel
-// (and no dataplane link monitor) is at hand.
+// Package linkstest provides, for tests of the interface monitor and of the
+// NSM chains it is part of, an in-memory table of links where no kernel (and
+// no dataplane link monitor) is at hand, and a Recorder of what the monitor
+// tells its handler.
 package linkstest
 
 import (

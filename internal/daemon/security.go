@@ -1,0 +1,112 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	"github.com/spiffe/go-spiffe/v2/workloadapi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/causeway-net/causeway/internal/plaintext"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
+)
+
+// SecurityConfig is a service's choice of transport security.
+type SecurityConfig struct {
+	// EnvPrefix names the service's settings in messages: EnvPrefix_INSECURE
+	// and EnvPrefix_AUTHORIZED_IDS.
+	EnvPrefix string
+	// Insecure asks for plain gRPC; Plaintext says what then runs in plain
+	// text, for the recurring warning.
+	Insecure  bool
+	Plaintext string
+	// AuthorizedIDs are the SPIFFE IDs allowed to call; empty: any caller
+	// the trust bundle verifies.
+	AuthorizedIDs []string
+}
+
+func (c SecurityConfig) insecureEnv() string { return c.EnvPrefix + "_INSECURE" }
+
+func (c SecurityConfig) authorizedIDsEnv() string { return c.EnvPrefix + "_AUTHORIZED_IDS" }
+
+// Validate checks the authorized IDs: SPIFFE IDs, and only with mTLS. The
+// error names the setting.
+func (c SecurityConfig) Validate() error {
+	if _, err := spiffeauthz.ParseIDs(c.AuthorizedIDs); err != nil {
+		return fmt.Errorf("%s: %w", c.authorizedIDsEnv(), err)
+	}
+	if c.Insecure && len(c.AuthorizedIDs) > 0 {
+		return fmt.Errorf("%s: callers cannot be authorized by SPIFFE ID with %s=true", c.authorizedIDsEnv(), c.insecureEnv())
+	}
+	return nil
+}
+
+// Security is the transport security of a service's gRPC server and of its
+// own clients.
+type Security struct {
+	// ServerOptions are the server's credentials and the authorization of
+	// its callers.
+	ServerOptions []grpc.ServerOption
+	// Client are the credentials of the service's clients.
+	Client credentials.TransportCredentials
+}
+
+// spiffeWait bounds the wait for the first SVID.
+const spiffeWait = time.Minute
+
+// OpenSecurity returns plain text when cfg asks for it (warned now and
+// hourly until release), and otherwise SPIFFE mTLS from the workload API at
+// SPIFFE_ENDPOINT_SOCKET, which must then be set (any verified SPIFFE ID is
+// accepted at the TLS level, as Meridio's services do; cfg.AuthorizedIDs
+// narrows the callers). release stops the warning and releases the X.509
+// source.
+func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) (_ *Security, release func(), err error) {
+	sec, closeCreds, err := transport(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	release = closeCreds
+	if cfg.Insecure {
+		stopWarning := plaintext.Start(logger, cfg.insecureEnv(), cfg.Plaintext)
+		release = func() { stopWarning(); closeCreds() }
+	} else {
+		logger.Info("using SPIFFE mTLS")
+	}
+	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("%s: %w", cfg.authorizedIDsEnv(), err)
+	}
+	sec.ServerOptions = append(sec.ServerOptions, authz...)
+	return sec, release, nil
+}
+
+// transport returns the server and client credentials of cfg's mode and the
+// function that releases them.
+func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), error) {
+	if cfg.Insecure {
+		return &Security{
+			ServerOptions: []grpc.ServerOption{grpc.Creds(insecure.NewCredentials())},
+			Client:        insecure.NewCredentials(),
+		}, func() {}, nil
+	}
+	if os.Getenv("SPIFFE_ENDPOINT_SOCKET") == "" {
+		return nil, nil, fmt.Errorf("SPIFFE_ENDPOINT_SOCKET is not set: set it to the SPIRE agent's socket for SPIFFE mTLS, or %s=true for plain gRPC", cfg.insecureEnv())
+	}
+	sctx, cancel := context.WithTimeout(ctx, spiffeWait)
+	defer cancel()
+	source, err := workloadapi.NewX509Source(sctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("SPIFFE X.509 source: %w", err)
+	}
+	return &Security{
+		ServerOptions: []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsconfig.MTLSServerConfig(source, source, tlsconfig.AuthorizeAny())))},
+		Client:        credentials.NewTLS(tlsconfig.MTLSClientConfig(source, source, tlsconfig.AuthorizeAny())),
+	}, func() { _ = source.Close() }, nil
+}
