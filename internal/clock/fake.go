@@ -6,9 +6,9 @@ import (
 )
 
 // Fake is a clock for tests: its time moves only with Advance, which also
-// fires the timers that are then due and calls the functions of the
-// AfterFunc timers that are due before it returns. The zero value starts at the zero
-// time; it is safe for concurrent use.
+// fires the timers that are then due and, before it returns, calls the
+// functions of the AfterFunc timers that are due. The zero value starts at
+// the zero time; it is safe for concurrent use.
 type Fake struct {
 	mu      sync.Mutex
 	elapsed time.Duration

@@ -31,8 +31,8 @@ type nseChain struct {
 // monitor server, which clones every event once per monitor stream (see
 // package connmonitor), and expiry in place of its timeout server, which
 // holds a goroutine per connection (see package expiry), followed by
-// elements. The MonitorConnection service
-// authorizes its callers as the SDK endpoint's does.
+// elements. The MonitorConnection service authorizes its callers as the
+// SDK endpoint's does.
 func newChain(ctx context.Context, name string, tokens TokenGenerator, auth networkservice.NetworkServiceServer,
 	elements []networkservice.NetworkServiceServer) *nseChain {
 	mon := connmonitor.New(ctx)

@@ -14,6 +14,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/inject/injecterror"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/metadata"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
@@ -29,21 +30,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const lifetime = time.Minute
 
-// recorder is the rest of the chain: it counts the Requests and Closes
-// that reach it, per connection.
+// recorder is the rest of the chain: it counts the Closes that reach it,
+// per connection.
 type recorder struct {
-	mu               sync.Mutex
-	requests, closes map[string]int
+	mu     sync.Mutex
+	closes map[string]int
 }
 
-func newRecorder() *recorder {
-	return &recorder{requests: map[string]int{}, closes: map[string]int{}}
-}
+func newRecorder() *recorder { return &recorder{closes: map[string]int{}} }
 
 func (r *recorder) Request(ctx context.Context, request *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
-	r.mu.Lock()
-	r.requests[request.GetConnection().GetId()]++
-	r.mu.Unlock()
 	return next.Server(ctx).Request(ctx, request)
 }
 
@@ -243,11 +239,11 @@ func TestConcurrentRequestsAndCloses(t *testing.T) {
 			}
 			for range 3 {
 				_, err := srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: conn(id, time.Now().Add(life))})
-				require.NoError(t, err)
+				assert.NoError(t, err)
 			}
 			if i%4 != 0 {
 				_, err := srv.Close(context.Background(), conn(id, time.Time{}))
-				require.NoError(t, err)
+				assert.NoError(t, err)
 			}
 		}()
 	}
@@ -265,4 +261,19 @@ func TestConcurrentRequestsAndCloses(t *testing.T) {
 			require.Equal(t, 1, rec.closed(fmt.Sprint(i)), "connection %d closed more than once", i)
 		}
 	}
+}
+
+// TestFailedRefreshKeepsTheWait: a refresh that fails further down arms
+// nothing new; the earlier expiry still closes the connection.
+func TestFailedRefreshKeepsTheWait(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := newBed(ctx, injecterror.NewServer(injecterror.WithRequestErrorTimes(1), injecterror.WithCloseErrorTimes()))
+	b.request(t, context.Background(), "a")
+	b.clk.Advance(lifetime / 2)
+	_, err := b.chain.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: conn("a", b.clk.Now().Add(lifetime))})
+	require.Error(t, err, "the refresh fails")
+	require.Equal(t, 1, b.clk.Active(), "the first wait is kept")
+	b.clk.Advance(lifetime / 2)
+	require.Equal(t, 1, b.rec.closed("a"), "the first expiry closes the connection")
 }
