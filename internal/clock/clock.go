@@ -9,6 +9,10 @@ import "time"
 type Clock interface {
 	Now() time.Time
 	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f, in a goroutine of its own, once d has passed,
+	// unless the returned timer is stopped first; that timer's C is nil.
+	// It holds no goroutine while it waits.
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // Timer is the part of *time.Timer that Causeway uses.
@@ -25,6 +29,8 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+func (realClock) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }
 
 type realTimer struct{ t *time.Timer }
 

@@ -53,3 +53,42 @@ func TestRealTimer(t *testing.T) {
 		t.Fatal("Stop of a fired timer reported it active")
 	}
 }
+
+func TestFakeAfterFuncRunsInAdvance(t *testing.T) {
+	c := NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var calls []string
+	c.AfterFunc(2*time.Second, func() {
+		// The clock is usable from the function: re-arm.
+		calls = append(calls, "late")
+		c.AfterFunc(time.Second, func() { calls = append(calls, "re-armed") })
+	})
+	c.AfterFunc(time.Second, func() { calls = append(calls, "early") })
+	stopped := c.AfterFunc(time.Second, func() { calls = append(calls, "stopped") })
+	if !stopped.Stop() || stopped.C() != nil {
+		t.Fatal("Stop of a waiting AfterFunc timer must report it active; its C is nil")
+	}
+	c.Advance(time.Second)
+	if len(calls) != 1 || calls[0] != "early" {
+		t.Fatalf("after 1s: %v", calls)
+	}
+	c.Advance(time.Second)
+	c.Advance(time.Second)
+	if want := []string{"early", "late", "re-armed"}; len(calls) != 3 || calls[1] != want[1] || calls[2] != want[2] {
+		t.Fatalf("after 3s: %v, want %v", calls, want)
+	}
+	if c.Active() != 0 {
+		t.Fatalf("%d active timers, want 0", c.Active())
+	}
+}
+
+func TestRealAfterFunc(t *testing.T) {
+	done := make(chan struct{})
+	tm := Real().AfterFunc(time.Millisecond, func() { close(done) })
+	<-done
+	if tm.Stop() {
+		t.Fatal("Stop of a fired AfterFunc timer reported it active")
+	}
+	if Real().AfterFunc(time.Hour, func() { t.Error("a stopped AfterFunc timer ran") }).Stop() != true {
+		t.Fatal("Stop of a waiting AfterFunc timer must report it active")
+	}
+}

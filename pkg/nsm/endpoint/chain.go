@@ -5,7 +5,6 @@ import (
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/begin"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/timeout"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/trimpath"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/updatepath"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/updatetoken"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/pkg/nsm/connmonitor"
+	"github.com/causeway-net/causeway/pkg/nsm/expiry"
 )
 
 // nseChain is the endpoint's NetworkService chain and its MonitorConnection
@@ -29,8 +29,10 @@ type nseChain struct {
 // newChain assembles the SDK's endpoint chain (the elements and order of
 // its chains/endpoint.NewServer) with connmonitor in place of the SDK's
 // monitor server, which clones every event once per monitor stream (see
-// package connmonitor), followed by elements. The MonitorConnection service
-// authorizes its callers as the SDK endpoint's does.
+// package connmonitor), and expiry in place of its timeout server, which
+// holds a goroutine per connection (see package expiry), followed by
+// elements. The MonitorConnection service authorizes its callers as the
+// SDK endpoint's does.
 func newChain(ctx context.Context, name string, tokens TokenGenerator, auth networkservice.NetworkServiceServer,
 	elements []networkservice.NetworkServiceServer) *nseChain {
 	mon := connmonitor.New(ctx)
@@ -41,7 +43,7 @@ func newChain(ctx context.Context, name string, tokens TokenGenerator, auth netw
 			updatetoken.NewServer(tokens),
 			auth,
 			metadata.NewServer(),
-			timeout.NewServer(ctx),
+			expiry.NewServer(ctx),
 			trimpath.NewServer(),
 			mon,
 		}, elements...)...),
