@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +87,17 @@ type memRun struct {
 	n        int
 	idle, up memUse
 	setup    time.Duration // the n sequential Requests
+	// CPU time used during them by the proxy (in user space and in the
+	// kernel), the IPAM, and this process (the lab's NSM control plane,
+	// forwarder and target NSCs).
+	proxyUser, proxySys, ipamCPU, bedCPU time.Duration
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(tb, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // bringUpTargets starts the bed (proxyEnv added to the proxy's
@@ -128,11 +140,22 @@ func bringUpTargets(tb testing.TB, n int, proxyEnv []string) *memRun {
 			return len(ports) == memLBs
 		}, 2*converge+time.Duration(n)*10*time.Millisecond, poll, "closing the target connections must remove their veths")
 	})
+	proxyUser0, proxySys0, err := bd.proxy.cpuTime()
+	require.NoError(tb, err)
+	ipamUser0, ipamSys0, err := bd.ipam.cpuTime()
+	require.NoError(tb, err)
+	bedCPU0 := selfCPU(tb)
 	start := time.Now()
 	for i := range n {
 		bd.connectTarget(nss[i%len(nss)], fmt.Sprintf("target-%04d", i), fmt.Sprintf("nsm%04d", i))
 	}
 	r.setup = time.Since(start)
+	proxyUser1, proxySys1, err := bd.proxy.cpuTime()
+	require.NoError(tb, err)
+	ipamUser1, ipamSys1, err := bd.ipam.cpuTime()
+	require.NoError(tb, err)
+	r.proxyUser, r.proxySys = proxyUser1-proxyUser0, proxySys1-proxySys0
+	r.ipamCPU, r.bedCPU = ipamUser1+ipamSys1-ipamUser0-ipamSys0, selfCPU(tb)-bedCPU0
 	require.Eventually(tb, func() bool {
 		ports, _ := bridgePorts(tb, bd.proxyNS, bridge)
 		return len(ports) == memLBs+n
@@ -173,6 +196,10 @@ func TestProxyMemory(t *testing.T) {
 	t.Logf("FIGURE: proxy memory with %d LBs: %v", memLBs, idle)
 	t.Logf("FIGURE: proxy memory with %d LBs and %d targets: %v (set-up %.0f ms a target)",
 		memLBs, n, up, float64(r.setup.Milliseconds())/float64(n))
+	perTarget := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(n) }
+	t.Logf("FIGURE: CPU a target (%d targets): proxy %.2f ms in user space + %.2f ms in the kernel, ipam %.2f ms, "+
+		"the lab's NSM control plane, forwarder and NSCs %.2f ms",
+		n, perTarget(r.proxyUser), perTarget(r.proxySys), perTarget(r.ipamCPU), perTarget(r.bedCPU))
 	t.Logf("FIGURE: proxy memory per target (%d targets): VmRSS %.0f KiB, heap in use %.0f KiB, %.1f goroutines, %.2f fds",
 		n, float64(up.rssKiB-idle.rssKiB)/float64(n), float64(up.mem.HeapInuse-idle.mem.HeapInuse)/1024/float64(n),
 		float64(up.goroutines-idle.goroutines)/float64(n), float64(up.fds-idle.fds)/float64(n))

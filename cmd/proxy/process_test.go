@@ -97,6 +97,34 @@ func (p *process) waitLog(t testing.TB, msg string, attrs ...string) map[string]
 // rssKiB reads the resident set size of the process.
 func (p *process) rssKiB() (int, error) { return p.statusKiB("VmRSS") }
 
+// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100
+// on every Linux ABI the project builds for).
+const userHZ = 100
+
+// cpuTime reads the CPU time the process has used in user space (its own
+// code) and in the kernel (its system calls).
+func (p *process) cpuTime() (user, sys time.Duration, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The fields after the command name, which is in parentheses: utime
+	// and stime are the 14th and 15th of the line, so the 12th and 13th
+	// after it.
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data)[i+1:])
+	if i < 0 || len(f) < 13 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: unexpected %q", p.cmd.Process.Pid, data)
+	}
+	var ticks [2]int64
+	for j, v := range f[11:13] {
+		if ticks[j], err = strconv.ParseInt(v, 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/stat: %w", p.cmd.Process.Pid, err)
+		}
+	}
+	return time.Duration(ticks[0]) * time.Second / userHZ, time.Duration(ticks[1]) * time.Second / userHZ, nil
+}
+
 // statusKiB reads the field key (VmRSS, VmHWM, ...) of the process's
 // /proc status, in KiB.
 func (p *process) statusKiB(key string) (int, error) {

@@ -11,5 +11,8 @@
 // bring up 500 targets, O(n²) over a node's set-up). Here an event's
 // connection is cloned once and handed, unchanged, to the streams whose
 // selector matches it; the stream handler's own goroutine sends, so a
-// stream costs no goroutine of its own either.
+// stream costs no goroutine of its own either. The streams and the
+// connections are indexed by path segment id (an NSMgr's selector names
+// one segment of one connection), so that neither an event nor a new
+// stream's initial state checks every selector or every connection.
 package connmonitor

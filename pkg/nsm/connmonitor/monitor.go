@@ -16,8 +16,8 @@ type Monitor struct {
 	chainCtx context.Context
 
 	mu    sync.Mutex
-	conns map[string]*networkservice.Connection
-	subs  map[*subscriber]struct{}
+	conns held
+	subs  streams
 }
 
 // New returns a Monitor whose streams end when chainCtx (the endpoint's
@@ -25,8 +25,8 @@ type Monitor struct {
 func New(chainCtx context.Context) *Monitor {
 	return &Monitor{
 		chainCtx: chainCtx,
-		conns:    map[string]*networkservice.Connection{},
-		subs:     map[*subscriber]struct{}{},
+		conns:    held{conns: map[string]*networkservice.Connection{}, bySeg: index[string]{}},
+		subs:     streams{byKey: index[*subscriber]{}},
 	}
 }
 
@@ -62,13 +62,13 @@ func (m *Monitor) MonitorConnections(selector *networkservice.MonitorScopeSelect
 	m.mu.Lock()
 	s.push(&networkservice.ConnectionEvent{
 		Type:        networkservice.ConnectionEventType_INITIAL_STATE_TRANSFER,
-		Connections: networkservice.FilterMapOnManagerScopeSelector(m.conns, selector),
+		Connections: m.conns.matching(selector),
 	})
-	m.subs[s] = struct{}{}
+	m.subs.add(s)
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
-		delete(m.subs, s)
+		m.subs.remove(s)
 		m.mu.Unlock()
 	}()
 	for {
@@ -88,7 +88,9 @@ func (m *Monitor) MonitorConnections(selector *networkservice.MonitorScopeSelect
 }
 
 // publish records the event and queues it for every stream that watches
-// the connection. It never waits for a stream.
+// the connection, found through the streams' keys (see keyOf): the cost
+// of an event does not grow with the number of streams. It never waits
+// for a stream.
 func (m *Monitor) publish(typ networkservice.ConnectionEventType, conn *networkservice.Connection) {
 	if conn == nil {
 		return
@@ -98,20 +100,17 @@ func (m *Monitor) publish(typ networkservice.ConnectionEventType, conn *networks
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if typ == networkservice.ConnectionEventType_DELETE {
-		delete(m.conns, id)
+		m.conns.drop(id)
 	} else {
-		m.conns[id] = c
+		m.conns.put(c)
 	}
 	var ev *networkservice.ConnectionEvent
-	for s := range m.subs {
-		if !c.MatchesMonitorScopeSelector(s.selector) {
-			continue
-		}
+	m.subs.watching(c, func(s *subscriber) {
 		if ev == nil {
 			ev = &networkservice.ConnectionEvent{Type: typ, Connections: map[string]*networkservice.Connection{id: c}}
 		}
 		s.push(ev)
-	}
+	})
 }
 
 // subscriber is one open MonitorConnections stream: the events queued for
