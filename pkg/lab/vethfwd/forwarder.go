@@ -14,7 +14,6 @@ import (
 	"github.com/networkservicemesh/sdk-kernel/pkg/kernel/networkservice/connectioncontextkernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/connect"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/discover"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms"
@@ -29,7 +28,6 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 
 	"github.com/causeway-net/causeway/pkg/nsm/dumpretry"
-	nsmendpoint "github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/findretry"
 )
 
@@ -113,10 +111,10 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 	}
 	servers = append(append(servers, ServerElements()...), connectNSE)
 	f := &Forwarder{}
-	// The project's endpoint chain: the SDK's, with a monitor whose cost
-	// per event does not grow with the connections (one stream each) and
-	// a timer, not a goroutine, per connection's expiry.
-	f.Endpoint = nsmendpoint.NewServer(ctx, cfg.Name, cfg.TokenGenerator, authorize.NewServer(authorize.Any()), servers...)
+	f.Endpoint = endpoint.NewServer(ctx, cfg.TokenGenerator,
+		endpoint.WithName(cfg.Name),
+		endpoint.WithAdditionalFunctionality(servers...),
+	)
 	return f, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
-	sdkendpoint "github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/begin"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/trimpath"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/updatepath"
@@ -21,26 +20,10 @@ import (
 )
 
 // nseChain is the endpoint's NetworkService chain and its MonitorConnection
-// service: an SDK endpoint.Endpoint.
+// service.
 type nseChain struct {
 	networkservice.NetworkServiceServer
 	monitor networkservice.MonitorConnectionServer
-}
-
-var _ sdkendpoint.Endpoint = (*nseChain)(nil)
-
-// NewServer returns the endpoint chain (see newChain) for an NSE that
-// serves and registers itself, such as the lab's forwarder: auth
-// authorizes its requests (as the SDK endpoint's authorize server does),
-// elements follow the chain's own. Start uses the same chain.
-func NewServer(ctx context.Context, name string, tokens TokenGenerator, auth networkservice.NetworkServiceServer,
-	elements ...networkservice.NetworkServiceServer) sdkendpoint.Endpoint {
-	return newChain(ctx, name, tokens, auth, elements)
-}
-
-// MonitorConnections serves the MonitorConnection service.
-func (c *nseChain) MonitorConnections(sel *networkservice.MonitorScopeSelector, srv networkservice.MonitorConnection_MonitorConnectionsServer) error {
-	return c.monitor.MonitorConnections(sel, srv)
 }
 
 // newChain assembles the SDK's endpoint chain (the elements and order of
@@ -68,9 +51,9 @@ func newChain(ctx context.Context, name string, tokens TokenGenerator, auth netw
 	}
 }
 
-// Register serves the chain, the MonitorConnection service and the gRPC
+// register serves the chain, the MonitorConnection service and the gRPC
 // health service (SERVING for both) on s.
-func (c *nseChain) Register(s *grpc.Server) {
+func (c *nseChain) register(s *grpc.Server) {
 	grpcutils.RegisterHealthServices(s, c.NetworkServiceServer, c.monitor)
 	networkservice.RegisterNetworkServiceServer(s, c.NetworkServiceServer)
 	networkservice.RegisterMonitorConnectionServer(s, c.monitor)

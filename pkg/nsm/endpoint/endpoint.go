@@ -109,7 +109,7 @@ func (e *Endpoint) serve(ctx context.Context) error {
 	elements := append(append([]networkservice.NetworkServiceServer{}, e.cfg.Elements...), sendfd.NewServer())
 	nse := newChain(ctx, e.cfg.Name, e.cfg.TokenGenerator, auth, elements)
 	e.server = grpc.NewServer(append(leanServerOptions(), e.cfg.ServerOptions...)...)
-	nse.Register(e.server)
+	nse.register(e.server)
 	e.serveDone = make(chan struct{})
 	go func() {
 		defer close(e.serveDone)
