@@ -4,7 +4,11 @@
 // that sees every Request and Close and turns them into the service's
 // UPDATE and DELETE events.
 //
-// It replaces the SDK's monitor server in the endpoint chain. That server
+// It replaces the SDK's monitor server in the chain of a terminal endpoint
+// (the proxy's toward its targets). It is no replacement in a passthrough
+// such as a forwarder: there the SDK's server also watches the next hop
+// and passes its events up, which is how an NSMgr learns that an endpoint
+// behind the forwarder died. That server
 // clones every event once per open monitor stream, matched or not, and an
 // NSMgr opens one stream per connection: with n targets, each Request
 // cloned its connection n times (78 % of the bytes the proxy allocated to
