@@ -158,6 +158,12 @@ func (dp *Dataplane) startLocked() error {
 		}
 	}
 	dp.want = dp.m.adopted(dp.opts.AdoptLeftovers)
+	if dp.opts.AdoptLeftovers && dp.opts.HoldLeftovers {
+		dp.held = dp.want
+		if err := dp.readHeldLinksLocked(); err != nil {
+			return err
+		}
+	}
 	if _, err := dp.convergeLocked(dp.want, 0); err != nil {
 		return fmt.Errorf("remove leftovers: %w", err)
 	}

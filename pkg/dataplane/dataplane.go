@@ -78,6 +78,13 @@ type Options struct {
 	// keeps those still wanted and removes the others, so egress is not
 	// interrupted across a restart. By default New removes them at once.
 	AdoptLeftovers bool
+	// HoldLeftovers, with AdoptLeftovers, keeps what New adopted (the
+	// bridge's ports, the nexthops of the default routes, the VIP rules)
+	// in addition to every applied state until ReleaseLeftovers: an owner
+	// restarted while its control plane is away (it cannot relearn its
+	// connections yet) does not cut the data paths they still carry. A
+	// held port whose link goes is gone with it.
+	HoldLeftovers bool
 	// TolerateSysctlErrors makes New log the sysctls it cannot set instead
 	// of failing. Either way they are reported in Snapshot.
 	TolerateSysctlErrors bool
@@ -171,6 +178,9 @@ type Dataplane struct {
 	m          *model
 	want       *desired // the desired state: the adopted one until the first Apply
 	applied    bool     // Apply was called
+	given      *desired // the last applied state, before held leftovers are added
+	held       *desired // the leftovers held (HoldLeftovers) until ReleaseLeftovers
+	heldAddrs  heldLinks
 	flush      flushQueue
 	bridgeMAC  net.HardwareAddr
 	sysctlErrs []error // sysctls New could not set
@@ -297,9 +307,50 @@ func (dp *Dataplane) Apply(s State) error {
 		dp.mu.Unlock()
 		return ErrClosed
 	}
+	dp.given, dp.applied = want, true
+	return dp.applyLocked(want.withHeld(dp.held))
+}
+
+// ReleaseLeftovers stops holding what New adopted (Options.HoldLeftovers):
+// the kernel is made equal to the last applied state, and what that
+// removes is flushed from conntrack as by Apply. Once released, it does
+// nothing.
+func (dp *Dataplane) ReleaseLeftovers() error {
+	dp.mu.Lock()
+	if dp.closed {
+		dp.mu.Unlock()
+		return ErrClosed
+	}
+	if dp.held == nil {
+		dp.mu.Unlock()
+		return nil
+	}
+	want := dp.given
+	if want == nil {
+		want = dp.m.adopted(false)
+	}
+	// A held port that nothing claimed by now carried a connection of the
+	// earlier run that did not come back: its link goes, with its
+	// addresses, as a closed connection's would.
+	var errs []error
+	unclaimed := dp.unclaimedHeldLocked(want)
+	for _, p := range unclaimed {
+		if err := dp.deleteHeldLocked(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	dp.held, dp.heldAddrs = nil, nil
+	dp.log.Info("leftovers of an earlier run released", "unclaimedLinksDeleted", unclaimed)
+	return errors.Join(append(errs, dp.applyLocked(want))...)
+}
+
+// applyLocked converges to want and then, with dp.mu released, flushes
+// the conntrack entries of what it removed. dp.mu must be held; it is
+// released.
+func (dp *Dataplane) applyLocked(want *desired) error {
 	prev := dp.want
 	moved := movedNexthops(prev, want)
-	dp.want, dp.applied = want, true
+	dp.want = want
 	failed, err := dp.convergeLocked(want, 0)
 	dp.markStale(failed)
 	dp.forgetNeighborsLocked(moved)

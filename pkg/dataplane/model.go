@@ -141,6 +141,21 @@ func sortSet[T any](xs []T, cmp func(a, b T) int) []T {
 	return slices.CompactFunc(xs, func(a, b T) bool { return cmp(a, b) == 0 })
 }
 
+// withHeld is d with what h holds added: h's ports, nexthops and VIPs
+// (untied to ports; d's bridge addresses and ties stay). d is not changed.
+func (d *desired) withHeld(h *desired) *desired {
+	if h == nil {
+		return d
+	}
+	u := *d
+	u.ports = sortSet(append(slices.Clone(d.ports), h.ports...), cmp.Compare[int])
+	for _, f := range families {
+		u.nexthops[f] = sortSet(append(slices.Clone(d.nexthops[f]), h.nexthops[f]...), netip.Addr.Compare)
+	}
+	u.vips = sortSet(append(slices.Clone(d.vips), h.vips...), netip.Prefix.Compare)
+	return &u
+}
+
 // wantsPort tells whether port idx is in d's ports or tied to a nexthop.
 func (d *desired) wantsPort(idx int) bool {
 	if _, ok := d.tiedPorts[idx]; ok {

@@ -21,8 +21,12 @@ type Snapshot struct {
 	Routes []RouteSnapshot `json:"routes"`
 	// Rules are all the rules pointing to the table; Owned marks ours.
 	Rules []RuleSnapshot `json:"rules"`
-	// Desired is the last applied State (nil before the first Apply).
+	// Desired is the last applied State (nil before the first Apply),
+	// with the held leftovers added while there are any.
 	Desired *State `json:"desired,omitempty"`
+	// Held are the leftovers of an earlier run held beside it (see
+	// Options.HoldLeftovers), until they are released.
+	Held *State `json:"held,omitempty"`
 	// EffectiveNexthops are the nexthops that belong in the routes now:
 	// the desired ones minus those tied to an absent port.
 	EffectiveNexthops []netip.Addr `json:"effectiveNexthops"`
@@ -204,6 +208,10 @@ func (dp *Dataplane) snapshotRulesLocked() ([]RuleSnapshot, error) {
 // snapshotDesiredLocked fills the desired state, the absent ports and the
 // effective nexthops into s.
 func (dp *Dataplane) snapshotDesiredLocked(s *Snapshot) {
+	if dp.held != nil {
+		h := dp.held.state()
+		s.Held = &h
+	}
 	if dp.applied {
 		st := dp.want.state()
 		s.Desired = &st

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,12 +30,16 @@ type Dataplane interface {
 
 var _ Dataplane = (*dataplane.Dataplane)(nil)
 
-// LinkRemover deletes a link that a closed connection left behind (see
+// LinkRemover deletes the links that connections left behind (see
 // Config.Links).
 type LinkRemover interface {
 	// RemoveLink deletes link index if it still exists under name, and
 	// reports whether it did.
 	RemoveLink(index int, name string) (bool, error)
+	// SupersedeHeld deletes the links of an earlier run of the proxy,
+	// held since its start, that carried one of addrs: the connection
+	// came back on link index (see dataplane.Options.HoldLeftovers).
+	SupersedeHeld(index int, addrs []netip.Addr) ([]int, error)
 }
 
 var _ LinkRemover = (*dataplane.Dataplane)(nil)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"log/slog"
 	"net/netip"
 	"slices"
 )
@@ -44,9 +45,32 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 	p.want.addPort(i.Index)
 	p.refreshHopsLocked(st)
 	hops := slices.Clone(st.hops)
+	addrs := allocAddrs(st)
 	p.mu.Unlock()
 	log.Info("interface added", "nexthops", hops, "replaced", replaced)
+	p.supersedeHeld(i.Index, addrs, log)
 	p.markDirty()
+}
+
+// allocAddrs are the addresses of st's allocations. p.mu must be held.
+func allocAddrs(st *connState) []netip.Addr {
+	out := make([]netip.Addr, 0, len(st.allocs))
+	for _, a := range st.allocs {
+		out = append(out, a.Addr())
+	}
+	return out
+}
+
+// supersedeHeld deletes the links that an earlier run of the proxy left
+// with the addresses of the connection that came back on link index (see
+// Config.Links): otherwise they would carry its addresses twice.
+func (p *Proxy) supersedeHeld(index int, addrs []netip.Addr, log *slog.Logger) {
+	if p.cfg.Links == nil || len(addrs) == 0 {
+		return
+	}
+	if _, err := p.cfg.Links.SupersedeHeld(index, addrs); err != nil {
+		log.Warn("links of an earlier run with the connection's addresses not all removed", "error", err)
+	}
 }
 
 // InterfaceDeleted removes a connection's port and nexthops. The connection

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -291,6 +292,8 @@ func (l *leftoverLinks) RemoveLink(index int, name string) (bool, error) {
 	}
 	return true, nil
 }
+
+func (l *leftoverLinks) SupersedeHeld(int, []netip.Addr) ([]int, error) { return nil, nil }
 
 func (l *leftoverLinks) seen() ([]string, []int) {
 	l.mu.Lock()

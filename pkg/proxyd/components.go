@@ -43,6 +43,7 @@ func (d *Daemon) components() []component {
 		{"metrics", d.startMetrics},
 		{"debug socket", d.startDebugSocket},
 		{"VIPs", d.startVIPs},
+		{"leftovers", d.startLeftoverRelease},
 	}
 }
 
@@ -76,6 +77,7 @@ func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
 			Logger:         d.log.With("subsystem", "dataplane"),
 			MACFile:        d.cfg.BridgeMACFile,
 			AdoptLeftovers: true,
+			HoldLeftovers:  true,
 			SysctlFamilies: d.cfg.SysctlFamilies(),
 		})
 		if err != nil {
@@ -218,6 +220,7 @@ func (d *Daemon) startVIPs(ctx context.Context) (func() error, error) {
 			if err := d.proxy.SetVIPs(p); err != nil {
 				d.log.Warn("some VIPs were rejected", "error", err)
 			}
+			d.vipsKnown.Do(func() { close(d.vipsKnownCh) })
 		})
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("VIP source stopped", "error", err)

@@ -48,6 +48,7 @@ type Config struct {
 	GRPCMaxBackoff        time.Duration `default:"5s" desc:"reconnect backoff cap (IPAM, NSP, VIP watch)" envconfig:"GRPC_MAX_BACKOFF"`
 	IPReleaseDelay        time.Duration `default:"20s" desc:"delay before the addresses of a closed connection are released; a reconnect within it keeps them" envconfig:"IP_RELEASE_DELAY"`
 	BridgeIPRenewInterval time.Duration `default:"5m" desc:"period of the bridge address lease renewal" envconfig:"BRIDGE_IP_RENEW_INTERVAL"`
+	LeftoverHold          time.Duration `default:"30s" desc:"after a restart, how long the kernel state found (bridge ports, LB nexthops, VIP rules) is kept beside the relearned one once NSM is reachable and the VIPs are known; 0: released then" envconfig:"LEFTOVER_HOLD"`
 
 	// Settings Causeway adds.
 
@@ -161,6 +162,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IPReleaseDelay < 0 {
 		bad("IP_RELEASE_DELAY", "must not be negative, got %s", c.IPReleaseDelay)
+	}
+	if c.LeftoverHold < 0 {
+		bad("LEFTOVER_HOLD", "must not be negative, got %s", c.LeftoverHold)
 	}
 	if c.NSPServicePort <= 0 || c.NSPServicePort > 65535 {
 		bad("NSP_SERVICE_PORT", "%d is not a port", c.NSPServicePort)

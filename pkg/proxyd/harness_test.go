@@ -64,13 +64,14 @@ func quietLogger() *slog.Logger {
 // and plays the link monitor for the links the test (or the sandbox
 // forwarder, through kernel) creates and deletes.
 type fakeDataplane struct {
-	mu     sync.Mutex
-	states []dataplane.State
-	links  map[string]dataplane.Link // by name
-	next   int
-	subs   map[int]chan dataplane.LinkEvent
-	subID  int
-	closed bool
+	mu       sync.Mutex
+	states   []dataplane.State
+	links    map[string]dataplane.Link // by name
+	next     int
+	subs     map[int]chan dataplane.LinkEvent
+	subID    int
+	closed   bool
+	releases int // ReleaseLeftovers calls
 }
 
 func newFakeDataplane() *fakeDataplane {
@@ -181,6 +182,17 @@ func (f *fakeDataplane) delLink(name string) {
 	delete(f.links, name)
 	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l})
 }
+
+// ReleaseLeftovers counts the releases (the fake holds nothing).
+func (f *fakeDataplane) ReleaseLeftovers() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.releases++
+	return nil
+}
+
+// SupersedeHeld has nothing to supersede: the fake holds nothing.
+func (f *fakeDataplane) SupersedeHeld(int, []netip.Addr) ([]int, error) { return nil, nil }
 
 // RemoveLink deletes a leftover link as the kernel would (with its event).
 func (f *fakeDataplane) RemoveLink(index int, name string) (bool, error) {

@@ -152,6 +152,9 @@ func (d *Daemon) startEndpoint(ctx context.Context) (func() error, error) {
 		},
 	}, endpoint.WithAuthorizeServer(d.creds.AuthorizeServer()), endpoint.WithLogger(d.log.With("subsystem", "endpoint")),
 		endpoint.WithRegistrationState(func(ok bool) { d.health.SetServing(health.NSMRegistry, ok) }),
+		// A proxy restarted while NSM is away keeps forwarding: it must
+		// not wait for (nor fail on) the registry.
+		endpoint.WithBackgroundRegistration(),
 		endpoint.WithListenURL(listenURL(d.cfg.ListenOn)))
 	if err != nil {
 		return nil, err

@@ -23,6 +23,9 @@ type Dataplane interface {
 	Subscribe() (<-chan dataplane.LinkEvent, func())
 	interfacemonitor.Links
 	Snapshot() (dataplane.Snapshot, error)
+	// ReleaseLeftovers stops holding the kernel state found at start
+	// beside the applied one (dataplane.Options.HoldLeftovers).
+	ReleaseLeftovers() error
 	Close() error
 }
 

@@ -43,6 +43,9 @@ type Daemon struct {
 	ep        *endpoint.Endpoint
 	services  *serviceLB // nil when NSM_SERVICES_FILE is unset
 
+	vipsKnown   sync.Once
+	vipsKnownCh chan struct{} // closed when the VIP source first delivered
+
 	running []running // the started components, in start order
 
 	failOnce sync.Once
@@ -79,7 +82,7 @@ func Run(ctx context.Context, cfg *Config, log *slog.Logger, opts ...Option) err
 // bounds the start-up; the daemon then runs until Stop. On error nothing is
 // left running.
 func Start(ctx context.Context, cfg *Config, log *slog.Logger, opts ...Option) (*Daemon, error) {
-	d := &Daemon{cfg: cfg, log: log, failed: make(chan struct{})}
+	d := &Daemon{cfg: cfg, log: log, failed: make(chan struct{}), vipsKnownCh: make(chan struct{})}
 	for _, o := range opts {
 		o(&d.opts)
 	}

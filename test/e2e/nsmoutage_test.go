@@ -203,3 +203,56 @@ func TestShortNSEExpiration(t *testing.T) {
 	}
 	requireLBCarries(t, ctx, l, lbB, "after LB-A's loss")
 }
+
+// TestProxyRestartDuringNSMOutage: the proxy crashes and restarts while
+// the NSM control plane is away. It cannot relearn its connections, yet
+// the data path keeps forwarding: the restarted proxy holds the kernel
+// state it found (ports, nexthops, VIP rules) beside what it knows, and
+// keeps trying to register instead of exiting. Once NSM is back its
+// connections return and, NSM_LEFTOVER_HOLD later, the hold ends.
+func TestProxyRestartDuringNSMOutage(t *testing.T) {
+	l := newLab(t, func(o *labrun.Options) { o.ProxyEnv = append(o.ProxyEnv, "NSM_LEFTOVER_HOLD=2s") })
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	st, err := proxyState(ctx, l)
+	require.NoError(t, err)
+	table := st.Dataplane.Table
+	before := readProxyKernel(t, l, table)
+	ps := startProbers(t, ctx, l, vipOf(t, l, true))
+	waitProbes(t, ps, time.Time{}, 20, "probes before the outage")
+	require.NoError(t, l.StopComponent("nsm", stopGrace))
+
+	killed := mark(ps, "proxy killed")
+	require.NoError(t, l.KillProxy())
+	require.NoError(t, l.StartProxyUnregistered())
+	// Longer than the 15 s a proxy used to wait for the registry before
+	// it exited (and its first Apply had emptied the kernel).
+	time.Sleep(20 * time.Second)
+	st, err = proxyState(ctx, l)
+	require.NoError(t, err, "the restarted proxy runs while NSM is away")
+	require.NotNil(t, st.Dataplane.Held, "and holds the kernel state it found")
+	during := readProxyKernel(t, l, table)
+	require.Equal(t, before.Ports, during.Ports, "every bridge port stays")
+	require.Equal(t, before.Routes, during.Routes, "and the ECMP routes")
+	require.Equal(t, before.Rules, during.Rules, "and the VIP rules")
+
+	started := mark(ps, "nsm started")
+	require.NoError(t, l.StartComponent("nsm"))
+	requireGreen(t, ctx, l, waitLong, "after NSM came back to the restarted proxy")
+	require.Eventually(t, func() bool {
+		st, err := proxyState(ctx, l)
+		return err == nil && st.Dataplane.Held == nil
+	}, waitLong, poll, "the hold ends once the proxy has relearned its state")
+	after := readProxyKernel(t, l, table)
+	require.Equal(t, before.Rules, after.Rules, "the VIP rules are the relearned ones")
+	require.Equal(t, len(before.Ports), len(after.Ports), "a port per connection, none left over")
+
+	waitProbes(t, ps, time.Now(), 20, "probes after")
+	for network, p := range ps {
+		s := p.Stop()
+		away := s.After(killed).Before(started)
+		t.Logf("FIGURE: proxy restarted during an NSM outage (%s): %d of %d probes lost while NSM was away, longest gap %v; after NSM's return: %v",
+			network, away.Failures(), len(away), away.LongestGap(), s.After(started))
+		require.Zero(t, away.Failures(), "%s: traffic flows through the restarted proxy while NSM is away (first error: %v)", network, away.FirstError())
+	}
+}

@@ -221,7 +221,16 @@ func (l *Lab) KillIPAM() error { return l.kill("ipam") }
 
 // StartProxy starts the proxy in its namespace and waits until its endpoint
 // is registered.
-func (l *Lab) StartProxy() error {
+func (l *Lab) StartProxy() error { return l.startProxy("endpoint serving and registered") }
+
+// StartProxyUnregistered starts the proxy and waits only until its
+// endpoint serves: with NSM away it cannot register, and keeps trying.
+func (l *Lab) StartProxyUnregistered() error {
+	return l.startProxy("endpoint serving, registering in the background")
+}
+
+// startProxy starts the proxy and waits until it logs the message msg.
+func (l *Lab) startProxy(msg string) error {
 	st := l.state()
 	listen := l.run.Path("proxy.sock")
 	// A killed proxy leaves its socket file behind.
@@ -253,7 +262,7 @@ func (l *Lab) StartProxy() error {
 	if err != nil {
 		return err
 	}
-	return l.waitLog("proxy", "endpoint serving and registered", startTimeout)
+	return l.waitLog("proxy", msg, startTimeout)
 }
 
 // KillProxy kills the proxy with SIGKILL (its namespace and kernel state

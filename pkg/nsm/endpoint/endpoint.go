@@ -42,8 +42,9 @@ type Endpoint struct {
 
 	keeper *registration.Keeper
 
-	stopOnce sync.Once
-	stopErr  error
+	servingOnce sync.Once
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 // Start serves the endpoint chain and registers the network service and the
@@ -65,8 +66,19 @@ func Start(ctx context.Context, cfg Config, opts ...Option) (*Endpoint, error) {
 		e.teardown()
 		return nil, err
 	}
-	e.logger.Info("endpoint serving and registered", "url", e.url.String(), "node", cfg.NodeName)
+	if o.background {
+		e.logger.Info("endpoint serving, registering in the background", "url", e.url.String(), "node", cfg.NodeName)
+	} else {
+		e.logServing()
+	}
 	return e, nil
+}
+
+// logServing logs that the endpoint serves and is registered (once).
+func (e *Endpoint) logServing() {
+	e.servingOnce.Do(func() {
+		e.logger.Info("endpoint serving and registered", "url", e.url.String(), "node", e.cfg.NodeName)
+	})
 }
 
 func (e *Endpoint) serve(ctx context.Context) error {
@@ -143,10 +155,19 @@ func (e *Endpoint) register(ctx context.Context) error {
 	reg := registration.Clients(ctx, e.cfg.ConnectTo, e.cfg.DialOptions, 0,
 		&lifetimeClient{lifetime: registrationLifetime},
 		registrysendfd.NewNetworkServiceEndpointRegistryClient())
+	first := registration.WithFirstTimeout(registerTimeout)
+	if e.opts.background {
+		first = registration.WithoutFirstWait()
+	}
 	k, err := registration.Start(ctx, reg, networkService(e.cfg.Service, servicePayload, !e.opts.noNodeMatch), networkServiceEndpoint(&e.cfg, e.url.String()),
-		registration.WithFirstTimeout(registerTimeout),
+		first,
 		registration.WithTryTimeout(registerTryTimeout),
-		registration.WithOnChange(e.opts.onRegistered),
+		registration.WithOnChange(func(registered bool) {
+			if registered && e.opts.background {
+				e.logServing()
+			}
+			e.opts.onRegistered(registered)
+		}),
 		registration.WithLogger(e.logger))
 	if err != nil {
 		return err

@@ -60,6 +60,7 @@ type options struct {
 	noNodeMatch  bool
 	authorize    networkservice.NetworkServiceServer
 	onRegistered func(bool)
+	background   bool
 	logger       *slog.Logger
 }
 
@@ -73,6 +74,13 @@ func newOptions(opts []Option) *options {
 	}
 	return o
 }
+
+// WithBackgroundRegistration makes Start return once the endpoint serves:
+// the registration is made, and retried without end, in the background
+// (Registered and WithOnRegistered tell when it succeeds). A proxy started
+// while NSM is away must still run: its data path needs no NSM, and its
+// connections come back through NSM once it returns.
+func WithBackgroundRegistration() Option { return func(o *options) { o.background = true } }
 
 // WithListenURL serves on the given unix:// or tcp:// URL (tcp port 0 picks
 // a free port) instead of a socket in a fresh temporary directory.

@@ -39,7 +39,9 @@ type Keeper struct {
 
 // Start registers ns (if not nil) and nse, retrying for up to the first
 // timeout, and then keeps them registered in a goroutine of its own until
-// Stop. ctx bounds only the first registration.
+// Stop. ctx bounds only the first registration. With WithoutFirstWait,
+// Start returns at once and the first registration is retried in that
+// goroutine, without end, like a refresh.
 func Start(ctx context.Context, reg Registrar, ns *registry.NetworkService, nse *registry.NetworkServiceEndpoint, opts ...Option) (*Keeper, error) {
 	if reg.Endpoint == nil || nse.GetName() == "" {
 		return nil, errors.New("registration: an endpoint registry client and an endpoint name are required")
@@ -48,15 +50,18 @@ func Start(ctx context.Context, reg Registrar, ns *registry.NetworkService, nse 
 		return nil, errors.New("registration: a network service needs a network service registry client")
 	}
 	k := &Keeper{reg: reg, ns: ns, nse: nse.Clone(), opts: newOptions(opts), done: make(chan struct{})}
-	if err := k.first(ctx); err != nil {
-		close(k.done)
-		return nil, err
+	pending := k.opts.firstTimeout <= 0
+	if !pending {
+		if err := k.first(ctx); err != nil {
+			close(k.done)
+			return nil, err
+		}
 	}
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k.cancel = cancel
 	go func() {
 		defer close(k.done)
-		k.run(life)
+		k.run(life, pending)
 	}()
 	return k, nil
 }
@@ -84,13 +89,17 @@ func (k *Keeper) first(parent context.Context) error {
 }
 
 // run refreshes at a third of the granted lifetime and, after a failure,
-// retries with backoff until a try succeeds.
-func (k *Keeper) run(ctx context.Context) {
+// retries with backoff until a try succeeds. With pending, the first
+// registration is still to be made: it tries at once.
+func (k *Keeper) run(ctx context.Context, pending bool) {
 	wait := backoff.New(k.opts.retryInitial, k.opts.retryMax)
 	failures := 0
 	for {
 		next := k.refreshIn()
-		if failures > 0 {
+		switch {
+		case pending:
+			next, pending = 0, false
+		case failures > 0:
 			next = wait.Next()
 		}
 		if !backoff.Sleep(ctx, next) {

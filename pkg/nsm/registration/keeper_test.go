@@ -178,3 +178,26 @@ func TestStartRefusesIncompleteArguments(t *testing.T) {
 	_, err := registration.Start(context.Background(), registration.Registrar{}, nil, &registry.NetworkServiceEndpoint{Name: "x"})
 	require.Error(t, err)
 }
+
+// WithoutFirstWait: Start returns at once while the registry is away; the
+// keeper goes on trying, in the background, without end, and registers
+// once the registry is back.
+func TestWithoutFirstWaitRegistersInTheBackground(t *testing.T) {
+	f, ch := newFakeRegistry(), &changes{}
+	f.setDown(true)
+	k, err := registration.Start(context.Background(),
+		registration.Registrar{Service: serviceClient{fakeRegistry: f}, Endpoint: endpointClient{fakeRegistry: f}},
+		&registry.NetworkService{Name: "svc"},
+		&registry.NetworkServiceEndpoint{Name: "nse-1", NetworkServiceNames: []string{"svc"}},
+		registration.WithoutFirstWait(),
+		registration.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
+		registration.WithOnChange(ch.add))
+	require.NoError(t, err, "no wait, no failure")
+	require.False(t, k.Registered())
+	time.Sleep(time.Second) // dozens of failed tries: the keeper does not give up
+	require.False(t, k.Registered())
+	f.setDown(false)
+	require.Eventually(t, func() bool { return k.Registered() && f.registered("nse-1") }, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, []bool{true}, ch.list())
+	require.NoError(t, k.Stop(context.Background()))
+}

@@ -38,6 +38,13 @@ func newOptions(opts []Option) *options {
 // Start waits for (default 15s).
 func WithFirstTimeout(d time.Duration) Option { return func(o *options) { o.firstTimeout = d } }
 
+// WithoutFirstWait makes Start return at once: the first registration is
+// made, and retried without end, in the keeper's goroutine (Registered and
+// the WithOnChange function tell when it succeeds). For an owner that
+// must run while the registry is away, such as a proxy restarted during
+// an NSM outage.
+func WithoutFirstWait() Option { return func(o *options) { o.firstTimeout = 0 } }
+
 // WithTryTimeout bounds each try (default 2s). A try is ended by
 // cancellation, never by a deadline: the registry's expire element would
 // take a deadline off the granted expiration and could expire the

@@ -1,0 +1,111 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+)
+
+// heldLinks are the ports held since New (Options.HoldLeftovers) and the
+// addresses each carried then: a connection that comes back on a new link
+// with one of those addresses supersedes the held port that had it.
+type heldLinks map[netip.Addr]int
+
+// readHeldLinksLocked records the addresses of the held ports (one address
+// dump, at start).
+func (dp *Dataplane) readHeldLinksLocked() error {
+	dp.heldAddrs = heldLinks{}
+	if dp.held == nil || len(dp.held.ports) == 0 {
+		return nil
+	}
+	dp.read()
+	addrs, err := dp.h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return fmt.Errorf("list the addresses of the held ports: %w", err)
+	}
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || ip.IsLinkLocalUnicast() {
+			continue
+		}
+		if _, held := slices.BinarySearch(dp.held.ports, a.LinkIndex); held {
+			dp.heldAddrs[ip.Unmap()] = a.LinkIndex
+		}
+	}
+	return nil
+}
+
+// SupersedeHeld deletes the held ports (see Options.HoldLeftovers) that
+// carried one of addrs, other than link index: a connection of the earlier
+// run came back on the new link index with its addresses, and its old link
+// (which no forwarder of this run knows) would hold them twice. It reports
+// the links deleted. Without a hold, it does nothing.
+func (dp *Dataplane) SupersedeHeld(index int, addrs []netip.Addr) ([]int, error) {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	if dp.closed {
+		return nil, ErrClosed
+	}
+	var gone []int
+	var errs []error
+	for _, a := range addrs {
+		old, ok := dp.heldAddrs[a.Unmap()]
+		if !ok || old == index || slices.Contains(gone, old) {
+			continue
+		}
+		if err := dp.deleteHeldLocked(old); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		gone = append(gone, old)
+	}
+	if len(gone) > 0 {
+		dp.log.Info("held links of an earlier run superseded", "links", gone, "by", index)
+	}
+	return gone, errors.Join(errs...)
+}
+
+// deleteHeldLocked deletes held port idx and stops holding it.
+func (dp *Dataplane) deleteHeldLocked(idx int) error {
+	for a, p := range dp.heldAddrs {
+		if p == idx {
+			delete(dp.heldAddrs, a)
+		}
+	}
+	if dp.held != nil {
+		if i, ok := slices.BinarySearch(dp.held.ports, idx); ok {
+			h := *dp.held
+			h.ports = slices.Delete(slices.Clone(h.ports), i, i+1)
+			dp.held = &h
+		}
+	}
+	link, err := dp.h.LinkByIndex(idx)
+	if linkGone(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get held link %d: %w", idx, err)
+	}
+	err = dp.write(opLinkDel, dp.portObject(idx), func() error { return dp.h.LinkDel(link) })
+	if linkGone(err) {
+		return nil
+	}
+	return err
+}
+
+// unclaimedHeldLocked are the held ports that want does not have.
+func (dp *Dataplane) unclaimedHeldLocked(want *desired) []int {
+	if dp.held == nil {
+		return nil
+	}
+	var out []int
+	for _, p := range dp.held.ports {
+		if !want.wantsPort(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+package dataplane
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// HoldLeftovers: a restarted Dataplane keeps what the earlier run left
+// (ports, nexthops, VIP rules) beside every applied state; a connection
+// that comes back on a new link supersedes its old one (deleted), and the
+// release makes the kernel equal to the applied state, deleting the held
+// links nothing claimed.
+func TestHoldLeftovers(t *testing.T) {
+	ns := testutil.NewNetNS(t, "hl")
+	p1 := vethPair(t, ns, "p1", nil, "p1x")
+	p2 := vethPair(t, ns, "p2", nil, "p2x")
+	p3 := vethPair(t, ns, "p3", nil, "p3x")
+	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p2")
+	ns.MustExec(t, "ip", "addr", "add", "192.0.2.31/24", "dev", "p3")
+	h := handle(t, ns)
+	first := State{
+		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")},
+		Ports:       []int{p1, p2, p3},
+		Nexthops:    []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12")},
+		VIPs:        []netip.Prefix{mp("203.0.113.10/32"), mp("203.0.113.11/32")},
+	}
+	dp1 := newDP(t, ns, Options{AdoptLeftovers: true})
+	require.NoError(t, dp1.Apply(first))
+	require.NoError(t, dp1.Close())
+
+	dp := newDP(t, ns, Options{AdoptLeftovers: true, HoldLeftovers: true})
+	// The restarted owner knows only its bridge address and one VIP yet.
+	relearned := State{BridgeAddrs: first.BridgeAddrs, VIPs: []netip.Prefix{mp("203.0.113.11/32")}}
+	require.NoError(t, dp.Apply(relearned))
+	require.ElementsMatch(t, first.VIPs, rulesOf(t, h, 1, ProtocolCauseway), "the VIP rules are held")
+	require.Equal(t, first.Nexthops, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway), "and the nexthops")
+	for _, p := range []string{"p1", "p2", "p3"} {
+		require.Contains(t, ns.MustExec(t, "ip", "link", "show", "dev", p), "master bridge0", "and the port %s", p)
+	}
+	snap, err := dp.Snapshot()
+	require.NoError(t, err)
+	require.NotNil(t, snap.Held)
+
+	// p2's connection comes back on a new link with its address: p2 goes.
+	p4 := vethPair(t, ns, "p4", nil, "p4x")
+	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p4")
+	relearned.Ports = []int{p1, p4}
+	require.NoError(t, dp.Apply(relearned))
+	gone, err := dp.SupersedeHeld(p4, []netip.Addr{ma("192.0.2.21")})
+	require.NoError(t, err)
+	require.Equal(t, []int{p2}, gone)
+	_, err = h.LinkByIndex(p2)
+	require.Error(t, err, "the superseded link is deleted")
+	gone, err = dp.SupersedeHeld(p4, []netip.Addr{ma("192.0.2.21"), ma("192.0.2.99")})
+	require.NoError(t, err)
+	require.Empty(t, gone, "nothing more to supersede")
+
+	// Release: the kernel is the applied state; p3, unclaimed, goes.
+	require.NoError(t, dp.ReleaseLeftovers())
+	require.ElementsMatch(t, relearned.VIPs, rulesOf(t, h, 1, ProtocolCauseway))
+	require.Nil(t, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway))
+	_, err = h.LinkByIndex(p3)
+	require.Error(t, err, "the held link nothing claimed is deleted")
+	for _, p := range []string{"p1", "p4"} {
+		require.Contains(t, ns.MustExec(t, "ip", "link", "show", "dev", p), "master bridge0")
+	}
+	snap, err = dp.Snapshot()
+	require.NoError(t, err)
+	require.Nil(t, snap.Held)
+	require.NoError(t, dp.ReleaseLeftovers(), "a second release does nothing")
+}
