@@ -1,10 +1,10 @@
 package proxy
 
 import (
-	"net/netip"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
