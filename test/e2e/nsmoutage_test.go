@@ -211,7 +211,10 @@ func TestShortNSEExpiration(t *testing.T) {
 // keeps trying to register instead of exiting. Once NSM is back its
 // connections return and, NSM_LEFTOVER_HOLD later, the hold ends.
 func TestProxyRestartDuringNSMOutage(t *testing.T) {
-	l := newLab(t, func(o *labrun.Options) { o.ProxyEnv = append(o.ProxyEnv, "NSM_LEFTOVER_HOLD=2s") })
+	// The hold outlasts the targets' return (they re-request a few
+	// seconds after the proxy registered); one that ends first deletes
+	// their links, still unclaimed, and they come back on new ones.
+	l := newLab(t, func(o *labrun.Options) { o.ProxyEnv = append(o.ProxyEnv, "NSM_LEFTOVER_HOLD=10s") })
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	st, err := proxyState(ctx, l)
