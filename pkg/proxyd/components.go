@@ -220,7 +220,7 @@ func (d *Daemon) startVIPs(ctx context.Context) (func() error, error) {
 			if err := d.proxy.SetVIPs(p); err != nil {
 				d.log.Warn("some VIPs were rejected", "error", err)
 			}
-			d.vipsKnown.Do(func() { close(d.vipsKnownCh) })
+			d.vipsKnown.happened()
 		})
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("VIP source stopped", "error", err)

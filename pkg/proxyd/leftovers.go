@@ -2,13 +2,31 @@ package proxyd
 
 import (
 	"context"
-	"time"
+	"sync"
 
 	"github.com/causeway-net/causeway/internal/backoff"
 )
 
-// leftoverPoll is how often the release waits check the registration.
-const leftoverPoll = 200 * time.Millisecond
+// firstTime is closed the first time something happens (a registration,
+// a VIP list); later times change nothing.
+type firstTime struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newFirstTime() *firstTime { return &firstTime{ch: make(chan struct{})} }
+
+func (f *firstTime) happened() { f.once.Do(func() { close(f.ch) }) }
+
+// wait waits for the first time; false if ctx ended first.
+func (f *firstTime) wait(ctx context.Context) bool {
+	select {
+	case <-f.ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // startLeftoverRelease ends the dataplane's hold on the kernel state found
 // at start (a restart's bridge ports, LB nexthops and VIP rules, kept
@@ -20,7 +38,7 @@ const leftoverPoll = 200 * time.Millisecond
 func (d *Daemon) startLeftoverRelease(ctx context.Context) (func() error, error) {
 	t := newTasks(ctx)
 	t.Go(func(ctx context.Context) {
-		if !d.waitRegistered(ctx) || !wait(ctx, d.vipsKnownCh) || !backoff.Sleep(ctx, d.cfg.LeftoverHold) {
+		if !d.registered.wait(ctx) || !d.vipsKnown.wait(ctx) || !backoff.Sleep(ctx, d.cfg.LeftoverHold) {
 			return
 		}
 		if err := d.dp.ReleaseLeftovers(); err != nil {
@@ -28,29 +46,4 @@ func (d *Daemon) startLeftoverRelease(ctx context.Context) (func() error, error)
 		}
 	})
 	return t.stop, nil
-}
-
-// waitRegistered waits until the endpoint is registered; false if ctx
-// ended first.
-func (d *Daemon) waitRegistered(ctx context.Context) bool {
-	tick := time.NewTicker(leftoverPoll)
-	defer tick.Stop()
-	for !d.ep.Registered() {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
-	}
-	return true
-}
-
-// wait waits for ch to close; false if ctx ended first.
-func wait(ctx context.Context, ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -151,7 +151,12 @@ func (d *Daemon) startEndpoint(ctx context.Context) (func() error, error) {
 			mtu.NewServer(mtu.WithMTU(uint32(d.cfg.MTU))),
 		},
 	}, endpoint.WithAuthorizeServer(d.creds.AuthorizeServer()), endpoint.WithLogger(d.log.With("subsystem", "endpoint")),
-		endpoint.WithRegistrationState(func(ok bool) { d.health.SetServing(health.NSMRegistry, ok) }),
+		endpoint.WithRegistrationState(func(ok bool) {
+			d.health.SetServing(health.NSMRegistry, ok)
+			if ok {
+				d.registered.happened()
+			}
+		}),
 		// A proxy restarted while NSM is away keeps forwarding: it must
 		// not wait for (nor fail on) the registry.
 		endpoint.WithBackgroundRegistration(),

@@ -43,8 +43,8 @@ type Daemon struct {
 	ep        *endpoint.Endpoint
 	services  *serviceLB // nil when NSM_SERVICES_FILE is unset
 
-	vipsKnown   sync.Once
-	vipsKnownCh chan struct{} // closed when the VIP source first delivered
+	registered *firstTime // the endpoint's first registration
+	vipsKnown  *firstTime // the VIP source's first list
 
 	running []running // the started components, in start order
 
@@ -82,7 +82,8 @@ func Run(ctx context.Context, cfg *Config, log *slog.Logger, opts ...Option) err
 // bounds the start-up; the daemon then runs until Stop. On error nothing is
 // left running.
 func Start(ctx context.Context, cfg *Config, log *slog.Logger, opts ...Option) (*Daemon, error) {
-	d := &Daemon{cfg: cfg, log: log, failed: make(chan struct{}), vipsKnownCh: make(chan struct{})}
+	d := &Daemon{cfg: cfg, log: log, failed: make(chan struct{}),
+		registered: newFirstTime(), vipsKnown: newFirstTime()}
 	for _, o := range opts {
 		o(&d.opts)
 	}

@@ -11,9 +11,11 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/stats"
+
+	"github.com/causeway-net/causeway/internal/backoff"
 )
 
 // NSMgr is the heal check's line to the NSMgr: a connection monitor client
@@ -35,7 +37,7 @@ const confirmRetry = 20 * time.Millisecond
 // reconnect is the monitor connection's backoff: the NSMgr is local, and a
 // new run should be asked (and counted) soon after it is up.
 var reconnect = grpc.ConnectParams{
-	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 	MinConnectTimeout: 5 * time.Second,
 }
 
@@ -94,11 +96,7 @@ func (n *NSMgr) confirm(ctx context.Context, conn *networkservice.Connection) {
 		if _, _, answered := ask(ctx, n.monitor, conn); answered {
 			return
 		}
-		t := time.NewTimer(confirmRetry)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, confirmRetry) {
 			return
 		}
 	}
