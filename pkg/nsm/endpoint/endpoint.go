@@ -163,7 +163,7 @@ func (e *Endpoint) register(ctx context.Context) error {
 		first,
 		registration.WithTryTimeout(registerTryTimeout),
 		registration.WithOnChange(func(registered bool) {
-			if registered && e.opts.background {
+			if registered {
 				e.logServing()
 			}
 			e.opts.onRegistered(registered)
