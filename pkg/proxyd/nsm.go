@@ -14,8 +14,6 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
-	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
-	registrynull "github.com/networkservicemesh/sdk/pkg/registry/common/null"
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -30,6 +28,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/keepmech"
 	"github.com/causeway-net/causeway/pkg/nsm/liveness"
 	"github.com/causeway-net/causeway/pkg/nsm/mtu"
+	"github.com/causeway-net/causeway/pkg/nsm/registryclient"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -59,10 +58,8 @@ func (d *Daemon) startNSMClient(ctx context.Context) (func() error, error) {
 	// silently and any deletion carried by the break would be lost (with
 	// the NSMgr's embedded registry, the Deleted event of an unregistered
 	// NSE breaks the stream: its passed socket fd is already closed).
-	d.nsm.registry = registryclient.NewNetworkServiceEndpointRegistryClient(nsmCtx,
-		registryclient.WithClientURL(&connectTo),
-		registryclient.WithDialOptions(d.nsmDial...),
-		registryclient.WithNSEHealClient(registrynull.NewNetworkServiceEndpointRegistryClient()))
+	d.nsm.registry = registryclient.NewNSEClient(nsmCtx, &connectTo,
+		registryclient.WithDialOptions(d.nsmDial...), registryclient.WithRetry())
 	return func() error {
 		cancel()
 		_ = nsmgr.Close()

@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 	"github.com/edwarnicke/grpcfd"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
 	"github.com/networkservicemesh/sdk/pkg/tools/spiffejwt"
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
@@ -159,8 +159,8 @@ func (c *Credentials) NSMServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.Creds(grpcfd.TransportCredentials(c.ServerTransportCredentials()))}
 }
 
-// AuthorizeServer is the NSE authorization element: the SDK's OPA policies
-// with SPIFFE, anything in insecure mode.
+// AuthorizeServer is the NSE authorization element: the SDK's default
+// policies (pkg/nsm/authorize) with SPIFFE, anything in insecure mode.
 func (c *Credentials) AuthorizeServer() networkservice.NetworkServiceServer {
 	if c.source == nil {
 		return authorize.NewServer(authorize.Any())

@@ -11,8 +11,6 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/chain"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/metadata"
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
-	authmonitor "github.com/networkservicemesh/sdk/pkg/tools/monitorconnection/authorize"
-	monitornext "github.com/networkservicemesh/sdk/pkg/tools/monitorconnection/next"
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/pkg/nsm/connmonitor"
@@ -31,8 +29,9 @@ type nseChain struct {
 // monitor server, which clones every event once per monitor stream (see
 // package connmonitor), and expiry in place of its timeout server, which
 // holds a goroutine per connection (see package expiry), followed by
-// elements. The MonitorConnection service authorizes its callers as the
-// SDK endpoint's does.
+// elements. The MonitorConnection service is connmonitor's, unchecked (the
+// SDK endpoint's monitor authorization with authorize.Any(), which this
+// endpoint always used, passes every caller).
 func newChain(ctx context.Context, name string, tokens TokenGenerator, auth networkservice.NetworkServiceServer,
 	elements []networkservice.NetworkServiceServer) *nseChain {
 	mon := connmonitor.New(ctx)
@@ -47,7 +46,7 @@ func newChain(ctx context.Context, name string, tokens TokenGenerator, auth netw
 			trimpath.NewServer(),
 			mon,
 		}, elements...)...),
-		monitor: monitornext.NewMonitorConnectionServer(authmonitor.NewMonitorConnectionServer(authmonitor.Any()), mon),
+		monitor: mon,
 	}
 }
 

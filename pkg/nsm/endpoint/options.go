@@ -103,8 +103,8 @@ func WithoutNodeMatch() Option {
 }
 
 // WithAuthorizeServer sets the endpoint's authorization element (default:
-// the SDK's OPA policies, authorize.NewServer(); use authorize.Any() with
-// insecure credentials).
+// the SDK's default policies, authorize.NewServer() of pkg/nsm/authorize;
+// use authorize.Any() with insecure credentials).
 func WithAuthorizeServer(a networkservice.NetworkServiceServer) Option {
 	return func(o *options) { o.authorize = a }
 }

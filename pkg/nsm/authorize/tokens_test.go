@@ -1,0 +1,81 @@
+package authorize_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// workload is a SPIFFE identity of the tests: its ID, certificate and key.
+type workload struct {
+	id   string
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newWorkload(t *testing.T, ca *testutil.SPIFFECA, path string) workload {
+	t.Helper()
+	src := ca.Mint(t, path)
+	key, ok := src.SVID.PrivateKey.(*ecdsa.PrivateKey)
+	require.True(t, ok)
+	return workload{id: src.SVID.ID.String(), cert: src.SVID.Certificates[0], key: key}
+}
+
+// jwt encodes claims under header and signs them with key (ES256, r||s);
+// a nil key leaves the signature empty.
+func jwt(t *testing.T, header string, claims map[string]any, key *ecdsa.PrivateKey) string {
+	t.Helper()
+	payload, err := json.Marshal(claims)
+	require.NoError(t, err)
+	signed := base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString(payload)
+	if key == nil {
+		return signed + "."
+	}
+	digest := sha256.Sum256([]byte(signed))
+	r, s, err := ecdsa.Sign(rand.Reader, key, digest[:])
+	require.NoError(t, err)
+	sig := make([]byte, 64)
+	r.FillBytes(sig[:32])
+	s.FillBytes(sig[32:])
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+const es256Header = `{"alg":"ES256","typ":"JWT"}`
+
+// token is what a workload's SDK token generator makes: sub its own ID,
+// aud the peer's, signed with its key.
+func (w workload) token(t *testing.T, aud string, exp time.Time) string {
+	t.Helper()
+	return jwt(t, es256Header, map[string]any{"sub": w.id, "aud": []string{aud}, "exp": exp.Unix()}, w.key)
+}
+
+// tlsPeer is a gRPC peer whose TLS certificate is cert (none if nil).
+func tlsPeer(cert *x509.Certificate) *peer.Peer {
+	state := tls.ConnectionState{}
+	if cert != nil {
+		state.PeerCertificates = []*x509.Certificate{cert}
+	}
+	return &peer.Peer{AuthInfo: credentials.TLSInfo{State: state}}
+}
+
+// path builds a path of the tokens, with index.
+func path(index uint32, tokens ...string) *networkservice.Path {
+	p := &networkservice.Path{Index: index}
+	for i, tok := range tokens {
+		p.PathSegments = append(p.PathSegments, &networkservice.PathSegment{Name: string(rune('a' + i)), Id: string(rune('A' + i)), Token: tok})
+	}
+	return p
+}
