@@ -47,6 +47,10 @@ type Service[C any] struct {
 	// LevelSignals makes SIGUSR2 switch the log level to TRACE and SIGUSR1
 	// put back the configured one while the service runs.
 	LevelSignals bool
+	// GCPercent, when above 0, is the garbage collector's target
+	// percentage unless the environment sets GOGC (Go's default is 100: the
+	// heap may grow to twice what is live before a collection).
+	GCPercent int
 }
 
 // Mode is a one-shot command of a service (the proxy's -debug, -probe).
@@ -144,7 +148,8 @@ func serve[C any](ctx context.Context, s Service[C], cfg C, stderr io.Writer) in
 	if s.LevelSignals {
 		defer logging.FollowLevelSignals(levelVar, level, logger)()
 	}
-	logger.Info("starting", "version", s.Version, "config", cfg)
+	gc, gcDefault := applyGCPercent(s.GCPercent)
+	logger.Info("starting", "version", s.Version, "gc_percent", gc, "gc_percent_default", gcDefault, "config", cfg)
 	if err := s.Run(ctx, cfg, logger); err != nil {
 		var exit *ExitError
 		if errors.As(err, &exit) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -132,5 +133,50 @@ func TestMainFollowsSignals(t *testing.T) {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("stderr lacks %s: %q", line, out.String())
 		}
+	}
+}
+
+// TestGCPercent: a service's default collector target applies only when
+// GOGC is unset; GOGC (a number or "off") is left to the runtime.
+func TestGCPercent(t *testing.T) {
+	for _, tc := range []struct {
+		def     int
+		gogc    string
+		want    int
+		applied bool
+	}{
+		{50, "", 50, true},
+		{50, "200", 0, false},
+		{50, "off", 0, false},
+		{0, "", 0, false},
+	} {
+		got, applied := gcPercent(tc.def, func(k string) string {
+			if k == "GOGC" {
+				return tc.gogc
+			}
+			return ""
+		})
+		if got != tc.want || applied != tc.applied {
+			t.Errorf("default %d, GOGC %q: got %d, %v; want %d, %v", tc.def, tc.gogc, got, applied, tc.want, tc.applied)
+		}
+	}
+}
+
+// TestMainAppliesTheGCPercent: a service that asks for a collector target
+// runs with it and says so in its "starting" line.
+func TestMainAppliesTheGCPercent(t *testing.T) {
+	t.Setenv("GOGC", "")
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	s := service(nil, nil)
+	s.GCPercent = 50
+	var out, errOut bytes.Buffer
+	if got := Main(s, nil, &out, &errOut); got != 0 {
+		t.Fatalf("exit status %d (stderr %q)", got, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), `"gc_percent":50,"gc_percent_default":true`) {
+		t.Errorf("stderr %q lacks the collector target", errOut.String())
+	}
+	if p := debug.SetGCPercent(100); p != 50 {
+		t.Errorf("the collector target is %d, want 50", p)
 	}
 }
