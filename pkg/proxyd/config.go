@@ -48,9 +48,12 @@ type Config struct {
 	GRPCMaxBackoff        time.Duration `default:"5s" desc:"reconnect backoff cap (IPAM, NSP, VIP watch)" envconfig:"GRPC_MAX_BACKOFF"`
 	IPReleaseDelay        time.Duration `default:"20s" desc:"delay before the addresses of a closed connection are released; a reconnect within it keeps them" envconfig:"IP_RELEASE_DELAY"`
 	BridgeIPRenewInterval time.Duration `default:"5m" desc:"period of the bridge address lease renewal" envconfig:"BRIDGE_IP_RENEW_INTERVAL"`
-	LeftoverHold          time.Duration `default:"30s" desc:"after a restart, how long the kernel state found (bridge ports, LB nexthops, VIP rules) is kept beside the relearned one once NSM is reachable and the VIPs are known; 0: released then" envconfig:"LEFTOVER_HOLD"`
 
 	// Settings Causeway adds.
+
+	// LeftoverHold is how long a restarted proxy keeps the kernel state it
+	// found beside the one it relearns (see leftovers.go).
+	LeftoverHold time.Duration `default:"30s" desc:"new: after a restart, how long the kernel state found (bridge ports, LB nexthops, VIP rules) is kept beside the relearned one once NSM is reachable and the VIPs are known; 0: released then" envconfig:"LEFTOVER_HOLD"`
 
 	// NSPService, when set, is the NSP address used as is instead of the
 	// one built from NSPServiceName, Trench, Namespace and NSPServicePort.
