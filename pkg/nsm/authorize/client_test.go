@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/causeway-net/causeway/internal/clock"
 	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 )
 
@@ -29,7 +30,7 @@ type answer struct {
 
 func (a *answer) Request(_ context.Context, request *networkservice.NetworkServiceRequest, opts ...grpc.CallOption) (*networkservice.Connection, error) {
 	for _, o := range opts {
-		if p, ok := o.(grpc.PeerCallOption); ok {
+		if p, ok := o.(grpc.PeerCallOption); ok && a.peer != nil {
 			*p.PeerAddr = *a.peer
 		}
 	}
@@ -55,29 +56,84 @@ func TestClientDecidesAsTheSDK(t *testing.T) {
 	good := func() []string {
 		return []string{w.nsc.token(t, w.nsmgr.id, hour), w.nsmgr.token(t, w.nse.id, hour), w.nse.token(t, w.nsmgr.id, hour)}
 	}
+	nextClaims := map[string]any{"sub": w.nsmgr.id, "aud": []string{w.nse.id}, "exp": hour.Unix()}
 	for _, tc := range []struct {
-		name string
-		path *networkservice.Path
-		peer *peer.Peer
-		want string
+		name    string
+		path    *networkservice.Path
+		peer    *peer.Peer // the call's peer (nil: the call fills none)
+		ctxPeer *peer.Peer // the peer of the Request's context, if any
+		want    string
+		sdk     string // the SDK's outcome where it differs, and why
+		why     string
 	}{
-		{"signed by the server", path(0, good()...), tlsPeer(w.nsmgr.cert), ""},
-		{"the next token signed by a stranger", path(0, good()...), tlsPeer(w.other.cert), "next_token_signed"},
-		{"no next segment", path(0, good()[0]), tlsPeer(w.nsmgr.cert), "next_token_signed"},
-		{"the chain broken", path(0, w.nsc.token(t, w.other.id, hour), good()[1], good()[2]), tlsPeer(w.nsmgr.cert), "tokens_chained"},
-		{"the last token expired", path(0, good()[0], good()[1], w.nse.token(t, w.nsmgr.id, time.Now().Add(-time.Second))),
-			tlsPeer(w.nsmgr.cert), "tokens_expired"},
+		{name: "signed by the server", path: path(0, good()...), peer: tlsPeer(w.nsmgr.cert)},
+		{name: "the next token signed by a stranger", path: path(0, good()...), peer: tlsPeer(w.other.cert), want: "next_token_signed"},
+		{name: "no next segment", path: path(0, good()[0]), peer: tlsPeer(w.nsmgr.cert), want: "next_token_signed"},
+		{name: "the chain broken", path: path(0, w.nsc.token(t, w.other.id, hour), good()[1], good()[2]), peer: tlsPeer(w.nsmgr.cert),
+			want: "tokens_chained"},
+		{name: "the last token expired", path: path(0, good()[0], good()[1], w.nse.token(t, w.nsmgr.id, time.Now().Add(-time.Second))),
+			peer: tlsPeer(w.nsmgr.cert), want: "tokens_expired"},
+		{name: "the next token's alg is a number", path: path(0, good()[0], jwt(t, `{"alg":5}`, nextClaims, w.nsmgr.key), good()[2]),
+			peer: tlsPeer(w.nsmgr.cert), want: "next_token_signed"},
+		{name: "the next token's crit is not a list", path: path(0, good()[0], jwt(t, `{"alg":"ES256","crit":"b"}`, nextClaims, w.nsmgr.key), good()[2]),
+			peer: tlsPeer(w.nsmgr.cert), want: "next_token_signed"},
+		{name: "the next token's signature padded with one =", path: path(0, good()[0], good()[1]+"=", good()[2]),
+			peer: tlsPeer(w.nsmgr.cert), want: "tokens_chained"},
+		{name: "the server's peer only in the context", path: path(0, good()...), ctxPeer: tlsPeer(w.nsmgr.cert),
+			want: "next_token_signed", sdk: "passes", why: "without a call peer the SDK verifies with the context's (here an incoming call's) peer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{Id: "c"}}
-			_, err := clientChain(authorize.NewClient(), &answer{path: tc.path, peer: tc.peer}).Request(context.Background(), req.Clone())
+			ctx := context.Background()
+			if tc.ctxPeer != nil {
+				ctx = peer.NewContext(ctx, tc.ctxPeer)
+			}
+			_, err := clientChain(authorize.NewClient(), &answer{path: tc.path, peer: tc.peer}).Request(ctx, req.Clone())
 			require.Equal(t, tc.want, decision(err), "ours: %v", err)
-			_, sdkErr := clientChain(sdkauthorize.NewClient(), &answer{path: tc.path, peer: tc.peer}).Request(context.Background(), req.Clone())
-			want := ""
+			sdkErr := sdkCall(func() error {
+				_, err := clientChain(sdkauthorize.NewClient(), &answer{path: tc.path, peer: tc.peer}).Request(ctx, req.Clone())
+				return err
+			})
+			want := "passes"
 			if tc.want != "" {
 				want = "refused"
 			}
-			require.Equal(t, want, decision(sdkErr), "the SDK: %v", sdkErr)
+			if tc.sdk != "" {
+				require.NotEqual(t, want, tc.sdk)
+				want = tc.sdk
+				t.Logf("the SDK %s: %s", want, tc.why)
+			}
+			require.Equal(t, want, sdkOutcome(sdkErr), "the SDK: %v", sdkErr)
+		})
+	}
+}
+
+// TestClientClosesWhatTheSDKKeeps: a Close of a connection whose path no
+// longer passes (its tokens expired) goes out, where the SDK's client
+// refuses it locally and the far end keeps the connection until it expires.
+func TestClientClosesWhatTheSDKKeeps(t *testing.T) {
+	w := newIDs(t)
+	fake := clock.NewFake(time.Now())
+	exp := fake.Now().Add(time.Minute)
+	p := path(0, w.nsc.token(t, w.nsmgr.id, exp), w.nsmgr.token(t, w.nsc.id, exp))
+	for _, tc := range []struct {
+		name    string
+		element networkservice.NetworkServiceClient
+		closes  int
+	}{
+		{"ours", authorize.NewClient(authorize.WithClock(fake)), 1},
+		{"the SDK", sdkauthorize.NewClient(), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &answer{path: p, peer: tlsPeer(w.nsmgr.cert)}
+			c := clientChain(tc.element, a)
+			conn, err := c.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{Id: "c"}})
+			require.NoError(t, err)
+			expired := conn.Clone()
+			expired.Path = path(0, w.nsc.token(t, w.nsmgr.id, time.Now().Add(-time.Second)), w.nsmgr.token(t, w.nsc.id, time.Now().Add(-time.Second)))
+			_, err = c.Close(context.Background(), expired)
+			require.Equal(t, tc.closes == 0, err != nil, "%v", err)
+			require.Equal(t, tc.closes, a.closes)
 		})
 	}
 }

@@ -49,11 +49,11 @@ func (s *server) checkLeft(ctx context.Context, op string, conn *networkservice.
 		return nil
 	}
 	segments := conn.GetPath().GetPathSegments()
-	index := int(conn.GetPath().GetIndex())
-	if index >= len(segments) {
+	index := conn.GetPath().GetIndex()
+	if uint64(index) >= uint64(len(segments)) {
 		err := fmt.Errorf("path index %d beyond its %d segments", index, len(segments))
 		s.opts.log.WarnContext(ctx, "NSM authorization refused", "op", op, "connection", conn.GetId(), "reason", err.Error())
 		return status.Errorf(codes.PermissionDenied, "authorization: %v", err)
 	}
-	return s.check(ctx, op, conn, segments[:index+1], index, p)
+	return s.check(ctx, op, conn, segments[:index+1], int(index), p)
 }

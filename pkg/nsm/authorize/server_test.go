@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	sdkauthorize "github.com/networkservicemesh/sdk/pkg/networkservice/common/authorize"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/chain"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/count"
 	"github.com/stretchr/testify/require"
@@ -66,7 +67,8 @@ func TestServerRefusalStopsTheChain(t *testing.T) {
 }
 
 // TestServerRefusesABadIndex: a path index at or beyond the path's end, or
-// with no segment before ours, is refused (the SDK's server panics on both).
+// with no segment before ours, is refused, in a Request and a Close (the
+// SDK's server panics on the first, and on the second in a Close).
 func TestServerRefusesABadIndex(t *testing.T) {
 	w := newIDs(t)
 	hour := time.Now().Add(time.Hour)
@@ -76,8 +78,16 @@ func TestServerRefusesABadIndex(t *testing.T) {
 	for _, p := range []*networkservice.Path{path(1, tok), path(5, tok), path(0, tok), path(0), nil} {
 		_, err := b.chain.Request(ctx, request(p))
 		require.Equal(t, codes.PermissionDenied, status.Code(err), "%v: %v", p, err)
+		_, err = b.chain.Close(ctx, request(p).GetConnection())
+		require.Equal(t, codes.PermissionDenied, status.Code(err), "Close %v: %v", p, err)
 	}
-	require.Equal(t, 0, b.next.Requests())
+	require.Equal(t, 0, b.next.Requests()+b.next.Closes())
+
+	sdk := sdkauthorize.NewServer()
+	err := sdkCall(func() error { _, err := sdk.Close(ctx, request(path(0, tok)).GetConnection()); return err })
+	require.Equal(t, "panics", sdkOutcome(err), "the SDK's Close with no segment before ours: %v", err)
+	err = sdkCall(func() error { _, err := sdk.Request(ctx, request(path(1, tok))); return err })
+	require.Equal(t, "panics", sdkOutcome(err), "the SDK's Request with an index beyond the path: %v", err)
 }
 
 // TestServerTokensExpireWithTheClock: a token that was valid is refused

@@ -1,6 +1,7 @@
 package authorize
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/sha256"
 	"crypto/x509"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"strings"
 )
@@ -20,11 +22,16 @@ type token struct {
 	aud    []string // the audiences that are strings; nil if aud is not a list
 	exp    float64
 	hasExp bool // exp is present and a number
-	signed string
-	sig    []byte
+	// verifiable: the header is one OPA's io.jwt.verify_es256 accepts (its
+	// alg, kid, typ and cty strings, its crit a list that starts with a
+	// string); io.jwt.decode does not look at them.
+	verifiable bool
+	signed     string
+	sig        []byte
 }
 
-// parseToken decodes a JWT without verifying it.
+// parseToken decodes a JWT without verifying it, accepting what OPA's
+// io.jwt.decode accepts except nested tokens (see refuseContentType).
 func parseToken(raw string) (*token, error) {
 	parts := strings.Split(raw, ".")
 	if len(parts) != 3 {
@@ -37,6 +44,9 @@ func parseToken(raw string) (*token, error) {
 	if _, ok := header["enc"]; ok {
 		return nil, errors.New("JWT header: an encrypted token (enc)")
 	}
+	if err := refuseContentType(header); err != nil {
+		return nil, err
+	}
 	var claims map[string]any
 	if err := decodeJSONPart(parts[1], &claims); err != nil {
 		return nil, fmt.Errorf("JWT payload: %w", err)
@@ -45,7 +55,7 @@ func parseToken(raw string) (*token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("JWT signature: %w", err)
 	}
-	t := &token{signed: parts[0] + "." + parts[1], sig: sig}
+	t := &token{signed: parts[0] + "." + parts[1], sig: sig, verifiable: verifiableHeader(header)}
 	t.sub, t.hasSub = claims["sub"].(string)
 	t.exp, t.hasExp = claims["exp"].(float64)
 	if aud, ok := claims["aud"].([]any); ok {
@@ -59,19 +69,80 @@ func parseToken(raw string) (*token, error) {
 	return t, nil
 }
 
-// decodePart decodes one base64url part, padded or not (as OPA does).
-func decodePart(s string) ([]byte, error) {
-	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+// refuseContentType refuses a header whose cty is not a string (OPA's
+// io.jwt.decode panics on it, taking the SDK's server down) or is "JWT": OPA
+// then reads the claims of a token nested in the payload, which the SDK
+// never makes, and which we do not read.
+func refuseContentType(header map[string]any) error {
+	cty, ok := header["cty"]
+	if !ok {
+		return nil
+	}
+	s, ok := cty.(string)
+	switch {
+	case !ok:
+		return errors.New("JWT header: a cty that is not a string")
+	case s == "JWT":
+		return errors.New("JWT header: a nested token (cty JWT)")
+	}
+	return nil
 }
 
-// decodeJSONPart decodes a base64url part that holds a JSON object.
+// verifiableHeader says whether OPA's io.jwt.verify_es256 parses header:
+// alg, kid, typ and cty, when present, are strings, and crit, when present,
+// is a list whose first element is a string (OPA stops reading crit at its
+// first element that is not a string, and refuses it empty).
+func verifiableHeader(header map[string]any) bool {
+	for _, name := range []string{"alg", "kid", "typ", "cty"} {
+		if v, ok := header[name]; ok {
+			if _, ok := v.(string); !ok {
+				return false
+			}
+		}
+	}
+	if v, ok := header["crit"]; ok {
+		crit, ok := v.([]any)
+		if !ok || len(crit) == 0 {
+			return false
+		}
+		if _, ok := crit[0].(string); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// decodePart decodes one base64url part as OPA's base64url.decode does: a
+// part that does not end in "=" is padded to a multiple of four first, and
+// the result must then be padded right (so a stray "=", or a line break
+// that shifts the length, is refused).
+func decodePart(s string) ([]byte, error) {
+	if !strings.HasSuffix(s, "=") {
+		switch len(s) % 4 {
+		case 1:
+			return nil, fmt.Errorf("illegal base64url length %d", len(s))
+		case 2:
+			s += "=="
+		case 3:
+			s += "="
+		}
+	}
+	return base64.URLEncoding.DecodeString(s)
+}
+
+// decodeJSONPart decodes a base64url part that holds a JSON object, and
+// nothing after it.
 func decodeJSONPart(s string, v *map[string]any) error {
 	b, err := decodePart(s)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
 		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON object")
 	}
 	if *v == nil {
 		return errors.New("not a JSON object")
@@ -90,10 +161,10 @@ func (t *token) audience(id string) bool {
 }
 
 // signedBy says whether the token's ES256 signature (r||s) verifies with
-// the public key of cert. The header's alg is not consulted: the policy
-// names the algorithm.
+// the public key of cert. The header's alg is not consulted (the policy
+// names the algorithm), but the header must be one OPA would verify.
 func (t *token) signedBy(cert *x509.Certificate) bool {
-	if cert == nil {
+	if cert == nil || !t.verifiable {
 		return false
 	}
 	pub, ok := cert.PublicKey.(*ecdsa.PublicKey)

@@ -2,12 +2,15 @@ package authorize_test
 
 import (
 	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,9 +37,18 @@ func newWorkload(t *testing.T, ca *testutil.SPIFFECA, path string) workload {
 	return workload{id: src.SVID.ID.String(), cert: src.SVID.Certificates[0], key: key}
 }
 
-// jwt encodes claims under header and signs them with key (ES256, r||s);
-// a nil key leaves the signature empty.
+// jwt encodes claims under header and signs them with key (ES256, r||s,
+// each as long as the curve's size); a nil key leaves the signature empty.
 func jwt(t *testing.T, header string, claims map[string]any, key *ecdsa.PrivateKey) string {
+	t.Helper()
+	if key == nil {
+		return jwtSigned(t, header, claims, nil, 0)
+	}
+	return jwtSigned(t, header, claims, key, (key.Curve.Params().BitSize+7)/8)
+}
+
+// jwtSigned is jwt with r and s each zero-padded to half bytes.
+func jwtSigned(t *testing.T, header string, claims map[string]any, key *ecdsa.PrivateKey, half int) string {
 	t.Helper()
 	payload, err := json.Marshal(claims)
 	require.NoError(t, err)
@@ -47,10 +59,33 @@ func jwt(t *testing.T, header string, claims map[string]any, key *ecdsa.PrivateK
 	digest := sha256.Sum256([]byte(signed))
 	r, s, err := ecdsa.Sign(rand.Reader, key, digest[:])
 	require.NoError(t, err)
-	sig := make([]byte, 64)
-	r.FillBytes(sig[:32])
-	s.FillBytes(sig[32:])
+	sig := make([]byte, 2*half)
+	r.FillBytes(sig[:half])
+	s.FillBytes(sig[half:])
 	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// editPart replaces part i (0 header, 1 payload, 2 signature) of tok with
+// edit's result; the signature is left as it was.
+func editPart(tok string, i int, edit func(string) string) string {
+	parts := strings.Split(tok, ".")
+	parts[i] = edit(parts[i])
+	return strings.Join(parts, ".")
+}
+
+// newP384Workload is a workload with a self-signed P-384 certificate (no
+// SPIFFE CA mints one), with the ID of like.
+func newP384Workload(t *testing.T, like workload) workload {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		URIs: like.cert.URIs}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return workload{id: like.id, cert: cert, key: key}
 }
 
 const es256Header = `{"alg":"ES256","typ":"JWT"}`
