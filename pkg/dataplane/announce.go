@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/causeway-net/causeway/internal/clock"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -41,24 +42,44 @@ func ownBridgeSysctls(name string) []sysctl {
 
 // announcer runs the announcement rounds. A trigger starts (or restarts) a
 // burst of count rounds, interval apart; triggers that come close together
-// coalesce, and a storm of them costs at most one round per minGap.
+// coalesce, and a storm of them costs at most one round per gap.
+//
+// A round floods the announcements to every port of the bridge and flushes
+// its neighbour entries (each resolved again by a flooded request when a
+// packet needs it), so its cost grows with the ports. The gap grows with
+// them too (announceGap): a node that fills with targets, one join after
+// the other, spends the same share of its time on announcements at 1,000
+// ports as at 100, instead of ten times as much.
 type announcer struct {
 	count    int
 	interval time.Duration
 	minGap   time.Duration
+	clock    clock.Clock
 	trigger  chan struct{}
 	// round announces everything the bridge holds; it reports whether it
-	// did (the neighbour flush came with it).
-	round func() bool
+	// did (the neighbour flush came with it) and how many ports the bridge
+	// has.
+	round func() (announced bool, ports int)
 }
 
 // announceMinGap is the shortest time between two rounds: each one flushes
 // the bridge's neighbour entries, so a burst of port joins must not turn
-// into a flush per join.
-const announceMinGap = 100 * time.Millisecond
+// into a flush per join. announceGapPerPort and announceMaxGap scale it
+// with the bridge's ports, up to a bound that keeps a join announced
+// within 2 s.
+const (
+	announceMinGap     = 100 * time.Millisecond
+	announceGapPerPort = time.Millisecond
+	announceMaxGap     = 2 * time.Second
+)
 
-func newAnnouncer(count int, interval time.Duration, round func() bool) *announcer {
-	return &announcer{count: count, interval: interval, minGap: min(announceMinGap, interval),
+// announceGap is the gap after a round on a bridge of ports ports.
+func (a *announcer) announceGap(ports int) time.Duration {
+	return min(max(a.minGap, time.Duration(ports)*announceGapPerPort), max(a.minGap, announceMaxGap))
+}
+
+func newAnnouncer(count int, interval time.Duration, c clock.Clock, round func() (bool, int)) *announcer {
+	return &announcer{count: count, interval: interval, minGap: min(announceMinGap, interval), clock: c,
 		trigger: make(chan struct{}, 1), round: round}
 }
 
@@ -77,33 +98,46 @@ func (a *announcer) run(ctx context.Context) {
 	if a.count <= 0 {
 		return
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	remaining := 0
-	var last time.Time
+	var (
+		timer     clock.Timer
+		remaining int
+		next      time.Time // no round before it
+	)
+	wait := func(d time.Duration) {
+		if timer != nil {
+			timer.Stop()
+		}
+		timer = a.clock.NewTimer(d)
+	}
 	fire := func() {
-		if a.round() {
-			last = time.Now()
+		if announced, ports := a.round(); announced {
+			next = a.clock.Now().Add(a.announceGap(ports))
 		}
 		remaining--
 		if remaining > 0 {
-			timer.Reset(a.interval)
+			wait(max(a.interval, next.Sub(a.clock.Now())))
 		}
 	}
 	for {
+		var due <-chan time.Time
+		if timer != nil {
+			due = timer.C()
+		}
 		select {
 		case <-ctx.Done():
-			timer.Stop()
+			if timer != nil {
+				timer.Stop()
+			}
 			return
 		case <-a.trigger:
 			remaining = a.count
-			if since := time.Since(last); since >= a.minGap {
-				timer.Stop()
-				fire()
+			if early := next.Sub(a.clock.Now()); early > 0 {
+				wait(early)
 			} else {
-				timer.Reset(a.minGap - since)
+				fire()
 			}
-		case <-timer.C:
+		case <-due:
+			timer = nil
 			if remaining > 0 {
 				fire()
 			}
@@ -114,10 +148,16 @@ func (a *announcer) run(ctx context.Context) {
 // announceRound has the kernel announce the bridge's addresses of the
 // families whose notify sysctl is on, by setting the bridge's MAC to its
 // own value, and restores the permanent neighbour entries that the kernel
-// flushes with it. It returns whether it set the MAC.
-func (dp *Dataplane) announceRound() bool {
+// flushes with it. It returns whether it set the MAC, and the bridge's
+// number of ports.
+func (dp *Dataplane) announceRound() (bool, int) {
 	dp.mu.Lock()
 	defer dp.mu.Unlock()
+	ports := dp.m.ports.len()
+	return dp.announceLocked(), ports
+}
+
+func (dp *Dataplane) announceLocked() bool {
 	if dp.closed || dp.m.bridgeIndex == 0 || len(dp.bridgeMAC) != 6 {
 		return false
 	}

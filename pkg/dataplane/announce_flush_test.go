@@ -108,7 +108,8 @@ func TestAnnouncementFlushAndEgress(t *testing.T) {
 		next := start.Add(every / 2)
 		for seq := uint32(1); len(flushes) < rounds || time.Since(flushes[len(flushes)-1]) < every/2; seq++ {
 			if now := time.Now(); now.After(next) && len(flushes) < rounds {
-				require.True(t, dp.announceRound())
+				announced, _ := dp.announceRound()
+				require.True(t, announced)
 				flushes = append(flushes, now)
 				next = now.Add(every)
 			}

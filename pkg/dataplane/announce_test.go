@@ -95,7 +95,8 @@ func TestGratuitousAnnouncements(t *testing.T) {
 		"net.ipv6.conf."+DefaultBridgeName+".ndisc_notify=0")
 	poison(t, n, "n0", next...)
 	before := dp.Stats().Announcements
-	require.False(t, dp.announceRound(), "no round without a notify sysctl on")
+	announced, _ := dp.announceRound()
+	require.False(t, announced, "no round without a notify sysctl on")
 	time.Sleep(100 * time.Millisecond)
 	for a, got := range neighborMACs(t, hn, "n0", next...) {
 		require.Equal(t, bogusMAC, got, "%s: nothing announced with the sysctls off", a)
@@ -148,7 +149,8 @@ func TestAnnouncementKeepsPermanentNeighbors(t *testing.T) {
 	require.Contains(t, show(), "192.0.2.11 lladdr")
 
 	before := dp.Stats()
-	require.True(t, dp.announceRound())
+	announced, _ := dp.announceRound()
+	require.True(t, announced)
 	after := dp.Stats()
 	require.Equal(t, before.Writes, after.Writes, "an announcement is not a write of owned state")
 	got := show()

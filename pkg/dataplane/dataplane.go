@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/causeway-net/causeway/internal/clock"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -241,7 +242,7 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 	if _, serr := setSysctls(dp.ns, "", opts.SysctlFamilies.filter(globalSysctls())); serr != nil {
 		dp.sysctlErrs = append(dp.sysctlErrs, serr)
 	}
-	dp.ann = newAnnouncer(opts.AnnounceCount, opts.AnnounceInterval, dp.announceRound)
+	dp.ann = newAnnouncer(opts.AnnounceCount, opts.AnnounceInterval, clock.Real(), dp.announceRound)
 
 	// Subscribe before reading the kernel state, so that no change between
 	// the read and the subscription goes unseen.
