@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,13 +61,17 @@ func TestTargetLeaves(t *testing.T) {
 }
 
 // proxyHolds reports whether any connection of the proxy (live or pending
-// release) holds one of addrs.
-func proxyHolds(ctx context.Context, l *labrun.Lab, addrs []netip.Prefix) (bool, error) {
+// release) holds one of addrs, leaving out the connections of the targets
+// named in except (which may have been handed addresses released before).
+func proxyHolds(ctx context.Context, l *labrun.Lab, addrs []netip.Prefix, except ...string) (bool, error) {
 	st, err := proxyState(ctx, l)
 	if err != nil {
 		return false, err
 	}
 	for _, c := range st.Proxy.Connections {
+		if slices.ContainsFunc(except, func(target string) bool { return strings.HasPrefix(c.ID, target+"-") }) {
+			continue
+		}
 		for _, p := range c.Addresses {
 			if slices.ContainsFunc(addrs, func(a netip.Prefix) bool { return a.Addr() == p.Addr() }) {
 				return true, nil
