@@ -32,7 +32,7 @@ type SPIFFECA struct {
 	serial atomic.Int64
 }
 
-func NewSPIFFECA(t *testing.T, trustDomain string) *SPIFFECA {
+func NewSPIFFECA(t testing.TB, trustDomain string) *SPIFFECA {
 	t.Helper()
 	td := spiffeid.RequireTrustDomainFromString(trustDomain)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -65,7 +65,7 @@ func (s *SVIDSource) GetX509BundleForTrustDomain(td spiffeid.TrustDomain) (*x509
 }
 
 // Mint issues the SVID of spiffe://<td><path>.
-func (ca *SPIFFECA) Mint(t *testing.T, path string) *SVIDSource {
+func (ca *SPIFFECA) Mint(t testing.TB, path string) *SVIDSource {
 	t.Helper()
 	id := spiffeid.RequireFromPath(ca.td, path)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -25,7 +25,7 @@ import (
 // nsmgr's ID with a P-384 key.
 type ids struct{ nsc, nsmgr, nse, other, nsmgr384 workload }
 
-func newIDs(t *testing.T) ids {
+func newIDs(t testing.TB) ids {
 	ca := testutil.NewSPIFFECA(t, "causeway.test")
 	w := ids{nsc: newWorkload(t, ca, "/nsc"), nsmgr: newWorkload(t, ca, "/nsmgr"), nse: newWorkload(t, ca, "/nse"), other: newWorkload(t, ca, "/other")}
 	w.nsmgr384 = newP384Workload(t, w.nsmgr)

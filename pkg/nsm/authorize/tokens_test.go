@@ -29,7 +29,7 @@ type workload struct {
 	key  *ecdsa.PrivateKey
 }
 
-func newWorkload(t *testing.T, ca *testutil.SPIFFECA, path string) workload {
+func newWorkload(t testing.TB, ca *testutil.SPIFFECA, path string) workload {
 	t.Helper()
 	src := ca.Mint(t, path)
 	key, ok := src.SVID.PrivateKey.(*ecdsa.PrivateKey)
@@ -39,7 +39,7 @@ func newWorkload(t *testing.T, ca *testutil.SPIFFECA, path string) workload {
 
 // jwt encodes claims under header and signs them with key (ES256, r||s,
 // each as long as the curve's size); a nil key leaves the signature empty.
-func jwt(t *testing.T, header string, claims map[string]any, key *ecdsa.PrivateKey) string {
+func jwt(t testing.TB, header string, claims map[string]any, key *ecdsa.PrivateKey) string {
 	t.Helper()
 	if key == nil {
 		return jwtSigned(t, header, claims, nil, 0)
@@ -48,7 +48,7 @@ func jwt(t *testing.T, header string, claims map[string]any, key *ecdsa.PrivateK
 }
 
 // jwtSigned is jwt with r and s each zero-padded to half bytes.
-func jwtSigned(t *testing.T, header string, claims map[string]any, key *ecdsa.PrivateKey, half int) string {
+func jwtSigned(t testing.TB, header string, claims map[string]any, key *ecdsa.PrivateKey, half int) string {
 	t.Helper()
 	payload, err := json.Marshal(claims)
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func editPart(tok string, i int, edit func(string) string) string {
 
 // newP384Workload is a workload with a self-signed P-384 certificate (no
 // SPIFFE CA mints one), with the ID of like.
-func newP384Workload(t *testing.T, like workload) workload {
+func newP384Workload(t testing.TB, like workload) workload {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ const es256Header = `{"alg":"ES256","typ":"JWT"}`
 
 // token is what a workload's SDK token generator makes: sub its own ID,
 // aud the peer's, signed with its key.
-func (w workload) token(t *testing.T, aud string, exp time.Time) string {
+func (w workload) token(t testing.TB, aud string, exp time.Time) string {
 	t.Helper()
 	return jwt(t, es256Header, map[string]any{"sub": w.id, "aud": []string{aud}, "exp": exp.Unix()}, w.key)
 }
