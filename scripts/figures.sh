@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 OUT=${OUT:-$(mktemp -d /tmp/causeway-figures.XXXX)}
+mkdir -p "$OUT"
 make -s build >/dev/null
 
 # package | benchmark regexp | -benchtime
