@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
@@ -40,11 +41,12 @@ type memUse struct {
 	mem            proxyd.MemoryState
 	goroutines     int
 	fds            int
+	dp             dataplane.Stats // the dataplane's counters
 }
 
 func (u memUse) String() string {
 	const mib = 1 << 20
-	return fmt.Sprintf("VmRSS %.1f MiB (anonymous %.1f MiB), VmHWM %.1f MiB, heap in use %.1f MiB (live %.1f MiB), stacks %.1f MiB, Go runtime total %.1f MiB, %d goroutines, %d fds",
+	return fmt.Sprintf("VmRSS %.1f MiB (anonymous %.1f MiB), VmHWM %.1f MiB, heap in use %.1f MiB (objects %.1f MiB), stacks %.1f MiB, Go runtime total %.1f MiB, %d goroutines, %d fds",
 		float64(u.rssKiB)/1024, float64(u.anonKiB)/1024, float64(u.hwmKiB)/1024, float64(u.mem.HeapInuse)/mib, float64(u.mem.HeapAlloc)/mib,
 		float64(u.mem.StackInuse)/mib, float64(u.mem.Sys)/mib, u.goroutines, u.fds)
 }
@@ -64,6 +66,9 @@ func (b *bed) memUse() memUse {
 	require.NoError(t, err)
 	st := b.debugState()
 	u.mem, u.goroutines, u.fds = st.Memory, st.Goroutines, st.FDs
+	if st.Dataplane != nil {
+		u.dp = st.Dataplane.Stats
+	}
 	return u
 }
 
@@ -203,6 +208,11 @@ func TestProxyMemory(t *testing.T) {
 	t.Logf("FIGURE: proxy memory per target (%d targets): VmRSS %.0f KiB, heap in use %.0f KiB, %.1f goroutines, %.2f fds",
 		n, float64(up.rssKiB-idle.rssKiB)/float64(n), float64(up.mem.HeapInuse-idle.mem.HeapInuse)/1024/float64(n),
 		float64(up.goroutines-idle.goroutines)/float64(n), float64(up.fds-idle.fds)/float64(n))
+
+	per := func(a, b uint64) float64 { return float64(a-b) / float64(n) }
+	t.Logf("FIGURE: dataplane work a target (%d targets): %.1f link events, %.2f netlink writes, %.2f reads, %.2f announced addresses",
+		n, per(up.dp.LinkEvents, idle.dp.LinkEvents), per(up.dp.Writes, idle.dp.Writes), per(up.dp.Reads, idle.dp.Reads),
+		per(up.dp.Announcements, idle.dp.Announcements))
 
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	heap := fmt.Sprintf("proxy-heap-%d.pb.gz", n)
