@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/conntrack"
-	"golang.org/x/sys/unix"
 )
 
 // conntrackConn is a lazily dialled conntrack connection in the namespace.
@@ -142,15 +140,9 @@ func (m *prefixMatcher) match(a netip.Addr) bool {
 	return false
 }
 
-// matchFlow tells whether one of the flow's addresses, in either
-// direction, is matched.
-func (m *prefixMatcher) matchFlow(f *conntrack.Flow) bool {
-	return m.match(f.TupleOrig.IP.SourceAddress) || m.match(f.TupleOrig.IP.DestinationAddress) ||
-		m.match(f.TupleReply.IP.SourceAddress) || m.match(f.TupleReply.IP.DestinationAddress)
-}
-
-// flushConntrack dumps the table once, filters it in process against all
-// of ps and deletes the matching entries; it returns how many it deleted.
+// flushConntrack dumps the table once (streamed, see ctdump.go), filters
+// it in process against all of ps and deletes the matching entries; it
+// returns how many it deleted.
 func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
 	dp.mu.Lock()
 	closed := dp.closed
@@ -168,39 +160,13 @@ func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
 		}
 		c.conn = conn
 	}
-	flows, err := c.conn.Dump(nil)
-	if err != nil {
+	m := newPrefixMatcher(ps)
+	n, err := FlushMatching(dp.ns, c.conn, m.match, nil)
+	dp.ctr.ctDeleted.Add(uint64(n))
+	if err != nil && n == 0 {
 		// The socket may be broken; dial again next time.
 		_ = c.conn.Close()
 		c.conn = nil
-		return 0, fmt.Errorf("conntrack dump: %w", err)
 	}
-	m := newPrefixMatcher(ps)
-	n, err := DeleteFlows(c.conn, flows, m.matchFlow)
-	dp.ctr.ctDeleted.Add(uint64(n))
 	return n, err
-}
-
-// DeleteFlows deletes, through conn, the flows of a dump that match; entries
-// that expired meanwhile are not errors. It returns how many it deleted.
-// The service load balancer shares it for its own flushes.
-func DeleteFlows(conn *conntrack.Conn, flows []conntrack.Flow, match func(*conntrack.Flow) bool) (int, error) {
-	var errs []error
-	n := 0
-	for i := range flows {
-		f := &flows[i]
-		if !match(f) {
-			continue
-		}
-		del := conntrack.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, Zone: f.Zone}
-		if err := conn.Delete(del); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // expired meanwhile
-			}
-			errs = append(errs, fmt.Errorf("conntrack delete %s: %w", f.TupleOrig, err))
-			continue
-		}
-		n++
-	}
-	return n, errors.Join(errs...)
 }

@@ -48,11 +48,15 @@ func FlushUDP(ns netns.NsHandle, stale []StaleUDP) (int, error) {
 		return 0, fmt.Errorf("conntrack dial: %w", err)
 	}
 	defer c.Close()
-	flows, err := c.Dump(nil)
-	if err != nil {
-		return 0, fmt.Errorf("conntrack dump: %w", err)
+	serviceAddr := func(a netip.Addr) bool {
+		for _, s := range stale {
+			if a.Unmap() == s.Service.Addr() {
+				return true
+			}
+		}
+		return false
 	}
-	return dataplane.DeleteFlows(c, flows, func(f *conntrack.Flow) bool {
+	return dataplane.FlushMatching(ns, c, serviceAddr, func(f *conntrack.Flow) bool {
 		for _, s := range stale {
 			if s.match(f) {
 				return true
