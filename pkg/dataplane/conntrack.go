@@ -163,8 +163,8 @@ func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
 	m := newPrefixMatcher(ps)
 	n, err := FlushMatching(dp.ns, c.conn, m.match, nil)
 	dp.ctr.ctDeleted.Add(uint64(n))
-	if err != nil && n == 0 {
-		// The socket may be broken; dial again next time.
+	if err != nil {
+		// A delete failed: the socket may be broken; dial again next time.
 		_ = c.conn.Close()
 		c.conn = nil
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
@@ -16,6 +15,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"google.golang.org/grpc"
 
+	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/backoff"
 	"github.com/causeway-net/causeway/pkg/nsm/liveness"
 	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"

@@ -11,11 +11,11 @@ import (
 
 	"github.com/networkservicemesh/api/pkg/api/registry"
 
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/nsmgr"
 	authmonitor "github.com/networkservicemesh/sdk/pkg/tools/monitorconnection/authorize"
 
 	"github.com/causeway-net/causeway/pkg/lab/vethfwd"
+	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 )
 
 // Socket file names inside Config.Dir.

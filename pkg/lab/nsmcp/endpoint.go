@@ -7,12 +7,12 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 
+	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/keepmech"
 	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"

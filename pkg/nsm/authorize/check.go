@@ -15,8 +15,16 @@ import (
 
 // checker applies one policy set.
 type checker struct {
-	policies []policy
+	policies []policy // none with Any
 	opts     *options
+}
+
+func newChecker(set []policy, opts []Option) checker {
+	o := newOptions(opts)
+	if o.any {
+		set = nil
+	}
+	return checker{policies: set, opts: o}
 }
 
 // check judges segments (the path as the side being checked sees it) with

@@ -24,11 +24,7 @@ type client struct {
 // connection as it was. It needs the SDK's metadata element before it in
 // the chain (client.NewClient has it).
 func NewClient(opts ...Option) networkservice.NetworkServiceClient {
-	o := newOptions(opts)
-	if o.any {
-		return &client{checker{opts: o}}
-	}
-	return &client{checker{policies: clientPolicies, opts: o}}
+	return &client{newChecker(clientPolicies, opts)}
 }
 
 // authorized marks, in a connection's metadata, that a Request of it passed.

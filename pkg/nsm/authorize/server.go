@@ -21,11 +21,7 @@ type server struct {
 // policies (see the package doc). Calls without a gRPC peer (in process)
 // are not checked.
 func NewServer(opts ...Option) networkservice.NetworkServiceServer {
-	o := newOptions(opts)
-	if o.any {
-		return &server{checker{opts: o}}
-	}
-	return &server{checker{policies: serverPolicies, opts: o}}
+	return &server{newChecker(serverPolicies, opts)}
 }
 
 func (s *server) Request(ctx context.Context, request *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {

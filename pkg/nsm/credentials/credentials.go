@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 	"github.com/edwarnicke/grpcfd"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/sdk/pkg/tools/spiffejwt"
@@ -20,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 )
 
 // Source provides the workload's SVID and the trust bundles

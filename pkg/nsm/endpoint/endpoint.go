@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/api/pkg/api/registry"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
@@ -21,6 +20,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"google.golang.org/grpc"
 
+	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 	"github.com/causeway-net/causeway/pkg/nsm/registration"
 )
 
