@@ -201,11 +201,17 @@ func (k *Keeper) Abandon() {
 }
 
 // Stop ends the refreshes, waits for the keeper's goroutine and then
-// unregisters the endpoint (bounded by ctx). It is idempotent.
+// unregisters the endpoint (bounded by ctx); an endpoint the registry never
+// accepted has nothing to withdraw. It is idempotent.
 func (k *Keeper) Stop(ctx context.Context) error {
 	k.stopOnce.Do(func() {
 		k.Abandon()
-		if _, err := k.reg.Endpoint.Unregister(ctx, k.Endpoint()); err != nil {
+		nse := k.Endpoint()
+		if nse == nil {
+			k.opts.logger.Debug("never registered: nothing to unregister", "nse", k.nse.GetName())
+			return
+		}
+		if _, err := k.reg.Endpoint.Unregister(ctx, nse); err != nil {
 			k.stopErr = fmt.Errorf("unregister endpoint %s: %w", k.nse.GetName(), err)
 		}
 	})

@@ -28,6 +28,8 @@ type fakeRegistry struct {
 	services map[string]bool
 	nses     map[string]time.Time
 	calls    int
+	// unregisters counts the Unregister calls.
+	unregisters int
 }
 
 func newFakeRegistry() *fakeRegistry {
@@ -97,6 +99,11 @@ func (e endpointClient) Register(ctx context.Context, nse *registry.NetworkServi
 func (e endpointClient) Unregister(_ context.Context, nse *registry.NetworkServiceEndpoint, _ ...grpc.CallOption) (*emptypb.Empty, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.unregisters++
+	if nse == nil {
+		// The SDK's registry client chain dereferences it (sendfd).
+		return nil, errors.New("unregister of no endpoint")
+	}
 	if e.down {
 		return nil, errDown
 	}
@@ -200,4 +207,25 @@ func TestWithoutFirstWaitRegistersInTheBackground(t *testing.T) {
 	require.Eventually(t, func() bool { return k.Registered() && f.registered("nse-1") }, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, []bool{true}, ch.list())
 	require.NoError(t, k.Stop(context.Background()))
+}
+
+// A keeper stopped before the registry ever accepted its endpoint (the
+// proxy stopped while NSM was away since its start) has nothing to
+// unregister, and does not try with no endpoint.
+func TestStopBeforeAnyRegistration(t *testing.T) {
+	f, ch := newFakeRegistry(), &changes{}
+	f.setDown(true)
+	k, err := registration.Start(context.Background(),
+		registration.Registrar{Service: serviceClient{fakeRegistry: f}, Endpoint: endpointClient{fakeRegistry: f}},
+		&registry.NetworkService{Name: "svc"},
+		&registry.NetworkServiceEndpoint{Name: "nse-1", NetworkServiceNames: []string{"svc"}},
+		registration.WithoutFirstWait(),
+		registration.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
+		registration.WithOnChange(ch.add))
+	require.NoError(t, err)
+	require.NoError(t, k.Stop(context.Background()))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Zero(t, f.unregisters, "nothing was registered, nothing to unregister")
+	require.Empty(t, ch.list())
 }
