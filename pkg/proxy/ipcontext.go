@@ -120,11 +120,9 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	ipc := ensureIPContext(conn)
 	inUse := addrSet(ipc.GetSrcIpAddrs(), ipc.GetDstIpAddrs())
 
-	got, failed, err := p.allocateChildren(ctx, id)
+	got, err := p.allocateOrKeep(ctx, id, t, prior, inUse, log)
 	if err != nil {
-		p.rollback(id, t, prior, inUse, got, failed, log)
-		log.Error("IP context not set", "error", err)
-		return fmt.Errorf("set IP context of %s: %w", id, err)
+		return err
 	}
 	warnMoved(prior, got, log)
 	p.followNodeSubnet(ctx, id, got, log)
@@ -135,6 +133,36 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	p.writeIPContext(ipc, t, src, dst, bridge, svcPrefixes, log)
 	logIPContextChange(log, len(prior) == 0, before, ipContextString(ipc))
 	return nil
+}
+
+// allocateOrKeep allocates (or renews) the children of id. A renewal (prior
+// holds them all) that the IPAM does not answer keeps the addresses held and
+// leaves their leases owed (see renewal.go); any other failure rolls back
+// what this request created and is returned.
+func (p *Proxy) allocateOrKeep(ctx context.Context, id string, t ConnType, prior map[childKey]netip.Prefix,
+	inUse map[netip.Addr]bool, log *slog.Logger) (map[childKey]netip.Prefix, error) {
+	renewal := p.holdsAll(prior, id)
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if renewal {
+		actx, cancel = p.renewalContext(ctx)
+	}
+	got, failed, err := p.allocateChildren(actx, id)
+	cancel()
+	switch {
+	case err == nil:
+		if renewal {
+			p.paid(id)
+		}
+		return got, nil
+	case renewal && ctx.Err() == nil && ipamUnreachable(err):
+		log.Warn("the IPAM does not answer: the connection keeps the addresses it holds, their leases are renewed once it does",
+			"error", err)
+		p.owe(id)
+		return keepHeld(prior, got), nil
+	}
+	p.rollback(id, t, prior, inUse, got, failed, log)
+	log.Error("IP context not set", "error", err)
+	return nil, fmt.Errorf("set IP context of %s: %w", id, err)
 }
 
 // lockForSet cancels a pending release of id and takes the id lock, and

@@ -43,6 +43,10 @@ var proxyMetrics = []proxyMetric{
 		func(s Stats) uint64 { return s.Rollbacks }),
 	counter("bridge_address_changes_total", "Bridge addresses changed by the IPAM.",
 		func(s Stats) uint64 { return s.BridgeAddrChanges }),
+	counter("renewals_deferred_total", "Connection renewals the IPAM did not answer, answered with the addresses held.",
+		func(s Stats) uint64 { return s.RenewalsDeferred }),
+	gauge("owed_renewals", "Connections whose address leases are still to renew with the IPAM.",
+		func(s Stats) float64 { return float64(s.OwedRenewals) }),
 }
 
 // Describe implements prometheus.Collector.

@@ -44,6 +44,10 @@ type Proxy struct {
 	watch watchers      // WatchTargets subscribers, signalled with every sync request
 	// servicePrefixes are routed via the gateway in targets' IP contexts.
 	servicePrefixes []netip.Prefix
+	// owed are the connections whose leases a renewal could not renew
+	// (the IPAM did not answer); owedKick wakes the owed loop.
+	owed     map[string]struct{}
+	owedKick chan struct{}
 
 	// Background goroutines (syncer, renewer) stop when bgCancel is called.
 	bgCancel context.CancelFunc
@@ -66,6 +70,9 @@ type counters struct {
 	releaseCancel uint64
 	rollbacks     uint64
 	bridgeChanges uint64
+	// renewalsDeferred counts renewals the IPAM did not answer, answered
+	// with the addresses held.
+	renewalsDeferred uint64
 }
 
 // New builds a proxy and blocks until the bridge address of every family has
@@ -78,15 +85,17 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
-		cfg:     cfg,
-		log:     cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
-		subnets: map[ipamv1.IPFamily]*ipamv1.Subnet{},
-		bridge:  map[ipamv1.IPFamily]netip.Prefix{},
-		conns:   map[string]*connState{},
-		links:   map[int]string{},
-		want:    newDesired(),
-		dirty:   make(chan struct{}, 1),
-		force:   make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
+		subnets:  map[ipamv1.IPFamily]*ipamv1.Subnet{},
+		bridge:   map[ipamv1.IPFamily]netip.Prefix{},
+		conns:    map[string]*connState{},
+		links:    map[int]string{},
+		want:     newDesired(),
+		dirty:    make(chan struct{}, 1),
+		force:    make(chan struct{}),
+		owed:     map[string]struct{}{},
+		owedKick: make(chan struct{}, 1),
 	}
 	for _, f := range cfg.Families {
 		p.subnets[f] = &ipamv1.Subnet{
@@ -101,9 +110,10 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	p.relCtx, p.relCancel = context.WithCancel(context.Background())
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	p.bgCancel = bgCancel
-	p.bgWG.Add(2)
+	p.bgWG.Add(3)
 	go p.syncLoop(bgCtx)
 	go p.renewLoop(bgCtx)
+	go p.owedLoop(bgCtx)
 	// The bridge allocation marked the state dirty: the syncer's first
 	// Apply pushes it.
 	p.log.Info("proxy started", "bridge", p.bridgePrefixes())

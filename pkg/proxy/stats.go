@@ -28,6 +28,11 @@ type Stats struct {
 	ReleasesCancelled uint64 `json:"releasesCancelled"`
 	Rollbacks         uint64 `json:"rollbacks"`
 	BridgeAddrChanges uint64 `json:"bridgeAddrChanges"`
+	// RenewalsDeferred counts the renewals the IPAM did not answer (the
+	// connection kept its addresses); OwedRenewals are the connections
+	// whose leases are still to renew.
+	RenewalsDeferred uint64 `json:"renewalsDeferred"`
+	OwedRenewals     int    `json:"owedRenewals"`
 }
 
 // Stats returns the current counts.
@@ -48,6 +53,8 @@ func (p *Proxy) Stats() Stats {
 		ReleasesCancelled: p.counters.releaseCancel,
 		Rollbacks:         p.counters.rollbacks,
 		BridgeAddrChanges: p.counters.bridgeChanges,
+		RenewalsDeferred:  p.counters.renewalsDeferred,
+		OwedRenewals:      len(p.owed),
 	}
 	for _, st := range p.conns {
 		s.Allocations += len(st.allocs)
