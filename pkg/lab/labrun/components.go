@@ -419,7 +419,16 @@ func (l *Lab) syncExtRoutes() error {
 			if len(gws) == 0 {
 				continue
 			}
-			r := &netlink.Route{Dst: dst}
+			// The client addresses on lo are the source of the external
+			// host's own connections: each LB routes them back, while
+			// the address of the link a flow happens to leave by is
+			// known to that LB only (a plain `curl` from ext would fail
+			// whenever the reply came back through the other LB).
+			src := extV4
+			if vip.Addr().Is6() {
+				src = extV6
+			}
+			r := &netlink.Route{Dst: dst, Src: src.AsSlice()}
 			for _, g := range gws {
 				link, err := h.LinkByName(g.dev)
 				if err != nil {
