@@ -66,6 +66,11 @@ func (l *Lab) nsmgrURL() *url.URL {
 // sockets in the run directory.
 func (l *Lab) startNSM() error {
 	st := l.state()
+	// The NSMgr makes this directory on the host if it is missing; it goes
+	// with the run when it is still empty.
+	if err := l.run.RecordMissingDirs(nsmcp.SDKConfigDir); err != nil {
+		return err
+	}
 	err := l.startComponent("nsm", "", []string{l.bin("lab"), "nsm",
 		"-dir", l.run.Dir,
 		"-name", "lab-" + st.ID,
