@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"net/url"
@@ -16,14 +17,26 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 )
 
 // stubContext prepares a stub process: JSON logs on stderr, quiet SDK, and
 // a context that ends on SIGTERM or SIGINT.
 func stubContext(component string) (context.Context, context.CancelFunc) {
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", component))
-	nsmcp.QuietSDKLogs()
+	installStubLogger(os.Stderr, component)
 	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+}
+
+// installStubLogger makes JSON lines on w, at INFO and above, the log of
+// the process and of the NSM SDK in it. Without the SDK's logger the SDK
+// wrote through the standard log package: every one of its lines came out
+// at INFO with its level as text ("[DEBUG] passed clientURL: ..." every
+// 5 s in nsm.log, errors at INFO too).
+func installStubLogger(w io.Writer, component string) {
+	l := slog.New(slog.NewJSONHandler(w, nil)).With("component", component)
+	slog.SetDefault(l)
+	nsmlog.Install(l)
+	nsmcp.QuietSDKLogs()
 }
 
 // runStub runs one stub process until SIGTERM or SIGINT (see stubContext)

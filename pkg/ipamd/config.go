@@ -85,7 +85,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("gc", c.GarbageCollectionEnabled), slog.String("gcInterval", c.GarbageCollectionInterval.String()),
 		slog.String("gcThreshold", c.GarbageCollectionThreshold.String()),
 		slog.String("leaseFlushInterval", c.LeaseFlushInterval.String()),
-		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort),
+		slog.String("gracePeriod", c.GracePeriod.String()),
 		slog.String("snapshotDir", c.snapshots().Dir), slog.String("snapshotInterval", c.SnapshotInterval.String()),
 		slog.Int("snapshotKeep", c.SnapshotKeep),
 		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort), slog.Int("healthPort", c.HealthPort),

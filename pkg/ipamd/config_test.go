@@ -88,3 +88,19 @@ func TestValidateWithoutLoad(t *testing.T) {
 		assert.Contains(t, err.Error(), v)
 	}
 }
+
+// TestLogValueNamesEachSettingOnce: the "starting" line's config object has
+// no key twice (it had listenAddress and metricsPort twice: JSON readers
+// keep one of them silently).
+func TestLogValueNamesEachSettingOnce(t *testing.T) {
+	c, err := Load()
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, a := range c.LogValue().Group() {
+		assert.False(t, seen[a.Key], "key %q twice", a.Key)
+		seen[a.Key] = true
+	}
+	for _, key := range []string{"listenAddress", "metricsPort", "healthPort", "gracePeriod", "snapshotDir"} {
+		assert.True(t, seen[key], "key %q", key)
+	}
+}

@@ -108,7 +108,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	})
 	t.Go(func(ctx context.Context) {
 		err := file.WatchParsed(ctx, d.cfg.ServicesFile, services.Parse, f, s.accept,
-			file.WithLogger(log), file.WithRejectHook(s.reject))
+			file.WithLogger(log), file.WithRejectHook(s.reject), file.WithRecoverHook(s.recovered))
 		if err != nil {
 			log.Error("services file watch stopped; the last good services stay", "error", err)
 		}
@@ -155,6 +155,14 @@ func (s *serviceLB) reject(err error) {
 	defer s.mu.Unlock()
 	s.rejected = &Rejection{Time: time.Now(), Error: err.Error()}
 	s.rejects++
+}
+
+// recovered clears the last rejection: the file is back to the services in
+// force (the broken edit was undone).
+func (s *serviceLB) recovered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejected = nil
 }
 
 // feedLoop hands the provider the services and endpoints again whenever

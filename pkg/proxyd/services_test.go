@@ -118,6 +118,18 @@ func testDaemonServices(t *testing.T, provider, table string) {
 		return st.Services.Rejected == nil && ok && p.Addr.Port() == 5353
 	}, wait, tick)
 
+	// Broken again, then undone (the file as it was): nothing changes, and
+	// the rejection is cleared all the same.
+	fixed := strings.Replace(servicesYAML, "port: 53,", "port: 5353,", 1)
+	writeFile(t, cfg.ServicesFile, strings.Replace(fixed, "protocol: udp", "protocol: sctp", 1))
+	require.Eventually(t, func() bool {
+		return debugState(t, cfg.DebugSocket).Services.Rejected != nil
+	}, wait, tick)
+	writeFile(t, cfg.ServicesFile, fixed)
+	require.Eventually(t, func() bool {
+		return debugState(t, cfg.DebugSocket).Services.Rejected == nil
+	}, wait, tick, "an undone broken edit clears the rejection")
+
 	// The target leaves: its endpoint goes.
 	_, err = nsc.Close(rctx, conn)
 	require.NoError(t, err)

@@ -21,10 +21,11 @@ const (
 )
 
 type watchOptions struct {
-	logger   *slog.Logger
-	poll     time.Duration
-	debounce time.Duration
-	onReject func(error)
+	logger    *slog.Logger
+	poll      time.Duration
+	debounce  time.Duration
+	onReject  func(error)
+	onRecover func()
 }
 
 // WatchOption tunes Watch.
@@ -57,6 +58,13 @@ func WithDebounce(d time.Duration) WatchOption {
 // WithRejectHook is called, on the watch goroutine, with the reason each time a
 // new version of the file cannot be read or is invalid.
 func WithRejectHook(fn func(error)) WatchOption { return func(o *watchOptions) { o.onReject = fn } }
+
+// WithRecoverHook is called, on the watch goroutine, when a valid version
+// of the file follows a rejected (or unreadable) one and equals the
+// configuration in force, so that nothing is delivered: the edit was undone.
+// A caller that shows the last rejection clears it here. (A valid version
+// that differs is delivered to onChange as any other.)
+func WithRecoverHook(fn func()) WatchOption { return func(o *watchOptions) { o.onRecover = fn } }
 
 // Watch follows the configuration file at path until ctx is done, and calls
 // onChange with every valid version that differs from the previous one. last
@@ -163,8 +171,16 @@ func (r *reloader[T]) reload() {
 		r.reject(err)
 		return
 	}
+	recovered := r.lastProblem != ""
 	r.lastProblem = ""
 	if r.last != nil && reflect.DeepEqual(cfg, r.last) {
+		if recovered {
+			// Said, or the last word in the log would be the rejection.
+			r.opts.logger.Info("configuration valid again, the same as the one in force", "path", r.path)
+			if r.opts.onRecover != nil {
+				r.opts.onRecover()
+			}
+		}
 		return
 	}
 	r.last = cfg

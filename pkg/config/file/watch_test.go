@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 const waitFor = 20 * time.Second
@@ -304,4 +306,59 @@ func TestWatchMissingDirectory(t *testing.T) {
 	err := Watch(context.Background(), filepath.Join(t.TempDir(), "nope", "nsp.yaml"), nil, func(*Config) {})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "watch config directory")
+}
+
+// TestWatchUndoneBrokenEditIsSaid: a broken edit is rejected; putting the
+// file back as it was delivers nothing (nothing changed) but is logged and
+// given to the recover hook, so that the rejection is not the last word.
+func TestWatchUndoneBrokenEditIsSaid(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nsp.yaml")
+	write(t, path, doc("20.0.0.1/32"))
+	var log testutil.JSONLog
+	configs, rejects, recovers := make(chan *Config, 16), make(chan error, 16), make(chan struct{}, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, path, nil, func(c *Config) { configs <- c },
+			WithPollInterval(noPoll),
+			WithLogger(slog.New(slog.NewJSONHandler(&log, nil))),
+			WithRejectHook(func(err error) { rejects <- err }),
+			WithRecoverHook(func() { recovers <- struct{}{} }))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	w := &watched{configs: configs, rejects: rejects}
+	assert.Equal(t, []string{"20.0.0.1/32"}, vips(w.next(t)))
+
+	for _, broken := range []func(){
+		func() { write(t, path, doc("20.0.0.1/32", "20.0.0.300/32")) },
+		func() { require.NoError(t, os.Remove(path)) },
+	} {
+		broken()
+		require.Error(t, w.rejected(t))
+		select {
+		case <-recovers:
+			t.Fatal("recovered before the file was fixed")
+		default:
+		}
+		write(t, path, doc("20.0.0.1/32"))
+		select {
+		case <-recovers:
+		case <-time.After(waitFor):
+			t.Fatal("the undone edit was not reported")
+		}
+		w.quiet(t)
+	}
+	assert.Equal(t, 2, log.Count("configuration valid again, the same as the one in force"), log.String())
+
+	// A good edit after that is delivered as before, and is no recovery.
+	write(t, path, doc("20.0.0.2/32"))
+	assert.Equal(t, []string{"20.0.0.2/32"}, vips(w.next(t)))
+	select {
+	case <-recovers:
+		t.Fatal("a delivered change is no recovery")
+	default:
+	}
 }

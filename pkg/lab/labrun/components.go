@@ -66,6 +66,11 @@ func (l *Lab) nsmgrURL() *url.URL {
 // sockets in the run directory.
 func (l *Lab) startNSM() error {
 	st := l.state()
+	// The NSMgr makes this directory on the host if it is missing; it goes
+	// with the run when it is still empty.
+	if err := l.run.RecordMissingDirs(nsmcp.SDKConfigDir); err != nil {
+		return err
+	}
 	err := l.startComponent("nsm", "", []string{l.bin("lab"), "nsm",
 		"-dir", l.run.Dir,
 		"-name", "lab-" + st.ID,
@@ -419,7 +424,16 @@ func (l *Lab) syncExtRoutes() error {
 			if len(gws) == 0 {
 				continue
 			}
-			r := &netlink.Route{Dst: dst}
+			// The client addresses on lo are the source of the external
+			// host's own connections: each LB routes them back, while
+			// the address of the link a flow happens to leave by is
+			// known to that LB only (a plain `curl` from ext would fail
+			// whenever the reply came back through the other LB).
+			src := extV4
+			if vip.Addr().Is6() {
+				src = extV6
+			}
+			r := &netlink.Route{Dst: dst, Src: src.AsSlice()}
 			for _, g := range gws {
 				link, err := h.LinkByName(g.dev)
 				if err != nil {

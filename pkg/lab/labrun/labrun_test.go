@@ -3,7 +3,9 @@ package labrun
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
@@ -89,6 +92,28 @@ func TestUpCheckDown(t *testing.T) {
 	t.Logf("checks:\n%s", b.String())
 	require.Len(t, rep.Rows, 3+1+1+3+4+1+2*len(LabServices),
 		"one row per target (2), bridge ports, routes, one per VIP, protocol, LB replies, one per service and protocol")
+
+	// A client on the external host that binds no address (curl, a shell)
+	// is answered on every connection, whichever LB its reply comes back
+	// through: the VIP routes prefer the client addresses both LBs route.
+	for _, vip := range []string{"203.0.113.1", "2001:db8:20::1"} {
+		addr := net.JoinHostPort(vip, "5000")
+		require.NoError(t, netnsdo.DoPath(l.NetNSPath("ext"), func() error {
+			for i := range 32 {
+				c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+				if err != nil {
+					return fmt.Errorf("connection %d to %s: %w", i, addr, err)
+				}
+				_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+				line, err := bufio.NewReader(c).ReadString('\n')
+				_ = c.Close()
+				if err != nil || !strings.HasPrefix(line, "target-") {
+					return fmt.Errorf("connection %d to %s: %q, %v", i, addr, line, err)
+				}
+			}
+			return nil
+		}))
+	}
 
 	// The accessors scenarios use.
 	for _, tg := range l.Targets() {

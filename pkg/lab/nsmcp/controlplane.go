@@ -18,6 +18,11 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 )
 
+// SDKConfigDir is where the SDK's NSMgr watches for excluded_prefixes.yaml
+// (its excludedprefixes server, whose path no option changes); the watch
+// makes the directory, with its parents, when it is missing.
+const SDKConfigDir = "/var/lib/networkservicemesh/config"
+
 // Socket file names inside Config.Dir.
 const (
 	NSMgrSocket     = "nsmgr.sock"

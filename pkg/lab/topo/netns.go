@@ -28,7 +28,14 @@ func Sysctl(path, key, value string) error {
 }
 
 // RouterSysctls are the sysctls of a namespace that forwards traffic with
-// per-flow (L4) multipath hashing and no reverse-path filtering.
+// per-flow (L4) multipath hashing, no reverse-path filtering and no IPv6
+// duplicate address detection. DAD is off for the links made later too
+// (default): the addresses the lab gives are added without it, but the
+// kernel's own link-local address of a new link (an NSM connection's veth
+// after an LB or a target restarts) would stay tentative for a second or
+// more, and a namespace without a usable link-local address cannot send
+// neighbour solicitations: the IPv6 flows of a restarted LB were lost
+// until it had one.
 var RouterSysctls = map[string]string{
 	"net.ipv4.ip_forward":                "1",
 	"net.ipv6.conf.all.forwarding":       "1",
@@ -36,6 +43,8 @@ var RouterSysctls = map[string]string{
 	"net.ipv6.fib_multipath_hash_policy": "1",
 	"net.ipv4.conf.all.rp_filter":        "0",
 	"net.ipv4.conf.default.rp_filter":    "0",
+	"net.ipv6.conf.all.accept_dad":       "0",
+	"net.ipv6.conf.default.accept_dad":   "0",
 }
 
 // ApplySysctls writes every key of values in the namespace at path.

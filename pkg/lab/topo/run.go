@@ -46,6 +46,10 @@ type State struct {
 	Links     []Link    `json:"links,omitempty"`
 	Processes []Process `json:"processes,omitempty"`
 	Files     []string  `json:"files,omitempty"`
+	// EmptyDirs are directories outside the run directory that the run
+	// made but may share with others: Down removes each only if it is
+	// empty, in reverse order (a child before its parent).
+	EmptyDirs []string `json:"emptyDirs,omitempty"`
 }
 
 // Run is one lab run: a short random id, the prefix of its namespace names
@@ -139,6 +143,7 @@ func (r *Run) State() State {
 	s.Links = append([]Link(nil), s.Links...)
 	s.Processes = append([]Process(nil), s.Processes...)
 	s.Files = append([]string(nil), s.Files...)
+	s.EmptyDirs = append([]string(nil), s.EmptyDirs...)
 	return s
 }
 
@@ -186,6 +191,26 @@ func (r *Run) RecordProcess(pid int, name string) error {
 // RecordFile records a file or directory made outside the run directory.
 func (r *Run) RecordFile(path string) error {
 	return r.record(func(s *State) { s.Files = append(s.Files, path) })
+}
+
+// RecordMissingDirs records, before something is about to make them, the
+// directories of path (path and its parents) that do not exist yet: Down
+// removes those that are empty then. For a directory shared with whatever
+// else may use it meanwhile, such as NSM's /var/lib/networkservicemesh.
+func (r *Run) RecordMissingDirs(path string) error {
+	var missing []string
+	for d := filepath.Clean(path); d != "/" && d != "."; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("record %s: %w", d, err)
+		}
+		missing = append([]string{d}, missing...)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return r.record(func(s *State) { s.EmptyDirs = append(s.EmptyDirs, missing...) })
 }
 
 func (r *Run) record(change func(*State)) error {
@@ -292,6 +317,10 @@ func (r *Run) Down(grace time.Duration) error {
 		if err := os.RemoveAll(f); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", f, err))
 		}
+	}
+	for i := len(s.EmptyDirs) - 1; i >= 0; i-- {
+		// Not empty (someone else's now) or gone: left as it is.
+		_ = os.Remove(s.EmptyDirs[i])
 	}
 	if len(errs) == 0 {
 		if err := os.RemoveAll(r.Dir); err != nil {

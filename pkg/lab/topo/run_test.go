@@ -96,3 +96,43 @@ func TestRunRecordsAndTearsDownAfterCrash(t *testing.T) {
 	require.Empty(t, ids)
 	require.NoError(t, again.Down(time.Second), "down twice is harmless")
 }
+
+// TestRunRemovesTheEmptyDirsItMade: the directories a run records as made
+// by it (missing before) go at Down when they are empty; one that someone
+// else filled meanwhile stays, and one that existed before is not recorded.
+func TestRunRemovesTheEmptyDirsItMade(t *testing.T) {
+	base := t.TempDir()
+	existing := t.TempDir()
+	for _, filled := range []bool{false, true} {
+		run, err := topo.NewRun(base)
+		require.NoError(t, err)
+		made := filepath.Join(existing, "var", "lib", "nsm", "config")
+		require.NoError(t, run.RecordMissingDirs(made))
+		require.Equal(t, []string{filepath.Join(existing, "var"), filepath.Join(existing, "var", "lib"),
+			filepath.Join(existing, "var", "lib", "nsm"), made}, run.State().EmptyDirs)
+		require.NoError(t, os.MkdirAll(made, 0o755))
+		other, err := topo.NewRun(base)
+		require.NoError(t, err)
+		require.NoError(t, other.RecordMissingDirs(made))
+		require.Empty(t, other.State().EmptyDirs, "nothing missing: nothing recorded")
+		require.NoError(t, other.Down(time.Second))
+		_, err = os.Stat(made)
+		require.NoError(t, err, "the other run made none of it")
+		if filled {
+			require.NoError(t, os.WriteFile(filepath.Join(made, "excluded_prefixes.yaml"), []byte("prefixes: []\n"), 0o600))
+		}
+
+		require.NoError(t, run.Down(time.Second))
+		_, err = os.Stat(filepath.Join(existing, "var"))
+		if filled {
+			require.NoError(t, err, "a directory someone filled stays")
+			_, err = os.Stat(filepath.Join(made, "excluded_prefixes.yaml"))
+			require.NoError(t, err)
+			require.NoError(t, os.RemoveAll(filepath.Join(existing, "var")))
+		} else {
+			require.True(t, os.IsNotExist(err), "the empty directories the run made go: %v", err)
+		}
+		_, err = os.Stat(existing)
+		require.NoError(t, err, "what existed before stays")
+	}
+}
