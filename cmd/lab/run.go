@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/pkg/lab/labrun"
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 )
 
 // listFlag is a repeatable string flag.
@@ -33,6 +34,7 @@ func runCmd(args []string) int {
 	fs.Var(&lbs, "lb", "LB name (repeatable; default "+strings.Join(labrun.DefaultLBs, ", ")+")")
 	fs.DurationVar(&opts.ReleaseDelay, "release-delay", labrun.DefaultReleaseDelay, "the proxy's NSM_IP_RELEASE_DELAY")
 	fs.DurationVar(&opts.NSEExpiration, "nse-expiration", labrun.DefaultNSEExpiration, "NSE registration expiration")
+	fs.DurationVar(&opts.TokenLifetime, "token-lifetime", nsmcp.DefaultTokenLifetime, "lifetime of the NSM tokens (control plane, targets, the proxy's NSM_MAX_TOKEN_LIFETIME); connections refresh at a third of it")
 	fs.StringVar(&opts.LogLevel, "log-level", labrun.DefaultLogLevel, "log level of the proxy, ipam and nsp")
 	fs.StringVar(&opts.ServiceProvider, "service-provider", "nftables", "the proxy's service load balancer provider: nftables or userspace")
 	fs.BoolVar(&opts.NoServices, "no-services", false, "run the lab without services")

@@ -71,11 +71,11 @@ func (l *Lab) startNSM() error {
 	if err := l.run.RecordMissingDirs(nsmcp.SDKConfigDir); err != nil {
 		return err
 	}
-	err := l.startComponent("nsm", "", []string{l.bin("lab"), "nsm",
+	err := l.startComponent("nsm", "", append([]string{l.bin("lab"), "nsm",
 		"-dir", l.run.Dir,
 		"-name", "lab-" + st.ID,
 		"-nse-expiration", st.NSEExpiration,
-	}, nil)
+	}, st.tokenLifetimeArgs()...), nil)
 	if err != nil {
 		return err
 	}
@@ -263,6 +263,7 @@ func (l *Lab) startProxy(msg string) error {
 		"NSM_LOG_LEVEL=" + st.LogLevel,
 		"NSM_IP_RELEASE_DELAY=" + st.ReleaseDelay,
 		"NSM_GRPC_MAX_BACKOFF=1s",
+		"NSM_MAX_TOKEN_LIFETIME=" + st.tokenLifetime(),
 	}, append(l.serviceEnv(), st.ProxyEnv...)...))
 	if err != nil {
 		return err
@@ -473,6 +474,7 @@ func (l *Lab) startTargetProcess(name, service string) error {
 		"-publish-dir", l.TargetsDir(),
 		"-service-port", strconv.Itoa(st.ServicePort),
 	}
+	argv = append(argv, st.tokenLifetimeArgs()...)
 	for _, v := range st.VIPs {
 		argv = append(argv, "-vip", netip.MustParsePrefix(v).Addr().String())
 	}

@@ -109,7 +109,7 @@ func (l *Lab) initState(opts Options) error {
 		VIPs: append([]string(nil), opts.VIPs...), LBs: append([]string(nil), opts.LBs...),
 		ReleaseDelay: opts.ReleaseDelay.String(), IPAMPrefixIPv4: opts.IPAMPrefixIPv4, IPAMPrefixIPv6: opts.IPAMPrefixIPv6,
 		EchoPort: opts.EchoPort, ServicePort: opts.ServicePort, ServiceProvider: opts.ServiceProvider, NSEExpiration: opts.NSEExpiration.String(), LogLevel: opts.LogLevel,
-		IPAMEnv: append([]string(nil), opts.IPAMEnv...), ProxyEnv: append([]string(nil), opts.ProxyEnv...),
+		TokenLifetime: opts.TokenLifetime.String(), IPAMEnv: append([]string(nil), opts.IPAMEnv...), ProxyEnv: append([]string(nil), opts.ProxyEnv...),
 		OwnerPID: os.Getpid(), OwnerStartTime: st,
 	}
 	for i := range opts.Targets {

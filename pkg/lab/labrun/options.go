@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
@@ -71,6 +72,10 @@ type Options struct {
 	// NSEExpiration is the registration expiration of the NSEs (bounds how
 	// long a killed LB stays registered).
 	NSEExpiration time.Duration
+	// TokenLifetime of the NSM tokens of the control plane, the targets and
+	// the proxy (NSM_MAX_TOKEN_LIFETIME); connections refresh at a third
+	// of it (default nsmcp.DefaultTokenLifetime).
+	TokenLifetime time.Duration
 	// IPAMEnv and ProxyEnv are added to the environment of the ipam and
 	// proxy processes after the lab's own settings (so they override them),
 	// e.g. IPAM_NODE_PREFIX_LENGTH_IPV4=29 for a pool too small.
@@ -137,6 +142,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.NSEExpiration == 0 {
 		o.NSEExpiration = DefaultNSEExpiration
+	}
+	if o.TokenLifetime == 0 {
+		o.TokenLifetime = nsmcp.DefaultTokenLifetime
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = DefaultLogLevel

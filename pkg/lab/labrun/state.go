@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
@@ -34,6 +35,7 @@ type labState struct {
 	ServicePort     int      `json:"servicePort,omitempty"`
 	ServiceProvider string   `json:"serviceProvider,omitempty"`
 	NSEExpiration   string   `json:"nseExpiration"`
+	TokenLifetime   string   `json:"tokenLifetime,omitempty"`
 	LogLevel        string   `json:"logLevel"`
 	IPAMEnv         []string `json:"ipamEnv,omitempty"`
 	ProxyEnv        []string `json:"proxyEnv,omitempty"`
@@ -131,4 +133,18 @@ func baseOrDefault(b string) string {
 		return topo.DefaultBase
 	}
 	return b
+}
+
+// tokenLifetime is the lab's NSM token lifetime (a lab saved before it was
+// recorded has the default).
+func (st labState) tokenLifetime() string {
+	if st.TokenLifetime == "" {
+		return nsmcp.DefaultTokenLifetime.String()
+	}
+	return st.TokenLifetime
+}
+
+// tokenLifetimeArgs are the flags that give a stub the lab's token lifetime.
+func (st labState) tokenLifetimeArgs() []string {
+	return []string{"-token-lifetime", st.tokenLifetime()}
 }

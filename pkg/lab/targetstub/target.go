@@ -51,6 +51,9 @@ type Config struct {
 	// RequestTimeout bounds each try of a Request (default 15s); tries repeat
 	// until Start's context ends.
 	RequestTimeout time.Duration
+	// TokenLifetime of the target's NSM tokens (default
+	// nsmcp.DefaultTokenLifetime): its connection refreshes at a third of it.
+	TokenLifetime time.Duration
 }
 
 // Target is a running target stub.
@@ -110,6 +113,7 @@ func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
 		NSMgrURL:      cfg.NSMgrURL,
 		InterfaceName: cfg.InterfaceName,
 		NetNSPath:     cfg.NetNSPath,
+		TokenLifetime: cfg.TokenLifetime,
 		Elements: []networkservice.NetworkServiceClient{
 			&publishClient{dir: cfg.PublishDir, name: cfg.Name, vips: cfg.VIPs,
 				nsPath: cfg.NetNSPath, ifname: cfg.InterfaceName},
