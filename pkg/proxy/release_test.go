@@ -345,3 +345,29 @@ func TestRelinkedConnectionRemovesNothing(t *testing.T) {
 	calls, _ := links.seen()
 	require.Empty(t, calls)
 }
+
+// A target that heals through another path gets a new proxy-side
+// connection id under the same key; the old path's connection is closed
+// later (its NSMgr's timeout, or the endpoint's expiry). That close is not
+// the connection's: the healed one keeps its addresses.
+func TestCloseOfSupersededConnectionKeepsAddresses(t *testing.T) {
+	e := newTestEnv(t)
+	old := targetConn("t1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), old, TargetConn))
+	healed := targetConn("t1")
+	healed.Id = "another-nse-side-id"
+	healed.Context = old.GetContext()
+	require.NoError(t, e.p.SetIPContext(context.Background(), healed, TargetConn))
+
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), old, TargetConn))
+	require.Zero(t, e.p.Stats().PendingReleases, "the key is the healed connection's")
+	e.clk.Advance(time.Hour)
+	require.Equal(t, 1, e.p.Stats().Connections)
+	for _, c := range e.ipam.callLog() {
+		require.NotContains(t, c, "Release")
+	}
+
+	// The healed connection's own close releases them.
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), healed, TargetConn))
+	require.Equal(t, 1, e.p.Stats().PendingReleases)
+}
