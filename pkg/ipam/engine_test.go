@@ -67,6 +67,23 @@ func TestIdempotenceReleaseAndReuse(t *testing.T) {
 	}
 }
 
+// A Release whose caller gave up (its context is done) before the engine
+// got to it removes nothing: the caller may have allocated the child again
+// in a call that overtook it, and holds the address.
+func TestReleaseAbandonedByItsCallerKeepsTheChild(t *testing.T) {
+	e := newEngine(t, memory.New(), baseConfig())
+	s := sub(IPv4, "c1", "w1")
+	held := alloc(t, e, s, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, e.Release(ctx, s, "a"), context.Canceled)
+	_, ok := e.lookup(s, "a")
+	require.True(t, ok)
+	assert.NotEqual(t, held, alloc(t, e, s, "b"), "the address is not handed out again")
+	assert.Equal(t, held, alloc(t, e, s, "a"))
+	require.NoError(t, e.Release(ctx, s, "unknown"), "nothing to release: nothing to refuse")
+}
+
 func TestExhaustionAtEveryLevel(t *testing.T) {
 	for _, sc := range stores {
 		t.Run(sc.name, func(t *testing.T) {
