@@ -193,6 +193,15 @@ func (p *Proxy) commitAllocs(id string, t ConnType, owner string, got map[childK
 	st.typ = t
 	st.owner = owner
 	st.allocs = got
+	if pr := st.release; pr != nil && pr.full && pr.closedBy != "" && owner != "" && pr.closedBy != owner {
+		// Scheduled by the close of another connection with this key
+		// while this request was on its way: the addresses are this
+		// connection's now.
+		pr.cancel()
+		st.release = nil
+		p.counters.releaseCancel++
+		log.Info("pending address release of a superseded connection cancelled", "closed", pr.closedBy)
+	}
 	moved := p.refreshHopsLocked(st)
 	hops := slices.Clone(st.hops)
 	bridge := maps.Clone(p.bridge)
@@ -380,7 +389,7 @@ func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connectio
 		st.release.cancel()
 	}
 	st.owner = ""
-	p.scheduleReleaseLocked(st, p.children(id), true, delay)
+	p.scheduleReleaseLocked(st, p.children(id), true, conn.GetId(), delay)
 	p.log.Info("address release scheduled", "id", id, "type", t.String(), "delay", delay)
 	return nil
 }
@@ -435,7 +444,7 @@ func (p *Proxy) rollback(id string, t ConnType, prior map[childKey]netip.Prefix,
 	if st.release != nil {
 		return // a full release is already scheduled; it covers these
 	}
-	if p.scheduleReleaseLocked(st, undo, false, 0) {
+	if p.scheduleReleaseLocked(st, undo, false, "", 0) {
 		p.counters.rollbacks++
 		log.Warn("rolling back allocations of the failed request", "children", childNames(undo))
 	} else {
