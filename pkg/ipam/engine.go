@@ -151,13 +151,14 @@ func (e *Engine) validate(s Subnet, childName string) (*trench, error) {
 //
 // In a draining conduit (see SyncConduits) an existing child is renewed and
 // gets its address as usual; a new child or node fails with ErrDraining.
+// A new child is not created once ctx is done (see allocate).
 func (e *Engine) Allocate(ctx context.Context, s Subnet, childName string) (netip.Prefix, error) {
 	t, err := e.validate(s, childName)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
 	now := e.now().UnixNano()
-	ch, err := e.allocate(t, s.Conduit, s.Node, childName, now)
+	ch, err := e.allocate(ctx, t, s.Conduit, s.Node, childName, now)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
@@ -167,8 +168,12 @@ func (e *Engine) Allocate(ctx context.Context, s Subnet, childName string) (neti
 	return netip.PrefixFrom(ch.addr, t.nodeLen), nil
 }
 
-// allocate does the in-memory part of Allocate and queues the changes.
-func (e *Engine) allocate(t *trench, cname, nname, chname string, now int64) (*child, error) {
+// allocate does the in-memory part of Allocate and queues the changes. A
+// new child is not created once ctx is done (its caller gave up, and may
+// already have released the child in a call that overtook this one);
+// ctx is checked under the node's lock, where a Release of the child
+// removes it.
+func (e *Engine) allocate(ctx context.Context, t *trench, cname, nname, chname string, now int64) (*child, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	c := t.conduits[cname]
@@ -226,6 +231,9 @@ func (e *Engine) allocate(t *trench, cname, nname, chname string, now int64) (*c
 	if ch := n.children[chname]; ch != nil {
 		ch.renew(now)
 		return ch, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	i, ok := n.slots.take()
 	if !ok {

@@ -100,9 +100,10 @@ func (p *Proxy) children(id string) []childKey {
 // the connection's IP context (a refresh, or a heal after a proxy restart) —
 // are never released on failure: an interface may be using them, and
 // releasing them would let the IPAM hand them out twice. Closing the
-// connection releases them. (A call that timed out may be committed by the
-// IPAM after the rollback's release; such an address is held until the
-// connection's close or the IPAM's lease collection frees it.)
+// connection releases them. (A call that timed out may be committed by an
+// IPAM after the rollback's release, though not by Causeway's, which
+// creates nothing for a call its caller gave up on; such an address is held
+// until the connection's close or the IPAM's lease collection frees it.)
 //
 // The families are allocated in parallel, "-src" before "-dst" in each.
 func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connection, t ConnType) error {

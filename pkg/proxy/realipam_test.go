@@ -230,3 +230,55 @@ func TestRealIPAMCancelledReleaseOvertakenByTheReRequest(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, held, pfx.String(), "the connection's address is not handed out again")
 }
+
+// The mirror case: an Allocate of a request that gave up (its context
+// ended while the call was in flight) can reach the IPAM's engine after
+// the rollback's Release of the same child. It must then create nothing,
+// or the address would be held by nobody until the lease collection.
+func TestRealIPAMCancelledAllocateOvertakenByTheRollback(t *testing.T) {
+	engine := realEngine(t, memory.New())
+	entered, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var holdOnce, proceedOnce sync.Once
+	late := grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo,
+		handler grpc.UnaryHandler) (any, error) {
+		c, _ := req.(*ipamv1.Child)
+		ours := c.GetName() == "x-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4
+		switch method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]; {
+		case ours && method == "Allocate":
+			held := false
+			holdOnce.Do(func() { held = true })
+			if !held {
+				break
+			}
+			defer close(done)
+			close(entered)
+			<-proceed // late: the caller gives up meanwhile
+			return handler(ctx, req)
+		case ours && method == "Release":
+			resp, err := handler(ctx, req)
+			proceedOnce.Do(func() { close(proceed) })
+			return resp, err
+		}
+		return handler(ctx, req)
+	})
+	p, err := New(context.Background(), Config{
+		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1", IPAM: serveIPAM(t, ipam.NewServer(engine), late),
+		Dataplane: &fakeDataplane{}, RetryInterval: time.Millisecond, Logger: testLogger(), Clock: &fakeClock{},
+		Families: []ipamv1.IPFamily{ipamv1.IPFamily_IPV4},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-entered
+		cancel() // the NSM request ends while its Allocate is in flight
+	}()
+	require.Error(t, p.SetIPContext(ctx, lbConn("x"), LBConn))
+	<-done
+	require.Eventually(t, func() bool { return p.Stats().PendingReleases == 0 }, waitFor, tick)
+	pfx, err := engine.Allocate(context.Background(),
+		ipam.Subnet{Trench: "trench-a", Conduit: "conduit-a", Node: "worker-1", Family: ipam.IPv4}, "probe")
+	require.NoError(t, err)
+	require.Equal(t, "172.16.0.2/24", pfx.String(), "the address the abandoned request asked for is free")
+}
