@@ -314,8 +314,10 @@ func (dp *Dataplane) Apply(s State) error {
 
 // ReleaseLeftovers stops holding what New adopted (Options.HoldLeftovers):
 // the kernel is made equal to the last applied state, and what that
-// removes is flushed from conntrack as by Apply. Once released, it does
-// nothing.
+// removes is flushed from conntrack as by Apply. A held link that nothing
+// claimed and that cannot be deleted stays held (and a port), and the
+// error says so: call ReleaseLeftovers again to delete it. Once everything
+// is released, it does nothing.
 func (dp *Dataplane) ReleaseLeftovers() error {
 	dp.mu.Lock()
 	if dp.closed {
@@ -334,15 +336,26 @@ func (dp *Dataplane) ReleaseLeftovers() error {
 	// earlier run that did not come back: its link goes, with its
 	// addresses, as a closed connection's would.
 	var errs []error
-	unclaimed := dp.unclaimedHeldLocked(want)
-	for _, p := range unclaimed {
+	var deleted, kept []int
+	for _, p := range dp.unclaimedHeldLocked(want) {
 		if err := dp.deleteHeldLocked(p); err != nil {
 			errs = append(errs, err)
+			kept = append(kept, p)
+			continue
 		}
+		deleted = append(deleted, p)
 	}
-	dp.held, dp.heldAddrs = nil, nil
-	dp.log.Info("leftovers of an earlier run released", "unclaimedLinksDeleted", unclaimed)
-	return errors.Join(append(errs, dp.applyLocked(want))...)
+	if len(kept) == 0 {
+		dp.held, dp.heldAddrs = nil, nil
+		dp.log.Info("leftovers of an earlier run released", "unclaimedLinksDeleted", deleted)
+		return errors.Join(append(errs, dp.applyLocked(want))...)
+	}
+	// Only the links that could not be deleted stay held, as they are;
+	// the next release deletes them.
+	dp.held = &desired{ports: kept}
+	dp.log.Warn("leftovers of an earlier run released but for links that could not be deleted",
+		"unclaimedLinksDeleted", deleted, "stillHeld", kept)
+	return errors.Join(append(errs, dp.applyLocked(want.withHeld(dp.held)))...)
 }
 
 // applyLocked converges to want and then, with dp.mu released, flushes

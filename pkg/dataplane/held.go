@@ -9,6 +9,9 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
+// delLink deletes a link (a variable so that tests can make it fail).
+var delLink = (*netlink.Handle).LinkDel
+
 // heldLinks are the ports held since New (Options.HoldLeftovers) and the
 // addresses each carried then: a connection that comes back on a new link
 // with one of those addresses supersedes the held port that had it.
@@ -68,8 +71,21 @@ func (dp *Dataplane) SupersedeHeld(index int, addrs []netip.Addr) ([]int, error)
 	return gone, errors.Join(errs...)
 }
 
-// deleteHeldLocked deletes held port idx and stops holding it.
+// deleteHeldLocked deletes held port idx and stops holding it. If the link
+// cannot be deleted, it stays held (with its addresses), for a later
+// SupersedeHeld or ReleaseLeftovers to delete.
 func (dp *Dataplane) deleteHeldLocked(idx int) error {
+	link, err := dp.h.LinkByIndex(idx)
+	switch {
+	case linkGone(err):
+	case err != nil:
+		return fmt.Errorf("get held link %d: %w", idx, err)
+	default:
+		err = dp.write(opLinkDel, dp.portObject(idx), func() error { return delLink(dp.h, link) })
+		if err != nil && !linkGone(err) {
+			return err
+		}
+	}
 	for a, p := range dp.heldAddrs {
 		if p == idx {
 			delete(dp.heldAddrs, a)
@@ -82,18 +98,7 @@ func (dp *Dataplane) deleteHeldLocked(idx int) error {
 			dp.held = &h
 		}
 	}
-	link, err := dp.h.LinkByIndex(idx)
-	if linkGone(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("get held link %d: %w", idx, err)
-	}
-	err = dp.write(opLinkDel, dp.portObject(idx), func() error { return dp.h.LinkDel(link) })
-	if linkGone(err) {
-		return nil
-	}
-	return err
+	return nil
 }
 
 // unclaimedHeldLocked are the held ports that want does not have.

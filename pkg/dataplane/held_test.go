@@ -1,10 +1,13 @@
 package dataplane
 
 import (
+	"errors"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 )
@@ -72,4 +75,80 @@ func TestHoldLeftovers(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, snap.Held)
 	require.NoError(t, dp.ReleaseLeftovers(), "a second release does nothing")
+}
+
+// A held link that nothing claimed and whose deletion fails at the release
+// stays held, and a later release deletes it: it is never forgotten with
+// its addresses on it.
+func TestHeldLinkWhoseDeleteFailsIsDeletedLater(t *testing.T) {
+	ns := testutil.NewNetNS(t, "hlf")
+	p1 := vethPair(t, ns, "p1", nil, "p1x")
+	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p1")
+	h := handle(t, ns)
+	first := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Ports: []int{p1}}
+	dp1 := newDP(t, ns, Options{AdoptLeftovers: true})
+	require.NoError(t, dp1.Apply(first))
+	require.NoError(t, dp1.Close())
+
+	dp := newDP(t, ns, Options{AdoptLeftovers: true, HoldLeftovers: true})
+	require.NoError(t, dp.Apply(State{BridgeAddrs: first.BridgeAddrs}))
+	var failing atomic.Bool
+	failing.Store(true)
+	old := delLink
+	delLink = func(h *netlink.Handle, l netlink.Link) error {
+		if failing.Load() {
+			return errors.New("injected: link delete refused")
+		}
+		return old(h, l)
+	}
+	t.Cleanup(func() { delLink = old })
+
+	require.Error(t, dp.ReleaseLeftovers())
+	_, err := h.LinkByIndex(p1)
+	require.NoError(t, err, "not deleted yet")
+	require.Contains(t, ns.MustExec(t, "ip", "link", "show", "dev", "p1"), "master bridge0", "still held as it was")
+
+	failing.Store(false)
+	require.NoError(t, dp.ReleaseLeftovers())
+	_, err = h.LinkByIndex(p1)
+	require.Error(t, err, "the held link is deleted by the next release")
+	snap, err := dp.Snapshot()
+	require.NoError(t, err)
+	require.Nil(t, snap.Held)
+}
+
+// A held link whose deletion fails when a connection supersedes it stays
+// held: the release deletes it.
+func TestSupersededHeldLinkWhoseDeleteFailsStaysHeld(t *testing.T) {
+	ns := testutil.NewNetNS(t, "hls")
+	p1 := vethPair(t, ns, "p1", nil, "p1x")
+	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p1")
+	h := handle(t, ns)
+	first := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Ports: []int{p1}}
+	dp1 := newDP(t, ns, Options{AdoptLeftovers: true})
+	require.NoError(t, dp1.Apply(first))
+	require.NoError(t, dp1.Close())
+
+	dp := newDP(t, ns, Options{AdoptLeftovers: true, HoldLeftovers: true})
+	p2 := vethPair(t, ns, "p2", nil, "p2x")
+	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p2")
+	relearned := State{BridgeAddrs: first.BridgeAddrs, Ports: []int{p2}}
+	require.NoError(t, dp.Apply(relearned))
+	var failing atomic.Bool
+	failing.Store(true)
+	old := delLink
+	delLink = func(h *netlink.Handle, l netlink.Link) error {
+		if failing.Load() {
+			return errors.New("injected: link delete refused")
+		}
+		return old(h, l)
+	}
+	t.Cleanup(func() { delLink = old })
+
+	_, err := dp.SupersedeHeld(p2, []netip.Addr{ma("192.0.2.21")})
+	require.Error(t, err)
+	failing.Store(false)
+	require.NoError(t, dp.ReleaseLeftovers())
+	_, err = h.LinkByIndex(p1)
+	require.Error(t, err, "the superseded link is deleted at the release at the latest")
 }

@@ -90,6 +90,10 @@ func toLink(l netlink.Link) Link {
 // (a variable so that tests can make the reader stall).
 var linkChanBuffer = 4096
 
+// listLinks lists the links of h's namespace (a variable so that tests can
+// make the listing fail).
+var listLinks = (*netlink.Handle).LinkList
+
 // monitor keeps a model of the namespace's links from a netlink link
 // subscription, re-subscribing and re-syncing whenever the subscription is
 // lost, and fans the changes out to subscribers without ever blocking its
@@ -156,22 +160,22 @@ func (m *monitor) run(ctx context.Context) {
 // resync lists the links and reports every difference with the model. It
 // runs right after each (re)subscription, before any queued notification is
 // handled, so the notifications that follow apply on top of the listing.
-func (m *monitor) resync(first bool) {
+// It reports false when the links could not be listed: the model is then
+// not synced (the changes missed while no subscription was open are not
+// in it), and the subscription starts over.
+func (m *monitor) resync(first bool) bool {
 	var links []netlink.Link
 	var err error
 	for i := 0; i < 5; i++ {
-		links, err = m.h.LinkList()
+		links, err = listLinks(m.h)
 		if err == nil {
 			break
 		}
 		time.Sleep(time.Duration(i+1) * 5 * time.Millisecond)
 	}
 	if err != nil {
-		m.log.Error("link monitor: list links", "error", err)
-		if first {
-			m.markSynced()
-		}
-		return
+		m.log.Error("link monitor: list links; subscribing and listing again", "error", err)
+		return false
 	}
 	m.resyncs.Add(1)
 	m.mu.Lock()
@@ -198,10 +202,11 @@ func (m *monitor) resync(first bool) {
 	m.mu.Unlock()
 	if first {
 		m.markSynced()
-		return
+		return true
 	}
 	slices.SortFunc(evs, func(a, b LinkEvent) int { return a.Index - b.Index })
 	m.deliver(evs)
+	return true
 }
 
 func (m *monitor) markSynced() {
@@ -419,13 +424,14 @@ func (s *subscriber) pump() {
 }
 
 // runSubscription keeps one kernel subscription alive until ctx ends. It
-// subscribes, calls resync (first is true for the very first subscription),
+// subscribes, calls resync (first is true until a resync succeeded once),
 // hands every update to handle, and when the subscription ends for any other
 // reason than ctx (socket overrun, read error) calls onResub and starts over,
-// so that a lost subscription costs a re-sync, never a missed change.
+// so that a lost subscription costs a re-sync, never a missed change. A
+// resync that fails starts over too, after a pause.
 func runSubscription[T any](ctx context.Context, name string, log *slog.Logger, buf int,
 	subscribe func(ch chan T, done chan struct{}, cb func(error)) error,
-	resync func(first bool), handle func(T), onResub func()) {
+	resync func(first bool) bool, handle func(T), onResub func()) {
 	backoff := 10 * time.Millisecond
 	first := true
 	for ctx.Err() == nil {
@@ -451,8 +457,20 @@ func runSubscription[T any](ctx context.Context, name string, log *slog.Logger, 
 			backoff = min(2*backoff, time.Second)
 			continue
 		}
+		if !resync(first) {
+			stop()
+			closeDone()
+			for range ch { // the reader ends with its socket
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
 		backoff = 10 * time.Millisecond
-		resync(first)
 		first = false
 		for u := range ch {
 			handle(u)

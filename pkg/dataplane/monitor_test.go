@@ -1,15 +1,18 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 )
@@ -217,4 +220,31 @@ func TestLinkByName(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := dp.LinkByName("m0"); return !ok }, 10*time.Second, 5*time.Millisecond)
 	_, ok = dp.LinkByName("n1")
 	require.False(t, ok, "the peer went with it")
+}
+
+// A listing of the links that fails (interrupted dumps while links churn,
+// say) does not leave the link table empty as if synced: the monitor
+// subscribes and lists again, and the Dataplane starts once its table
+// holds the namespace's links (the interface monitor matches connections
+// on it, and the routes leave out the nexthops of links it says are gone).
+func TestLinkTableNotSyncedFromAFailedListing(t *testing.T) {
+	ns := testutil.NewNetNS(t, "lfail")
+	idx := vethPair(t, ns, "w0", nil, "w1")
+	var calls atomic.Int32
+	old := listLinks
+	listLinks = func(h *netlink.Handle) ([]netlink.Link, error) {
+		if calls.Add(1) <= 6 { // more than one resync's tries
+			return nil, errors.New("injected: dump interrupted")
+		}
+		return old(h)
+	}
+	t.Cleanup(func() { listLinks = old })
+
+	dp := newDP(t, ns, Options{})
+	l, ok := dp.LinkByName("w0")
+	require.True(t, ok, "the table holds the links that were there before the start")
+	require.Equal(t, idx, l.Index)
+	_, ok = dp.Link(1)
+	require.True(t, ok, "and the loopback")
+	require.Greater(t, calls.Load(), int32(6), "listed again after the failures")
 }

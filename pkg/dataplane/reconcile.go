@@ -111,10 +111,11 @@ func (dp *Dataplane) runAddrSubscription(ctx context.Context) {
 			}
 			return err
 		},
-		func(first bool) {
+		func(first bool) bool {
 			if !first {
 				dp.markStale(kAddrs)
 			}
+			return true
 		},
 		func(u netlink.AddrUpdate) {
 			dp.ctr.addrEvents.Add(1)
@@ -136,10 +137,11 @@ func (dp *Dataplane) runRouteSubscription(ctx context.Context) {
 			}
 			return err
 		},
-		func(first bool) {
+		func(first bool) bool {
 			if !first {
 				dp.markStale(kRoutes4 | kRoutes6)
 			}
+			return true
 		},
 		func(u netlink.RouteUpdate) {
 			if u.Route.Table != dp.table {
@@ -156,10 +158,11 @@ func (dp *Dataplane) runRuleSubscription(ctx context.Context) {
 		func(ch chan ruleEvent, done chan struct{}, cb func(error)) error {
 			return subscribeRules(dp.ns, dp.opts.ReceiveBuffer, ch, done, cb)
 		},
-		func(first bool) {
+		func(first bool) bool {
 			if !first {
 				dp.markStale(kRules)
 			}
+			return true
 		},
 		func(ev ruleEvent) {
 			if ev.table != dp.table {

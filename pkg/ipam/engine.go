@@ -151,13 +151,14 @@ func (e *Engine) validate(s Subnet, childName string) (*trench, error) {
 //
 // In a draining conduit (see SyncConduits) an existing child is renewed and
 // gets its address as usual; a new child or node fails with ErrDraining.
+// A new child is not created once ctx is done (see allocate).
 func (e *Engine) Allocate(ctx context.Context, s Subnet, childName string) (netip.Prefix, error) {
 	t, err := e.validate(s, childName)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
 	now := e.now().UnixNano()
-	ch, err := e.allocate(t, s.Conduit, s.Node, childName, now)
+	ch, err := e.allocate(ctx, t, s.Conduit, s.Node, childName, now)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
@@ -167,8 +168,12 @@ func (e *Engine) Allocate(ctx context.Context, s Subnet, childName string) (neti
 	return netip.PrefixFrom(ch.addr, t.nodeLen), nil
 }
 
-// allocate does the in-memory part of Allocate and queues the changes.
-func (e *Engine) allocate(t *trench, cname, nname, chname string, now int64) (*child, error) {
+// allocate does the in-memory part of Allocate and queues the changes. A
+// new child is not created once ctx is done (its caller gave up, and may
+// already have released the child in a call that overtook this one);
+// ctx is checked under the node's lock, where a Release of the child
+// removes it.
+func (e *Engine) allocate(ctx context.Context, t *trench, cname, nname, chname string, now int64) (*child, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	c := t.conduits[cname]
@@ -226,6 +231,9 @@ func (e *Engine) allocate(t *trench, cname, nname, chname string, now int64) (*c
 	if ch := n.children[chname]; ch != nil {
 		ch.renew(now)
 		return ch, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	i, ok := n.slots.take()
 	if !ok {
@@ -288,34 +296,42 @@ func (e *Engine) createNode(t *trench, c *conduit, name string, now int64) error
 // Release frees the named child. Releasing something that does not exist
 // (child, node or conduit) succeeds and creates nothing. It returns once the
 // removal is durable.
+//
+// A Release whose ctx is done by the time it would remove the child (its
+// caller gave up: a new request of the same connection cancelled it) removes
+// nothing. Its caller may already have allocated the child again, in a call
+// that overtook this one, and holds the address.
 func (e *Engine) Release(ctx context.Context, s Subnet, childName string) error {
 	t, err := e.validate(s, childName)
 	if err != nil {
 		return err
 	}
-	seq, ok := e.release(t, s.Conduit, s.Node, childName)
-	if !ok {
-		return nil
+	seq, ok, err := e.release(ctx, t, s.Conduit, s.Node, childName)
+	if err != nil || !ok {
+		return err
 	}
 	return e.w.wait(ctx, seq)
 }
 
-func (e *Engine) release(t *trench, cname, nname, chname string) (uint64, bool) {
-	seq, c, ok := e.releaseChild(t, cname, nname, chname)
+func (e *Engine) release(ctx context.Context, t *trench, cname, nname, chname string) (uint64, bool, error) {
+	seq, c, ok, err := e.releaseChild(ctx, t, cname, nname, chname)
 	if ok && c != nil {
 		e.reapDrained(t, c)
 	}
-	return seq, ok
+	return seq, ok, err
 }
 
-// releaseChild removes the child; it returns its conduit too when the
-// conduit is draining.
-func (e *Engine) releaseChild(t *trench, cname, nname, chname string) (uint64, *conduit, bool) {
+// releaseChild removes the child, unless ctx is done; it returns its
+// conduit too when the conduit is draining. ctx is checked under the
+// node's lock, where an Allocate of the child reads it: an Allocate that
+// the caller sent after giving up on this call either comes after the
+// removal or finds ctx done.
+func (e *Engine) releaseChild(ctx context.Context, t *trench, cname, nname, chname string) (uint64, *conduit, bool, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	c := t.conduits[cname]
 	if c == nil {
-		return 0, nil, false
+		return 0, nil, false, nil
 	}
 	drained := c
 	if !c.draining {
@@ -325,18 +341,21 @@ func (e *Engine) releaseChild(t *trench, cname, nname, chname string) (uint64, *
 	defer c.mu.RUnlock()
 	n := c.nodes[nname]
 	if n == nil {
-		return 0, nil, false
+		return 0, nil, false, nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ch := n.children[chname]
 	if ch == nil {
-		return 0, nil, false
+		return 0, nil, false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, nil, false, err
 	}
 	delete(n.children, chname)
 	n.slots.put(ch.index)
 	e.log.Debug("released", "family", t.family, "conduit", cname, "node", nname, "child", chname, "address", ch.addr)
-	return e.w.enqueue(store.Op{Kind: store.OpDelete, Record: store.Record{Key: t.childKey(cname, nname, chname)}}), drained, true
+	return e.w.enqueue(store.Op{Kind: store.OpDelete, Record: store.Record{Key: t.childKey(cname, nname, chname)}}), drained, true, nil
 }
 
 // Sync waits until every change queued so far (removals and lease flushes

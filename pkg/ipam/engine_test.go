@@ -67,6 +67,42 @@ func TestIdempotenceReleaseAndReuse(t *testing.T) {
 	}
 }
 
+// A Release whose caller gave up (its context is done) before the engine
+// got to it removes nothing: the caller may have allocated the child again
+// in a call that overtook it, and holds the address.
+func TestReleaseAbandonedByItsCallerKeepsTheChild(t *testing.T) {
+	e := newEngine(t, memory.New(), baseConfig())
+	s := sub(IPv4, "c1", "w1")
+	held := alloc(t, e, s, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, e.Release(ctx, s, "a"), context.Canceled)
+	_, ok := e.lookup(s, "a")
+	require.True(t, ok)
+	assert.NotEqual(t, held, alloc(t, e, s, "b"), "the address is not handed out again")
+	assert.Equal(t, held, alloc(t, e, s, "a"))
+	require.NoError(t, e.Release(ctx, s, "unknown"), "nothing to release: nothing to refuse")
+}
+
+// An Allocate whose caller gave up before the engine got to it creates no
+// child: the caller may already have released it in a call that overtook
+// this one, and nobody would hold the address.
+func TestAllocateAbandonedByItsCallerCreatesNothing(t *testing.T) {
+	e := newEngine(t, memory.New(), baseConfig())
+	s := sub(IPv4, "c1", "w1")
+	held := alloc(t, e, s, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := e.Allocate(ctx, s, "b")
+	require.ErrorIs(t, err, context.Canceled)
+	_, ok := e.lookup(s, "b")
+	require.False(t, ok)
+	assert.Equal(t, "169.255.0.2/24", alloc(t, e, s, "c"), "the address is still free")
+	p, err := e.Allocate(ctx, s, "a")
+	require.NoError(t, err, "an existing child is renewed and answered as usual")
+	assert.Equal(t, held, p.String())
+}
+
 func TestExhaustionAtEveryLevel(t *testing.T) {
 	for _, sc := range stores {
 		t.Run(sc.name, func(t *testing.T) {

@@ -32,6 +32,7 @@ type childKey struct {
 type connState struct {
 	id       string
 	typ      ConnType
+	owner    string                    // the NSM connection id of the last successful SetIPContext, "" once closed
 	allocs   map[childKey]netip.Prefix // addresses the IPAM gave this id and that are not released
 	release  *pendingRelease           // non-nil while a release is scheduled or running
 	link     int                       // index of the connection's kernel link (a port), 0 if none
@@ -99,9 +100,10 @@ func (p *Proxy) children(id string) []childKey {
 // the connection's IP context (a refresh, or a heal after a proxy restart) —
 // are never released on failure: an interface may be using them, and
 // releasing them would let the IPAM hand them out twice. Closing the
-// connection releases them. (A call that timed out may be committed by the
-// IPAM after the rollback's release; such an address is held until the
-// connection's close or the IPAM's lease collection frees it.)
+// connection releases them. (A call that timed out may be committed by an
+// IPAM after the rollback's release, though not by Causeway's, which
+// creates nothing for a call its caller gave up on; such an address is held
+// until the connection's close or the IPAM's lease collection frees it.)
 //
 // The families are allocated in parallel, "-src" before "-dst" in each.
 func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connection, t ConnType) error {
@@ -126,7 +128,7 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	}
 	warnMoved(prior, got, log)
 	p.followNodeSubnet(ctx, id, got, log)
-	bridge, svcPrefixes := p.commitAllocs(id, t, got, log)
+	bridge, svcPrefixes := p.commitAllocs(id, t, conn.GetId(), got, log)
 
 	src, dst := p.srcDstPrefixes(id, got)
 	before := ipContextString(ipc)
@@ -206,9 +208,10 @@ func ensureIPContext(conn *networkservice.Connection) *networkservice.IPContext 
 	return conn.GetContext().GetIpContext()
 }
 
-// commitAllocs records got as the allocations of id, moves its nexthops to
-// them, and returns the bridge addresses and service prefixes to write.
-func (p *Proxy) commitAllocs(id string, t ConnType, got map[childKey]netip.Prefix,
+// commitAllocs records got as the allocations of id, and the NSM connection
+// owner as the one that holds them, moves its nexthops to them, and returns
+// the bridge addresses and service prefixes to write.
+func (p *Proxy) commitAllocs(id string, t ConnType, owner string, got map[childKey]netip.Prefix,
 	log *slog.Logger) (map[ipamv1.IPFamily]netip.Prefix, []netip.Prefix) {
 	p.mu.Lock()
 	st := p.conns[id]
@@ -217,7 +220,17 @@ func (p *Proxy) commitAllocs(id string, t ConnType, got map[childKey]netip.Prefi
 		p.conns[id] = st
 	}
 	st.typ = t
+	st.owner = owner
 	st.allocs = got
+	if pr := st.release; pr != nil && pr.full && pr.closedBy != "" && owner != "" && pr.closedBy != owner {
+		// Scheduled by the close of another connection with this key
+		// while this request was on its way: the addresses are this
+		// connection's now.
+		pr.cancel()
+		st.release = nil
+		p.counters.releaseCancel++
+		log.Info("pending address release of a superseded connection cancelled", "closed", pr.closedBy)
+	}
 	moved := p.refreshHopsLocked(st)
 	hops := slices.Clone(st.hops)
 	bridge := maps.Clone(p.bridge)
@@ -363,6 +376,12 @@ func (p *Proxy) followNodeSubnet(ctx context.Context, id string, got map[childKe
 // it. A SetIPContext for the same id before the release is done cancels it.
 // If a release is already pending for the id, it is kept as it is. After a
 // failed first request (a rollback is running), the release is immediate.
+//
+// The close of a connection that another one superseded under the same key
+// is ignored: a target that heals through another path gets a new
+// proxy-side connection id, and the old path's connection is closed later
+// (its NSMgr's timeout, or the endpoint's expiry) while the new one uses
+// the addresses.
 func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connection, t ConnType) error {
 	id, err := ConnKey(conn, t)
 	if err != nil {
@@ -374,6 +393,11 @@ func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connectio
 		return ErrClosed
 	}
 	st := p.conns[id]
+	if st != nil && st.owner != "" && conn.GetId() != "" && st.owner != conn.GetId() {
+		p.log.Info("close of a superseded connection ignored: its key is another connection's now", "id", id,
+			"type", t.String(), "closed", conn.GetId(), "current", st.owner)
+		return nil
+	}
 	if st == nil {
 		// Unknown id (e.g. a close after a proxy restart): release by name.
 		st = &connState{id: id, typ: t, allocs: map[childKey]netip.Prefix{}}
@@ -393,7 +417,8 @@ func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connectio
 		}
 		st.release.cancel()
 	}
-	p.scheduleReleaseLocked(st, p.children(id), true, delay)
+	st.owner = ""
+	p.scheduleReleaseLocked(st, p.children(id), true, conn.GetId(), delay)
 	p.log.Info("address release scheduled", "id", id, "type", t.String(), "delay", delay)
 	return nil
 }
@@ -448,7 +473,7 @@ func (p *Proxy) rollback(id string, t ConnType, prior map[childKey]netip.Prefix,
 	if st.release != nil {
 		return // a full release is already scheduled; it covers these
 	}
-	if p.scheduleReleaseLocked(st, undo, false, 0) {
+	if p.scheduleReleaseLocked(st, undo, false, "", 0) {
 		p.counters.rollbacks++
 		log.Warn("rolling back allocations of the failed request", "children", childNames(undo))
 	} else {

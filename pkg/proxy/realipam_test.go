@@ -3,11 +3,15 @@ package proxy
 import (
 	"context"
 	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
@@ -167,4 +171,114 @@ func TestRealIPAMForcedReleaseOnClose(t *testing.T) {
 		ipam.Subnet{Trench: "trench-a", Conduit: "conduit-a", Node: "worker-1", Family: ipam.IPv4}, "probe")
 	require.NoError(t, err)
 	require.Equal(t, "172.16.0.2/24", pfx.String())
+}
+
+// A release that a new request of the same connection cancels can reach the
+// IPAM's engine after that request's Allocate: its handler was late to start
+// (a busy IPAM), and gRPC runs the two calls' handlers side by side. It must
+// then release nothing: the connection holds the address the Allocate
+// confirmed, and the IPAM would hand it out a second time.
+func TestRealIPAMCancelledReleaseOvertakenByTheReRequest(t *testing.T) {
+	engine := realEngine(t, memory.New())
+	var armed atomic.Bool
+	entered, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var holdOnce, proceedOnce sync.Once
+	late := grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo,
+		handler grpc.UnaryHandler) (any, error) {
+		c, _ := req.(*ipamv1.Child)
+		ours := armed.Load() && c.GetName() == "lb-1-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4
+		switch method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]; {
+		case ours && method == "Release":
+			held := false
+			holdOnce.Do(func() { held = true })
+			if !held {
+				break
+			}
+			defer close(done)
+			close(entered)
+			<-proceed // late: the caller gives up meanwhile
+			return handler(ctx, req)
+		case ours && method == "Allocate":
+			resp, err := handler(ctx, req)
+			proceedOnce.Do(func() { close(proceed) })
+			return resp, err
+		}
+		return handler(ctx, req)
+	})
+	clk := &fakeClock{}
+	p, err := New(context.Background(), Config{
+		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1", IPAM: serveIPAM(t, ipam.NewServer(engine), late),
+		Dataplane: &fakeDataplane{}, RetryInterval: time.Millisecond, Logger: testLogger(), Clock: clk,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
+
+	conn := lbConn("lb-1")
+	require.NoError(t, p.SetIPContext(context.Background(), conn, LBConn))
+	held := ipcOf(conn).GetDstIpAddrs()[0] // the LB's side: lb-1-src
+	require.NoError(t, p.UnsetIPContext(context.Background(), conn, LBConn))
+	require.Eventually(t, func() bool { return clk.Active() == 2 }, waitFor, tick)
+	armed.Store(true)
+	clk.Advance(DefaultReleaseDelay)
+	<-entered
+
+	require.NoError(t, p.SetIPContext(context.Background(), conn, LBConn), "the reconnect cancels the release")
+	require.Equal(t, held, ipcOf(conn).GetDstIpAddrs()[0])
+	<-done
+	pfx, err := engine.Allocate(context.Background(),
+		ipam.Subnet{Trench: "trench-a", Conduit: "conduit-a", Node: "worker-1", Family: ipam.IPv4}, "probe")
+	require.NoError(t, err)
+	require.NotEqual(t, held, pfx.String(), "the connection's address is not handed out again")
+}
+
+// The mirror case: an Allocate of a request that gave up (its context
+// ended while the call was in flight) can reach the IPAM's engine after
+// the rollback's Release of the same child. It must then create nothing,
+// or the address would be held by nobody until the lease collection.
+func TestRealIPAMCancelledAllocateOvertakenByTheRollback(t *testing.T) {
+	engine := realEngine(t, memory.New())
+	entered, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var holdOnce, proceedOnce sync.Once
+	late := grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo,
+		handler grpc.UnaryHandler) (any, error) {
+		c, _ := req.(*ipamv1.Child)
+		ours := c.GetName() == "x-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4
+		switch method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]; {
+		case ours && method == "Allocate":
+			held := false
+			holdOnce.Do(func() { held = true })
+			if !held {
+				break
+			}
+			defer close(done)
+			close(entered)
+			<-proceed // late: the caller gives up meanwhile
+			return handler(ctx, req)
+		case ours && method == "Release":
+			resp, err := handler(ctx, req)
+			proceedOnce.Do(func() { close(proceed) })
+			return resp, err
+		}
+		return handler(ctx, req)
+	})
+	p, err := New(context.Background(), Config{
+		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1", IPAM: serveIPAM(t, ipam.NewServer(engine), late),
+		Dataplane: &fakeDataplane{}, RetryInterval: time.Millisecond, Logger: testLogger(), Clock: &fakeClock{},
+		Families: []ipamv1.IPFamily{ipamv1.IPFamily_IPV4},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-entered
+		cancel() // the NSM request ends while its Allocate is in flight
+	}()
+	require.Error(t, p.SetIPContext(ctx, lbConn("x"), LBConn))
+	<-done
+	require.Eventually(t, func() bool { return p.Stats().PendingReleases == 0 }, waitFor, tick)
+	pfx, err := engine.Allocate(context.Background(),
+		ipam.Subnet{Trench: "trench-a", Conduit: "conduit-a", Node: "worker-1", Family: ipam.IPv4}, "probe")
+	require.NoError(t, err)
+	require.Equal(t, "172.16.0.2/24", pfx.String(), "the address the abandoned request asked for is free")
 }

@@ -10,16 +10,18 @@ import (
 // connection id.
 type pendingRelease struct {
 	children []childKey
-	full     bool // all children of the id (UnsetIPContext), not a rollback
+	full     bool   // all children of the id (UnsetIPContext), not a rollback
+	closedBy string // the NSM connection whose close scheduled a full release, if known
 	delay    time.Duration
 	cancel   context.CancelFunc
 }
 
-// scheduleReleaseLocked starts the release of children of st after delay.
-// p.mu must be held. It reports false if the proxy is closed.
-func (p *Proxy) scheduleReleaseLocked(st *connState, children []childKey, full bool, delay time.Duration) bool {
+// scheduleReleaseLocked starts the release of children of st after delay;
+// closedBy is the NSM connection whose close asked for it ("" for a
+// rollback). p.mu must be held. It reports false if the proxy is closed.
+func (p *Proxy) scheduleReleaseLocked(st *connState, children []childKey, full bool, closedBy string, delay time.Duration) bool {
 	ctx, cancel := context.WithCancel(p.relCtx)
-	pr := &pendingRelease{children: children, full: full, delay: delay, cancel: cancel}
+	pr := &pendingRelease{children: children, full: full, closedBy: closedBy, delay: delay, cancel: cancel}
 	id := st.id
 	if !p.goReleaseLocked(func() { p.runRelease(ctx, id, pr) }) {
 		cancel()

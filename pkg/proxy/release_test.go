@@ -345,3 +345,65 @@ func TestRelinkedConnectionRemovesNothing(t *testing.T) {
 	calls, _ := links.seen()
 	require.Empty(t, calls)
 }
+
+// A target that heals through another path gets a new proxy-side
+// connection id under the same key; the old path's connection is closed
+// later (its NSMgr's timeout, or the endpoint's expiry). That close is not
+// the connection's: the healed one keeps its addresses.
+func TestCloseOfSupersededConnectionKeepsAddresses(t *testing.T) {
+	e := newTestEnv(t)
+	old := targetConn("t1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), old, TargetConn))
+	healed := targetConn("t1")
+	healed.Id = "another-nse-side-id"
+	healed.Context = old.GetContext()
+	require.NoError(t, e.p.SetIPContext(context.Background(), healed, TargetConn))
+
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), old, TargetConn))
+	require.Zero(t, e.p.Stats().PendingReleases, "the key is the healed connection's")
+	e.clk.Advance(time.Hour)
+	require.Equal(t, 1, e.p.Stats().Connections)
+	for _, c := range e.ipam.callLog() {
+		require.NotContains(t, c, "Release")
+	}
+
+	// The healed connection's own close releases them.
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), healed, TargetConn))
+	require.Equal(t, 1, e.p.Stats().PendingReleases)
+}
+
+// The old path's connection may be closed while the healed connection's
+// request is allocating (a refresh, say): that close is not the healed
+// connection's either, and the release it scheduled goes when the healed
+// request records the addresses.
+func TestCloseOfSupersededConnectionDuringTheHealKeepsAddresses(t *testing.T) {
+	e := newTestEnv(t)
+	old := targetConn("t1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), old, TargetConn))
+	healed := targetConn("t1")
+	healed.Id = "another-nse-side-id"
+	healed.Context = old.GetContext()
+
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.ipam.setHook(func(ctx context.Context, m string, c *ipamv1.Child) error {
+		if m == "Allocate" && c.GetName() == "t1-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4 {
+			once.Do(func() { close(entered) })
+			return waitOpen(ctx, gate)
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- e.p.SetIPContext(context.Background(), healed, TargetConn) }()
+	<-entered
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), old, TargetConn))
+	close(gate)
+	require.NoError(t, <-done)
+
+	require.Zero(t, e.p.Stats().PendingReleases, "the key is the healed connection's")
+	e.clk.Advance(time.Hour)
+	require.Equal(t, 1, e.p.Stats().Connections)
+	for _, c := range e.ipam.callLog() {
+		require.NotContains(t, c, "Release")
+	}
+}

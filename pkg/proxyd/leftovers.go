@@ -3,6 +3,7 @@ package proxyd
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/causeway-net/causeway/internal/backoff"
 )
@@ -34,16 +35,32 @@ func (f *firstTime) wait(ctx context.Context) bool {
 // (NSM is reachable, so the connections can come back), the VIPs are known
 // and NSM_LEFTOVER_HOLD has passed since. Until then a proxy restarted
 // while NSM or the NSP is away keeps forwarding. A stop before that keeps
-// the hold (the next run adopts the same state).
+// the hold (the next run adopts the same state). A release that fails
+// (a link of the earlier run that could not be deleted stays held) is
+// tried again.
 func (d *Daemon) startLeftoverRelease(ctx context.Context) (func() error, error) {
 	t := newTasks(ctx)
 	t.Go(func(ctx context.Context) {
 		if !d.registered.wait(ctx) || !d.vipsKnown.wait(ctx) || !backoff.Sleep(ctx, d.cfg.LeftoverHold) {
 			return
 		}
-		if err := d.dp.ReleaseLeftovers(); err != nil {
-			d.log.Warn("release of the kernel state found at start failed", "error", err)
+		wait := backoff.New(leftoverRetryInitial, leftoverRetryMax)
+		for {
+			err := d.dp.ReleaseLeftovers()
+			if err == nil {
+				return
+			}
+			d.log.Warn("release of the kernel state found at start failed, retrying", "error", err)
+			if !wait.Wait(ctx) {
+				return
+			}
 		}
 	})
 	return t.stop, nil
 }
+
+// The pauses between the tries of a failed release of the leftovers.
+const (
+	leftoverRetryInitial = time.Second
+	leftoverRetryMax     = time.Minute
+)

@@ -144,9 +144,11 @@ type fakeClient struct {
 	open     map[string]*networkservice.Connection
 	requests []*networkservice.NetworkServiceRequest
 	closes   []string
-	failures int           // fail that many Requests first
-	gate     chan struct{} // if not nil, Requests wait for it
-	slowShut chan struct{} // if not nil, Closes wait for it
+	failures int            // fail that many Requests first
+	gate     chan struct{}  // if not nil, Requests wait for it
+	slowShut chan struct{}  // if not nil, Closes wait for it
+	closing  map[string]int // Closes in flight, by id
+	overlaps []string       // ids requested while a Close of theirs was in flight
 }
 
 func newFakeClient() *fakeClient {
@@ -162,6 +164,9 @@ func (c *fakeClient) Request(_ context.Context, r *networkservice.NetworkService
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closing[r.GetConnection().GetId()] > 0 {
+		c.overlaps = append(c.overlaps, r.GetConnection().GetId())
+	}
 	c.requests = append(c.requests, r)
 	if c.failures > 0 {
 		c.failures--
@@ -175,12 +180,17 @@ func (c *fakeClient) Request(_ context.Context, r *networkservice.NetworkService
 func (c *fakeClient) Close(_ context.Context, conn *networkservice.Connection, _ ...grpc.CallOption) (*emptypb.Empty, error) {
 	c.mu.Lock()
 	slow := c.slowShut
+	if c.closing == nil {
+		c.closing = map[string]int{}
+	}
+	c.closing[conn.GetId()]++
 	c.mu.Unlock()
 	if slow != nil {
 		<-slow
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closing[conn.GetId()]--
 	c.closes = append(c.closes, conn.GetId())
 	delete(c.open, conn.GetId())
 	return &emptypb.Empty{}, nil
@@ -208,4 +218,16 @@ func (c *fakeClient) requestCount() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.requests)
+}
+
+func (c *fakeClient) closingCount(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing[id]
+}
+
+func (c *fakeClient) overlapping() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.overlaps)
 }

@@ -2,6 +2,8 @@ package fullmesh_test
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,6 +171,43 @@ func TestWithdrawComesBeforeASlowClose(t *testing.T) {
 	h.requireOpen(t)
 	require.Equal(t, 1, client.closeCount(id("lb-1")))
 	require.Empty(t, withdrawn, "withdrawn once")
+}
+
+// An endpoint that flaps (unregistered, registered, unregistered,
+// registered again) while the Close of its first connection is held up
+// never has two members at work on its connection id: the last one
+// requests only once that Close is done, so the Close cannot take down the
+// new connection.
+func TestFlappingEndpointWaitsForTheFirstClose(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
+	h := start(t, reg, client)
+	h.requireOpen(t, id("lb-1"))
+	slow := make(chan struct{})
+	var unblock sync.Once
+	t.Cleanup(func() { unblock.Do(func() { close(slow) }) }) // before the mesh's stop
+	client.mu.Lock()
+	client.slowShut = slow
+	client.mu.Unlock()
+
+	_, _ = reg.Unregister(ctx, lb("lb-1", time.Time{}))
+	require.Eventually(t, func() bool { return client.closingCount(id("lb-1")) == 1 }, wait, tick)
+	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))   // waits for the Close
+	_, _ = reg.Unregister(ctx, lb("lb-1", time.Time{})) // stopped while it waits
+	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
+	_, _ = reg.Register(ctx, lb("lb-2", time.Time{}))
+	require.Eventually(t, func() bool { return slices.Contains(client.openIDs(), id("lb-2")) }, wait, tick,
+		"the events before lb-2's are handled")
+	require.Never(t, func() bool { return len(client.overlapping()) > 0 }, 300*time.Millisecond, tick,
+		"a Request of the id while its Close is in flight")
+
+	unblock.Do(func() { close(slow) })
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+	require.Empty(t, client.overlapping())
+	require.Equal(t, 1, client.closeCount(id("lb-1")))
+	_, ok := h.pinner.Pinned(id("lb-1"))
+	require.True(t, ok, "the last member's pin survives the first member's end")
 }
 
 func TestExpiredRegistrationIsEvicted(t *testing.T) {

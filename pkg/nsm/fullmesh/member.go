@@ -50,6 +50,10 @@ func (f *FullMesh) runMember(base context.Context, m *member, prev <-chan struct
 		select {
 		case <-prev:
 		case <-m.stop:
+			// A member added after this one waits for this one's done
+			// only: it must not come before prev's Close is over, or
+			// that Close would take down its connection (same id).
+			<-prev
 			return
 		}
 	}

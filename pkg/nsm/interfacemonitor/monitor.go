@@ -21,6 +21,7 @@ type connKey struct {
 // expectation is the interface a connection is waiting for or has got.
 type expectation struct {
 	iface  proxy.Interface // Index is set only while active
+	conn   string          // the NSM connection that recorded it ("" if not said)
 	active bool
 	lost   bool // the announced link went away in the kernel, not yet back
 }
@@ -149,13 +150,19 @@ func (m *Monitor) deactivate(index int) (connKey, bool) {
 // changed, in which case the old interface is withdrawn first. A refresh
 // that changes the connection's addresses is the proxy's own business: it
 // holds them.
-func (m *Monitor) Expect(iface proxy.Interface) {
+func (m *Monitor) Expect(iface proxy.Interface) { m.ExpectConn("", iface) }
+
+// ExpectConn is Expect for the NSM connection connID (the proxy's side of
+// it): ForgetConn of another connection with the same key does not forget
+// the expectation (see ForgetConn).
+func (m *Monitor) ExpectConn(connID string, iface proxy.Interface) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := connKey{iface.Type, iface.ConnID}
 	iface.Index = 0
 	if old, ok := m.expected[k]; ok {
 		if old.iface.Name == iface.Name {
+			old.conn = connID
 			return
 		}
 		m.drop(k, old)
@@ -165,7 +172,7 @@ func (m *Monitor) Expect(iface proxy.Interface) {
 		// is stale.
 		m.drop(other, m.expected[other])
 	}
-	e := &expectation{iface: iface}
+	e := &expectation{iface: iface, conn: connID}
 	m.expected[k] = e
 	m.byName[iface.Name] = k
 	if l, ok := m.links.LinkByName(iface.Name); ok {
@@ -191,13 +198,27 @@ func (m *Monitor) Lost(t proxy.ConnType, key string) bool {
 
 // Forget removes the expectation of a closed connection (of type t, with
 // key key), withdrawing its interface if it was announced.
-func (m *Monitor) Forget(t proxy.ConnType, key string) {
+func (m *Monitor) Forget(t proxy.ConnType, key string) { m.ForgetConn(t, key, "") }
+
+// ForgetConn is Forget for the close of the NSM connection connID. If
+// another connection with the same key recorded the expectation (a target
+// that healed through another path gets a new proxy-side connection id, and
+// the old path's connection is closed later), it is that connection's and
+// stays.
+func (m *Monitor) ForgetConn(t proxy.ConnType, key, connID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := connKey{t, key}
-	if e, ok := m.expected[k]; ok {
-		m.drop(k, e)
+	e, ok := m.expected[k]
+	if !ok {
+		return
 	}
+	if e.conn != "" && connID != "" && e.conn != connID {
+		m.logger.Info("close of a superseded connection: its interface is another connection's now", "type", t.String(),
+			"conn", key, "closed", connID, "current", e.conn, "name", e.iface.Name)
+		return
+	}
+	m.drop(k, e)
 }
 
 func (m *Monitor) drop(k connKey, e *expectation) {

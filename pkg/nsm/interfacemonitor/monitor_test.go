@@ -214,6 +214,35 @@ func TestServerElement(t *testing.T) {
 	require.Equal(t, []string{"deleted nsm-t1 12 seg-t1"}, r.Take())
 }
 
+// A target that heals through another path gets a new proxy-side
+// connection id under the same key, on a new interface; the old path's
+// connection is closed later (its NSMgr's timeout, or the endpoint's
+// expiry). That close withdraws nothing: the interface is the healed
+// connection's.
+func TestServerCloseOfSupersededConnection(t *testing.T) {
+	links, r, m := newMonitor()
+	srv := chain.NewNetworkServiceServer(metadata.NewServer(), interfacemonitor.NewServer(m))
+	old, err := srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("t1", "nsm-t1")})
+	require.NoError(t, err)
+	m.HandleLinkEvent(links.Set(12, "nsm-t1"))
+	healed := kernelConn("t1-healed", "nsm-t2")
+	healed.GetPath().GetPathSegments()[0].Id = "seg-t1"
+	healed, err = srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: healed})
+	require.NoError(t, err)
+	m.HandleLinkEvent(links.Set(14, "nsm-t2"))
+	require.Equal(t, []string{"created nsm-t1 12 seg-t1", "deleted nsm-t1 12 seg-t1", "created nsm-t2 14 seg-t1"}, r.Take())
+
+	_, err = srv.Close(context.Background(), old)
+	require.NoError(t, err)
+	require.Empty(t, r.Take(), "the old path's close is not the healed connection's")
+	m.HandleLinkEvent(links.Delete(14))
+	require.True(t, m.Lost(proxy.TargetConn, "seg-t1"), "the healed connection is still expected")
+
+	_, err = srv.Close(context.Background(), healed)
+	require.NoError(t, err)
+	require.False(t, m.Lost(proxy.TargetConn, "seg-t1"), "forgotten by its own close")
+}
+
 func TestClientElement(t *testing.T) {
 	links, r, m := newMonitor()
 	m.HandleLinkEvent(links.Set(13, "nsm-l1"))

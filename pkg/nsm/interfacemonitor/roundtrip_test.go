@@ -14,6 +14,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/metadata"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
@@ -195,4 +196,40 @@ func TestKernelTargetLinkBeforeRequestReturns(t *testing.T) {
 	require.NoError(t, err)
 	r.eventually(t, "the port released", func(s string) bool { return !strings.Contains(s, "master") && s != "" },
 		"ip", "link", "show", "nsm-t1")
+}
+
+// A target that heals through another path (a new proxy-side connection
+// id under the same key, a new interface) and whose old path is closed
+// afterwards (its NSMgr's timeout, or the endpoint's expiry) keeps its new
+// port and its addresses.
+func TestKernelCloseOfASupersededTargetPath(t *testing.T) {
+	r, targets := newRoundTrip(t, forwarderFunc(func(*networkservice.Connection) {}))
+	old, err := targets.Request(t.Context(), &networkservice.NetworkServiceRequest{Connection: kernelConn("t1", "nsm-t1")})
+	require.NoError(t, err)
+	r.veth(t, "nsm-t1")
+	r.eventually(t, "the old path's port", func(s string) bool { return strings.Contains(s, "master bridge0") },
+		"ip", "link", "show", "nsm-t1")
+
+	healed := kernelConn("t1-healed", "nsm-t2")
+	healed.GetPath().GetPathSegments()[0].Id = old.GetPath().GetPathSegments()[0].GetId()
+	healed.Context = proto.Clone(old.GetContext()).(*networkservice.ConnectionContext)
+	healed, err = targets.Request(t.Context(), &networkservice.NetworkServiceRequest{Connection: healed})
+	require.NoError(t, err)
+	require.Equal(t, old.GetContext().GetIpContext().GetSrcIpAddrs(), healed.GetContext().GetIpContext().GetSrcIpAddrs())
+	r.veth(t, "nsm-t2")
+	r.eventually(t, "the healed path's port", func(s string) bool { return strings.Contains(s, "master bridge0") },
+		"ip", "link", "show", "nsm-t2")
+
+	r.ns.MustExec(t, "ip", "link", "del", "nsm-t1") // the old path's forwarder removes its end
+	_, err = targets.Close(t.Context(), old)
+	require.NoError(t, err)
+	require.Zero(t, r.proxy.Stats().PendingReleases, "no release of the healed connection's addresses")
+	require.Equal(t, 1, r.proxy.Stats().Ports)
+	require.Contains(t, r.ns.MustExec(t, "ip", "link", "show", "nsm-t2"), "master bridge0")
+
+	_, err = targets.Close(t.Context(), healed)
+	require.NoError(t, err)
+	require.Equal(t, 1, r.proxy.Stats().PendingReleases, "the healed connection's own close releases them")
+	r.eventually(t, "its port released", func(s string) bool { return !strings.Contains(s, "master") && s != "" },
+		"ip", "link", "show", "nsm-t2")
 }

@@ -18,7 +18,9 @@ type server struct {
 
 // NewServer returns the element for connections from targets: after a
 // successful Request it records the connection's interface in the monitor,
-// and on Close it forgets it (announcing the delete if the link was seen).
+// and on Close it forgets it (announcing the delete if the link was seen),
+// unless a later connection with the same key (the target healed through
+// another path) recorded it since.
 // Place it after the mechanisms element, so that the interface name is set.
 func NewServer(monitor *Monitor, opts ...Option) networkservice.NetworkServiceServer {
 	return &server{monitor: monitor, logger: newOptions(opts).logger}
@@ -34,13 +36,13 @@ func (s *server) Request(ctx context.Context, request *networkservice.NetworkSer
 		s.logger.Warn("cannot monitor the interface of a target connection", "error", ierr)
 		return conn, nil
 	}
-	s.monitor.Expect(iface)
+	s.monitor.ExpectConn(conn.GetId(), iface)
 	return conn, nil
 }
 
 func (s *server) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
 	if key, err := proxy.ConnKey(conn, proxy.TargetConn); err == nil {
-		s.monitor.Forget(proxy.TargetConn, key)
+		s.monitor.ForgetConn(proxy.TargetConn, key, conn.GetId())
 	}
 	return next.Server(ctx).Close(ctx, conn)
 }
