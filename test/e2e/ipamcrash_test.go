@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/causeway-net/causeway/pkg/lab/labrun"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
@@ -95,5 +96,64 @@ func TestIPAMCrash(t *testing.T) {
 		s := p.Stop().After(restarted).Before(joining)
 		t.Logf("IPAM crash (%s): after the restart %v", network, s)
 		require.Zero(t, s.Failures(), "%s: no flow lost after the IPAM restart (first error: %v)", network, s.FirstError())
+	}
+}
+
+// TestIPAMOutageSpanningRefreshes: the IPAM stays away for many refresh
+// periods of every connection (the lab's tokens live 30 s here, so the
+// targets and the proxy's LB connections refresh about every 10 s). Each
+// refresh is answered with the addresses the proxy holds: no connection is
+// torn down, the kernel state stays as it was and no probe is lost. Before,
+// the first refresh failed on the IPAM, and NSM tore down every target's
+// and LB's link about one refresh period into the outage. Once the IPAM is
+// back, the proxy renews the leases it owes.
+func TestIPAMOutageSpanningRefreshes(t *testing.T) {
+	const tokens = 30 * time.Second
+	l := newLab(t, func(o *labrun.Options) { o.TokenLifetime = tokens })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st, err := proxyState(ctx, l)
+	require.NoError(t, err)
+	table := st.Dataplane.Table
+	before := readProxyKernel(t, l, table)
+	addrs := targetAddrs(l)
+	lbsBefore := lbLinks(t, ctx, l)
+	ps := startProbers(t, ctx, l, vipOf(t, l, true))
+	waitProbes(t, ps, time.Time{}, 20, "probes before the outage")
+
+	stopped := mark(ps, "ipam stopped")
+	require.NoError(t, l.StopComponent("ipam", stopGrace))
+	time.Sleep(2 * tokens)
+	during := readProxyKernel(t, l, table)
+	require.Equal(t, before.Ports, during.Ports, "the proxy keeps every bridge port while the IPAM is away")
+	require.Equal(t, before.Routes, during.Routes, "and its ECMP routes")
+	require.Equal(t, before.Rules, during.Rules, "and its VIP rules")
+	require.Equal(t, lbsBefore, lbLinks(t, ctx, l), "the LB connections keep their links")
+	st, err = proxyState(ctx, l)
+	require.NoError(t, err)
+	t.Logf("FIGURE: IPAM away for %v: %d refreshes answered with the addresses held, %d connections owing their lease renewal",
+		2*tokens, st.Proxy.Stats.RenewalsDeferred, st.Proxy.Stats.OwedRenewals)
+	require.NotZero(t, st.Proxy.Stats.RenewalsDeferred, "connections refreshed while the IPAM was away")
+
+	started := mark(ps, "ipam started")
+	require.NoError(t, l.StartComponent("ipam"))
+	require.Eventually(t, func() bool {
+		st, err := proxyState(ctx, l)
+		return err == nil && st.Proxy.Stats.OwedRenewals == 0
+	}, waitLong, poll, "the owed leases are renewed once the IPAM is back")
+	renewed := mark(ps, "leases renewed")
+	t.Logf("FIGURE: the owed leases were renewed %v after the IPAM started again", renewed.Sub(started).Round(time.Millisecond))
+	for name, a := range addrs {
+		require.ElementsMatch(t, a, l.TargetAddrs(name), "%s keeps its addresses", name)
+	}
+	require.Equal(t, before.Ports, readProxyKernel(t, l, table).Ports, "no connection replaced after the outage")
+	waitProbes(t, ps, renewed, 20, "probes after the outage")
+	for network, p := range ps {
+		s := p.Stop()
+		out := s.After(stopped).Before(started)
+		t.Logf("FIGURE: IPAM outage of %v (%s): %d of %d probes lost during it; after it: %v", 2*tokens, network,
+			out.Failures(), len(out), s.After(started))
+		require.Zero(t, out.Failures(), "%s: traffic flows while the IPAM is away (first error: %v)", network, out.FirstError())
+		require.Zero(t, s.After(started).Failures(), "%s: and after it (first error: %v)", network, s.After(started).FirstError())
 	}
 }
