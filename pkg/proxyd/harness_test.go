@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -67,21 +68,28 @@ type fakeDataplane struct {
 	mu       sync.Mutex
 	states   []dataplane.State
 	links    map[string]dataplane.Link // by name
+	byIndex  map[int]string            // link index → name
 	next     int
 	subs     map[int]chan dataplane.LinkEvent
 	subID    int
 	closed   bool
 	releases int // ReleaseLeftovers calls
+	// onApply, when set, sees every applied state (under the fake's lock).
+	onApply func(dataplane.State)
 }
 
 func newFakeDataplane() *fakeDataplane {
-	return &fakeDataplane{links: map[string]dataplane.Link{}, next: 10, subs: map[int]chan dataplane.LinkEvent{}}
+	return &fakeDataplane{links: map[string]dataplane.Link{}, byIndex: map[int]string{}, next: 10,
+		subs: map[int]chan dataplane.LinkEvent{}}
 }
 
 func (f *fakeDataplane) Apply(s dataplane.State) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.states = append(f.states, s)
+	if f.onApply != nil {
+		f.onApply(s)
+	}
 	return nil
 }
 
@@ -110,12 +118,8 @@ func (f *fakeDataplane) Subscribe() (<-chan dataplane.LinkEvent, func()) {
 func (f *fakeDataplane) Link(index int) (dataplane.Link, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, l := range f.links {
-		if l.Index == index {
-			return l, true
-		}
-	}
-	return dataplane.Link{}, false
+	l, ok := f.links[f.byIndex[index]]
+	return l, ok && l.Index == index
 }
 
 func (f *fakeDataplane) LinkByName(name string) (dataplane.Link, bool) {
@@ -168,6 +172,7 @@ func (f *fakeDataplane) addLink(name string) int {
 	f.next++
 	l := dataplane.Link{Index: f.next, Name: name, Kind: "veth", Up: true, OperState: "up"}
 	f.links[name] = l
+	f.byIndex[l.Index] = name
 	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkAdded, Link: l})
 	return l.Index
 }
@@ -180,6 +185,7 @@ func (f *fakeDataplane) delLink(name string) {
 		return
 	}
 	delete(f.links, name)
+	delete(f.byIndex, l.Index)
 	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l})
 }
 
@@ -203,6 +209,7 @@ func (f *fakeDataplane) RemoveLink(index int, name string) (bool, error) {
 		return false, nil
 	}
 	delete(f.links, name)
+	delete(f.byIndex, l.Index)
 	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l})
 	return true, nil
 }
@@ -272,24 +279,43 @@ type env struct {
 	ipam   string
 	nspURL string
 	dir    string
+	// connectTo is the NSMgr's URL (the domain's).
+	connectTo url.URL
 }
 
 func newEnv(t *testing.T, opts ...nsmsandbox.Option) *env {
 	t.Helper()
+	e := newServices(t, 24)
+	e.domain = nsmsandbox.NewDomain(e.ctx, t, append(opts, nsmsandbox.WithLinkObserver(e.kernel.observe))...)
+	e.connectTo = *sandbox.CloneURL(e.domain.Nodes[0].NSMgr.URL)
+	// Registered through the NSMgr, which keeps the registry itself when
+	// the domain runs on unix sockets.
+	nsReg := registryclient.NewNetworkServiceRegistryClient(e.ctx,
+		registryclient.WithClientURL(sandbox.CloneURL(e.domain.Nodes[0].NSMgr.URL)),
+		registryclient.WithDialOptions(sandbox.DialOptions()...))
+	_, err := nsReg.Register(e.ctx, &registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
+	require.NoError(t, err)
+	return e
+}
+
+// newServices is a node without its NSM domain: the IPAM engine (IPv4
+// node subnets of nodeLength4 bits) and the NSP server.
+func newServices(tb testing.TB, nodeLength4 int) *env {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	e := &env{ctx: ctx, kernel: &fakeKernel{}, dir: t.TempDir()}
+	tb.Cleanup(cancel)
+	e := &env{ctx: ctx, kernel: &fakeKernel{}, dir: tb.TempDir()}
 
 	engine, err := ipam.New(ctx, memory.New(), ipam.Config{
 		Trench: trench,
-		IPv4:   &ipam.FamilyConfig{Pool: netip.MustParsePrefix("172.16.0.0/16"), ConduitLength: 20, NodeLength: 24},
+		IPv4:   &ipam.FamilyConfig{Pool: netip.MustParsePrefix("172.16.0.0/16"), ConduitLength: min(20, nodeLength4-2), NodeLength: nodeLength4},
 		IPv6:   &ipam.FamilyConfig{Pool: netip.MustParsePrefix("fd00::/48"), ConduitLength: 56, NodeLength: 64},
 		Logger: quietLogger(),
 	})
-	require.NoError(t, err)
-	t.Cleanup(engine.Close)
+	require.NoError(tb, err)
+	tb.Cleanup(engine.Close)
 	e.engine = engine
-	e.ipam = serveGRPC(t, func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, ipam.NewServer(engine)) }, nil)
+	e.ipam = serveGRPC(tb, func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, ipam.NewServer(engine)) }, nil)
 
 	e.nsp = nspserver.New(quietLogger())
 	e.nsp.SetConfig(&file.Config{
@@ -300,22 +326,13 @@ func newEnv(t *testing.T, opts ...nsmsandbox.Option) *env {
 			{Name: "vip-v6", Address: "2001:db8::1/128", Trench: trench},
 		},
 	})
-	e.nspURL = serveGRPC(t, func(s *grpc.Server) { nspv1.RegisterConfigurationManagerServer(s, e.nsp) }, e.nsp.Close)
-
-	e.domain = nsmsandbox.NewDomain(ctx, t, append(opts, nsmsandbox.WithLinkObserver(e.kernel.observe))...)
-	// Registered through the NSMgr, which keeps the registry itself when
-	// the domain runs on unix sockets.
-	nsReg := registryclient.NewNetworkServiceRegistryClient(ctx,
-		registryclient.WithClientURL(sandbox.CloneURL(e.domain.Nodes[0].NSMgr.URL)),
-		registryclient.WithDialOptions(sandbox.DialOptions()...))
-	_, err = nsReg.Register(ctx, &registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
-	require.NoError(t, err)
+	e.nspURL = serveGRPC(tb, func(s *grpc.Server) { nspv1.RegisterConfigurationManagerServer(s, e.nsp) }, e.nsp.Close)
 	return e
 }
 
 // serveGRPC serves on 127.0.0.1:0 until the test ends and returns the
 // address. beforeStop runs first at cleanup (ends watch streams).
-func serveGRPC(t *testing.T, register func(*grpc.Server), beforeStop func()) string {
+func serveGRPC(t testing.TB, register func(*grpc.Server), beforeStop func()) string {
 	t.Helper()
 	s := testutil.ServeGRPC(t, "", register)
 	if beforeStop != nil {
@@ -326,14 +343,14 @@ func serveGRPC(t *testing.T, register func(*grpc.Server), beforeStop func()) str
 
 // config is the proxy's configuration for this node, as the NSM_*
 // environment would give it.
-func (e *env) config(t *testing.T, releaseDelay time.Duration) *proxyd.Config {
+func (e *env) config(t testing.TB, releaseDelay time.Duration) *proxyd.Config {
 	t.Helper()
 	cfg, err := proxyd.Load()
 	require.NoError(t, err)
 	cfg.Name = proxyName
 	cfg.ServiceName = service
 	cfg.NetworkServiceName = lbService
-	cfg.ConnectTo = *sandbox.CloneURL(e.domain.Nodes[0].NSMgr.URL)
+	cfg.ConnectTo = e.connectTo
 	cfg.Host = node
 	cfg.Trench = trench
 	cfg.Conduit = conduit
@@ -354,7 +371,7 @@ func (e *env) config(t *testing.T, releaseDelay time.Duration) *proxyd.Config {
 
 // start starts a daemon on a new fake dataplane and stops it at the end of
 // the test.
-func (e *env) start(t *testing.T, cfg *proxyd.Config, opts ...proxyd.Option) (*proxyd.Daemon, *fakeDataplane) {
+func (e *env) start(t testing.TB, cfg *proxyd.Config, opts ...proxyd.Option) (*proxyd.Daemon, *fakeDataplane) {
 	t.Helper()
 	dp := newFakeDataplane()
 	e.kernel.set(dp)
