@@ -19,6 +19,7 @@ benches=(
 	"./pkg/proxy|.|2000x"
 	"./cmd/ipam|RSS|1x"
 	"./cmd/proxy|ProxyRSS|1x"
+	"./pkg/proxyd|TargetRequest|1x"
 )
 # Packages added later (service LB, ...) bring their own benchmarks: every
 # package with a Benchmark function that the table does not name runs at 1s.
