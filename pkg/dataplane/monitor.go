@@ -13,6 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/causeway-net/causeway/internal/backoff"
 )
 
 // LinkEventType says what happened to a link.
@@ -432,7 +434,7 @@ func (s *subscriber) pump() {
 func runSubscription[T any](ctx context.Context, name string, log *slog.Logger, buf int,
 	subscribe func(ch chan T, done chan struct{}, cb func(error)) error,
 	resync func(first bool) bool, handle func(T), onResub func()) {
-	backoff := 10 * time.Millisecond
+	pause := backoff.New(10*time.Millisecond, time.Second)
 	first := true
 	for ctx.Err() == nil {
 		ch := make(chan T, buf)
@@ -449,12 +451,9 @@ func runSubscription[T any](ctx context.Context, name string, log *slog.Logger, 
 			stop()
 			closeDone()
 			log.Warn("netlink subscribe failed, retrying", "subscription", name, "error", err)
-			select {
-			case <-ctx.Done():
+			if !pause.Wait(ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		}
 		if !resync(first) {
@@ -462,15 +461,12 @@ func runSubscription[T any](ctx context.Context, name string, log *slog.Logger, 
 			closeDone()
 			for range ch { // the reader ends with its socket
 			}
-			select {
-			case <-ctx.Done():
+			if !pause.Wait(ctx) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, time.Second)
 			continue
 		}
-		backoff = 10 * time.Millisecond
+		pause.Reset()
 		first = false
 		for u := range ch {
 			handle(u)

@@ -192,13 +192,7 @@ func TestStartRefusesIncompleteArguments(t *testing.T) {
 func TestWithoutFirstWaitRegistersInTheBackground(t *testing.T) {
 	f, ch := newFakeRegistry(), &changes{}
 	f.setDown(true)
-	k, err := registration.Start(context.Background(),
-		registration.Registrar{Service: serviceClient{fakeRegistry: f}, Endpoint: endpointClient{fakeRegistry: f}},
-		&registry.NetworkService{Name: "svc"},
-		&registry.NetworkServiceEndpoint{Name: "nse-1", NetworkServiceNames: []string{"svc"}},
-		registration.WithoutFirstWait(),
-		registration.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
-		registration.WithOnChange(ch.add))
+	k, err := startInBackground(f, ch)
 	require.NoError(t, err, "no wait, no failure")
 	require.False(t, k.Registered())
 	time.Sleep(time.Second) // dozens of failed tries: the keeper does not give up
@@ -215,17 +209,23 @@ func TestWithoutFirstWaitRegistersInTheBackground(t *testing.T) {
 func TestStopBeforeAnyRegistration(t *testing.T) {
 	f, ch := newFakeRegistry(), &changes{}
 	f.setDown(true)
-	k, err := registration.Start(context.Background(),
-		registration.Registrar{Service: serviceClient{fakeRegistry: f}, Endpoint: endpointClient{fakeRegistry: f}},
-		&registry.NetworkService{Name: "svc"},
-		&registry.NetworkServiceEndpoint{Name: "nse-1", NetworkServiceNames: []string{"svc"}},
-		registration.WithoutFirstWait(),
-		registration.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
-		registration.WithOnChange(ch.add))
+	k, err := startInBackground(f, ch)
 	require.NoError(t, err)
 	require.NoError(t, k.Stop(context.Background()))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	require.Zero(t, f.unregisters, "nothing was registered, nothing to unregister")
 	require.Empty(t, ch.list())
+}
+
+// startInBackground starts a keeper that does not wait for its first
+// registration.
+func startInBackground(f *fakeRegistry, ch *changes) (*registration.Keeper, error) {
+	return registration.Start(context.Background(),
+		registration.Registrar{Service: serviceClient{fakeRegistry: f}, Endpoint: endpointClient{fakeRegistry: f}},
+		&registry.NetworkService{Name: "svc"},
+		&registry.NetworkServiceEndpoint{Name: "nse-1", NetworkServiceNames: []string{"svc"}},
+		registration.WithoutFirstWait(),
+		registration.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
+		registration.WithOnChange(ch.add))
 }
