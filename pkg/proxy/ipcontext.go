@@ -94,6 +94,10 @@ func (p *Proxy) children(id string) []childKey {
 // the release delay keeps its addresses. Requests for different ids run in
 // parallel; requests for one id are serialized.
 //
+// A request of a connection whose children the proxy holds only renews
+// their leases: if the IPAM does not answer it, the connection keeps its
+// addresses and the leases are renewed later (see renewal.go).
+//
 // If an allocation fails, the children this request created are released
 // (asynchronously, with retries) and conn is left unchanged. Children that
 // existed before the request — recorded by the proxy or already carried in
