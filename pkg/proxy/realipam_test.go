@@ -181,29 +181,8 @@ func TestRealIPAMForcedReleaseOnClose(t *testing.T) {
 func TestRealIPAMCancelledReleaseOvertakenByTheReRequest(t *testing.T) {
 	engine := realEngine(t, memory.New())
 	var armed atomic.Bool
-	entered, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var holdOnce, proceedOnce sync.Once
-	late := grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo,
-		handler grpc.UnaryHandler) (any, error) {
-		c, _ := req.(*ipamv1.Child)
-		ours := armed.Load() && c.GetName() == "lb-1-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4
-		switch method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]; {
-		case ours && method == "Release":
-			held := false
-			holdOnce.Do(func() { held = true })
-			if !held {
-				break
-			}
-			defer close(done)
-			close(entered)
-			<-proceed // late: the caller gives up meanwhile
-			return handler(ctx, req)
-		case ours && method == "Allocate":
-			resp, err := handler(ctx, req)
-			proceedOnce.Do(func() { close(proceed) })
-			return resp, err
-		}
-		return handler(ctx, req)
+	late, entered, done := overtaken("Release", "Allocate", func(c *ipamv1.Child) bool {
+		return armed.Load() && c.GetName() == "lb-1-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4
 	})
 	clk := &fakeClock{}
 	p, err := New(context.Background(), Config{
@@ -237,29 +216,8 @@ func TestRealIPAMCancelledReleaseOvertakenByTheReRequest(t *testing.T) {
 // or the address would be held by nobody until the lease collection.
 func TestRealIPAMCancelledAllocateOvertakenByTheRollback(t *testing.T) {
 	engine := realEngine(t, memory.New())
-	entered, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var holdOnce, proceedOnce sync.Once
-	late := grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo,
-		handler grpc.UnaryHandler) (any, error) {
-		c, _ := req.(*ipamv1.Child)
-		ours := c.GetName() == "x-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4
-		switch method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]; {
-		case ours && method == "Allocate":
-			held := false
-			holdOnce.Do(func() { held = true })
-			if !held {
-				break
-			}
-			defer close(done)
-			close(entered)
-			<-proceed // late: the caller gives up meanwhile
-			return handler(ctx, req)
-		case ours && method == "Release":
-			resp, err := handler(ctx, req)
-			proceedOnce.Do(func() { close(proceed) })
-			return resp, err
-		}
-		return handler(ctx, req)
+	late, entered, done := overtaken("Allocate", "Release", func(c *ipamv1.Child) bool {
+		return c.GetName() == "x-src" && c.GetSubnet().GetIpFamily() == ipamv1.IPFamily_IPV4
 	})
 	p, err := New(context.Background(), Config{
 		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1", IPAM: serveIPAM(t, ipam.NewServer(engine), late),
@@ -281,4 +239,35 @@ func TestRealIPAMCancelledAllocateOvertakenByTheRollback(t *testing.T) {
 		ipam.Subnet{Trench: "trench-a", Conduit: "conduit-a", Node: "worker-1", Family: ipam.IPv4}, "probe")
 	require.NoError(t, err)
 	require.Equal(t, "172.16.0.2/24", pfx.String(), "the address the abandoned request asked for is free")
+}
+
+// overtaken is an interceptor that holds the first call of method late for
+// a child that ours matches until a call of method first for it has
+// completed: the late call's handler runs after the one that overtook it.
+// entered closes when the late call is held, done when it has run.
+func overtaken(late, first string, ours func(*ipamv1.Child) bool) (grpc.ServerOption, <-chan struct{}, <-chan struct{}) {
+	entered, proceed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var holdOnce, proceedOnce sync.Once
+	return grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo,
+		handler grpc.UnaryHandler) (any, error) {
+		c, _ := req.(*ipamv1.Child)
+		match := ours(c)
+		switch method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]; {
+		case match && method == late:
+			held := false
+			holdOnce.Do(func() { held = true })
+			if !held {
+				break
+			}
+			defer close(done)
+			close(entered)
+			<-proceed // late: the caller gives up meanwhile
+			return handler(ctx, req)
+		case match && method == first:
+			resp, err := handler(ctx, req)
+			proceedOnce.Do(func() { close(proceed) })
+			return resp, err
+		}
+		return handler(ctx, req)
+	}), entered, done
 }
