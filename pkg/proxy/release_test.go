@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
@@ -352,11 +353,7 @@ func TestRelinkedConnectionRemovesNothing(t *testing.T) {
 // the connection's: the healed one keeps its addresses.
 func TestCloseOfSupersededConnectionKeepsAddresses(t *testing.T) {
 	e := newTestEnv(t)
-	old := targetConn("t1")
-	require.NoError(t, e.p.SetIPContext(context.Background(), old, TargetConn))
-	healed := targetConn("t1")
-	healed.Id = "another-nse-side-id"
-	healed.Context = old.GetContext()
+	old, healed := supersededPair(t, e)
 	require.NoError(t, e.p.SetIPContext(context.Background(), healed, TargetConn))
 
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), old, TargetConn))
@@ -378,11 +375,7 @@ func TestCloseOfSupersededConnectionKeepsAddresses(t *testing.T) {
 // request records the addresses.
 func TestCloseOfSupersededConnectionDuringTheHealKeepsAddresses(t *testing.T) {
 	e := newTestEnv(t)
-	old := targetConn("t1")
-	require.NoError(t, e.p.SetIPContext(context.Background(), old, TargetConn))
-	healed := targetConn("t1")
-	healed.Id = "another-nse-side-id"
-	healed.Context = old.GetContext()
+	old, healed := supersededPair(t, e)
 
 	entered, gate := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -406,4 +399,17 @@ func TestCloseOfSupersededConnectionDuringTheHealKeepsAddresses(t *testing.T) {
 	for _, c := range e.ipam.callLog() {
 		require.NotContains(t, c, "Release")
 	}
+}
+
+// supersededPair sets up target t1's connection (old) and returns it with
+// the connection of the same target healed through another path (a new
+// proxy-side id, the same addresses), not yet requested.
+func supersededPair(t *testing.T, e *testEnv) (old, healed *networkservice.Connection) {
+	t.Helper()
+	old = targetConn("t1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), old, TargetConn))
+	healed = targetConn("t1")
+	healed.Id = "another-nse-side-id"
+	healed.Context = old.GetContext()
+	return old, healed
 }
