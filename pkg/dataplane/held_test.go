@@ -81,27 +81,11 @@ func TestHoldLeftovers(t *testing.T) {
 // stays held, and a later release deletes it: it is never forgotten with
 // its addresses on it.
 func TestHeldLinkWhoseDeleteFailsIsDeletedLater(t *testing.T) {
-	ns := testutil.NewNetNS(t, "hlf")
-	p1 := vethPair(t, ns, "p1", nil, "p1x")
-	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p1")
-	h := handle(t, ns)
-	first := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Ports: []int{p1}}
-	dp1 := newDP(t, ns, Options{AdoptLeftovers: true})
-	require.NoError(t, dp1.Apply(first))
-	require.NoError(t, dp1.Close())
+	ns, h, p1, first := earlierRunPort(t, "hlf")
 
 	dp := newDP(t, ns, Options{AdoptLeftovers: true, HoldLeftovers: true})
 	require.NoError(t, dp.Apply(State{BridgeAddrs: first.BridgeAddrs}))
-	var failing atomic.Bool
-	failing.Store(true)
-	old := delLink
-	delLink = func(h *netlink.Handle, l netlink.Link) error {
-		if failing.Load() {
-			return errors.New("injected: link delete refused")
-		}
-		return old(h, l)
-	}
-	t.Cleanup(func() { delLink = old })
+	failing := refuseLinkDeletes(t)
 
 	require.Error(t, dp.ReleaseLeftovers())
 	_, err := h.LinkByIndex(p1)
@@ -120,20 +104,41 @@ func TestHeldLinkWhoseDeleteFailsIsDeletedLater(t *testing.T) {
 // A held link whose deletion fails when a connection supersedes it stays
 // held: the release deletes it.
 func TestSupersededHeldLinkWhoseDeleteFailsStaysHeld(t *testing.T) {
-	ns := testutil.NewNetNS(t, "hls")
-	p1 := vethPair(t, ns, "p1", nil, "p1x")
-	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p1")
-	h := handle(t, ns)
-	first := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Ports: []int{p1}}
-	dp1 := newDP(t, ns, Options{AdoptLeftovers: true})
-	require.NoError(t, dp1.Apply(first))
-	require.NoError(t, dp1.Close())
+	ns, h, p1, first := earlierRunPort(t, "hls")
 
 	dp := newDP(t, ns, Options{AdoptLeftovers: true, HoldLeftovers: true})
 	p2 := vethPair(t, ns, "p2", nil, "p2x")
 	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p2")
 	relearned := State{BridgeAddrs: first.BridgeAddrs, Ports: []int{p2}}
 	require.NoError(t, dp.Apply(relearned))
+	failing := refuseLinkDeletes(t)
+
+	_, err := dp.SupersedeHeld(p2, []netip.Addr{ma("192.0.2.21")})
+	require.Error(t, err)
+	failing.Store(false)
+	require.NoError(t, dp.ReleaseLeftovers())
+	_, err = h.LinkByIndex(p1)
+	require.Error(t, err, "the superseded link is deleted at the release at the latest")
+}
+
+// earlierRunPort is a namespace where an earlier run of the dataplane left
+// port p1 (with an address) on its bridge, in state first.
+func earlierRunPort(t *testing.T, prefix string) (*testutil.NetNS, *netlink.Handle, int, State) {
+	t.Helper()
+	ns := testutil.NewNetNS(t, prefix)
+	p1 := vethPair(t, ns, "p1", nil, "p1x")
+	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p1")
+	first := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Ports: []int{p1}}
+	dp := newDP(t, ns, Options{AdoptLeftovers: true})
+	require.NoError(t, dp.Apply(first))
+	require.NoError(t, dp.Close())
+	return ns, handle(t, ns), p1, first
+}
+
+// refuseLinkDeletes makes the dataplane's link deletions fail while the
+// returned flag is set (it is), until the test ends.
+func refuseLinkDeletes(t *testing.T) *atomic.Bool {
+	t.Helper()
 	var failing atomic.Bool
 	failing.Store(true)
 	old := delLink
@@ -144,11 +149,5 @@ func TestSupersededHeldLinkWhoseDeleteFailsStaysHeld(t *testing.T) {
 		return old(h, l)
 	}
 	t.Cleanup(func() { delLink = old })
-
-	_, err := dp.SupersedeHeld(p2, []netip.Addr{ma("192.0.2.21")})
-	require.Error(t, err)
-	failing.Store(false)
-	require.NoError(t, dp.ReleaseLeftovers())
-	_, err = h.LinkByIndex(p1)
-	require.Error(t, err, "the superseded link is deleted at the release at the latest")
+	return &failing
 }
