@@ -17,6 +17,7 @@ import (
 	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/kernel"
+	"github.com/causeway-net/causeway/pkg/servicelb/userspace/relay"
 )
 
 // ErrProxyOnLocalhost is returned by NewProxier for a loopback listen IP:
@@ -90,6 +91,8 @@ type Proxier struct {
 
 	syncMu  sync.Mutex
 	applied []redirect // rules in the kernel, sorted
+
+	relay *relay.Loop // NewProxier's TCP engine (nil with custom sockets)
 }
 
 var _ servicelb.Provider = (*Proxier)(nil)
@@ -101,12 +104,28 @@ type servicePort struct {
 	done      chan struct{}
 }
 
-// NewProxier returns a userspace proxier with the default sockets. listenIP
+// NewProxier returns a userspace proxier with the default sockets: TCP
+// service ports are served by one relay loop (package relay), UDP ones by
+// NewProxySocket's sockets. listenIP
 // is the address the sockets bind (unspecified: all); portRange bounds their
 // ports (empty: the kernel's choice); syncPeriod is the period of the
 // reconciliation in SyncLoop.
 func NewProxier(lb servicelb.LoadBalancer, listenIP netip.Addr, portRange servicelb.PortRange, syncPeriod time.Duration, opts Options) (*Proxier, error) {
-	return NewCustomProxier(lb, listenIP, portRange, syncPeriod, opts, NewProxySocket)
+	if listenIP.IsLoopback() {
+		return nil, ErrProxyOnLocalhost
+	}
+	opts.defaults()
+	loop, err := relay.Start(relay.Config{NetNS: opts.NetNS, Log: opts.Logger.With("provider", servicelb.ProviderUserspace)})
+	if err != nil {
+		return nil, fmt.Errorf("userspace proxier: %w", err)
+	}
+	p, err := NewCustomProxier(lb, listenIP, portRange, syncPeriod, opts, relaySockets(loop))
+	if err != nil {
+		_ = loop.Close()
+		return nil, err
+	}
+	p.relay = loop
+	return p, nil
 }
 
 // NewCustomProxier is NewProxier with the socket constructor makeSocket. It
@@ -371,6 +390,9 @@ func (p *Proxier) Close() error {
 	}
 	p.loops.Wait()
 	var errs []error
+	if p.relay != nil {
+		errs = append(errs, p.relay.Close())
+	}
 	if !p.opts.NoRedirect {
 		errs = append(errs, p.CleanupLeftovers())
 	}

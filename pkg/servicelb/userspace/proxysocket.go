@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
+	"github.com/causeway-net/causeway/pkg/servicelb/userspace/relay"
 )
 
 // ServiceInfo is what a ProxySocket needs to serve its service port.
@@ -96,8 +97,8 @@ func NewProxySocket(protocol servicelb.Protocol, ip netip.Addr, port int) (Proxy
 }
 
 // dialTimeouts are the successive dial timeouts; each failed dial moves the
-// client to the next endpoint.
-var dialTimeouts = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+// client to the next endpoint (the relay loop's schedule).
+var dialTimeouts = relay.DialTimeouts
 
 // ErrNoEndpointReachable is returned when every dial attempt failed.
 var ErrNoEndpointReachable = errors.New("no endpoint reachable")
@@ -114,7 +115,7 @@ func TryConnectEndpoints(ctx context.Context, svc servicelb.ServicePortName, cli
 			select {
 			case <-ctx.Done():
 				return nil, netip.AddrPort{}, ctx.Err()
-			case <-time.After(time.Duration(i) * 10 * time.Millisecond):
+			case <-time.After(relay.RetryPause(i)):
 			}
 		}
 		ep, err := lb.NextEndpoint(svc, client.Addr(), reset)

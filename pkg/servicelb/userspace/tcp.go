@@ -11,39 +11,19 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/causeway-net/causeway/pkg/servicelb"
+	"github.com/causeway-net/causeway/pkg/servicelb/userspace/relay"
 )
 
-// TCP keepalive of the accepted connections: Go's defaults for accepted
-// and dialled connections (idle 15 s, then a probe every 15 s, 9 probes).
-const (
-	keepAliveIdleSeconds     = 15
-	keepAliveIntervalSeconds = 15
-	keepAliveCount           = 9
-)
-
-// keepAliveListen sets keepalive once, on the listening socket: the kernel
-// copies it to every accepted connection, where Go would otherwise set it
-// with four setsockopt calls per connection.
+// keepAliveListen sets the relayed sockets' options (keepalive, no Nagle
+// delay) once, on the listening socket: the kernel copies them to every
+// accepted connection, where Go would otherwise set keepalive with four
+// setsockopt calls per connection.
 var keepAliveListen = net.ListenConfig{KeepAlive: -1, Control: setListenerKeepAlive}
 
 func setListenerKeepAlive(_, _ string, c syscall.RawConn) error {
-	opts := [...]struct{ level, opt, value int }{
-		{unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1},
-		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, keepAliveIdleSeconds},
-		{unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, keepAliveIntervalSeconds},
-		{unix.IPPROTO_TCP, unix.TCP_KEEPCNT, keepAliveCount},
-	}
 	var serr error
-	err := c.Control(func(fd uintptr) {
-		for _, o := range opts {
-			if serr = unix.SetsockoptInt(int(fd), o.level, o.opt, o.value); serr != nil {
-				return
-			}
-		}
-	})
+	err := c.Control(func(fd uintptr) { serr = relay.StreamOptions(int(fd)) })
 	if err = errors.Join(err, serr); err != nil {
 		return fmt.Errorf("listener keepalive: %w", err)
 	}

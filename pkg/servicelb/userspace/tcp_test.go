@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
+	"github.com/causeway-net/causeway/pkg/servicelb/userspace/relay"
 )
 
 // TestAcceptedConnectionsKeepAlive checks the kernel state of an accepted
@@ -41,8 +42,8 @@ func TestAcceptedConnectionsKeepAlive(t *testing.T) {
 			got[name] = v
 		}
 	}))
-	require.Equal(t, map[string]int{"SO_KEEPALIVE": 1, "TCP_KEEPIDLE": keepAliveIdleSeconds,
-		"TCP_KEEPINTVL": keepAliveIntervalSeconds, "TCP_KEEPCNT": keepAliveCount}, got)
+	require.Equal(t, map[string]int{"SO_KEEPALIVE": 1, "TCP_KEEPIDLE": relay.KeepAliveIdleSeconds,
+		"TCP_KEEPINTVL": relay.KeepAliveIntervalSeconds, "TCP_KEEPCNT": relay.KeepAliveCount}, got)
 }
 
 func TestClientOf(t *testing.T) {
