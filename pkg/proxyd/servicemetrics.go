@@ -9,6 +9,7 @@ var (
 	svcLabels      = []string{"service", "protocol", "address"}
 	svcEndpoints   = prometheus.NewDesc("causeway_proxy_service_endpoints", "Endpoints of a service port.", svcLabels, nil)
 	svcNewFlows    = prometheus.NewDesc("causeway_proxy_service_new_flows", "New connections or UDP flows the nftables provider sent to a service port since its dispatch rule was last written.", svcLabels, nil)
+	svcTCPConns    = prometheus.NewDesc("causeway_proxy_service_tcp_connections", "TCP connections a userspace service port relays or dials.", svcLabels, nil)
 	svcUDPClients  = prometheus.NewDesc("causeway_proxy_service_udp_clients", "UDP flows (backend sockets) of a userspace service port.", svcLabels, nil)
 	svcUDPRefused  = prometheus.NewDesc("causeway_proxy_service_udp_refused_total", "UDP flows refused at the bound of a userspace service port.", svcLabels, nil)
 	svcEvents      = prometheus.NewDesc("causeway_proxy_service_events_total", "Events of the userspace sockets, by service port and reason.", []string{"service", "reason"}, nil)
@@ -19,7 +20,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (s *serviceLB) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{svcEndpoints, svcNewFlows, svcUDPClients, svcUDPRefused, svcEvents, svcFileLoads,
+	for _, d := range []*prometheus.Desc{svcEndpoints, svcNewFlows, svcTCPConns, svcUDPClients, svcUDPRefused, svcEvents, svcFileLoads,
 		svcFileRejects, svcSyncObjects} {
 		ch <- d
 	}
@@ -33,6 +34,9 @@ func (s *serviceLB) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(svcEndpoints, prometheus.GaugeValue, float64(len(p.Endpoints)), labels...)
 		if p.Chain != "" && p.NewFlows >= 0 {
 			ch <- prometheus.MustNewConstMetric(svcNewFlows, prometheus.GaugeValue, float64(p.NewFlows), labels...)
+		}
+		if p.ProxyPort != 0 && p.Protocol == "TCP" {
+			ch <- prometheus.MustNewConstMetric(svcTCPConns, prometheus.GaugeValue, float64(p.TCPConnections), labels...)
 		}
 		if p.ProxyPort != 0 && p.Protocol == "UDP" {
 			ch <- prometheus.MustNewConstMetric(svcUDPClients, prometheus.GaugeValue, float64(p.UDPClients), labels...)

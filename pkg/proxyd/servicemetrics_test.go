@@ -33,6 +33,9 @@ func TestServiceMetrics(t *testing.T) {
 			Service: "shop/dns", Addr: netip.MustParseAddrPort("10.96.0.53:53"), Protocol: servicelb.UDP,
 			Endpoints: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.5:53"), netip.MustParseAddrPort("10.0.0.6:53")},
 			ProxyPort: 40000, UDPClients: 3, UDPRefused: 1,
+		}, {
+			Service: "shop/web", Addr: netip.MustParseAddrPort("10.96.0.80:80"), Protocol: servicelb.TCP,
+			Endpoints: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.5:80")}, ProxyPort: 40001, TCPConnections: 7,
 		}}}}
 	s.events.Record(servicelb.Event{Service: servicelb.ServicePortName{Namespace: "shop", Name: "dns"}, Reason: servicelb.EventDialFailed})
 	s.reject(errTest)
@@ -52,10 +55,13 @@ func TestServiceMetrics(t *testing.T) {
 		}
 	}
 	port := "{address=10.96.0.53:53,protocol=UDP,service=shop/dns}"
+	web := "{address=10.96.0.80:80,protocol=TCP,service=shop/web}"
 	require.Equal(t, map[string]float64{
 		"causeway_proxy_service_endpoints" + port:                                 2,
 		"causeway_proxy_service_udp_clients" + port:                               3,
 		"causeway_proxy_service_udp_refused_total" + port:                         1,
+		"causeway_proxy_service_endpoints" + web:                                  1,
+		"causeway_proxy_service_tcp_connections" + web:                            7,
 		"causeway_proxy_service_events_total{reason=DialFailed,service=shop/dns}": 1,
 		"causeway_proxy_services_file_loads_total{}":                              0,
 		"causeway_proxy_services_file_rejects_total{}":                            1,

@@ -16,10 +16,12 @@ type PortState struct {
 	AffinityTimeout time.Duration    `json:"affinityTimeout,omitempty"`
 	Endpoints       []netip.AddrPort `json:"endpoints"`
 
-	// userspace: the socket the kernel redirects to, and its UDP flows.
-	ProxyPort  uint16 `json:"proxyPort,omitempty"`
-	UDPClients int    `json:"udpClients,omitempty"`
-	UDPRefused uint64 `json:"udpRefused,omitempty"`
+	// userspace: the socket the kernel redirects to, its relayed TCP
+	// connections (with dials in flight) and its UDP flows.
+	ProxyPort      uint16 `json:"proxyPort,omitempty"`
+	TCPConnections int    `json:"tcpConnections,omitempty"`
+	UDPClients     int    `json:"udpClients,omitempty"`
+	UDPRefused     uint64 `json:"udpRefused,omitempty"`
 
 	// nftables: the service port's chain and the new connections or UDP
 	// flows its dispatch rule has sent there (since the rule was last

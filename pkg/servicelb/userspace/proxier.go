@@ -424,6 +424,9 @@ func (p *Proxier) PortStates() []servicelb.PortState {
 		}
 		st := servicelb.NewPortState(sp.info.ServicePortInfo, list)
 		st.ProxyPort = sp.proxyPort
+		if c, ok := sp.socket.(interface{ Connections() int }); ok {
+			st.TCPConnections = c.Connections()
+		}
 		if sp.info.Protocol == servicelb.UDP {
 			st.UDPClients = sp.info.ActiveClients.Len()
 			st.UDPRefused = sp.info.ActiveClients.Refused()

@@ -1,6 +1,7 @@
 package userspace
 
 import (
+	"bufio"
 	"context"
 	"net/netip"
 	"sync/atomic"
@@ -279,4 +280,25 @@ func TestPortStates(t *testing.T) {
 	assert.Len(t, st[0].Endpoints, 3)
 	assert.Equal(t, p.Port(slbtest.SvcName), st[0].ProxyPort)
 	assert.Equal(t, 1, st[0].UDPClients, "the flow of the hello")
+}
+
+// TestPortStatesCountTCPConnections: a TCP service port shows the
+// connections its relay holds, and none once they ended.
+func TestPortStatesCountTCPConnections(t *testing.T) {
+	topo := slbtest.New(t, 1)
+	echo := slbtest.StartEcho(t, topo.Endpoints)
+	s, p := subject(t, topo, Options{})
+	s.Apply(t, slbtest.Config{IP: slbtest.ServiceIP4, Port: 80, Protocol: servicelb.TCP, Hosts: topo.Endpoints, EPPort: echo.Port})
+	conns := func() int {
+		st := p.PortStates()
+		require.Len(t, st, 1)
+		return st[0].TCPConnections
+	}
+	c, err := topo.Client.DialTCP(context.Background(), netip.AddrPortFrom(slbtest.ServiceIP4, 80))
+	require.NoError(t, err)
+	_, err = bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err, "greeting through the relay")
+	assert.Equal(t, 1, conns())
+	require.NoError(t, c.Close())
+	require.Eventually(t, func() bool { return conns() == 0 }, 5*time.Second, 10*time.Millisecond)
 }

@@ -35,6 +35,7 @@ func (s *relaySocket) Addr() net.Addr    { return net.TCPAddrFromAddrPort(s.ln.A
 func (s *relaySocket) ListenPort() int   { return s.port }
 func (s *relaySocket) Close() error      { return s.ln.Close() }
 func (s *relaySocket) CloseConnections() { s.ln.CloseConnections() }
+func (s *relaySocket) Connections() int  { return s.ln.Connections() }
 
 // ProxyLoop hands the socket to the relay loop and returns once it is
 // closed; its connections in flight go on in the loop.

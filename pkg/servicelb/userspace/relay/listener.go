@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,9 +29,10 @@ const acceptPause = 20 * time.Millisecond
 
 // Listener is a listening TCP socket whose connections the loop relays.
 type Listener struct {
-	loop *Loop
-	addr netip.AddrPort
-	done chan struct{} // closed with the socket
+	loop   *Loop
+	addr   netip.AddrPort
+	done   chan struct{} // closed with the socket
+	active atomic.Int64  // pairs, dials in flight included
 
 	mu sync.Mutex
 	fd int // -1 once closed
@@ -91,6 +93,10 @@ func listen(fd int, sa unix.Sockaddr) error {
 
 // Addr is the bound address.
 func (ln *Listener) Addr() netip.AddrPort { return ln.addr }
+
+// Connections is the number of the listener's connections being relayed
+// or dialled; they outlive Close until they end.
+func (ln *Listener) Connections() int { return int(ln.active.Load()) }
 
 // Serve accepts and relays for svc until Close, then returns; the
 // connections in flight go on until they end or CloseConnections.

@@ -52,6 +52,7 @@ func startPair(l *Loop, ln *Listener, fd int, client netip.AddrPort) {
 	p.up = direction{src: &p.cs, dst: &p.es}
 	p.down = direction{src: &p.es, dst: &p.cs}
 	l.pairs[p] = struct{}{}
+	ln.active.Add(1)
 	p.dial(l, false)
 }
 
@@ -187,6 +188,7 @@ func (p *pair) finish(l *Loop, reset bool) {
 	p.up.release(l)
 	p.down.release(l)
 	delete(l.pairs, p)
+	p.ln.active.Add(-1)
 }
 
 // abort ends the pair with a reset on both sides.
