@@ -1,9 +1,11 @@
 // Package userspace is the userspace provider of the service load balancer:
 // one ProxySocket per service port accepts what the kernel redirects to it
 // (nftables, in a table of its own) and relays each connection or UDP flow
-// to an endpoint chosen by a servicelb.LoadBalancer. Its one advantage over
-// the kernel path is failover: a refused dial is retried on the next
-// endpoint.
+// to an endpoint chosen by a servicelb.LoadBalancer. NewProxier's TCP
+// sockets are served by one epoll loop (package relay) with no goroutine
+// per connection; NewProxySocket's are the portable ones on Go's net. Its
+// one advantage over the kernel path is failover: a refused dial is
+// retried on the next endpoint.
 package userspace
 
 import (
@@ -67,8 +69,10 @@ type ConnectionCloser interface {
 // ProxySocketFunc opens the socket of a service port on ip:port.
 type ProxySocketFunc func(protocol servicelb.Protocol, ip netip.Addr, port int) (ProxySocket, error)
 
-// NewProxySocket is the default ProxySocketFunc: a TCP listener or a UDP
-// socket on ip:port (all addresses when ip is unspecified or unset).
+// NewProxySocket is a ProxySocketFunc on Go's net package: a TCP listener
+// whose connections each get a goroutine (TryConnectEndpoints, ProxyTCP),
+// or a UDP socket, on ip:port (all addresses when ip is unspecified or
+// unset). NewProxier uses it for UDP; its TCP sockets use the relay loop.
 func NewProxySocket(protocol servicelb.Protocol, ip netip.Addr, port int) (ProxySocket, error) {
 	host := ""
 	if ip.IsValid() && !ip.IsUnspecified() {
