@@ -3,8 +3,11 @@ package relay
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -163,4 +166,40 @@ func TestResetAfterHalfCloseIsPassedOn(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.Eventually(t, func() bool { return state() == unix.BPF_TCP_CLOSE }, 5*time.Second, time.Millisecond,
 		"the endpoint is reset too")
+}
+
+// TestCommandsRacingCloseWakeNoClosedDescriptor hands the loop commands
+// from several goroutines while it closes. None may wake the loop through
+// its eventfd once the loop closed that: the write fails, or lands in
+// whatever file got the descriptor number since.
+func TestCommandsRacingCloseWakeNoClosedDescriptor(t *testing.T) {
+	// More threads than processors: the kernel preempts them anywhere,
+	// also between a command's queueing and its wake.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(64))
+	log := &testutil.JSONLog{}
+	for range 2000 {
+		l, err := Start(Config{Log: slog.New(slog.NewJSONHandler(log, nil))})
+		require.NoError(t, err)
+		ln, err := l.Listen(loopback4, 0)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					ln.CloseConnections()
+					select {
+					case <-l.done:
+						return
+					default:
+					}
+				}
+			}()
+		}
+		require.NoError(t, l.Close())
+		wg.Wait()
+		require.NoError(t, ln.Close())
+	}
+	require.Zero(t, log.Count("relay loop: wake"), "wakes through a closed eventfd:\n%s", log.String())
 }
