@@ -138,8 +138,8 @@ func (l *Loop) Close() error {
 	}
 	l.closed = true
 	l.commands = append(l.commands, func() { l.stop = true })
-	l.mu.Unlock()
 	l.poke()
+	l.mu.Unlock()
 	<-l.done
 	return nil
 }
@@ -153,8 +153,8 @@ func (l *Loop) do(fn func()) error {
 		return ErrClosed
 	}
 	l.commands = append(l.commands, fn)
-	l.mu.Unlock()
 	l.poke()
+	l.mu.Unlock()
 	return nil
 }
 
@@ -174,6 +174,9 @@ func (l *Loop) doWait(fn func()) error {
 	}
 }
 
+// poke wakes the loop's thread. It is called with mu held and the loop not
+// closed: shutdown marks the loop closed under mu before it closes the
+// eventfd, whose number may then soon be another file's.
 func (l *Loop) poke() {
 	one := [8]byte{1}
 	if _, err := unix.Write(l.wake, one[:]); err != nil && !errors.Is(err, unix.EAGAIN) {

@@ -138,7 +138,10 @@ func (p *pair) relayEvent(l *Loop, s *side, events uint32) {
 // update ends a pair whose two directions are done, or asks epoll for what
 // each side waits for. A side that waits for nothing more (its FIN came
 // and its writing side is shut) leaves the set, where it would report a
-// hang-up forever.
+// hang-up forever. A side that waits for nothing for now is watched
+// edge-triggered: it still reports a reset, but a hang-up it cannot act on
+// yet (its peer's FIN came while its bytes wait for the other side, and it
+// is shut for writing) is reported once, not on every wait.
 func (p *pair) update(l *Loop) {
 	if p.up.done && p.down.done {
 		p.finish(l, false)
@@ -154,6 +157,9 @@ func (p *pair) update(l *Loop) {
 		}
 		if d.to.pending > 0 {
 			want |= unix.EPOLLOUT
+		}
+		if want == 0 {
+			want = unix.EPOLLET
 		}
 		if err := d.s.want(l, want, d.from.eof && d.to.done); err != nil {
 			l.log.Warn("relay: epoll", "client", p.client.String(), "error", err)
