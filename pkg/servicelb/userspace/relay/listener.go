@@ -70,7 +70,15 @@ func (l *Loop) Listen(ip netip.Addr, port int) (*Listener, error) {
 		_ = unix.Close(fd)
 		return nil, fmt.Errorf("listen: bound address: %w", err)
 	}
-	return &Listener{loop: l, fd: fd, addr: addrPort(bound), done: make(chan struct{})}, nil
+	ln := &Listener{loop: l, fd: fd, addr: addrPort(bound), done: make(chan struct{})}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("listen %s: %w", ln.addr, ErrClosed)
+	}
+	l.listeners[ln] = struct{}{}
+	return ln, nil
 }
 
 func listen(fd int, sa unix.Sockaddr) error {
@@ -166,6 +174,9 @@ func (ln *Listener) closeLocked() {
 	_ = unix.Close(ln.fd)
 	ln.fd = -1
 	close(ln.done)
+	ln.loop.mu.Lock()
+	delete(ln.loop.listeners, ln)
+	ln.loop.mu.Unlock()
 }
 
 // handle accepts one connection per readiness: the socket stays readable

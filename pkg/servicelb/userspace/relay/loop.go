@@ -54,9 +54,10 @@ type Loop struct {
 	wake int // eventfd: commands are waiting
 	done chan struct{}
 
-	mu       sync.Mutex
-	commands []func()
-	closed   bool
+	mu        sync.Mutex
+	commands  []func()
+	closed    bool
+	listeners map[*Listener]struct{} // open, served or not
 
 	// Owned by the loop's thread.
 	nextID  uint64
@@ -91,7 +92,7 @@ func Start(cfg Config) (*Loop, error) {
 		return nil, fmt.Errorf("relay: eventfd: %w", err)
 	}
 	l := &Loop{cfg: cfg, log: cfg.Log, epfd: epfd, wake: wake, done: make(chan struct{}),
-		entries: make(map[uint64]entry), pairs: make(map[*pair]struct{})}
+		entries: make(map[uint64]entry), pairs: make(map[*pair]struct{}), listeners: make(map[*Listener]struct{})}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN}); err != nil {
 		_ = unix.Close(wake)
 		_ = unix.Close(epfd)
@@ -105,17 +106,18 @@ func Start(cfg Config) (*Loop, error) {
 		// hand-over between threads. Never unlocked, the thread ends with
 		// the loop.
 		runtime.LockOSThread()
+		ran := false
 		err := netnsdo.Do(cfg.NetNS, func() error {
+			ran = true
 			started <- nil
 			l.run()
 			return nil
 		})
-		if err != nil {
-			select {
-			case started <- err:
-			default:
-				l.log.Error("relay loop: namespace", "error", err)
-			}
+		switch {
+		case err != nil && !ran:
+			started <- err
+		case err != nil:
+			l.log.Error("relay loop: leave namespace", "error", err)
 		}
 	}()
 	if err := <-started; err != nil {
@@ -239,6 +241,13 @@ func (l *Loop) shutdown() {
 		if ln, ok := e.(*Listener); ok {
 			ln.close(l)
 		}
+	}
+	l.mu.Lock()
+	unserved := l.listeners
+	l.listeners = nil
+	l.mu.Unlock()
+	for ln := range unserved {
+		ln.closeFD()
 	}
 	l.pipes.closeAll()
 	_ = unix.Close(l.wake)

@@ -31,13 +31,15 @@ type events struct {
 	mu   sync.Mutex
 	list []servicelb.EventReason
 	eps  []netip.AddrPort
+	errs []error
 }
 
-func (e *events) record(reason servicelb.EventReason, _, endpoint netip.AddrPort, _ error) {
+func (e *events) record(reason servicelb.EventReason, _, endpoint netip.AddrPort, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, reason)
 	e.eps = append(e.eps, endpoint)
+	e.errs = append(e.errs, err)
 }
 
 func (e *events) reasons() []servicelb.EventReason {
@@ -123,7 +125,11 @@ func startEcho(t *testing.T, addr string) *echo {
 				defer c.Close()
 				_, err := io.WriteString(c, "hello\n")
 				if err == nil {
-					_, err = io.Copy(c, c)
+					// Plain reads and writes: io.Copy between TCP
+					// connections would splice through Go's own pipe
+					// pool, whose descriptors outlive the test and
+					// blur the descriptor counts.
+					_, err = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
 				}
 				if err == nil {
 					err = c.(*net.TCPConn).CloseWrite()
@@ -378,6 +384,8 @@ func TestCloseLeavesNothingBehind(t *testing.T) {
 	require.NoError(t, err)
 	ln, err := l.Listen(loopback4, 0)
 	require.NoError(t, err)
+	unserved, err := l.Listen(loopback4, 0)
+	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() {
 		served <- ln.Serve(Service{Pick: (&picker{eps: []netip.AddrPort{ep.addr()}}).pick, Record: (&events{}).record})
@@ -396,6 +404,10 @@ func TestCloseLeavesNothingBehind(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.ErrorIs(t, ln.Serve(Service{}), ErrClosed)
 	require.NoError(t, ln.Close(), "closing again after the loop is harmless")
+	_, err = net.DialTimeout("tcp", unserved.Addr().String(), time.Second)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED, "a listener never served is closed with the loop")
+	_, err = l.Listen(loopback4, 0)
+	require.ErrorIs(t, err, ErrClosed)
 	require.NoError(t, l.Close())
 	require.Eventually(t, func() bool { return openFDs(t) <= before }, 5*time.Second, 10*time.Millisecond,
 		"every socket, pipe, epoll and eventfd is closed")
@@ -456,8 +468,8 @@ func TestDialTimeoutMovesOn(t *testing.T) {
 	start := time.Now()
 	readGreeting(t, bufio.NewReader(c))
 	t.Logf("FIGURE: greeting after a timed-out dial in %s (timeout 200ms)", time.Since(start).Round(time.Millisecond))
-	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "the first dial waited for its timeout")
 	require.Equal(t, []servicelb.EventReason{servicelb.EventDialFailed, servicelb.EventEndpointChosen}, ev.reasons())
+	require.ErrorIs(t, ev.errs[0], unix.ETIMEDOUT, "the first dial ended by its timeout, not by a refusal")
 }
 
 // TestAcceptErrorLeavesThePortServing runs out of descriptors while a
