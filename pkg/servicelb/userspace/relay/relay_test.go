@@ -509,3 +509,44 @@ func TestAcceptErrorLeavesThePortServing(t *testing.T) {
 	readGreeting(t, bufio.NewReader(c))
 	require.Contains(t, ev.reasons(), servicelb.EventEndpointChosen)
 }
+
+// TestAnswerBeforeResetArrives: an endpoint that answers and closes with
+// the request unread resets the connection; its answer still reaches the
+// client before the reset, as on a direct connection.
+func TestAnswerBeforeResetArrives(t *testing.T) {
+	l4, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		_ = l4.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l4.Accept()
+			if err != nil {
+				return
+			}
+			// Wait for the request, answer without reading it, close: the
+			// unread bytes make the kernel send a reset after the answer.
+			buf := make([]byte, 1)
+			_, _ = c.Read(buf)
+			_, _ = io.WriteString(c, "400 no\n")
+			_ = c.Close()
+		}
+	}()
+	l := startLoop(t, Config{})
+	ln := serve(t, l, loopback4, Service{Pick: (&picker{eps: []netip.AddrPort{l4.Addr().(*net.TCPAddr).AddrPort()}}).pick,
+		Record: (&events{}).record})
+	for i := range 20 {
+		c := dial(t, ln)
+		_, err := c.Write([]byte("a request longer than one byte\n"))
+		require.NoError(t, err)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		require.NoError(t, err, "try %d: the answer comes before the reset", i)
+		require.Equal(t, "400 no\n", line)
+		require.NoError(t, c.Close())
+	}
+}

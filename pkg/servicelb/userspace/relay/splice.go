@@ -15,6 +15,7 @@ type direction struct {
 	pending  int   // bytes in the pipe
 	eof      bool  // src sent its FIN
 	done     bool  // dst was shut down for writing
+	moved    int64 // bytes taken from src
 }
 
 // reading reports whether src is to be read.
@@ -51,6 +52,7 @@ func (d *direction) pump(l *Loop, p *pair) bool {
 		return d.shutdownIfDrained(l, p)
 	}
 	d.pending = n
+	d.moved += int64(n)
 	return d.flush(l, p)
 }
 
@@ -118,8 +120,19 @@ func (p *pair) relayEvent(l *Loop, s *side, events uint32) {
 		from, into = &p.down, &p.up
 	}
 	if events&unix.EPOLLERR != 0 {
-		// The peer reset (or the connection failed): what it sent before
-		// would be lost with the reset the other side gets anyway.
+		// The peer reset (or the connection failed). What it sent before
+		// still goes on, as far as the other side takes it now (a server
+		// that answers and closes with a request unread resets), then the
+		// other side gets the reset.
+		for from.reading() {
+			before := from.moved
+			if !from.pump(l, p) {
+				return
+			}
+			if from.moved == before {
+				break
+			}
+		}
 		p.passReset(l, s)
 		return
 	}
