@@ -82,23 +82,43 @@ func Start(cfg Config) (*Loop, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	l := &Loop{cfg: cfg, log: cfg.Log, done: make(chan struct{}), nextID: 1, // 0 is the eventfd
+		entries: make(map[uint64]entry), pairs: make(map[*pair]struct{}), listeners: make(map[*Listener]struct{})}
+	if err := l.open(); err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	if err := l.startThread(); err != nil {
+		_ = unix.Close(l.wake)
+		_ = unix.Close(l.epfd)
+		return nil, fmt.Errorf("relay: enter namespace: %w", err)
+	}
+	return l, nil
+}
+
+// open makes the epoll set and the eventfd that wakes it for commands.
+func (l *Loop) open() error {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("relay: epoll: %w", err)
+		return fmt.Errorf("epoll: %w", err)
 	}
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		_ = unix.Close(epfd)
-		return nil, fmt.Errorf("relay: eventfd: %w", err)
+		return fmt.Errorf("eventfd: %w", err)
 	}
-	l := &Loop{cfg: cfg, log: cfg.Log, epfd: epfd, wake: wake, done: make(chan struct{}),
-		entries: make(map[uint64]entry), pairs: make(map[*pair]struct{}), listeners: make(map[*Listener]struct{})}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &unix.EpollEvent{Events: unix.EPOLLIN}); err != nil {
 		_ = unix.Close(wake)
 		_ = unix.Close(epfd)
-		return nil, fmt.Errorf("relay: epoll add eventfd: %w", err)
+		return fmt.Errorf("epoll add eventfd: %w", err)
 	}
-	l.nextID = 1 // 0 is the eventfd
+	l.epfd, l.wake = epfd, wake
+	return nil
+}
+
+// startThread runs the loop on a thread of its own inside the configured
+// namespace; it returns once the thread is there, or why it could not get
+// there.
+func (l *Loop) startThread() error {
 	started := make(chan error, 1)
 	go func() {
 		defer close(l.done)
@@ -107,7 +127,7 @@ func Start(cfg Config) (*Loop, error) {
 		// the loop.
 		runtime.LockOSThread()
 		ran := false
-		err := netnsdo.Do(cfg.NetNS, func() error {
+		err := netnsdo.Do(l.cfg.NetNS, func() error {
 			ran = true
 			started <- nil
 			l.run()
@@ -122,11 +142,9 @@ func Start(cfg Config) (*Loop, error) {
 	}()
 	if err := <-started; err != nil {
 		<-l.done
-		_ = unix.Close(wake)
-		_ = unix.Close(epfd)
-		return nil, fmt.Errorf("relay: enter namespace: %w", err)
+		return err
 	}
-	return l, nil
+	return nil
 }
 
 // Close aborts every relayed connection and pending dial, closes the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netns"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
@@ -549,4 +550,16 @@ func TestAnswerBeforeResetArrives(t *testing.T) {
 		require.Equal(t, "400 no\n", line)
 		require.NoError(t, c.Close())
 	}
+}
+
+// TestStartOutsideANamespaceFails: a namespace handle that is none (here
+// /dev/null) is refused at Start, and nothing of the loop is left.
+func TestStartOutsideANamespaceFails(t *testing.T) {
+	f, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer f.Close()
+	before := openFDs(t)
+	_, err = Start(Config{NetNS: netns.NsHandle(f.Fd())})
+	require.ErrorContains(t, err, "enter namespace")
+	require.Equal(t, before, openFDs(t), "no epoll set or eventfd left")
 }
