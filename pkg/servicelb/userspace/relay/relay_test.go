@@ -80,13 +80,20 @@ func startLoop(t *testing.T, cfg Config) *Loop {
 	return l
 }
 
+// serveInBackground serves ln for svc in a goroutine; Serve's result
+// comes on the channel.
+func serveInBackground(ln *Listener, svc Service) <-chan error {
+	served := make(chan error, 1)
+	go func() { served <- ln.Serve(svc) }()
+	return served
+}
+
 // serve opens a listener on l for svc and serves it until t ends.
 func serve(t *testing.T, l *Loop, ip netip.Addr, svc Service) *Listener {
 	t.Helper()
 	ln, err := l.Listen(ip, 0)
 	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- ln.Serve(svc) }()
+	served := serveInBackground(ln, svc)
 	t.Cleanup(func() {
 		require.NoError(t, ln.Close())
 		require.NoError(t, <-served)
@@ -336,10 +343,7 @@ func TestListenerCloseKeepsConnectionsInFlight(t *testing.T) {
 	l := startLoop(t, Config{})
 	ln, err := l.Listen(loopback4, 0)
 	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() {
-		served <- ln.Serve(Service{Pick: (&picker{eps: []netip.AddrPort{ep.addr()}}).pick, Record: (&events{}).record})
-	}()
+	served := serveInBackground(ln, Service{Pick: (&picker{eps: []netip.AddrPort{ep.addr()}}).pick, Record: (&events{}).record})
 
 	c := dial(t, ln)
 	r := bufio.NewReader(c)
@@ -387,10 +391,7 @@ func TestCloseLeavesNothingBehind(t *testing.T) {
 	require.NoError(t, err)
 	unserved, err := l.Listen(loopback4, 0)
 	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() {
-		served <- ln.Serve(Service{Pick: (&picker{eps: []netip.AddrPort{ep.addr()}}).pick, Record: (&events{}).record})
-	}()
+	served := serveInBackground(ln, Service{Pick: (&picker{eps: []netip.AddrPort{ep.addr()}}).pick, Record: (&events{}).record})
 	c := dial(t, ln)
 	r := bufio.NewReader(c)
 	readGreeting(t, r)
@@ -453,10 +454,7 @@ func TestDialTimeoutMovesOn(t *testing.T) {
 	l := startLoop(t, Config{NetNS: ns.Handle, DialTimeouts: []time.Duration{200 * time.Millisecond, time.Second}})
 	var ln *Listener
 	require.NoError(t, ns.Do(func() (err error) { ln, err = l.Listen(loopback4, 0); return err }))
-	served := make(chan error, 1)
-	go func() {
-		served <- ln.Serve(Service{Pick: (&picker{eps: []netip.AddrPort{blackhole, ep.addr()}}).pick, Record: ev.record})
-	}()
+	served := serveInBackground(ln, Service{Pick: (&picker{eps: []netip.AddrPort{blackhole, ep.addr()}}).pick, Record: ev.record})
 	t.Cleanup(func() {
 		require.NoError(t, ln.Close())
 		require.NoError(t, <-served)

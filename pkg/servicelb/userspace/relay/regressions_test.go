@@ -64,10 +64,7 @@ func TestHangUpWhileBytesWaitDoesNotSpin(t *testing.T) {
 	l := startLoop(t, Config{NetNS: ns.Handle})
 	var ln *Listener
 	require.NoError(t, ns.Do(func() (err error) { ln, err = l.Listen(loopback4, 0); return err }))
-	served := make(chan error, 1)
-	go func() {
-		served <- ln.Serve(Service{Pick: (&picker{eps: []netip.AddrPort{el.Addr().(*net.TCPAddr).AddrPort()}}).pick, Record: (&events{}).record})
-	}()
+	served := serveInBackground(ln, Service{Pick: (&picker{eps: []netip.AddrPort{el.Addr().(*net.TCPAddr).AddrPort()}}).pick, Record: (&events{}).record})
 	t.Cleanup(func() {
 		require.NoError(t, ln.Close())
 		require.NoError(t, <-served)
