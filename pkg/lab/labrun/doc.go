@@ -17,11 +17,13 @@
 // The NSM control plane (NSMgr, registry and the veth forwarder of nsmcp)
 // is the `lab nsm` process in the host namespace, serving on unix sockets in
 // the run directory; every other component is a real process started with
-// `ip netns exec`. All are recorded in the run state, so that each can be
-// killed like a pod and `lab down` removes them even after a crash. (The
-// control plane runs in its own process rather than in the caller of Up so
-// that a test binary built with -race does not carry the SDK's fd-passing
-// library, which races when a peer dies.)
+// `ip netns exec`. All are recorded in the run state and carry the run's
+// marker in their environment (topo.MarkerEnv), so that each can be killed
+// like a pod and `lab down` removes them even after a crash, also one
+// started just before it and not recorded yet. (The control plane runs in
+// its own process rather than in the caller of Up so that a test binary
+// built with -race does not carry the SDK's fd-passing library, which races
+// when a peer dies.)
 //
 // Lab addresses stay in ranges that a machine does not use: 198.18.0.0/15
 // (benchmarking) and fd5a:1ab::/32 for the infrastructure links and the

@@ -235,7 +235,9 @@ func Open(runBase, id string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Lab{run: run, st: st, log: slog.New(slog.DiscardHandler), out: io.Discard}, nil
+	// What it logs (Down: the processes it found without a record) is for
+	// the user of `lab down`.
+	return &Lab{run: run, st: st, log: slog.Default(), out: io.Discard}, nil
 }
 
 func (l *Lab) progress(format string, args ...any) {
@@ -354,10 +356,13 @@ func (l *Lab) Exec(role string, args ...string) (string, error) {
 
 // Down removes every namespace, link, process and file of the run. For a
 // lab opened from another process whose owner still runs, it asks the
-// owner to stop (SIGTERM) and waits for it, then removes whatever is left.
+// owner to stop (SIGTERM) and waits for it, then removes whatever is left:
+// also a component process that the owner started but did not record (it
+// crashed in between), found by the run's marker (see topo.MarkerEnv).
 // Running it again is harmless.
 func (l *Lab) Down() error {
 	l.downOnce.Do(func() {
+		l.run.Log = l.log
 		if l.owner {
 			l.downErr = l.downOwned()
 		} else {
@@ -396,6 +401,12 @@ func (l *Lab) downOther() error {
 		}
 		if topo.Alive(st.OwnerPID, st.OwnerStartTime) {
 			_ = syscall.Kill(st.OwnerPID, syscall.SIGKILL)
+			// Gone, it starts nothing more that the search for the
+			// run's processes below would miss.
+			deadline = time.Now().Add(5 * time.Second)
+			for topo.Alive(st.OwnerPID, st.OwnerStartTime) && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
 		}
 	}
 	if _, err := os.Stat(l.run.Dir); errors.Is(err, os.ErrNotExist) {

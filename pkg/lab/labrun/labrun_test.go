@@ -3,12 +3,15 @@ package labrun
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +45,45 @@ func requireGone(t *testing.T, id, dir string, procs []topo.Process) {
 	}
 	_, err = os.Stat(dir)
 	require.True(t, os.IsNotExist(err), "run directory %s must be gone", dir)
+}
+
+// requireNoMarked asserts that no process carrying the run's marker (see
+// topo.MarkerEnv) runs: none it started is left, recorded or not.
+func requireNoMarked(t *testing.T, l *Lab) {
+	t.Helper()
+	left, err := l.run.MarkedProcesses()
+	require.NoError(t, err)
+	require.Empty(t, left, "no process of the run may remain")
+}
+
+// running reports whether pid is a process that has not ended (a zombie,
+// not reaped yet, has).
+func running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// forgetProcess rewrites the run's record (topo's state.json in dir)
+// without the process pid, as a crash between its start and its record
+// leaves it.
+func forgetProcess(t *testing.T, dir string, pid int) {
+	t.Helper()
+	path := filepath.Join(dir, "state.json")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var s topo.State
+	require.NoError(t, json.Unmarshal(data, &s))
+	n := len(s.Processes)
+	s.Processes = slices.DeleteFunc(s.Processes, func(p topo.Process) bool { return p.PID == pid })
+	require.Len(t, s.Processes, n-1, "process %d was recorded", pid)
+	data, err = json.Marshal(&s)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o644))
 }
 
 // dumpLogs logs the components' logs of a failed test.
@@ -144,6 +186,7 @@ func TestUpCheckDown(t *testing.T) {
 	down = true
 	require.NoError(t, l.Down(), "down twice is harmless")
 	requireGone(t, l.ID(), l.RunDir(), procs)
+	requireNoMarked(t, l)
 }
 
 // TestDownAfterCrash kills a `lab run` process (the owner of the NSM control
@@ -198,13 +241,41 @@ func TestDownAfterCrash(t *testing.T) {
 	require.NoError(t, cmd.Process.Kill())
 	<-exited
 
-	// Reopen after the crash: the components still run; Down removes all.
+	// A component that the crashed process had started but not recorded
+	// yet (the kill came between the two): one started by the same path,
+	// whose record is then dropped.
+	l, err = Open(base, l.ID())
+	require.NoError(t, err)
+	unrecorded, err := l.run.StartProcess(l.NetNS("target-1"), "target-unrecorded", []string{"sleep", "300"}, nil)
+	require.NoError(t, err)
+	exitedUnrecorded := make(chan struct{})
+	go func() {
+		_ = unrecorded.Wait()
+		close(exitedUnrecorded)
+	}()
+	t.Cleanup(func() {
+		_ = unrecorded.Process.Kill()
+		<-exitedUnrecorded
+	})
+	forgetProcess(t, l.RunDir(), unrecorded.Process.Pid)
+
+	// Reopen after the crash: the components still run; Down removes all,
+	// the unrecorded one too.
 	l, err = Open(base, l.ID())
 	require.NoError(t, err)
 	procs := l.run.State().Processes
 	require.NotEmpty(t, procs)
+	for _, p := range procs {
+		require.NotEqual(t, unrecorded.Process.Pid, p.PID, "the run has no record of it")
+	}
+	var log testutil.SyncBuffer
+	l.log = slog.New(slog.NewTextHandler(&log, nil))
 	require.NoError(t, l.Down())
+	t.Logf("down logged:\n%s", log.String())
 	requireGone(t, l.ID(), l.RunDir(), procs)
+	requireNoMarked(t, l)
+	require.False(t, running(unrecorded.Process.Pid), "the unrecorded process must be gone")
+	require.Contains(t, log.String(), fmt.Sprintf("pid=%d ", unrecorded.Process.Pid), "Down logs what it found unrecorded")
 	runs, err := List(base)
 	require.NoError(t, err)
 	require.Empty(t, runs)

@@ -13,7 +13,10 @@ func (r *Run) LogDir() string { return r.Path("logs") }
 // StartProcess starts argv inside the namespace netnsName (`ip netns exec`;
 // empty for the current namespace) with env added to the environment and
 // stdout and stderr appended to <run>/logs/<name>.log, and records it so that
-// Down stops it. The caller owns the returned command and must Wait for it.
+// Down stops it. The process (and what it starts) also carries the run's
+// marker (MarkerEnv) in its environment: Down finds it by that even if the
+// record never reached the state (a crash between start and record). The
+// caller owns the returned command and must Wait for it.
 func (r *Run) StartProcess(netnsName, name string, argv, env []string) (*exec.Cmd, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("start %s: empty command", name)
@@ -31,7 +34,8 @@ func (r *Run) StartProcess(netnsName, name string, argv, env []string) (*exec.Cm
 		full = append([]string{"ip", "netns", "exec", netnsName}, argv...)
 	}
 	cmd := exec.Command(full[0], full[1:]...)
-	cmd.Env = append(os.Environ(), env...)
+	// The marker comes last: of duplicate keys the last one counts.
+	cmd.Env = append(append(os.Environ(), env...), MarkerEnv+"="+r.Marker())
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,6 +56,9 @@ type State struct {
 // and its state directory <base>/<id>.
 type Run struct {
 	Dir string
+	// Log is where Down reports the processes of the run it found without
+	// a record (nil: nowhere).
+	Log *slog.Logger
 
 	mu    sync.Mutex
 	state State
@@ -244,21 +247,8 @@ func (r *Run) saveLocked() error {
 // ProcessStartTime reads field 22 of /proc/<pid>/stat (clock ticks since
 // boot): with the pid, it tells a process from a later one given the same pid.
 func ProcessStartTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	// The command name (field 2) may hold spaces; fields restart after ')'.
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
+	_, start, err := procStat(pid)
+	return start, err
 }
 
 // Alive reports whether the process pid that started at start still runs.
@@ -270,32 +260,13 @@ func Alive(pid int, start uint64) bool {
 	return err == nil && st == start
 }
 
-// alive reports whether p still runs (and is the process that was recorded).
-func (p Process) alive() bool { return Alive(p.PID, p.StartTime) }
-
-// Down removes everything the run recorded: it stops the processes (TERM,
-// then KILL after grace), deletes the links and namespaces, removes the
-// files and finally the run directory. It carries on past failures and
-// reports them all; running it again is harmless.
+// Down removes everything the run made: it stops its processes (see
+// stopProcesses), deletes the links and namespaces, removes the files and
+// finally the run directory. It carries on past failures and reports them
+// all; running it again is harmless.
 func (r *Run) Down(grace time.Duration) error {
 	s := r.State()
-	var errs []error
-	for _, p := range s.Processes {
-		if p.alive() {
-			_ = syscall.Kill(p.PID, syscall.SIGTERM)
-		}
-	}
-	deadline := time.Now().Add(grace)
-	for _, p := range s.Processes {
-		for p.alive() && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if p.alive() {
-			if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errs = append(errs, fmt.Errorf("kill %d (%s): %w", p.PID, p.Name, err))
-			}
-		}
-	}
+	errs := r.stopProcesses(s.Processes, grace)
 	for _, l := range s.Links {
 		args := []string{"link", "del", l.Name}
 		if l.NetNSPath != "" {
@@ -328,4 +299,101 @@ func (r *Run) Down(grace time.Duration) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// markedRounds bounds how many times stopProcesses looks again for marked
+// processes that appeared while it stopped the others.
+const markedRounds = 3
+
+// stopProcesses stops the recorded processes and every other live process
+// that carries the run's marker (MarkerEnv): one the run started but did not
+// record (it crashed in between), or one that a component started. Each
+// round sends SIGTERM, SIGKILL to those left after grace, and waits for them
+// to end; the next round takes the marked processes that appeared meanwhile
+// (started by a process as it was stopped).
+func (r *Run) stopProcesses(recorded []Process, grace time.Duration) []error {
+	var errs []error
+	// A process is its pid and start time (names differ: the recorded
+	// one is the component, a marked one's its command).
+	type id struct {
+		pid   int
+		start uint64
+	}
+	seen := map[id]bool{}
+	var procs []Process
+	for _, p := range recorded {
+		seen[id{p.PID, p.StartTime}] = true
+		if p.running() {
+			procs = append(procs, p)
+		}
+	}
+	for round := 0; ; round++ {
+		marked, err := r.MarkedProcesses()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, p := range marked {
+			if seen[id{p.PID, p.StartTime}] {
+				continue
+			}
+			seen[id{p.PID, p.StartTime}] = true
+			r.logger().Warn("stopping a process of the run that it did not record",
+				"run", r.ID(), "pid", p.PID, "process", p.Name)
+			procs = append(procs, p)
+		}
+		if len(procs) == 0 {
+			return errs
+		}
+		if round == markedRounds {
+			for _, p := range procs {
+				errs = append(errs, fmt.Errorf("process %d (%s) of the run appeared after %d rounds of stopping", p.PID, p.Name, markedRounds))
+			}
+			return errs
+		}
+		errs = append(errs, stopAll(procs, grace)...)
+		procs = nil
+	}
+}
+
+func (r *Run) logger() *slog.Logger {
+	if r.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Log
+}
+
+// stopAll sends SIGTERM to the processes, SIGKILL to those that still run
+// after grace, and waits up to grace again for those to end.
+func stopAll(procs []Process, grace time.Duration) []error {
+	var errs []error
+	for _, p := range procs {
+		if p.running() {
+			_ = syscall.Kill(p.PID, syscall.SIGTERM)
+		}
+	}
+	waitEnd(procs, grace)
+	for _, p := range procs {
+		if p.running() {
+			if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("kill %d (%s): %w", p.PID, p.Name, err))
+			}
+		}
+	}
+	waitEnd(procs, grace)
+	for _, p := range procs {
+		if p.running() {
+			errs = append(errs, fmt.Errorf("process %d (%s) still runs after SIGKILL", p.PID, p.Name))
+		}
+	}
+	return errs
+}
+
+// waitEnd waits until none of the processes runs, or for timeout.
+func waitEnd(procs []Process, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for _, p := range procs {
+		for p.running() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }

@@ -1,11 +1,15 @@
 package topo_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,4 +139,112 @@ func TestRunRemovesTheEmptyDirsItMade(t *testing.T) {
 		_, err = os.Stat(existing)
 		require.NoError(t, err, "what existed before stays")
 	}
+}
+
+// TestDownStopsUnrecordedProcesses: a process the run started whose record
+// never reached the state (a crash between start and record), and what it
+// started, are stopped by Down from another process, found by the run's
+// marker; a process of another run and unrelated ones are left alone.
+func TestDownStopsUnrecordedProcesses(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := t.TempDir()
+	run, err := topo.NewRun(base)
+	require.NoError(t, err)
+	other, err := topo.NewRun(base)
+	require.NoError(t, err)
+	start := func(cmd *exec.Cmd) *exec.Cmd {
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		return cmd
+	}
+
+	// The run's process starts a child of its own (that child carries the
+	// marker too), then execs; the crash loses its record.
+	unrecorded, err := run.StartProcess("", "unrecorded", []string{"sh", "-c", "sleep 300 & exec sleep 301"}, nil)
+	require.NoError(t, err)
+	start(unrecorded)
+	t.Cleanup(func() { // the child, if Down failed to stop it
+		if left, err := run.MarkedProcesses(); err == nil {
+			for _, p := range left {
+				_ = syscall.Kill(p.PID, syscall.SIGKILL)
+			}
+		}
+	})
+	dropProcessRecords(t, run)
+	var marked []topo.Process
+	require.Eventually(t, func() bool {
+		marked, err = run.MarkedProcesses()
+		return err == nil && len(marked) == 2
+	}, 10*time.Second, 20*time.Millisecond, "the process and its child carry the run's marker")
+	require.Contains(t, pids(marked), unrecorded.Process.Pid)
+
+	// Another run's process, one whose marker only begins like the run's
+	// and one without a marker.
+	others, err := other.StartProcess("", "other", []string{"sleep", "302"}, nil)
+	require.NoError(t, err)
+	start(others)
+	lookalike := exec.Command("sleep", "303")
+	lookalike.Env = append(os.Environ(), topo.MarkerEnv+"="+run.Marker()+"0")
+	require.NoError(t, lookalike.Start())
+	start(lookalike)
+	plain := exec.Command("sleep", "304")
+	require.NoError(t, plain.Start())
+	start(plain)
+
+	again, err := topo.OpenRun(base, run.ID())
+	require.NoError(t, err)
+	require.Empty(t, again.State().Processes, "the run recorded no process")
+	var log testutil.SyncBuffer
+	again.Log = slog.New(slog.NewTextHandler(&log, nil))
+	require.NoError(t, again.Down(5*time.Second))
+
+	for _, p := range marked {
+		require.False(t, running(p.PID), "process %d (%s) of the run must be gone", p.PID, p.Name)
+		require.Contains(t, log.String(), fmt.Sprintf("pid=%d ", p.PID), "Down logs what it found unrecorded")
+	}
+	left, err := run.MarkedProcesses()
+	require.NoError(t, err)
+	require.Empty(t, left)
+	for _, c := range []*exec.Cmd{others, lookalike, plain} {
+		require.True(t, running(c.Process.Pid), "%v is not the run's and must still run", c.Args)
+	}
+	require.NoError(t, other.Down(5*time.Second))
+	require.False(t, running(others.Process.Pid))
+}
+
+// dropProcessRecords rewrites the run's state without its processes, as a
+// crash between a start and its record leaves it.
+func dropProcessRecords(t *testing.T, run *topo.Run) {
+	t.Helper()
+	path := filepath.Join(run.Dir, "state.json")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var s topo.State
+	require.NoError(t, json.Unmarshal(data, &s))
+	require.NotEmpty(t, s.Processes)
+	s.Processes = nil
+	data, err = json.Marshal(&s)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+}
+
+func pids(procs []topo.Process) []int {
+	var out []int
+	for _, p := range procs {
+		out = append(out, p.PID)
+	}
+	return out
+}
+
+// running reports whether pid is a process that has not ended (a zombie has).
+func running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z"
 }
