@@ -6,5 +6,6 @@
 // netlink.ErrDumpInterrupted ("results may be incomplete or
 // inconsistent"). The failed attempt has already closed what it set up, and
 // NSM requests are idempotent, so the element runs the rest of the chain
-// again, a few times, with a short pause.
+// again, with a short pause growing to 100 ms, up to DefaultAttempts times
+// while the request's context lasts.
 package dumpretry
