@@ -56,18 +56,6 @@ func requireNoMarked(t *testing.T, l *Lab) {
 	require.Empty(t, left, "no process of the run may remain")
 }
 
-// running reports whether pid is a process that has not ended (a zombie,
-// not reaped yet, has).
-func running(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z"
-}
-
 // forgetProcess rewrites the run's record (topo's state.json in dir)
 // without the process pid, as a crash between its start and its record
 // leaves it.
@@ -274,7 +262,7 @@ func TestDownAfterCrash(t *testing.T) {
 	t.Logf("down logged:\n%s", log.String())
 	requireGone(t, l.ID(), l.RunDir(), procs)
 	requireNoMarked(t, l)
-	require.False(t, running(unrecorded.Process.Pid), "the unrecorded process must be gone")
+	require.False(t, topo.Running(unrecorded.Process.Pid), "the unrecorded process must be gone")
 	require.Contains(t, log.String(), fmt.Sprintf("pid=%d ", unrecorded.Process.Pid), "Down logs what it found unrecorded")
 	runs, err := List(base)
 	require.NoError(t, err)

@@ -93,6 +93,13 @@ func procStat(pid int) (byte, uint64, error) {
 	return fields[0][0], start, nil
 }
 
+// Running reports whether pid is a process that has not ended: alive and
+// not a zombie waiting for its parent.
+func Running(pid int) bool {
+	state, _, err := procStat(pid)
+	return err == nil && state != 'Z'
+}
+
 // running reports whether p still runs: alive and not a zombie waiting for
 // its parent (which no signal ends).
 func (p Process) running() bool {

@@ -21,13 +21,20 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
-func TestRunRecordsAndTearsDownAfterCrash(t *testing.T) {
+// twoRuns makes two runs in one base directory (root only).
+func twoRuns(t *testing.T) (string, *topo.Run, *topo.Run) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	base := t.TempDir()
 	run, err := topo.NewRun(base)
 	require.NoError(t, err)
 	other, err := topo.NewRun(base)
 	require.NoError(t, err)
+	return base, run, other
+}
+
+func TestRunRecordsAndTearsDownAfterCrash(t *testing.T) {
+	base, run, other := twoRuns(t)
 	require.NotEqual(t, run.ID(), other.ID())
 	require.NotEqual(t, run.NetNSName("lb-a"), other.NetNSName("lb-a"))
 	require.NoError(t, other.Down(time.Second))
@@ -146,12 +153,7 @@ func TestRunRemovesTheEmptyDirsItMade(t *testing.T) {
 // started, are stopped by Down from another process, found by the run's
 // marker; a process of another run and unrelated ones are left alone.
 func TestDownStopsUnrecordedProcesses(t *testing.T) {
-	testutil.RequireRoot(t)
-	base := t.TempDir()
-	run, err := topo.NewRun(base)
-	require.NoError(t, err)
-	other, err := topo.NewRun(base)
-	require.NoError(t, err)
+	base, run, other := twoRuns(t)
 	start := func(cmd *exec.Cmd) *exec.Cmd {
 		t.Cleanup(func() {
 			_ = cmd.Process.Kill()
@@ -201,17 +203,17 @@ func TestDownStopsUnrecordedProcesses(t *testing.T) {
 	require.NoError(t, again.Down(5*time.Second))
 
 	for _, p := range marked {
-		require.False(t, running(p.PID), "process %d (%s) of the run must be gone", p.PID, p.Name)
+		require.False(t, topo.Running(p.PID), "process %d (%s) of the run must be gone", p.PID, p.Name)
 		require.Contains(t, log.String(), fmt.Sprintf("pid=%d ", p.PID), "Down logs what it found unrecorded")
 	}
 	left, err := run.MarkedProcesses()
 	require.NoError(t, err)
 	require.Empty(t, left)
 	for _, c := range []*exec.Cmd{others, lookalike, plain} {
-		require.True(t, running(c.Process.Pid), "%v is not the run's and must still run", c.Args)
+		require.True(t, topo.Running(c.Process.Pid), "%v is not the run's and must still run", c.Args)
 	}
 	require.NoError(t, other.Down(5*time.Second))
-	require.False(t, running(others.Process.Pid))
+	require.False(t, topo.Running(others.Process.Pid))
 }
 
 // dropProcessRecords rewrites the run's state without its processes, as a
@@ -236,15 +238,4 @@ func pids(procs []topo.Process) []int {
 		out = append(out, p.PID)
 	}
 	return out
-}
-
-// running reports whether pid is a process that has not ended (a zombie has).
-func running(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z"
 }
