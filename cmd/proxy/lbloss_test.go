@@ -15,13 +15,13 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/pkg/nsm/fdsend"
 	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 )
 
@@ -105,7 +105,7 @@ func (b *bed) startFragileLB(name string) *fragileLB {
 	ep := endpoint.NewServer(ctx, gen, endpoint.WithName(name), endpoint.WithAdditionalFunctionality(
 		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()}),
 		netnsurl.NewServer(l.ns.Path()),
-		sendfd.NewServer(),
+		fdsend.NewServer(),
 	))
 	var err error
 	l.srv, err = nsmcp.Serve(filepath.Join(b.dir, name+".sock"), ep.Register)

@@ -14,13 +14,13 @@ import (
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/api/pkg/api/registry"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 	registrysendfd "github.com/networkservicemesh/sdk/pkg/registry/common/sendfd"
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/pkg/nsm/authorize"
+	"github.com/causeway-net/causeway/pkg/nsm/fdsend"
 	"github.com/causeway-net/causeway/pkg/nsm/registration"
 )
 
@@ -118,7 +118,7 @@ func (e *Endpoint) serve(ctx context.Context) error {
 	if auth == nil {
 		auth = authorize.NewServer()
 	}
-	elements := append(append([]networkservice.NetworkServiceServer{}, e.cfg.Elements...), sendfd.NewServer())
+	elements := append(append([]networkservice.NetworkServiceServer{}, e.cfg.Elements...), fdsend.NewServer())
 	nse := newChain(ctx, e.cfg.Name, e.cfg.TokenGenerator, auth, elements)
 	e.server = grpc.NewServer(append(leanServerOptions(), e.cfg.ServerOptions...)...)
 	nse.register(e.server)

@@ -33,7 +33,7 @@ type Config struct {
 	ServerOptions []grpc.ServerOption
 	// Elements are the proxy's own server elements, placed after the SDK's
 	// endpoint chain (typically mechanisms, ipcontext, interfacemonitor,
-	// mtu). The package appends sendfd.
+	// mtu). The package appends its file sender (pkg/nsm/fdsend).
 	Elements []networkservice.NetworkServiceServer
 }
 
