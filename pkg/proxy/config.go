@@ -64,7 +64,8 @@ type Config struct {
 	// removes it on Close, but a Close that never reached a forwarder (or
 	// one that restarted and forgot it) leaves it, and with it the
 	// addresses, which the IPAM would then hand to another connection.
-	// Without it such a link stays.
+	// It also deletes the link a connection had before a heal moved it to
+	// a new one. Without it such links stay.
 	Links LinkRemover
 	// ReleaseDelay is how long the addresses of a closed connection are kept
 	// before they are released; a new request for the same id within the

@@ -12,8 +12,9 @@ import (
 // nexthops tied to it. Nothing but the link comes from the event: the
 // addresses are the proxy's own allocation records, and a refresh that
 // changes them moves the nexthops (SetIPContext). A second create for the
-// same connection replaces the first (a heal may move it to another link);
-// a link announced for another connection is taken from it. A link may be
+// same connection replaces the first (a heal may move it to another link),
+// and the first link is deleted if still there (removeReplaced); a link
+// announced for another connection is taken from it. A link may be
 // announced before the connection's addresses are known: it is a port at
 // once, and gets its nexthops when they are. The dataplane ignores ports
 // whose link no longer exists.
@@ -38,7 +39,7 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 		st = &connState{id: i.ConnID, typ: i.Type, allocs: map[childKey]netip.Prefix{}}
 		p.conns[i.ConnID] = st
 	}
-	replaced := st.link
+	replaced, replacedName := st.link, st.linkName
 	p.unlinkLocked(st)
 	st.link, st.linkName = i.Index, i.Name
 	p.links[i.Index] = st.id
@@ -49,7 +50,34 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 	p.mu.Unlock()
 	log.Info("interface added", "nexthops", hops, "replaced", replaced)
 	p.supersedeHeld(i.Index, addrs, log)
+	p.removeReplaced(replaced, replacedName, log)
 	p.markDirty()
+}
+
+// removeReplaced deletes the link that a connection had before a heal
+// moved it to another (see Config.Links): it is no bridge port any more,
+// and its forwarder, if it is gone, will not remove it, so the
+// connection's addresses (on its far end, or the proxy's "-dst" of an LB
+// connection) would sit on two links, and traffic could leave by the dead
+// one. A link that another connection has claimed meanwhile is left; so is
+// one whose index now names another link.
+func (p *Proxy) removeReplaced(index int, name string, log *slog.Logger) {
+	if p.cfg.Links == nil || index == 0 {
+		return
+	}
+	p.mu.Lock()
+	_, claimed := p.links[index]
+	p.mu.Unlock()
+	if claimed {
+		return
+	}
+	removed, err := p.cfg.Links.RemoveLink(index, name)
+	switch {
+	case err != nil:
+		log.Warn("link the connection had before its heal not removed", "replacedIndex", index, "replacedName", name, "error", err)
+	case removed:
+		log.Info("link the connection had before its heal removed", "replacedIndex", index, "replacedName", name)
+	}
 }
 
 // allocAddrs are the addresses of st's allocations. p.mu must be held.

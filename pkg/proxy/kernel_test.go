@@ -85,3 +85,46 @@ func TestKernelProxyWithRealDataplane(t *testing.T) {
 	})
 	require.Equal(t, 0, p.Stats().Nexthops)
 }
+
+// TestKernelHealRemovesReplacedLink: an LB connection healed onto a new
+// link (its old forwarder gone, the old link still there with the proxy's
+// address) loses the old link, so that the address is on one link only,
+// and the new link is its port.
+func TestKernelHealRemovesReplacedLink(t *testing.T) {
+	ns := testutil.NewNetNS(t, "proxy")
+	dp, err := dataplane.New(context.Background(), dataplane.Options{NetNS: ns.Handle, Logger: testLogger()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, dp.Close()) }()
+	p, err := New(context.Background(), Config{
+		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1",
+		IPAM: serveIPAM(t, ipam.NewServer(realEngine(t, memory.New()))), Dataplane: dp, Links: dp,
+		RetryInterval: time.Millisecond, Logger: testLogger(),
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close(context.Background())) }()
+
+	conn := lbConn("proxy-lb-1")
+	require.NoError(t, p.SetIPContext(context.Background(), conn, LBConn))
+	own := ipcOf(conn).GetSrcIpAddrs()[0]
+	lbAddr := netip.MustParsePrefix(ipcOf(conn).GetDstIpAddrs()[0]).Addr()
+	announce := func(name string) {
+		ns.MustExec(t, "ip", "link", "add", name, "type", "veth", "peer", "name", name+"-p")
+		ns.MustExec(t, "ip", "addr", "add", own, "dev", name)
+		ns.MustExec(t, "ip", "link", "set", name, "up")
+		p.InterfaceCreated(Interface{Index: ns.LinkIndex(t, name), Name: name, Type: LBConn, ConnID: conn.GetId()})
+	}
+	announce("nsm-lb0")
+	announce("nsm-lb1")
+	require.Eventually(t, func() bool {
+		out, _ := ns.Exec("ip", "-o", "addr")
+		return strings.Count(out, " "+own+" ") == 1 && strings.Contains(out, "nsm-lb1    inet "+own)
+	}, waitFor, 20*time.Millisecond, "the proxy's address is on the new link only")
+	_, err = ns.Exec("ip", "link", "show", "nsm-lb0-p")
+	require.Error(t, err, "the old pair is gone, both ends")
+	require.Eventually(t, func() bool {
+		route, _ := ns.Exec("ip", "route", "show", "table", "1")
+		port, _ := ns.Exec("ip", "link", "show", "nsm-lb1")
+		return strings.Contains(route, "default via "+lbAddr.String()) && strings.Contains(port, "master bridge0")
+	}, waitFor, 20*time.Millisecond, "the new link is the port of the LB's nexthop")
+	require.Equal(t, 1, p.Stats().Ports)
+}

@@ -413,3 +413,38 @@ func supersededPair(t *testing.T, e *testEnv) (old, healed *networkservice.Conne
 	healed.Context = old.GetContext()
 	return old, healed
 }
+
+// A heal that moves a connection to a new link deletes the link it had:
+// its forwarder may be gone, and the connection's addresses would be on
+// two links. A link that another connection took is not the healed one's
+// to delete, and a delete that fails changes nothing else.
+func TestHealedConnectionRemovesReplacedLink(t *testing.T) {
+	links := &leftoverLinks{}
+	e := newTestEnv(t, func(c *Config) { c.Links = links })
+	links.ipam = e.ipam
+	e.link(t, lbConn("lb-1"), LBConn, 7)
+	e.link(t, targetConn("t1"), TargetConn, 8)
+	calls, _ := links.seen()
+	require.Empty(t, calls, "a first link replaces nothing")
+
+	e.p.InterfaceCreated(Interface{Index: 9, Name: "lb0b", Type: LBConn, ConnID: "lb-1"})
+	calls, _ = links.seen()
+	require.Equal(t, []string{"7/lb-1"}, calls)
+	s := e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 9]" })
+	require.Len(t, s.Nexthops, 2)
+
+	// lb-2 is announced on t1's link (taking it), then t1 heals: t1's old
+	// link is lb-2's now and stays.
+	e.link(t, lbConn("lb-2"), LBConn, 8)
+	e.p.InterfaceCreated(Interface{Index: 10, Name: "t0b", Type: TargetConn, ConnID: "t1"})
+	calls, _ = links.seen()
+	require.Equal(t, []string{"7/lb-1"}, calls, "a link claimed by another connection is left")
+
+	links.mu.Lock()
+	links.failures = 1
+	links.mu.Unlock()
+	e.p.InterfaceCreated(Interface{Index: 11, Name: "lb0c", Type: LBConn, ConnID: "lb-1"})
+	calls, _ = links.seen()
+	require.Equal(t, []string{"7/lb-1", "9/lb0b"}, calls)
+	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 10 11]" })
+}
