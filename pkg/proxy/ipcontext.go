@@ -85,10 +85,12 @@ func (p *Proxy) children(id string) []childKey {
 //   - TargetConn (key Path.PathSegments[0].Id): SrcIpAddrs gets the "-src"
 //     addresses (target side), DstIpAddrs the "-dst" ones (proxy side),
 //     ExtraPrefixes the bridge addresses (the targets' gateways). On a
-//     refresh, addresses inside the old gateway subnets or the current node
-//     subnets that are not this connection's allocations are dropped
-//     (other addresses, e.g. VIPs, stay), and policy-route nexthops that
-//     point to an old gateway are moved to the current one.
+//     refresh, addresses inside the old gateway subnets (the request's
+//     ExtraPrefixes shaped like gateways of this conduit, see gatewayNets)
+//     or the current node subnets that are not this connection's
+//     allocations are dropped (other addresses, e.g. VIPs, stay), and
+//     policy-route nexthops that point to an old gateway are moved to the
+//     current one.
 //
 // A pending release of the same id is cancelled first, so a reconnect within
 // the release delay keeps its addresses. Requests for different ids run in
@@ -270,9 +272,14 @@ func (p *Proxy) writeIPContext(ipc *networkservice.IPContext, t ConnType, src, d
 			log.Warn("LB connection addresses changed", "old", old, "new", ipc.SrcIpAddrs)
 		}
 	case TargetConn:
-		oldExtra := slices.Clone(ipc.GetExtraPrefixes())
-		setTargetIPContext(ipc, src, dst, p.orderedBridge(bridge))
-		setServiceRoutes(ipc, svcPrefixes, oldExtra)
+		gws := p.orderedBridge(bridge)
+		gwNets, foreign := gatewayNets(ipc.GetExtraPrefixes(), gws)
+		if len(foreign) > 0 {
+			log.Warn("extra prefixes of the request that are no gateway of this conduit ignored: addresses and routes inside them are left as the target's own",
+				"ignored", foreign, "gateways", gws)
+		}
+		setTargetIPContext(ipc, src, dst, gws, gwNets)
+		setServiceRoutes(ipc, svcPrefixes, gwNets)
 	}
 }
 
@@ -503,18 +510,38 @@ func (p *Proxy) cancelRelease(id string, log *slog.Logger) error {
 	return nil
 }
 
-// setTargetIPContext writes a target connection's addresses and gateways
-// into ipc, rewriting stale ones (see SetIPContext).
-func setTargetIPContext(ipc *networkservice.IPContext, src, dst, bridge []netip.Prefix) {
-	var gwNets []netip.Prefix
-	for _, s := range ipc.GetExtraPrefixes() {
-		if pfx, ok := parsePrefixOrAddr(s); ok {
-			gwNets = append(gwNets, pfx.Masked())
+// gatewayNets returns the subnets of the gateways a target connection may
+// carry: those of the current gateways (bridge) and of the request's extra
+// prefixes (written by this proxy or an earlier one: a refresh, a heal from
+// another node, a re-created conduit). A request's entry counts only if it
+// looks like one of ours: a host address, not its subnet's own, with the
+// prefix length of the current gateway of its family. The others are
+// returned as foreign: a target could send anything there (0.0.0.0/0),
+// and taking it for a gateway subnet would drop the target's own addresses
+// and routes.
+func gatewayNets(extra []string, bridge []netip.Prefix) (nets []netip.Prefix, foreign []string) {
+	bits := map[bool]int{} // is4 → the current gateway's prefix length
+	for _, b := range bridge {
+		bits[b.Addr().Is4()] = b.Bits()
+		nets = append(nets, b.Masked())
+	}
+	for _, s := range extra {
+		pfx, ok := parsePrefixOrAddr(s)
+		if want, has := bits[pfx.Addr().Is4()]; !ok || !has || pfx.Bits() != want || pfx.Addr() == pfx.Masked().Addr() {
+			foreign = append(foreign, s)
+			continue
+		}
+		if !slices.Contains(nets, pfx.Masked()) {
+			nets = append(nets, pfx.Masked())
 		}
 	}
-	for _, b := range bridge {
-		gwNets = append(gwNets, b.Masked())
-	}
+	return nets, foreign
+}
+
+// setTargetIPContext writes a target connection's addresses and gateways
+// into ipc, rewriting stale ones inside gwNets, the gateway subnets (see
+// SetIPContext and gatewayNets).
+func setTargetIPContext(ipc *networkservice.IPContext, src, dst, bridge, gwNets []netip.Prefix) {
 	ipc.SrcIpAddrs = mergeAddrs(ipc.GetSrcIpAddrs(), src, gwNets)
 	ipc.DstIpAddrs = mergeAddrs(ipc.GetDstIpAddrs(), dst, gwNets)
 	ipc.ExtraPrefixes = prefixStrings(bridge)

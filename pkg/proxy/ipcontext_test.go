@@ -110,6 +110,33 @@ func TestSetIPContextTargetUpdateNewIPs(t *testing.T) {
 	require.Equal(t, "192.0.2.1", ipc.GetPolicies()[2].GetRoutes()[0].GetNextHop())
 }
 
+// A target's request may carry any extra prefixes: only those that look
+// like gateways of this conduit (a host address with the length of the
+// current gateway of its family) mark addresses and routes as the proxy's
+// to rewrite. Anything else leaves the target's own addresses, routes and
+// policies alone.
+func TestSetIPContextTargetForeignExtraPrefixes(t *testing.T) {
+	e := newTestEnv(t)
+	conn := targetConn("t1")
+	conn.Context = &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{
+		SrcIpAddrs:    []string{"20.0.0.1/32", "10.1.2.3/24", "172.16.9.2/24", "2000::1/128"},
+		ExtraPrefixes: []string{"0.0.0.0/0", "10.0.0.1/8", "172.16.7.0/24", "::/0", "not-a-prefix", "172.16.9.1/24"},
+		SrcRoutes:     []*networkservice.Route{{Prefix: "5.5.5.0/24", NextHop: "10.0.0.1"}},
+		Policies: []*networkservice.PolicyRoute{
+			{From: "20.0.0.1/32", Routes: []*networkservice.Route{{Prefix: "0.0.0.0/0", NextHop: "10.0.0.1"}}},
+			{From: "2000::1/128", Routes: []*networkservice.Route{{Prefix: "::/0", NextHop: "2001:db8::1"}}},
+		},
+	}}
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
+	ipc := ipcOf(conn)
+	require.Equal(t, []string{"20.0.0.1/32", "10.1.2.3/24", "2000::1/128", "172.16.0.2/24", "fd00::2/64"}, ipc.GetSrcIpAddrs(),
+		"only the address inside the one gateway-like entry (172.16.9.1/24) is dropped")
+	require.Equal(t, []string{"172.16.0.1/24", "fd00::1/64"}, ipc.GetExtraPrefixes())
+	require.Equal(t, "10.0.0.1", ipc.GetSrcRoutes()[0].GetNextHop())
+	require.Equal(t, "10.0.0.1", ipc.GetPolicies()[0].GetRoutes()[0].GetNextHop())
+	require.Equal(t, "2001:db8::1", ipc.GetPolicies()[1].GetRoutes()[0].GetNextHop())
+}
+
 func TestSetIPContextFollowsNodeSubnetChange(t *testing.T) {
 	e := newTestEnv(t)
 	conn := targetConn("t1")

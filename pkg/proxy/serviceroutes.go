@@ -18,22 +18,15 @@ func (p *Proxy) SetServicePrefixes(prefixes []netip.Prefix) {
 	p.servicePrefixes = slices.Clone(prefixes)
 }
 
-// setServiceRoutes makes the routes of ipc that go via a gateway (one of
-// oldExtra's or the current ExtraPrefixes' subnets) be exactly one route
-// per service prefix via the current gateway of its family; the target's
-// other routes stay. (These routes are SrcRoutes: NSM programs them on the
-// client's side of the connection.)
-func setServiceRoutes(ipc *networkservice.IPContext, prefixes []netip.Prefix, oldExtra []string) {
-	var gwNets []netip.Prefix
+// setServiceRoutes makes the routes of ipc that go via a gateway (inside
+// gwNets, see gatewayNets) be exactly one route per service prefix via the
+// current gateway of its family (the first of ipc's ExtraPrefixes, already
+// written); the target's other routes stay. (These routes are SrcRoutes:
+// NSM programs them on the client's side of the connection.)
+func setServiceRoutes(ipc *networkservice.IPContext, prefixes []netip.Prefix, gwNets []netip.Prefix) {
 	gw := map[bool]netip.Addr{} // is4 → current gateway
-	for _, s := range oldExtra {
-		if pfx, ok := parsePrefixOrAddr(s); ok {
-			gwNets = append(gwNets, pfx.Masked())
-		}
-	}
 	for _, s := range ipc.GetExtraPrefixes() {
 		if pfx, ok := parsePrefixOrAddr(s); ok {
-			gwNets = append(gwNets, pfx.Masked())
 			if _, seen := gw[pfx.Addr().Is4()]; !seen {
 				gw[pfx.Addr().Is4()] = pfx.Addr()
 			}
