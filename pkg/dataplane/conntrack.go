@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/conntrack"
@@ -12,8 +14,9 @@ import (
 
 // conntrackConn is a lazily dialled conntrack connection in the namespace.
 type conntrackConn struct {
-	mu   sync.Mutex
-	conn *conntrack.Conn
+	mu      sync.Mutex
+	conn    *conntrack.Conn
+	failing atomic.Bool // the last flush of removed VIPs and nexthops failed
 }
 
 func (c *conntrackConn) close() {
@@ -34,7 +37,7 @@ func (dp *Dataplane) FlushConntrack(addr netip.Addr) error {
 		return fmt.Errorf("flush conntrack: invalid address")
 	}
 	addr = addr.Unmap().WithZone("")
-	_, err := dp.flushConntrack([]netip.Prefix{netip.PrefixFrom(addr, addr.BitLen())})
+	_, err := dp.flushConntrack([]netip.Prefix{netip.PrefixFrom(addr, addr.BitLen())}, nil)
 	return err
 }
 
@@ -45,7 +48,7 @@ func (dp *Dataplane) FlushConntrackPrefix(p netip.Prefix) error {
 		return fmt.Errorf("flush conntrack: invalid prefix")
 	}
 	p = netip.PrefixFrom(p.Addr().Unmap().WithZone(""), p.Bits()).Masked()
-	_, err := dp.flushConntrack([]netip.Prefix{p})
+	_, err := dp.flushConntrack([]netip.Prefix{p}, nil)
 	return err
 }
 
@@ -80,30 +83,73 @@ func (q *flushQueue) take(want *desired) []netip.Prefix {
 	}
 	var out []netip.Prefix
 	for p := range q.due {
-		if _, back := slices.BinarySearchFunc(want.vips, p, comparePrefix); back {
-			continue
+		if !want.wants(p) {
+			out = append(out, p)
 		}
-		if p.IsSingleIP() && slices.Contains(want.nexthops[familyOf(p.Addr())], p.Addr()) {
-			continue
-		}
-		out = append(out, p)
 	}
 	q.due = nil
 	slices.SortFunc(out, comparePrefix)
 	return out
 }
 
+// Bounds of the pause between retries of a conntrack flush that failed.
+const (
+	minFlushRetry = 100 * time.Millisecond
+	maxFlushRetry = 5 * time.Second
+)
+
 // flushConntrackLogged flushes ps (the end of an Apply or a repair), with
 // dp.mu not held: a dump of a large table takes a while, and a failover must
-// not wait for it.
-func (dp *Dataplane) flushConntrackLogged(ps []netip.Prefix) {
+// not wait for it. Entries of a prefix that an Apply wanted again while the
+// flush ran are kept. A flush that fails is queued again for the
+// reconciler, which retries it (see reconcileLoop); it reports false then.
+func (dp *Dataplane) flushConntrackLogged(ps []netip.Prefix) bool {
 	if len(ps) == 0 {
-		return
+		return true
 	}
-	if n, err := dp.flushConntrack(ps); err != nil {
-		dp.log.Warn("conntrack flush of removed VIPs and nexthops failed", "prefixes", ps, "error", err)
-	} else {
+	n, err := dp.flushConntrack(ps, dp.wantedAgain(ps))
+	if err == nil {
 		dp.log.Debug("flushed conntrack entries of removed VIPs and nexthops", "prefixes", len(ps), "entries", n)
+		if dp.ct.failing.Swap(false) {
+			dp.log.Info("conntrack flush of removed VIPs and nexthops works again", "prefixes", ps, "entries", n)
+		}
+		return true
+	}
+	dp.mu.Lock()
+	closed := dp.closed
+	if !closed {
+		dp.flush.add(false, ps...)
+	}
+	dp.mu.Unlock()
+	if closed {
+		return true
+	}
+	if !dp.ct.failing.Swap(true) {
+		dp.log.Warn("conntrack flush of removed VIPs and nexthops failed, retrying", "prefixes", ps, "error", err)
+	} else {
+		dp.log.Debug("conntrack flush retry failed", "prefixes", ps, "error", err)
+	}
+	return false
+}
+
+// wantedAgain returns the filter that keeps the entries of a flush of ps
+// whose address is inside one of ps that the applied state wants again
+// (read when the dump is done, right before the deletes).
+func (dp *Dataplane) wantedAgain(ps []netip.Prefix) func(*conntrack.Flow) bool {
+	return func(f *conntrack.Flow) bool {
+		want := dp.wanted.Load()
+		if want == nil {
+			return false
+		}
+		for _, a := range []netip.Addr{f.TupleOrig.IP.SourceAddress, f.TupleOrig.IP.DestinationAddress,
+			f.TupleReply.IP.SourceAddress, f.TupleReply.IP.DestinationAddress} {
+			for _, p := range ps {
+				if p.Contains(a.Unmap()) && want.wants(p) {
+					return true
+				}
+			}
+		}
+		return false
 	}
 }
 
@@ -141,9 +187,9 @@ func (m *prefixMatcher) match(a netip.Addr) bool {
 }
 
 // flushConntrack dumps the table once (streamed, see ctdump.go), filters
-// it in process against all of ps and deletes the matching entries; it
-// returns how many it deleted.
-func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
+// it in process against all of ps, drops the entries keep wants kept (nil:
+// none), and deletes the others; it returns how many it deleted.
+func (dp *Dataplane) flushConntrack(ps []netip.Prefix, keep func(*conntrack.Flow) bool) (int, error) {
 	dp.mu.Lock()
 	closed := dp.closed
 	dp.mu.Unlock()
@@ -161,7 +207,14 @@ func (dp *Dataplane) flushConntrack(ps []netip.Prefix) (int, error) {
 		c.conn = conn
 	}
 	m := newPrefixMatcher(ps)
-	n, err := FlushMatching(dp.ns, c.conn, m.match, nil)
+	flows, err := dumpMatching(dp.ns, entryFilter{addr: m.match})
+	if err != nil {
+		return 0, err
+	}
+	if keep != nil {
+		flows = slices.DeleteFunc(flows, func(f conntrack.Flow) bool { return keep(&f) })
+	}
+	n, err := deleteFlows(c.conn, flows)
 	dp.ctr.ctDeleted.Add(uint64(n))
 	if err != nil {
 		// A delete failed: the socket may be broken; dial again next time.

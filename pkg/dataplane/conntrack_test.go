@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	mdnetlink "github.com/mdlayher/netlink"
 	"github.com/stretchr/testify/require"
@@ -93,4 +94,49 @@ func ctDial(t testing.TB, ns *testutil.NetNS) *conntrack.Conn {
 // tool costs a process per entry; benchmarks create tens of thousands).
 func ctCreateUDP(c *conntrack.Conn, src, dst netip.Addr, sport, dport uint16) error {
 	return c.Create(conntrack.NewFlow(unix.IPPROTO_UDP, 0, src, dst, sport, dport, 300, 0))
+}
+
+// A flush that fails is not lost: the reconciler runs it again, without
+// waiting for another Apply.
+func TestConntrackFlushRetried(t *testing.T) {
+	ns := testutil.NewNetNS(t, "ct")
+	dp := newDP(t, ns, Options{})
+	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, VIPs: []netip.Prefix{mp("203.0.113.10/32")}}
+	require.NoError(t, dp.Apply(s))
+	ctInsert(t, ns, "203.0.113.10", "198.51.100.1", "1000", "53")
+
+	// A broken conntrack socket: the next flush's deletes fail.
+	broken := ctDial(t, ns)
+	require.NoError(t, broken.Close())
+	dp.ct.mu.Lock()
+	dp.ct.conn = broken
+	dp.ct.mu.Unlock()
+
+	s.VIPs = nil
+	require.NoError(t, dp.Apply(s))
+	require.Eventually(t, func() bool { return !strings.Contains(ctList(t, ns), "203.0.113.10") },
+		10*time.Second, 20*time.Millisecond, "the failed flush is retried")
+	require.Equal(t, uint64(1), dp.Stats().ConntrackDeleted)
+	require.False(t, dp.ct.failing.Load())
+}
+
+// A flush keeps the entries of a prefix that the applied state wants
+// again by the time its dump is done (a VIP added back while the flush of
+// its removal ran).
+func TestConntrackFlushKeepsWantedAgain(t *testing.T) {
+	ns := testutil.NewNetNS(t, "ct")
+	dp := newDP(t, ns, Options{})
+	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Nexthops: []netip.Addr{ma("192.0.2.11")},
+		VIPs: []netip.Prefix{mp("203.0.113.10/32")}}
+	require.NoError(t, dp.Apply(s))
+	ctInsert(t, ns, "203.0.113.10", "198.51.100.1", "1000", "53")
+	ctInsert(t, ns, "192.0.2.21", "192.0.2.11", "1001", "53")
+	ctInsert(t, ns, "203.0.113.12", "198.51.100.1", "1002", "53")
+
+	due := []netip.Prefix{mp("192.0.2.11/32"), mp("203.0.113.10/32"), mp("203.0.113.12/32")}
+	require.True(t, dp.flushConntrackLogged(due))
+	out := ctList(t, ns)
+	require.Contains(t, out, "src=203.0.113.10", "a wanted VIP keeps its entries")
+	require.Contains(t, out, "dst=192.0.2.11 ", "a wanted nexthop keeps its entries")
+	require.NotContains(t, out, "203.0.113.12", "the others go")
 }

@@ -157,7 +157,7 @@ func (dp *Dataplane) startLocked() error {
 			leftovers++
 		}
 	}
-	dp.want = dp.m.adopted(dp.opts.AdoptLeftovers)
+	dp.setWantLocked(dp.m.adopted(dp.opts.AdoptLeftovers))
 	if dp.opts.AdoptLeftovers && dp.opts.HoldLeftovers {
 		dp.held = dp.want
 		if err := dp.readHeldLinksLocked(); err != nil {

@@ -183,6 +183,7 @@ type Dataplane struct {
 	held       *desired // the leftovers held (HoldLeftovers) until ReleaseLeftovers
 	heldAddrs  heldLinks
 	flush      flushQueue
+	wanted     atomic.Pointer[desired] // dp.want, for the conntrack flush's last look
 	bridgeMAC  net.HardwareAddr
 	sysctlErrs []error // sysctls New could not set
 	started    bool    // New has returned
@@ -358,20 +359,28 @@ func (dp *Dataplane) ReleaseLeftovers() error {
 	return errors.Join(append(errs, dp.applyLocked(want.withHeld(dp.held)))...)
 }
 
+// setWantLocked makes want the applied state. dp.mu must be held.
+func (dp *Dataplane) setWantLocked(want *desired) {
+	dp.want = want
+	dp.wanted.Store(want)
+}
+
 // applyLocked converges to want and then, with dp.mu released, flushes
 // the conntrack entries of what it removed. dp.mu must be held; it is
 // released.
 func (dp *Dataplane) applyLocked(want *desired) error {
 	prev := dp.want
 	moved := movedNexthops(prev, want)
-	dp.want = want
+	dp.setWantLocked(want)
 	failed, err := dp.convergeLocked(want, 0)
 	dp.markStale(failed)
 	dp.forgetNeighborsLocked(moved)
 	due := dp.flush.take(want)
 	dp.mu.Unlock()
 	dp.ctr.applies.Add(1)
-	dp.flushConntrackLogged(due)
+	if !dp.flushConntrackLogged(due) {
+		dp.wake() // the reconciler retries it
+	}
 	return err
 }
 

@@ -56,6 +56,15 @@ type desired struct {
 	tiedPorts    map[int]struct{} // the ports of nexthopPorts
 }
 
+// wants reports whether w has p as a VIP or, for a host prefix, as a
+// nexthop.
+func (w *desired) wants(p netip.Prefix) bool {
+	if _, ok := slices.BinarySearchFunc(w.vips, p, comparePrefix); ok {
+		return true
+	}
+	return p.IsSingleIP() && slices.Contains(w.nexthops[familyOf(p.Addr())], p.Addr())
+}
+
 // emptyState is the Teardown state: nothing, not even the bridge.
 func emptyState() *desired { return &desired{noBridge: true} }
 

@@ -193,8 +193,8 @@ func (dp *Dataplane) reconcileLoop(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
-	interval := minRepairInterval
-	var nextRead time.Time
+	interval, flushRetry := minRepairInterval, time.Duration(0)
+	var nextRead, nextFlush time.Time
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -208,8 +208,13 @@ func (dp *Dataplane) reconcileLoop(ctx context.Context) {
 		case <-timer.C:
 		}
 		now := time.Now()
-		r := dp.reconcile(!now.Before(nextRead))
-		dp.flushConntrackLogged(r.flush)
+		r := dp.reconcile(!now.Before(nextRead), !now.Before(nextFlush))
+		if dp.flushConntrackLogged(r.flush) {
+			flushRetry = 0
+		} else {
+			flushRetry = min(max(2*flushRetry, minFlushRetry), maxFlushRetry)
+			nextFlush = now.Add(flushRetry)
+		}
 		if r.bridgeChanged {
 			interval = minRepairInterval // what failed may work now
 		}
@@ -223,6 +228,9 @@ func (dp *Dataplane) reconcileLoop(ctx context.Context) {
 		}
 		if r.deferred || r.failed {
 			timer.Reset(max(time.Until(nextRead), time.Millisecond))
+		}
+		if flushRetry > 0 && (!(r.deferred || r.failed) || nextFlush.Before(nextRead)) {
+			timer.Reset(max(time.Until(nextFlush), time.Millisecond))
 		}
 	}
 }
@@ -239,7 +247,9 @@ func (dp *Dataplane) Resync() error {
 	err := dp.repairLocked(kAll, true)
 	due := dp.flush.take(dp.want)
 	dp.mu.Unlock()
-	dp.flushConntrackLogged(due)
+	if !dp.flushConntrackLogged(due) {
+		dp.wake() // the reconciler retries it
+	}
 	return err
 }
 
@@ -275,7 +285,9 @@ type reconcileResult struct {
 // disagrees is read back alone; other disagreements mark their kind to be
 // read back. Then, if anything changed, it converges to the applied state,
 // reading back the stale kinds when allowRead (else they wait, deferred).
-func (dp *Dataplane) reconcile(allowRead bool) reconcileResult {
+// It hands on the queued conntrack flush when allowFlush (a failed one
+// waits for its retry).
+func (dp *Dataplane) reconcile(allowRead, allowFlush bool) (res reconcileResult) {
 	p := &dp.pen
 	p.mu.Lock()
 	stale := p.stale
@@ -288,10 +300,14 @@ func (dp *Dataplane) reconcile(allowRead bool) reconcileResult {
 
 	dp.mu.Lock()
 	defer dp.mu.Unlock()
-	var res reconcileResult
 	if dp.closed {
 		return res
 	}
+	defer func() {
+		if allowFlush {
+			res.flush = dp.flush.take(dp.want)
+		}
+	}()
 	touched, diverged := dp.linkEventsLocked(gone, back, chg, &stale, &res)
 	for _, u := range addrs {
 		if u.LinkIndex == dp.m.bridgeIndex {
@@ -328,7 +344,6 @@ func (dp *Dataplane) reconcile(allowRead bool) reconcileResult {
 		res.failed = true
 		dp.log.Warn("reconcile (will retry)", "error", err)
 	}
-	res.flush = dp.flush.take(dp.want)
 	return res
 }
 
