@@ -39,19 +39,13 @@ func (p *Proxy) removeLeftoverLink(ctx context.Context, id string, log *slog.Log
 	if p.cfg.Links == nil {
 		return true
 	}
-	p.mu.Lock()
-	var index int
-	var name string
-	if st := p.conns[id]; st != nil && st.link == 0 {
-		index, name = st.lastLink, st.lastName
-	}
-	p.mu.Unlock()
-	if index == 0 {
-		return true
-	}
 	for {
-		removed, err := p.cfg.Links.RemoveLink(index, name)
-		if err == nil {
+		index, name, removed, err := p.tryRemoveLeftoverLink(ctx, id)
+		switch {
+		case ctx.Err() != nil:
+			log.Info("address release stopped", "reason", ctx.Err())
+			return false
+		case err == nil:
 			if removed {
 				log.Info("leftover link of a closed connection removed", "index", index, "name", name)
 			}
@@ -63,6 +57,23 @@ func (p *Proxy) removeLeftoverLink(ctx context.Context, id string, log *slog.Log
 			return false
 		}
 	}
+}
+
+// tryRemoveLeftoverLink deletes the link id last had if id has no link now
+// and its release still runs. It holds p.mu throughout: a re-request
+// cancels the release (cancelRelease) and a link announced again is
+// recorded (InterfaceCreated) under p.mu, so neither can come between the
+// check and the delete.
+func (p *Proxy) tryRemoveLeftoverLink(ctx context.Context, id string) (index int, name string, removed bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.conns[id]
+	if ctx.Err() != nil || st == nil || st.link != 0 || st.lastLink == 0 {
+		return 0, "", false, nil
+	}
+	index, name = st.lastLink, st.lastName
+	removed, err = p.cfg.Links.RemoveLink(index, name)
+	return index, name, removed, err
 }
 
 // runRelease waits for the delay (cut short by Close), then releases the

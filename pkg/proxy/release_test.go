@@ -448,3 +448,26 @@ func TestHealedConnectionRemovesReplacedLink(t *testing.T) {
 	require.Equal(t, []string{"7/lb-1", "9/lb0b"}, calls)
 	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 10 11]" })
 }
+
+// A release that a re-request cancelled removes no link, even when the
+// cancel comes after the release took the connection's lock (the
+// re-request waits for it): the connection may be coming back on that
+// very link.
+func TestCancelledReleaseRemovesNoLink(t *testing.T) {
+	links := &leftoverLinks{}
+	e := newTestEnv(t, func(c *Config) { c.Links = links })
+	links.ipam = e.ipam
+	conn := lbConn("lb-1")
+	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
+	e.p.InterfaceCreated(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnID: "lb-1"})
+	e.p.InterfaceDeleted(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnID: "lb-1"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.False(t, e.p.removeLeftoverLink(ctx, "lb-1", testLogger()))
+	calls, _ := links.seen()
+	require.Empty(t, calls)
+	require.True(t, e.p.removeLeftoverLink(context.Background(), "lb-1", testLogger()))
+	calls, _ = links.seen()
+	require.Equal(t, []string{"7/lb0"}, calls)
+}
