@@ -73,9 +73,14 @@ type lease struct {
 	flushed atomic.Int64
 }
 
+// renew moves the lease time forward to now, never back: concurrent
+// renewals (requests for one child, a node's GC extension) keep the newest.
 func (l *lease) renew(now int64) {
-	if l.updated.Load() < now {
-		l.updated.Store(now)
+	for {
+		cur := l.updated.Load()
+		if cur >= now || l.updated.CompareAndSwap(cur, now) {
+			return
+		}
 	}
 }
 
