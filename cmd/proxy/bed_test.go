@@ -197,21 +197,26 @@ func (b *bed) startLB(name string) *lb {
 // bridgeAddrs asks the IPAM for the proxy's bridge addresses (Allocate is
 // idempotent), one per family served.
 func (b *bed) bridgeAddrs(families ...ipamv1.IPFamily) []netip.Prefix {
-	t := b.t
-	t.Helper()
-	c := ipamv1.NewIpamClient(b.ipamCC)
 	var out []netip.Prefix
 	for _, f := range families {
-		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-		p, err := c.Allocate(ctx, &ipamv1.Child{Name: "bridge", Subnet: &ipamv1.Subnet{
-			Conduit: &nspv1.Conduit{Name: conduit, Trench: &nspv1.Trench{Name: trench}},
-			Node:    node, IpFamily: f,
-		}})
-		cancel()
-		require.NoError(t, err)
-		out = append(out, netip.MustParsePrefix(fmt.Sprintf("%s/%d", p.GetAddress(), p.GetPrefixLength())))
+		out = append(out, b.allocate("bridge", f))
 	}
 	return out
+}
+
+// allocate allocates (or reads: Allocate is idempotent) the child name of
+// the proxy's node subnet of family f.
+func (b *bed) allocate(name string, f ipamv1.IPFamily) netip.Prefix {
+	t := b.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	p, err := ipamv1.NewIpamClient(b.ipamCC).Allocate(ctx, &ipamv1.Child{Name: name, Subnet: &ipamv1.Subnet{
+		Conduit: &nspv1.Conduit{Name: conduit, Trench: &nspv1.Trench{Name: trench}},
+		Node:    node, IpFamily: f,
+	}})
+	require.NoError(t, err)
+	return netip.MustParsePrefix(fmt.Sprintf("%s/%d", p.GetAddress(), p.GetPrefixLength()))
 }
 
 // debugState runs `proxy -debug` against the running proxy and decodes

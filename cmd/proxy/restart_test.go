@@ -17,8 +17,10 @@ import (
 // TestProxyKernelRestart stops the proxy binary with SIGTERM while a target
 // and an LB are connected, and starts it again in the same namespace (a
 // container restart): the new proxy adopts the bridge (same link, same MAC)
-// and its address, the LB connection comes back, and the target heals onto
-// the new proxy with the same address and reaches the bridge again.
+// and its address, the LB connection comes back with the same addresses
+// (the stop kept their leases, even with another allocation in between),
+// and the target heals onto the new proxy with the same address and
+// reaches the bridge again.
 func TestProxyKernelRestart(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
@@ -59,8 +61,13 @@ func TestProxyKernelRestart(t *testing.T) {
 	before := globalPrefixes(t, targetNS, "nsm0")
 	require.Len(t, before, 1)
 	bridgeLink := bridgeOf(t, b.proxyNS)
+	lbBefore := globalPrefixes(t, b.lbs[0].ns, vethsIn(t, b.lbs[0].ns)[0].Attrs().Name)
 
 	require.Equal(t, 0, b.proxy.stop(t, syscall.SIGTERM), "exit code on SIGTERM")
+	// Another allocation in the node's subnet while the proxy is away: it
+	// would take the LB's addresses if the stop had released them.
+	squatter := b.allocate("squatter", ipamv1.IPFamily_IPV4)
+	require.NotContains(t, lbBefore, squatter, "the stopped proxy's LB addresses stay leased")
 	// As Meridio's, the stopped proxy leaves the bridge, its address and the
 	// VIP rules in place for its successor; its LB connections are closed.
 	require.Contains(t, globalPrefixes(t, b.proxyNS, bridge), bridgeAddr)
@@ -73,6 +80,8 @@ func TestProxyKernelRestart(t *testing.T) {
 	require.Equal(t, bridgeLink.Attrs().Index, adopted.Attrs().Index, "the restarted proxy must adopt the bridge")
 	require.Equal(t, bridgeLink.Attrs().HardwareAddr, adopted.Attrs().HardwareAddr, "the bridge keeps its MAC")
 	require.Eventually(t, lbJoined, converge, poll, "LB connection after the restart")
+	require.Equal(t, lbBefore, globalPrefixes(t, b.lbs[0].ns, vethsIn(t, b.lbs[0].ns)[0].Attrs().Name),
+		"the LB keeps its address across the restart")
 	if !assert.Eventually(t, func() bool { return targetJoined() && reachesBridge() }, converge, poll,
 		"the target must heal onto the restarted proxy") {
 		dump(t, targetNS)

@@ -409,6 +409,13 @@ func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connectio
 			"type", t.String(), "closed", conn.GetId(), "current", st.owner)
 		return nil
 	}
+	if p.retaining {
+		if st != nil {
+			st.owner = ""
+		}
+		p.log.Info("addresses kept for the proxy's successor: the proxy is stopping", "id", id, "type", t.String())
+		return nil
+	}
 	if st == nil {
 		// Unknown id (e.g. a close after a proxy restart): release by name.
 		st = &connState{id: id, typ: t, allocs: map[childKey]netip.Prefix{}}

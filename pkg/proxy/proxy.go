@@ -48,6 +48,8 @@ type Proxy struct {
 	// (the IPAM did not answer); owedKick wakes the owed loop.
 	owed     map[string]struct{}
 	owedKick chan struct{}
+	// retaining: Retain was called, closes keep their addresses.
+	retaining bool
 
 	// Background goroutines (syncer, renewer) stop when bgCancel is called.
 	bgCancel context.CancelFunc

@@ -31,6 +31,24 @@ func (p *Proxy) scheduleReleaseLocked(st *connState, children []childKey, full b
 	return true
 }
 
+// Retain makes the connections that close from now on keep their
+// addresses: no release is scheduled, their leases stay with the IPAM
+// (whose garbage collection frees them if nothing renews them), and a
+// proxy that opens the same connections again, this one restarted, gets
+// the same addresses. The daemon calls it when it stops, before it closes
+// its LB connections, so that a graceful restart cannot move an LB side's
+// address to another LB. Releases already pending are not affected (Close
+// forces them).
+func (p *Proxy) Retain() {
+	p.mu.Lock()
+	already := p.retaining
+	p.retaining = true
+	p.mu.Unlock()
+	if !already {
+		p.log.Info("the addresses of connections closed from now on are kept")
+	}
+}
+
 // removeLeftoverLink deletes the kernel link that the closed connection id
 // last had, if it is still there (see Config.Links), retrying a failure:
 // its addresses are released only once no link of theirs is left. It

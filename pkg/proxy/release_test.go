@@ -471,3 +471,24 @@ func TestCancelledReleaseRemovesNoLink(t *testing.T) {
 	calls, _ = links.seen()
 	require.Equal(t, []string{"7/lb0"}, calls)
 }
+
+// After Retain (the proxy stopping), a closed connection keeps its
+// addresses: nothing is released, not even by Close, while a release
+// pending from before is still forced.
+func TestRetainKeepsAddressesOfLaterCloses(t *testing.T) {
+	e := newTestEnv(t)
+	early, late := lbConn("lb-early"), lbConn("lb-late")
+	require.NoError(t, e.p.SetIPContext(context.Background(), early, LBConn))
+	require.NoError(t, e.p.SetIPContext(context.Background(), late, LBConn))
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), early, LBConn))
+	require.Equal(t, 1, e.p.Stats().PendingReleases)
+
+	e.p.Retain()
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), late, LBConn))
+	require.Equal(t, 1, e.p.Stats().PendingReleases, "no release for the close after Retain")
+	require.NoError(t, e.p.Close(context.Background()))
+	for _, c := range e.ipam.callLog() {
+		require.NotContains(t, c, "Release IPV4/lb-late", "the late connection's addresses stay leased")
+	}
+	require.Contains(t, e.ipam.callLog(), "Release IPV4/lb-early-src", "the earlier release is forced")
+}

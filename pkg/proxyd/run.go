@@ -139,8 +139,10 @@ func (d *Daemon) LBConnections() map[string]*networkservice.Connection { return 
 // Stop stops the components in the reverse order of their start, each one
 // stopped and waited for before the next: the VIPs and observability go,
 // the endpoint is unregistered, the LB connections are closed (their
-// interfaces and nexthops go), the NSM chains end, pending address releases
-// are forced, and then the IPAM and NSP connections, the dataplane and the
+// interfaces and nexthops go; their addresses stay leased, see
+// proxy.Retain, so that a restarted proxy gets the same ones), the NSM
+// chains end, address releases pending from before the stop are forced,
+// and then the IPAM and NSP connections, the dataplane and the
 // health server are closed. The kernel keeps the bridge, its addresses and
 // the VIP rules (as Meridio) so that a restarted proxy takes over without a
 // gap. Stop is idempotent.
@@ -151,5 +153,8 @@ func (d *Daemon) Stop() error {
 
 func (d *Daemon) stop() error {
 	d.stopping.Store(true)
+	if d.proxy != nil {
+		d.proxy.Retain()
+	}
 	return d.stopAll()
 }
