@@ -190,6 +190,8 @@ func (c *checker) port(w string, p *Port, ip netip.Addr, okIP bool) (servicelb.P
 			c.bad(ew, "%q is not address:port (IPv6 as [addr]:port)", e)
 		case !servicelb.ValidEndpoint(a):
 			c.bad(ew, "%q has an unspecified address or port 0", e)
+		case a.Addr().Zone() != "" || a.Addr().IsLinkLocalUnicast():
+			c.bad(ew, "%q is link-local or has a zone: an endpoint is a routable address (link-local ones are reached on one interface only)", e)
 		case okIP && a.Addr().Unmap().Is4() != ip.Is4():
 			c.bad(ew, "%q is not of the service IP's family (%s)", e, ip)
 		}

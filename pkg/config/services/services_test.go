@@ -72,6 +72,8 @@ func TestRejected(t *testing.T) {
 		{"no endpoints", "services:\n  - {name: a, ip: 10.0.0.1, ports: [{port: 1, protocol: tcp}]}\n", "neither endpoints nor targetPort"},
 		{"unnamed ports", "services:\n  - {name: a, ip: 10.0.0.1, ports: [{port: 1, protocol: tcp, targetPort: 1}, {port: 2, protocol: tcp, targetPort: 1}]}\n", "a service with several ports names each"},
 		{"endpoint", "services:\n  - {name: a, ip: 10.0.0.1, ports: [{port: 1, protocol: tcp, endpoints: [10.0.0.2]}]}\n", `endpoints[0]: "10.0.0.2" is not address:port`},
+		{"endpoint zone", "services:\n  - {name: a, ip: fd96::1, ports: [{port: 1, protocol: tcp, endpoints: ['[fe80::1%eth0]:80']}]}\n", `"[fe80::1%eth0]:80" is link-local or has a zone`},
+		{"endpoint link-local", "services:\n  - {name: a, ip: 10.0.0.1, ports: [{port: 1, protocol: tcp, endpoints: ['169.254.0.2:80']}]}\n", "is link-local or has a zone"},
 		{"endpoint family", "services:\n  - {name: a, ip: 10.0.0.1, ports: [{port: 1, protocol: tcp, endpoints: ['[fd00::1]:80']}]}\n", "is not of the service IP's family"},
 		{"same listener", "services:\n  - {name: a, ip: 10.0.0.1, ports: [{port: 1, protocol: tcp, targetPort: 1}]}\n" +
 			"  - {name: b, ip: 10.0.0.1, ports: [{port: 1, protocol: TCP, targetPort: 2}]}\n", "TCP 10.0.0.1:1 is already served by services[0]"},
