@@ -8,6 +8,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 )
 
@@ -17,13 +18,14 @@ const usage = `usage: lab <command> [flags]
 
 commands:
   run      bring a lab up, check it, keep it up until Ctrl-C (--once: check and tear down)
-  status   show a lab run (latest, or --id)
-  check    run the checks against a running lab (latest, or --id)
-  down     tear a lab run down (latest, --id, or --all), also after a crash
+  status   show a lab run (latest, or --id): each component running (pid) or how it ended;
+           exit status 1 when one the run expects (all but those stopped) does not run
+  check    run the checks against a running lab (latest, or --id); --wait: until they pass
+  down     tear a lab run down (latest, --id, or --all), also after a crash; its logs stay
   stop     stop a component as Kubernetes ends a pod (SIGTERM, SIGKILL after --grace):
            nsm, nsp, ipam, proxy, an LB or a target
-  start    start a stopped component again
-  restart  stop, then start a component
+  start    start a stopped component again, then wait for the checks (--no-wait: don't)
+  restart  stop, then start a component, then wait for the checks (--no-wait: don't)
   debug    print the running proxy's model and kernel state (proxy -debug)
   list     list the recorded runs
   version  print the version
@@ -41,27 +43,39 @@ var commands = map[string]func(args []string) int{
 	"start":   func(args []string) int { return componentCmd("start", args) },
 	"restart": func(args []string) int { return componentCmd("restart", args) },
 	"debug":   debugCmd,
+	"version": versionCmd,
 	"lb":      lbCmd,
 	"target":  targetCmd,
 	"nsm":     nsmCmd,
 }
 
+func versionCmd(args []string) int {
+	if _, code, ok := newCmdLine("lab version").parse(args); !ok {
+		return code
+	}
+	fmt.Fprintln(stdout, version)
+	return 0
+}
+
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(stderr, usage)
 		os.Exit(2)
 	}
 	cmd, args := os.Args[1], os.Args[2:]
+	// What the lab logs (e.g. a process `lab down` found unrecorded):
+	// warnings and errors; the stubs install their own JSON logger.
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if run, ok := commands[cmd]; ok {
 		os.Exit(run(args))
 	}
 	switch cmd {
-	case "version", "-version", "--version":
-		fmt.Println(version)
+	case "-version", "--version":
+		fmt.Fprintln(stdout, version)
 	case "help", "-h", "--help":
-		fmt.Print(usage)
+		fmt.Fprint(stdout, usage)
 	default:
-		fmt.Fprintf(os.Stderr, "lab: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "lab: unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
 	}
 }

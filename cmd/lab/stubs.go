@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,7 +86,7 @@ func parseURL(s string) (*url.URL, error) {
 
 // lbCmd is one LB stub (`lab lb`, started by the lab in the LB's namespace).
 func lbCmd(args []string) int {
-	fs := flag.NewFlagSet("lab lb", flag.ExitOnError)
+	fs := newCmdLine("lab lb")
 	var cfg lbstub.Config
 	var vips, routes listFlag
 	nsmgr := fs.String("nsmgr", "", "NSMgr URL")
@@ -97,10 +96,12 @@ func lbCmd(args []string) int {
 	fs.StringVar(&cfg.TargetsDir, "targets-dir", "", "publication directory of the targets")
 	fs.Var(&vips, "vip", "VIP address (repeatable)")
 	fs.Var(&routes, "route", "static route dst=via (repeatable)")
-	_ = fs.Parse(args)
+	if _, code, ok := fs.parse(args); !ok {
+		return code
+	}
 	var err error
 	if cfg.NSMgrURL, cfg.VIPs, err = parseStubFlags(*nsmgr, vips); err != nil {
-		fmt.Fprintln(os.Stderr, "lab lb:", err)
+		fmt.Fprintln(stderr, "lab lb:", err)
 		return 2
 	}
 	for _, r := range routes {
@@ -108,7 +109,7 @@ func lbCmd(args []string) int {
 		p, perr := netip.ParsePrefix(dst)
 		a, aerr := netip.ParseAddr(via)
 		if !ok || perr != nil || aerr != nil {
-			fmt.Fprintf(os.Stderr, "lab lb: invalid route %q (want dst=via)\n", r)
+			fmt.Fprintf(stderr, "lab lb: invalid route %q (want dst=via)\n", r)
 			return 2
 		}
 		cfg.Routes = append(cfg.Routes, lbstub.Route{Dst: p, Via: a})
@@ -119,7 +120,7 @@ func lbCmd(args []string) int {
 // targetCmd is one target stub (`lab target`, started by the lab in the
 // target's namespace).
 func targetCmd(args []string) int {
-	fs := flag.NewFlagSet("lab target", flag.ExitOnError)
+	fs := newCmdLine("lab target")
 	var cfg targetstub.Config
 	var vips, labels listFlag
 	nsmgr := fs.String("nsmgr", "", "NSMgr URL")
@@ -131,16 +132,18 @@ func targetCmd(args []string) int {
 	fs.DurationVar(&cfg.TokenLifetime, "token-lifetime", nsmcp.DefaultTokenLifetime, "lifetime of the target's NSM tokens (it refreshes at a third of it)")
 	fs.Var(&vips, "vip", "VIP address (repeatable)")
 	fs.Var(&labels, "label", "request label key=value (repeatable)")
-	_ = fs.Parse(args)
+	if _, code, ok := fs.parse(args); !ok {
+		return code
+	}
 	var err error
 	if cfg.NSMgrURL, cfg.VIPs, err = parseStubFlags(*nsmgr, vips); err != nil {
-		fmt.Fprintln(os.Stderr, "lab target:", err)
+		fmt.Fprintln(stderr, "lab target:", err)
 		return 2
 	}
 	for _, kv := range labels {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			fmt.Fprintf(os.Stderr, "lab target: invalid label %q\n", kv)
+			fmt.Fprintf(stderr, "lab target: invalid label %q\n", kv)
 			return 2
 		}
 		if cfg.Labels == nil {
@@ -155,13 +158,15 @@ func targetCmd(args []string) int {
 // the host namespace): NSMgr, registry and veth forwarder on unix sockets
 // in the run directory, until SIGTERM.
 func nsmCmd(args []string) int {
-	fs := flag.NewFlagSet("lab nsm", flag.ExitOnError)
+	fs := newCmdLine("lab nsm")
 	var cfg nsmcp.Config
 	fs.StringVar(&cfg.Dir, "dir", "", "directory of the unix sockets (the run directory)")
 	fs.StringVar(&cfg.Name, "name", "lab", "prefix of the NSMgr's and the forwarder's names")
 	fs.DurationVar(&cfg.NSEExpiration, "nse-expiration", time.Minute, "NSE registration expiration")
 	fs.DurationVar(&cfg.TokenLifetime, "token-lifetime", nsmcp.DefaultTokenLifetime, "lifetime of the NSMgr's and the forwarder's tokens")
-	_ = fs.Parse(args)
+	if _, code, ok := fs.parse(args); !ok {
+		return code
+	}
 	ctx, stop := stubContext("nsm")
 	defer stop()
 	cp, err := nsmcp.Start(ctx, cfg)

@@ -17,7 +17,8 @@
 //     lbstub.Run with Service <conduit>.<trench>.<ns>, the VIPs,
 //     TargetsDir=<dir>/targets and a Route to the external host's address;
 //     run.StartProcess(run.NetNSName("lb-a"), "lb-a", argv, env) starts it
-//     with its log in <dir>/logs and records it so `down` can kill it.
+//     with its log in <base>/logs/<id> (kept after the teardown) and
+//     records it so `down` can kill it.
 //  4. ipam, nsp and the proxy as processes (the proxy inside its namespace).
 //  5. Targets: targetstub.Run (own process in its namespace) or
 //     targetstub.Start in-process with NetNSPath, Service

@@ -125,7 +125,7 @@ func startLab(t *testing.T, mod func(*labrun.Options), green bool) *labrun.Lab {
 		}
 		if t.Failed() {
 			var st bytes.Buffer
-			_ = l.Status(&st)
+			_, _ = l.Status(&st)
 			t.Log("lab status at failure:\n" + st.String())
 			for _, lb := range l.LBs() {
 				for _, cmd := range [][]string{{"ip", "route"}, {"ip", "-6", "route"}, {"sysctl", "net.ipv4.fib_multipath_hash_policy", "net.ipv6.fib_multipath_hash_policy"}} {

@@ -23,26 +23,6 @@ const flowsPerCheck = 32
 // proxy, which spreads them over the LBs).
 const minRepliesPerLB = 8
 
-// expected are the LBs and targets that should be up: those whose process
-// runs (owner) or those recorded (opened from another process).
-func (l *Lab) expected() (lbs, targets []string) {
-	st := l.state()
-	if !l.owner {
-		return st.LBs, st.Targets
-	}
-	for _, n := range st.LBs {
-		if l.Running(n) {
-			lbs = append(lbs, n)
-		}
-	}
-	for _, n := range st.Targets {
-		if l.Running(n) {
-			targets = append(targets, n)
-		}
-	}
-	return lbs, targets
-}
-
 // hostVIPs are the VIPs that are single addresses (the targets answer on
 // those).
 func (l *Lab) hostVIPs() []netip.Addr {
@@ -62,7 +42,8 @@ func (l *Lab) extAddr(family netip.Addr) netip.Addr {
 	return extV6
 }
 
-// Check runs the lab's checks once: every target got addresses and
+// Check runs the lab's checks once: every component the run expects runs
+// (all but those stopped on request), every target got addresses and
 // gateways, the bridge has a port per LB and target, the proxy routes the
 // VIPs over every LB, each target reaches the bridge addresses, the external
 // host reaches the VIPs over TCP and UDP with every target answering, and
@@ -72,10 +53,15 @@ func (l *Lab) extAddr(family netip.Addr) netip.Addr {
 // lab that cannot be inspected at all.
 func (l *Lab) Check(ctx context.Context) (Report, error) {
 	var r Report
+	if err := l.refresh(); err != nil {
+		return r, err
+	}
 	if !exists(l.NetNSPath("proxy")) {
 		return r, fmt.Errorf("lab %s: the proxy namespace does not exist", l.ID())
 	}
-	lbs, targets := l.expected()
+	states := l.ComponentStates()
+	l.componentsRow(&r, states)
+	lbs, targets := l.expected(states)
 	vips := l.hostVIPs()
 	bridgeAddrs, _ := linkPrefixes(l.NetNSPath("proxy"), bridgeIf)
 

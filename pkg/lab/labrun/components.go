@@ -27,6 +27,24 @@ const startTimeout = 90 * time.Second
 
 func (l *Lab) bin(name string) string { return filepath.Join(l.state().BinDir, name) }
 
+// podEnv is what Kubernetes' downward API gives a pod and NSM reads: the
+// node (every component of the lab runs on NodeName), the pod's name and
+// the cluster's (the run). The NSMgr's clientinfo puts them on every
+// connection's labels (nodeName is what the proxy's service matches a
+// target on) and warns when they are not set.
+func (l *Lab) podEnv(component string) []string {
+	return []string{"NODE_NAME=" + NodeName, "POD_NAME=" + l.podName(component), "CLUSTER_NAME=lab-" + l.ID()}
+}
+
+// podName is the name of the component's pod: the component's, and for
+// the proxy its NSM_NAME.
+func (l *Lab) podName(component string) string {
+	if component == "proxy" {
+		return "proxy-" + l.ID()
+	}
+	return component
+}
+
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
@@ -207,10 +225,14 @@ func (l *Lab) IPAMStore() string { return l.run.Path("ipam", "registry.db") }
 // while it runs or if it never ran.
 func (l *Lab) ExitStatus(component string) int {
 	p := l.proc(component)
-	if p == nil || p.running() {
+	if p == nil {
 		return -1
 	}
-	return p.cmd.ProcessState.ExitCode()
+	e, ended := p.exited()
+	if !ended {
+		return -1
+	}
+	return e.Code
 }
 
 // RestoreIPAM runs `ipam restore` on the lab's store (the IPAM must be
@@ -247,7 +269,7 @@ func (l *Lab) startProxy(msg string) error {
 		"NSM_CONNECT_TO=" + l.nsmgrURL().String(),
 		"NSM_IPAM_SERVICE=" + l.ipamAddr(),
 		"NSM_NSP_SERVICE=" + l.nspAddr(),
-		"NSM_NAME=proxy-" + st.ID,
+		"NSM_NAME=" + l.podName("proxy"),
 		"NSM_HOST=" + NodeName,
 		"NSM_SERVICE_NAME=" + l.proxyService(),
 		"NSM_NETWORK_SERVICE_NAME=" + l.lbService(),
@@ -469,7 +491,6 @@ func (l *Lab) startTargetProcess(name, service string) error {
 		"-name", name,
 		"-nsmgr", l.nsmgrURL().String(),
 		"-service", service,
-		"-label", "nodeName=" + NodeName,
 		"-port", strconv.Itoa(st.EchoPort),
 		"-publish-dir", l.TargetsDir(),
 		"-service-port", strconv.Itoa(st.ServicePort),

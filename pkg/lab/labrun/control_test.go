@@ -1,14 +1,11 @@
 package labrun
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 // TestComponentControl drives the components the way the end-to-end
@@ -17,24 +14,10 @@ import (
 // new one joins, the proxy and the IPAM are killed and restarted; then the
 // VIPs change.
 func TestComponentControl(t *testing.T) {
-	testutil.RequireRoot(t)
-	if testing.Short() {
-		t.Skip("builds and runs the binaries")
-	}
-	bin := labBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	l, err := Up(ctx, Options{BinDir: bin, RunBase: t.TempDir(), ReleaseDelay: 2 * time.Second, NSEExpiration: 5 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpLogs(t, l)
-		}
-		require.NoError(t, l.Down())
-	})
-	// rows: 2 per target, bridge ports, routes, 4 traffic, LB replies, 2
-	// per service (TCP, UDP).
-	rows := func(targets int) int { return 2*targets + 1 + 1 + 4 + 1 + 2*len(LabServices) }
+	l, ctx, _, _ := testLab(t, 5*time.Minute)
+	// rows: components, 2 per target, bridge ports, routes, 4 traffic, LB
+	// replies, 2 per service (TCP, UDP).
+	rows := func(targets int) int { return 1 + 2*targets + 1 + 1 + 4 + 1 + 2*len(LabServices) }
 	green := func(step string, targets int) {
 		t.Helper()
 		var rep Report
@@ -48,7 +31,7 @@ func TestComponentControl(t *testing.T) {
 			if time.Now().After(deadline) {
 				var b strings.Builder
 				rep.Print(&b)
-				_ = l.Status(&b)
+				_, _ = l.Status(&b)
 				t.Fatalf("%s: checks not green (%v):\n%s", step, err, b.String())
 			}
 			time.Sleep(500 * time.Millisecond)

@@ -302,8 +302,12 @@ func (l *Lab) LBExtAddrs(name string) []netip.Addr {
 // Logs is the path of a component's log file ("proxy", "ipam", "nsp", an LB
 // or a target name).
 func (l *Lab) Logs(component string) string {
-	return filepath.Join(l.run.LogDir(), component+".log")
+	return filepath.Join(l.LogDir(), component+".log")
 }
+
+// LogDir is the directory of the components' logs, <run base>/logs/<id>:
+// it stays after Down (the last topo.KeptLogs runs of the base keep theirs).
+func (l *Lab) LogDir() string { return l.run.LogDir() }
 
 // ProxyDebugSocket is the proxy's NSM_DEBUG_SOCKET.
 func (l *Lab) ProxyDebugSocket() string { return l.run.Path("proxy-debug.sock") }
@@ -354,7 +358,8 @@ func (l *Lab) Exec(role string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// Down removes every namespace, link, process and file of the run. For a
+// Down removes every namespace, link, process and file of the run but its
+// logs (LogDir, see topo.Run.Down). For a
 // lab opened from another process whose owner still runs, it asks the
 // owner to stop (SIGTERM) and waits for it, then removes whatever is left:
 // also a component process that the owner started but did not record (it
@@ -367,6 +372,9 @@ func (l *Lab) Down() error {
 			l.downErr = l.downOwned()
 		} else {
 			l.downErr = l.downOther()
+		}
+		if exists(l.LogDir()) {
+			l.log.Info("lab down; its logs stay", "lab", l.ID(), "logs", l.LogDir())
 		}
 	})
 	return l.downErr

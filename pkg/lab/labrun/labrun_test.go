@@ -86,29 +86,36 @@ func dumpLogs(t *testing.T, l *Lab) {
 	}
 }
 
-// TestUpCheckDown brings a default lab up with the real binaries, waits for
-// every check to pass, and tears it down without leaving anything.
-func TestUpCheckDown(t *testing.T) {
+// testLab brings a default lab of the real binaries up in a run base of
+// its own, and tears it down at the end of the test, even when it fails
+// (then with its components' logs in the test's). ctx ends after timeout;
+// bin holds the binaries.
+func testLab(t *testing.T, timeout time.Duration) (l *Lab, ctx context.Context, bin, base string) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	if testing.Short() {
 		t.Skip("builds and runs the binaries")
 	}
-	bin := labBinaries(t)
-	base := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
+	bin = labBinaries(t)
+	base = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
 	l, err := Up(ctx, Options{BinDir: bin, RunBase: base, ReleaseDelay: 2 * time.Second, NSEExpiration: 5 * time.Second})
 	require.NoError(t, err)
-	down := false
 	t.Cleanup(func() {
-		if !down {
-			if t.Failed() {
-				dumpLogs(t, l)
-			}
-			_ = l.Down()
+		if t.Failed() {
+			dumpLogs(t, l)
 		}
+		require.NoError(t, l.Down(), "down (again: harmless)")
 	})
+	return l, ctx, bin, base
+}
+
+// TestUpCheckDown brings a default lab up with the real binaries, waits for
+// every check to pass, and tears it down without leaving anything.
+func TestUpCheckDown(t *testing.T) {
+	l, ctx, _, base := testLab(t, 3*time.Minute)
+	var err error
 	require.Len(t, l.Targets(), 3)
 	require.Equal(t, []string{"lb-a", "lb-b"}, l.LBs())
 
@@ -120,8 +127,8 @@ func TestUpCheckDown(t *testing.T) {
 	var b strings.Builder
 	rep.Print(&b)
 	t.Logf("checks:\n%s", b.String())
-	require.Len(t, rep.Rows, 3+1+1+3+4+1+2*len(LabServices),
-		"one row per target (2), bridge ports, routes, one per VIP, protocol, LB replies, one per service and protocol")
+	require.Len(t, rep.Rows, 1+3+1+1+3+4+1+2*len(LabServices),
+		"components, one row per target (2), bridge ports, routes, one per VIP, protocol, LB replies, one per service and protocol")
 
 	// A client on the external host that binds no address (curl, a shell)
 	// is answered on every connection, whichever LB its reply comes back
@@ -158,7 +165,9 @@ func TestUpCheckDown(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 5, "2 LBs and 3 targets on the bridge: %s", out)
 	var status strings.Builder
-	require.NoError(t, l.Status(&status))
+	notRunning, err := l.Status(&status)
+	require.NoError(t, err)
+	require.Empty(t, notRunning, "every component runs:\n%s", status.String())
 	require.Contains(t, status.String(), "proxy")
 	require.Contains(t, status.String(), "from 203.0.113.1 lookup 1")
 
@@ -171,7 +180,6 @@ func TestUpCheckDown(t *testing.T) {
 	procs := l.run.State().Processes
 	require.Len(t, procs, 1+2+2+1+3, "nsm, nsp, ipam, 2 LBs, proxy, 3 targets")
 	require.NoError(t, l.Down())
-	down = true
 	require.NoError(t, l.Down(), "down twice is harmless")
 	requireGone(t, l.ID(), l.RunDir(), procs)
 	requireNoMarked(t, l)

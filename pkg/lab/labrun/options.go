@@ -28,7 +28,9 @@ const (
 	DefaultServicePort    = 5001
 	DefaultNSEExpiration  = 15 * time.Second
 	DefaultLogLevel       = "INFO"
-	// NodeName is the proxy's node (NSM_HOST) and the targets' nodeName label.
+	// NodeName is the lab's one node: every component's NODE_NAME (the
+	// NSMgr labels the targets' requests with it, as in a cluster) and the
+	// proxy's NSM_HOST.
 	NodeName = "lab-node"
 )
 

@@ -11,14 +11,58 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
 // proc is a component process the lab started (`ip netns exec` execs the
 // binary, so the pid is the component's).
 type proc struct {
 	cmd       *exec.Cmd
-	done      chan struct{}
-	logOffset int64 // size of the log file when it started
+	done      chan struct{} // closed once exit is set and recorded
+	logOffset int64         // size of the log file when it started
+
+	mu        sync.Mutex
+	requested string // what the lab did to end it ("stop", "kill"), see end
+	exit      topo.Exit
+}
+
+// end notes that the lab ends the process on purpose (how: "stop", "kill")
+// before it signals it: its exit is then not a crash. The first reason
+// stays (a stop whose grace ran out kills).
+func (p *proc) end(how string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.requested == "" {
+		p.requested = how
+	}
+}
+
+// wait waits for the process, then records how it ended in the run's
+// record before it closes done.
+func (p *proc) wait(l *Lab, component string) {
+	_ = p.cmd.Wait()
+	p.mu.Lock()
+	p.exit = topo.ExitOf(p.cmd.ProcessState, p.requested)
+	e := p.exit
+	p.mu.Unlock()
+	if err := l.run.RecordExit(p.cmd.Process.Pid, e); err != nil {
+		l.log.Warn("record the exit of a component", "component", component, "error", err)
+	}
+	if e.Requested == "" {
+		l.log.Warn("component ended by itself", "component", component, "pid", p.cmd.Process.Pid, "status", e.Status())
+	}
+	close(p.done)
+}
+
+// exited is how the process ended; ok is false while it runs.
+func (p *proc) exited() (e topo.Exit, ok bool) {
+	if p.running() {
+		return topo.Exit{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit, true
 }
 
 func (p *proc) running() bool {
@@ -52,15 +96,12 @@ func (l *Lab) startComponent(component, role string, argv, env []string) error {
 	if role != "" {
 		netnsName = l.NetNS(role)
 	}
-	cmd, err := l.run.StartProcess(netnsName, component, argv, env)
+	cmd, err := l.run.StartProcess(netnsName, component, argv, append(l.podEnv(component), env...))
 	if err != nil {
 		return err
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{}), logOffset: offset}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
+	go p.wait(l, component)
 	l.mu.Lock()
 	l.procs[component] = p
 	l.mu.Unlock()
@@ -97,6 +138,7 @@ func (l *Lab) kill(component string) error {
 	if p == nil || !p.running() {
 		return fmt.Errorf("%s is not running", component)
 	}
+	p.end("kill")
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill %s: %w", component, err)
 	}
@@ -112,6 +154,7 @@ func (l *Lab) stop(component string, grace time.Duration) bool {
 	if p == nil || !p.running() {
 		return true
 	}
+	p.end("stop")
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -154,8 +197,8 @@ func (l *Lab) waitLog(component, msg string, timeout time.Duration) error {
 		if found {
 			return nil
 		}
-		if !p.running() {
-			return fmt.Errorf("%s exited (%v) before logging %q; see %s", component, p.cmd.ProcessState, msg, l.Logs(component))
+		if e, ended := p.exited(); ended {
+			return fmt.Errorf("%s ended (%s) before logging %q; see %s", component, e.Status(), msg, l.Logs(component))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s did not log %q within %s; see %s", component, msg, timeout, l.Logs(component))

@@ -12,49 +12,43 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
-// Status writes what the run is made of: its components (pid, running),
-// namespaces with their addresses, the proxy's bridge ports, rules and
-// routes, and the targets' published addresses.
-func (l *Lab) Status(w io.Writer) error {
+// Status writes what the run is made of: its components (running with
+// their pid, or how they ended), namespaces with their addresses, the
+// proxy's bridge ports, rules and routes, and the targets' published
+// addresses. It returns what the run expects to run and does not (the
+// process that runs the lab, and the components that crashed, ended by
+// themselves or never started; not those stopped on request), as
+// notRunning describes them: a lab is healthy when that is empty.
+func (l *Lab) Status(w io.Writer) (down []string, err error) {
+	if err := l.refresh(); err != nil {
+		return nil, err
+	}
 	st := l.state()
 	rs := l.run.State()
 	owner := "not running"
-	if topo.Alive(st.OwnerPID, st.OwnerStartTime) {
+	if l.ownerRunning() {
 		owner = fmt.Sprintf("pid %d", st.OwnerPID)
 	}
-	cp := "not running"
-	for _, p := range rs.Processes { // the last one recorded under the name
-		if p.Name == "nsm" {
-			cp = "not running"
-			if topo.Alive(p.PID, p.StartTime) {
-				cp = fmt.Sprintf("pid %d", p.PID)
-			}
-		}
-	}
-	fmt.Fprintf(w, "lab %s  created %s  dir %s  owner (lab run) %s  NSM control plane (lab nsm) %s\n",
-		st.ID, rs.Created.Format("2006-01-02 15:04:05Z"), l.run.Dir, owner, cp)
-	fmt.Fprintf(w, "trench %s  conduit %s  namespace %s  VIPs %v  echo port %d\n\n", st.Trench, st.Conduit, st.Namespace, st.VIPs, st.EchoPort)
+	fmt.Fprintf(w, "lab %s  created %s  dir %s  owner (lab run) %s\n",
+		st.ID, rs.Created.Format("2006-01-02 15:04:05Z"), l.run.Dir, owner)
+	fmt.Fprintf(w, "trench %s  conduit %s  namespace %s  VIPs %v  echo port %d\n", st.Trench, st.Conduit, st.Namespace, st.VIPs, st.EchoPort)
+	fmt.Fprintf(w, "logs %s (kept after the teardown)\n\n", l.LogDir())
 
-	// Components: the last process recorded under each name.
-	last := map[string]topo.Process{}
-	var names []string
-	for _, p := range rs.Processes {
-		if _, ok := last[p.Name]; !ok {
-			names = append(names, p.Name)
-		}
-		last[p.Name] = p
-	}
+	states := l.ComponentStates()
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMPONENT\tPID\tSTATE\tLOG")
-	for _, n := range names {
-		p := last[n]
-		state := "exited"
-		if topo.Alive(p.PID, p.StartTime) {
-			state = "running"
+	fmt.Fprintln(tw, "COMPONENT\tPID\tSTATE\tEXIT\tLOG")
+	for _, c := range states {
+		pid := "-"
+		if c.PID != 0 {
+			pid = fmt.Sprint(c.PID)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n, p.PID, state, l.Logs(n))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, pid, c.State(), c.How(), l.Logs(c.Name))
 	}
 	_ = tw.Flush()
+	down = l.notRunning(states)
+	if len(down) > 0 {
+		fmt.Fprintf(w, "NOT RUNNING (expected to): %s\n", strings.Join(down, ", "))
+	}
 
 	fmt.Fprintln(w, "\nMETRICS (Prometheus /metrics; e.g. ip netns exec <netns> wget -qO- http://127.0.0.1:<port>/metrics)")
 	for _, m := range []struct {
@@ -107,7 +101,7 @@ func (l *Lab) Status(w io.Writer) error {
 	for _, t := range st.Targets {
 		fmt.Fprintf(w, "  %s: %v\n", t, pubs[t])
 	}
-	return nil
+	return down, nil
 }
 
 func indent(s string) string {

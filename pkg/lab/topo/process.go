@@ -7,12 +7,9 @@ import (
 	"path/filepath"
 )
 
-// LogDir is the run's directory of process logs.
-func (r *Run) LogDir() string { return r.Path("logs") }
-
 // StartProcess starts argv inside the namespace netnsName (`ip netns exec`;
 // empty for the current namespace) with env added to the environment and
-// stdout and stderr appended to <run>/logs/<name>.log, and records it so that
+// stdout and stderr appended to <LogDir>/<name>.log, and records it so that
 // Down stops it. The process (and what it starts) also carries the run's
 // marker (MarkerEnv) in its environment: Down finds it by that even if the
 // record never reached the state (a crash between start and record). The

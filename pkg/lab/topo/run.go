@@ -29,6 +29,9 @@ type Process struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"`
 	Name      string `json:"name,omitempty"`
+	// Exit is how it ended, once the process that waited for it recorded
+	// it (RecordExit); nil while it runs, or when nobody saw it end.
+	Exit *Exit `json:"exit,omitempty"`
 }
 
 // Link is a link a run created outside its own namespaces.
@@ -88,6 +91,25 @@ func NewRun(base string) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// Reload reads the run's record again from its directory, for a process
+// that opened the run (OpenRun) and follows what its owner records.
+func (r *Run) Reload() error {
+	data, err := os.ReadFile(filepath.Join(r.Dir, stateFile))
+	if err != nil {
+		return fmt.Errorf("reload run %s: %w", r.ID(), err)
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("reload run %s: %w", r.ID(), err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// ID and Created never change (and are read without the lock).
+	r.state.NetNS, r.state.Links, r.state.Processes = s.NetNS, s.Links, s.Processes
+	r.state.Files, r.state.EmptyDirs = s.Files, s.EmptyDirs
+	return nil
 }
 
 // OpenRun loads the run id under base (DefaultBase when empty), e.g. to tear
@@ -262,8 +284,10 @@ func Alive(pid int, start uint64) bool {
 
 // Down removes everything the run made: it stops its processes (see
 // stopProcesses), deletes the links and namespaces, removes the files and
-// finally the run directory. It carries on past failures and reports them
-// all; running it again is harmless.
+// finally the run directory. The logs stay in LogDir, with a copy of the
+// run's record (how each process ended), and only the last KeptLogs
+// finished runs of the base keep theirs. It carries on past failures and
+// reports them all; running it again is harmless.
 func (r *Run) Down(grace time.Duration) error {
 	s := r.State()
 	errs := r.stopProcesses(s.Processes, grace)
@@ -294,8 +318,14 @@ func (r *Run) Down(grace time.Duration) error {
 		_ = os.Remove(s.EmptyDirs[i])
 	}
 	if len(errs) == 0 {
+		// The logs stay (LogDir), with a copy of the record; a failure
+		// to keep them is reported but leaves nothing of the run behind.
+		kerr := r.keepLogs(s)
 		if err := os.RemoveAll(r.Dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove run dir: %w", err))
+		}
+		if kerr != nil {
+			errs = append(errs, kerr)
 		}
 	}
 	return errors.Join(errs...)
