@@ -296,6 +296,15 @@ func (l *leftoverLinks) RemoveLink(index int, name string) (bool, error) {
 
 func (l *leftoverLinks) SupersedeHeld(int, []netip.Addr) ([]int, error) { return nil, nil }
 
+// newLinksEnv is a test proxy whose leftover links go to a leftoverLinks.
+func newLinksEnv(t *testing.T) (*testEnv, *leftoverLinks) {
+	t.Helper()
+	links := &leftoverLinks{}
+	e := newTestEnv(t, func(c *Config) { c.Links = links })
+	links.ipam = e.ipam
+	return e, links
+}
+
 func (l *leftoverLinks) seen() ([]string, []int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -330,9 +339,7 @@ func TestReleaseRemovesLeftoverLinkFirst(t *testing.T) {
 // A connection that comes back on a new link before the delay keeps its
 // addresses, and nothing is removed.
 func TestRelinkedConnectionRemovesNothing(t *testing.T) {
-	links := &leftoverLinks{}
-	e := newTestEnv(t, func(c *Config) { c.Links = links })
-	links.ipam = e.ipam
+	e, links := newLinksEnv(t)
 	conn := targetConn("t1")
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
 	e.p.InterfaceCreated(Interface{Index: 7, Name: "t0", Type: TargetConn, ConnID: "t1"})
@@ -419,9 +426,7 @@ func supersededPair(t *testing.T, e *testEnv) (old, healed *networkservice.Conne
 // two links. A link that another connection took is not the healed one's
 // to delete, and a delete that fails changes nothing else.
 func TestHealedConnectionRemovesReplacedLink(t *testing.T) {
-	links := &leftoverLinks{}
-	e := newTestEnv(t, func(c *Config) { c.Links = links })
-	links.ipam = e.ipam
+	e, links := newLinksEnv(t)
 	e.link(t, lbConn("lb-1"), LBConn, 7)
 	e.link(t, targetConn("t1"), TargetConn, 8)
 	calls, _ := links.seen()
@@ -454,9 +459,7 @@ func TestHealedConnectionRemovesReplacedLink(t *testing.T) {
 // re-request waits for it): the connection may be coming back on that
 // very link.
 func TestCancelledReleaseRemovesNoLink(t *testing.T) {
-	links := &leftoverLinks{}
-	e := newTestEnv(t, func(c *Config) { c.Links = links })
-	links.ipam = e.ipam
+	e, links := newLinksEnv(t)
 	conn := lbConn("lb-1")
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
 	e.p.InterfaceCreated(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnID: "lb-1"})
