@@ -71,6 +71,7 @@ type Provider struct {
 	inputs  inputs              // what applied was computed from
 	ids     ids
 	stats   Stats
+	stale   kernel.StaleFlows // UDP flows to flush, a failed flush's kept
 }
 
 var _ servicelb.Provider = (*Provider)(nil)
@@ -178,12 +179,17 @@ func (p *Provider) SyncNow() error {
 	p.hairpin = hairpin
 	p.inputs = cur
 	p.ids.drop(old, want)
-	flushed, err := kernel.FlushUDP(p.opts.NetNS, staleUDP(old, want))
+	return p.flushStale(staleUDP(old, want))
+}
+
+// flushStale flushes the conntrack entries of stale UDP flows, with those
+// a failed flush left (see kernel.StaleFlows): after a failure they wait
+// for the next sync, the sync loop's period at the latest. syncMu must be
+// held.
+func (p *Provider) flushStale(stale []kernel.StaleUDP) error {
+	flushed, err := p.stale.Flush(p.opts.NetNS, stale)
 	p.stats.ConntrackFlushed += uint64(flushed)
-	if err != nil {
-		return fmt.Errorf("flush stale UDP conntrack entries: %w", err)
-	}
-	return nil
+	return err
 }
 
 // fragments returns the part of the applied state that cur changes, and
@@ -264,7 +270,9 @@ func (p *Provider) Close() error {
 	old := p.applied
 	p.syncMu.Unlock()
 	err := p.CleanupLeftovers()
-	if _, ferr := kernel.FlushUDP(p.opts.NetNS, staleUDP(old, newState())); ferr != nil {
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	if ferr := p.flushStale(staleUDP(old, newState())); ferr != nil {
 		err = errors.Join(err, ferr)
 	}
 	return err

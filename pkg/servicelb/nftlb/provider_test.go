@@ -1,7 +1,9 @@
 package nftlb
 
 import (
+	"errors"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netns"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/kernel"
@@ -182,4 +185,41 @@ func TestPortStates(t *testing.T) {
 	assert.Len(t, st[0].Endpoints, 3)
 	assert.NotEmpty(t, st[0].Chain)
 	assert.EqualValues(t, 4, st[0].NewFlows, "one counted packet per new connection")
+}
+
+// A flush of stale UDP flows that fails is tried again by the next sync,
+// even one that changes nothing.
+func TestStaleUDPFlushRetried(t *testing.T) {
+	topo := slbtest.New(t, 0)
+	p := newTestProvider(t, topo, Options{})
+	var calls [][]kernel.StaleUDP
+	fail := true
+	p.syncMu.Lock()
+	p.stale.FlushFunc = func(ns netns.NsHandle, stale []kernel.StaleUDP) (int, error) {
+		calls = append(calls, slices.Clone(stale))
+		if fail {
+			fail = false
+			return 0, errors.New("injected conntrack failure")
+		}
+		return kernel.FlushUDP(ns, stale)
+	}
+	p.syncMu.Unlock()
+
+	ip := netip.MustParseAddr("10.96.0.53")
+	svc := servicelb.Service{Ref: servicelb.Reference{Namespace: "ns", Name: "dns"}, IP: ip,
+		Ports: []servicelb.ServicePort{{Name: "dns", Port: 53, Protocol: servicelb.UDP}}}
+	ep := netip.MustParseAddrPort("10.200.0.1:5353")
+	p.OnServiceUpdate([]servicelb.Service{svc})
+	p.OnEndpointsUpdate([]servicelb.Endpoints{{Namespace: "ns", Name: "dns",
+		Ports: []servicelb.EndpointPort{{Name: "dns", Addresses: []netip.AddrPort{ep}}}}})
+	require.NoError(t, p.SyncNow())
+	require.Empty(t, calls, "nothing stale yet")
+
+	p.OnEndpointsUpdate(nil)
+	require.ErrorContains(t, p.SyncNow(), "injected conntrack failure")
+	require.NoError(t, p.SyncNow(), "the next sync, without a change")
+	stale := []kernel.StaleUDP{{Service: netip.AddrPortFrom(ip, 53), Endpoint: ep}}
+	require.Equal(t, [][]kernel.StaleUDP{stale, stale}, calls, "the failed flush is tried again")
+	require.NoError(t, p.SyncNow())
+	require.Len(t, calls, 2, "and only until it worked")
 }

@@ -90,7 +90,8 @@ type Proxier struct {
 	loops    sync.WaitGroup
 
 	syncMu  sync.Mutex
-	applied []redirect // rules in the kernel, sorted
+	applied []redirect        // rules in the kernel, sorted
+	flows   kernel.StaleFlows // stale flows to flush, a failed flush's kept
 
 	relay *relay.Loop // NewProxier's TCP engine (nil with custom sockets)
 }
@@ -318,7 +319,7 @@ func (p *Proxier) SyncNow() error {
 			u.cache.DropEndpoints(func(e netip.AddrPort) bool { return slices.Contains(cur, e) })
 		}
 	}
-	if n, err := kernel.FlushUDP(p.opts.NetNS, stale); err != nil {
+	if n, err := p.flows.Flush(p.opts.NetNS, stale); err != nil {
 		errs = append(errs, err)
 	} else if n > 0 {
 		p.log.Info("conntrack entries of removed UDP service ports flushed", "count", n)
@@ -400,7 +401,10 @@ func (p *Proxier) Close() error {
 	stale := p.stale
 	p.stale = nil
 	p.mu.Unlock()
-	if _, err := kernel.FlushUDP(p.opts.NetNS, stale); err != nil {
+	p.syncMu.Lock()
+	_, err := p.flows.Flush(p.opts.NetNS, stale)
+	p.syncMu.Unlock()
+	if err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -3,6 +3,7 @@ package kernel
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/conntrack"
@@ -64,4 +65,43 @@ func FlushUDP(ns netns.NsHandle, stale []StaleUDP) (int, error) {
 		}
 		return false
 	})
+}
+
+// StaleFlows owns the flush of stale UDP flows for a provider's syncs:
+// Flush tries the flows a failed flush left together with the new ones,
+// and keeps them all when it fails again, for the next sync. A flow
+// flushed once too often only has its NAT chosen again. Not safe for
+// concurrent use (a provider's sync lock guards it).
+type StaleFlows struct {
+	// FlushFunc flushes (nil: FlushUDP); a test sets a failing one.
+	FlushFunc func(netns.NsHandle, []StaleUDP) (int, error)
+	pending   []StaleUDP
+}
+
+// Flush flushes stale and the flows still pending in ns, and returns how
+// many entries it deleted.
+func (s *StaleFlows) Flush(ns netns.NsHandle, stale []StaleUDP) (int, error) {
+	stale = slices.Concat(s.pending, stale)
+	if len(stale) == 0 {
+		return 0, nil
+	}
+	flush := s.FlushFunc
+	if flush == nil {
+		flush = FlushUDP
+	}
+	n, err := flush(ns, stale)
+	if err != nil {
+		slices.SortFunc(stale, compareStale)
+		s.pending = slices.Compact(stale)
+		return n, fmt.Errorf("flush stale UDP conntrack entries (%d kept for the next sync): %w", len(s.pending), err)
+	}
+	s.pending = nil
+	return n, nil
+}
+
+func compareStale(a, b StaleUDP) int {
+	if c := a.Service.Compare(b.Service); c != 0 {
+		return c
+	}
+	return a.Endpoint.Compare(b.Endpoint)
 }
