@@ -17,6 +17,8 @@ type conntrackConn struct {
 	mu      sync.Mutex
 	conn    *conntrack.Conn
 	failing atomic.Bool // the last flush of removed VIPs and nexthops failed
+	// dial opens the connection (nil: conntrack.Dial); a test's fails.
+	dial func(*netlink.Config) (*conntrack.Conn, error)
 }
 
 func (c *conntrackConn) close() {
@@ -200,7 +202,11 @@ func (dp *Dataplane) flushConntrack(ps []netip.Prefix, keep func(*conntrack.Flow
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn == nil {
-		conn, err := conntrack.Dial(&netlink.Config{NetNS: nsFD(dp.ns)})
+		dial := c.dial
+		if dial == nil {
+			dial = conntrack.Dial
+		}
+		conn, err := dial(&netlink.Config{NetNS: nsFD(dp.ns)})
 		if err != nil {
 			return 0, fmt.Errorf("conntrack dial: %w", err)
 		}

@@ -139,3 +139,36 @@ func TestConntrackFlushKeepsWantedAgain(t *testing.T) {
 	require.Contains(t, out, "dst=192.0.2.11 ", "a wanted nexthop keeps its entries")
 	require.NotContains(t, out, "203.0.113.12", "the others go")
 }
+
+// A flush whose retry failed too is retried again after its pause, also
+// when the reconciler woke for something else meanwhile.
+func TestConntrackFlushRetryOutlivesOtherWakes(t *testing.T) {
+	ns := testutil.NewNetNS(t, "ct")
+	dp := newDP(t, ns, Options{ResyncInterval: time.Hour})
+	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, VIPs: []netip.Prefix{mp("203.0.113.10/32")}}
+	require.NoError(t, dp.Apply(s))
+	ctInsert(t, ns, "203.0.113.10", "198.51.100.1", "1000", "53")
+
+	// The Apply's flush and the reconciler's first retry fail to dial.
+	failed := make(chan struct{}, 2)
+	dp.ct.mu.Lock()
+	if dp.ct.conn != nil {
+		_ = dp.ct.conn.Close()
+		dp.ct.conn = nil
+	}
+	dp.ct.dial = func(cfg *mdnetlink.Config) (*conntrack.Conn, error) {
+		if len(failed) < cap(failed) {
+			failed <- struct{}{}
+			return nil, unix.ENOBUFS
+		}
+		return conntrack.Dial(cfg)
+	}
+	dp.ct.mu.Unlock()
+
+	s.VIPs = nil
+	require.NoError(t, dp.Apply(s))
+	require.Eventually(t, func() bool { return len(failed) == 2 }, 10*time.Second, time.Millisecond)
+	dp.wake() // a wake for something else during the retry's pause
+	require.Eventually(t, func() bool { return !strings.Contains(ctList(t, ns), "203.0.113.10") },
+		10*time.Second, 20*time.Millisecond, "the flush is retried after its pause")
+}

@@ -209,9 +209,11 @@ func (dp *Dataplane) reconcileLoop(ctx context.Context) {
 		}
 		now := time.Now()
 		r := dp.reconcile(!now.Before(nextRead), !now.Before(nextFlush))
-		if dp.flushConntrackLogged(r.flush) {
+		switch {
+		case len(r.flush) == 0: // none due, or one waiting for its retry
+		case dp.flushConntrackLogged(r.flush):
 			flushRetry = 0
-		} else {
+		default:
 			flushRetry = min(max(2*flushRetry, minFlushRetry), maxFlushRetry)
 			nextFlush = now.Add(flushRetry)
 		}
@@ -226,11 +228,15 @@ func (dp *Dataplane) reconcileLoop(ctx context.Context) {
 			}
 			nextRead = now.Add(interval)
 		}
+		var wake time.Time // the earliest of a deferred read and a flush retry
 		if r.deferred || r.failed {
-			timer.Reset(max(time.Until(nextRead), time.Millisecond))
+			wake = nextRead
 		}
-		if flushRetry > 0 && (!(r.deferred || r.failed) || nextFlush.Before(nextRead)) {
-			timer.Reset(max(time.Until(nextFlush), time.Millisecond))
+		if flushRetry > 0 && (wake.IsZero() || nextFlush.Before(wake)) {
+			wake = nextFlush
+		}
+		if !wake.IsZero() {
+			timer.Reset(max(time.Until(wake), time.Millisecond))
 		}
 	}
 }
