@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -28,7 +29,10 @@ type pair struct {
 	client   netip.AddrPort
 	endpoint netip.AddrPort
 	attempt  int
-	gen      int // bumped whenever a scheduled timer stops mattering
+	// timer is the pair's one pending timer, replaced as its state moves:
+	// the dial's timeout, the pause before the next dial, the keepalive
+	// delay; cancelled when the pair finishes.
+	timer *timer
 
 	cs, es   side      // the client's and the endpoint's socket
 	up, down direction // client to endpoint, endpoint to client
@@ -86,10 +90,9 @@ func (p *pair) dial(l *Loop, reset bool) {
 		p.dialFailed(l, fmt.Errorf("dial %s: %w", ep, err))
 		return
 	}
-	p.gen++
-	gen, timeout := p.gen, l.cfg.DialTimeouts[p.attempt]
-	l.after(timeout, func() {
-		if p.gen == gen && p.state == dialing {
+	timeout := l.cfg.DialTimeouts[p.attempt]
+	p.schedule(l, timeout, func() {
+		if p.state == dialing {
 			p.dialFailed(l, fmt.Errorf("dial %s: %w after %s", ep, unix.ETIMEDOUT, timeout))
 		}
 	})
@@ -112,10 +115,16 @@ func connect(fd int, sa unix.Sockaddr) error {
 	return err
 }
 
+// schedule makes fire the pair's pending timer, due after d, in place of
+// the one before.
+func (p *pair) schedule(l *Loop, d time.Duration, fire func()) {
+	l.cancel(p.timer)
+	p.timer = l.after(d, fire)
+}
+
 // dialFailed ends the dial in flight and schedules the next attempt, or
 // gives up on the client.
 func (p *pair) dialFailed(l *Loop, err error) {
-	p.gen++
 	p.ln.svc.Record(servicelb.EventDialFailed, p.client, p.endpoint, err)
 	p.es.close(l, false)
 	p.attempt++
@@ -125,9 +134,8 @@ func (p *pair) dialFailed(l *Loop, err error) {
 		return
 	}
 	p.state = retrying
-	gen := p.gen
-	l.after(RetryPause(p.attempt), func() {
-		if p.gen == gen && p.state == retrying {
+	p.schedule(l, RetryPause(p.attempt), func() {
+		if p.state == retrying {
 			p.dial(l, true)
 		}
 	})
@@ -135,10 +143,9 @@ func (p *pair) dialFailed(l *Loop, err error) {
 
 // connected starts relaying once the dial succeeded.
 func (p *pair) connected(l *Loop) {
-	p.gen++
 	p.state = relaying
 	p.ln.svc.Record(servicelb.EventEndpointChosen, p.client, p.endpoint, nil)
-	l.after(keepAliveDelay, func() {
+	p.schedule(l, keepAliveDelay, func() {
 		if p.state == relaying {
 			if err := keepAlive(p.es.fd); err != nil {
 				l.log.Warn("relay: endpoint keepalive", "client", p.client.String(), "endpoint", p.endpoint.String(), "error", err)
@@ -182,7 +189,8 @@ func (p *pair) finish(l *Loop, reset bool) {
 		return
 	}
 	p.state = finished
-	p.gen++
+	l.cancel(p.timer)
+	p.timer = nil
 	p.cs.close(l, reset)
 	p.es.close(l, reset)
 	p.up.release(l)

@@ -441,6 +441,25 @@ func TestEndpointSocketGetsKeepAliveOnceThePairLasts(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 }
 
+// TestFinishedPairsLeaveNoTimers relays short connections one after the
+// other: once they ended, no timer of theirs waits in the loop (a relayed
+// pair's keepalive timer, due keepAliveDelay later, would keep every pair
+// of the last seconds in memory).
+func TestFinishedPairsLeaveNoTimers(t *testing.T) {
+	ep := startEcho(t, "127.0.0.1:0")
+	l := startLoop(t, Config{})
+	ln := serve(t, l, loopback4, Service{Pick: (&picker{eps: []netip.AddrPort{ep.addr()}}).pick, Record: (&events{}).record})
+	for range 50 {
+		c := dial(t, ln)
+		readGreeting(t, bufio.NewReader(c))
+		require.NoError(t, c.Close())
+	}
+	require.Eventually(t, func() bool { return ln.Connections() == 0 }, 5*time.Second, 10*time.Millisecond)
+	var pending int
+	require.NoError(t, l.doWait(func() { pending = len(l.timers) }))
+	require.Zero(t, pending, "timers left behind by finished pairs")
+}
+
 // TestDialTimeoutMovesOn runs the loop in a namespace of its own, where
 // SYNs to one port are dropped: that dial times out after its timeout and
 // the connection goes to the next endpoint.
