@@ -31,7 +31,7 @@ type Config struct {
 	ConnectTo             url.URL       `default:"unix:///var/lib/networkservicemesh/nsm.io.sock" desc:"NSMgr URL" split_words:"true"`
 	DialTimeout           time.Duration `default:"5s" desc:"NSMgr dial timeout" split_words:"true"`
 	RequestTimeout        time.Duration `default:"15s" desc:"timeout of one NSM request try and of each LB connection close" split_words:"true"`
-	MaxTokenLifetime      time.Duration `default:"24h" desc:"lifetime of the proxy's NSM tokens; half of it is the grace before an LB whose registration expired is evicted" split_words:"true"`
+	MaxTokenLifetime      time.Duration `default:"24h" desc:"lifetime of the proxy's NSM tokens, at least twice NSM_REQUEST_TIMEOUT; half of it is the grace before an LB whose registration expired is evicted" split_words:"true"`
 	IPAMService           string        `default:"ipam-service:7777" desc:"IPAM address" envconfig:"IPAM_SERVICE"`
 	Host                  string        `default:"" desc:"node name: IPAM node and the NSE's 'nodeName' label"`
 	NetworkServiceName    string        `default:"load-balancer" desc:"LB network service of the full mesh, used as given; the Helm chart composes '<conduit>.<trench>.<ns>'" split_words:"true"`
@@ -162,6 +162,10 @@ func (c *Config) Validate() error {
 		if d <= 0 {
 			bad(env, "must be positive, got %s", d)
 		}
+	}
+	if c.RequestTimeout > 0 && c.MaxTokenLifetime > 0 && c.MaxTokenLifetime < 2*c.RequestTimeout {
+		bad("MAX_TOKEN_LIFETIME", "%s is less than twice NSM_REQUEST_TIMEOUT (%s): a token would expire within a request's tries, and NSM closes such connections right after they are made",
+			c.MaxTokenLifetime, c.RequestTimeout)
 	}
 	if c.IPReleaseDelay < 0 {
 		bad("IP_RELEASE_DELAY", "must not be negative, got %s", c.IPReleaseDelay)

@@ -74,13 +74,14 @@ func TestLoadReadsMeridioNames(t *testing.T) {
 
 func TestValidateNamesEveryBadVariable(t *testing.T) {
 	cases := map[string]map[string]string{
-		"NSM_MTU":             {"NSM_MTU": "1000"}, // dualstack needs 1280
-		"NSM_CONNECT_TO":      {"NSM_CONNECT_TO": "http://x"},
-		"NSM_TRENCH":          {"NSM_TRENCH": " "},
-		"NSM_LOG_LEVEL":       {"NSM_LOG_LEVEL": "loud"},
-		"NSM_TABLE":           {"NSM_TABLE": "254"},
-		"NSM_REQUEST_TIMEOUT": {"NSM_REQUEST_TIMEOUT": "0s"},
-		"NSM_BRIDGE_NAME":     {"NSM_BRIDGE_NAME": "a-name-that-is-too-long"},
+		"NSM_MTU":                {"NSM_MTU": "1000"}, // dualstack needs 1280
+		"NSM_CONNECT_TO":         {"NSM_CONNECT_TO": "http://x"},
+		"NSM_TRENCH":             {"NSM_TRENCH": " "},
+		"NSM_LOG_LEVEL":          {"NSM_LOG_LEVEL": "loud"},
+		"NSM_TABLE":              {"NSM_TABLE": "254"},
+		"NSM_REQUEST_TIMEOUT":    {"NSM_REQUEST_TIMEOUT": "0s"},
+		"NSM_BRIDGE_NAME":        {"NSM_BRIDGE_NAME": "a-name-that-is-too-long"},
+		"NSM_MAX_TOKEN_LIFETIME": {"NSM_MAX_TOKEN_LIFETIME": "20s"}, // the request timeout is 15 s
 	}
 	for want, env := range cases {
 		t.Run(want, func(t *testing.T) {
@@ -93,6 +94,12 @@ func TestValidateNamesEveryBadVariable(t *testing.T) {
 	}
 	t.Run("ipv4 allows a small MTU", func(t *testing.T) {
 		setenv(t, map[string]string{"NSM_MTU": "1000", "NSM_IP_FAMILY": "ipv4"})
+		if _, err := Load(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a token lifetime twice the request timeout is enough", func(t *testing.T) {
+		setenv(t, map[string]string{"NSM_MAX_TOKEN_LIFETIME": "10s", "NSM_REQUEST_TIMEOUT": "5s"})
 		if _, err := Load(); err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,10 @@ const (
 	DefaultServicePort    = 5001
 	DefaultNSEExpiration  = 15 * time.Second
 	DefaultLogLevel       = "INFO"
+	// MinTokenLifetime is the shortest token lifetime the lab takes:
+	// twice the proxy's request timeout (NSM_MAX_TOKEN_LIFETIME is held
+	// to the same).
+	MinTokenLifetime = 30 * time.Second
 	// NodeName is the lab's one node: every component's NODE_NAME (the
 	// NSMgr labels the targets' requests with it, as in a cluster) and the
 	// proxy's NSM_HOST.
@@ -162,6 +166,10 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ServiceProvider != servicelb.ProviderNftables && o.ServiceProvider != servicelb.ProviderUserspace {
 		return o, fmt.Errorf("service provider %q (want %s or %s)", o.ServiceProvider, servicelb.ProviderNftables, servicelb.ProviderUserspace)
+	}
+	if o.TokenLifetime < MinTokenLifetime {
+		return o, fmt.Errorf("token lifetime %s: at least %s (twice the proxy's 15 s request timeout; a shorter token expires within a request's tries, and NSM closes the connections right after they are made)",
+			o.TokenLifetime, MinTokenLifetime)
 	}
 	if o.Targets < 0 {
 		return o, fmt.Errorf("targets: %d", o.Targets)
