@@ -402,13 +402,13 @@ func (l *Lab) downOwned() error {
 func (l *Lab) downOther() error {
 	st := l.st
 	if st.OwnerPID != os.Getpid() && topo.Alive(st.OwnerPID, st.OwnerStartTime) {
-		_ = syscall.Kill(st.OwnerPID, syscall.SIGTERM)
+		_ = topo.Signal(st.OwnerPID, st.OwnerStartTime, syscall.SIGTERM)
 		deadline := time.Now().Add(90 * time.Second)
 		for topo.Alive(st.OwnerPID, st.OwnerStartTime) && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if topo.Alive(st.OwnerPID, st.OwnerStartTime) {
-			_ = syscall.Kill(st.OwnerPID, syscall.SIGKILL)
+			_ = topo.Signal(st.OwnerPID, st.OwnerStartTime, syscall.SIGKILL)
 			// Gone, it starts nothing more that the search for the
 			// run's processes below would miss.
 			deadline = time.Now().Add(5 * time.Second)

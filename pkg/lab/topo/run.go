@@ -398,13 +398,13 @@ func stopAll(procs []Process, grace time.Duration) []error {
 	var errs []error
 	for _, p := range procs {
 		if p.running() {
-			_ = syscall.Kill(p.PID, syscall.SIGTERM)
+			_ = Signal(p.PID, p.StartTime, syscall.SIGTERM)
 		}
 	}
 	waitEnd(procs, grace)
 	for _, p := range procs {
 		if p.running() {
-			if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			if err := Signal(p.PID, p.StartTime, syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 				errs = append(errs, fmt.Errorf("kill %d (%s): %w", p.PID, p.Name, err))
 			}
 		}
