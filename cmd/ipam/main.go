@@ -20,17 +20,15 @@ import (
 var version = "dev"
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "restore" {
-		os.Exit(ipamd.Restore(os.Args[2:], os.Stdout, os.Stderr))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "import" {
-		os.Exit(ipamd.Import(os.Args[2:], os.Stdout, os.Stderr))
-	}
 	os.Exit(daemon.Main(daemon.Service[*ipamd.Config]{
 		Name:     "ipam",
 		Version:  version,
 		Load:     ipamd.Load,
 		LogLevel: func(c *ipamd.Config) string { return c.LogLevel },
 		Run:      ipamd.Run,
+		Commands: []daemon.Command{
+			{Name: "restore", Usage: "put a store snapshot back (docs/ipam-store.md)", Run: ipamd.Restore},
+			{Name: "import", Usage: "read a Meridio IPAM database into the store (docs/moving-from-meridio.md)", Run: ipamd.Import},
+		},
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }

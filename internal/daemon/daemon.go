@@ -38,6 +38,10 @@ type Service[C any] struct {
 	// Run serves until ctx ends.
 	Run func(ctx context.Context, cfg C, logger *slog.Logger) error
 
+	// Commands are subcommands with arguments of their own, each selected
+	// by its name as the first argument ("ipam restore …"); Main hands
+	// them the rest of the arguments and exits with what they return.
+	Commands []Command
 	// Modes are one-shot commands, each selected by a boolean flag: with
 	// the flag set, Main loads the configuration and runs the mode instead
 	// of the service (exit status 0, or 1 after printing its error).
@@ -51,6 +55,13 @@ type Service[C any] struct {
 	// percentage unless the environment sets GOGC (Go's default is 100: the
 	// heap may grow to twice what is live before a collection).
 	GCPercent int
+}
+
+// Command is a subcommand of a service's binary (the IPAM's restore).
+type Command struct {
+	Name, Usage string
+	// Run parses args (those after the name) and returns the exit status.
+	Run func(args []string, stdout, stderr io.Writer) int
 }
 
 // Mode is a one-shot command of a service (the proxy's -debug, -probe).
@@ -85,14 +96,27 @@ var defaultStopSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM}
 
 // Main runs s with the command-line args and returns the exit status.
 func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
+	for _, c := range s.Commands {
+		if len(args) > 0 && args[0] == c.Name {
+			return c.Run(args[1:], stdout, stderr)
+		}
+	}
 	fs := flag.NewFlagSet(s.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(fs, s.Name, s.Commands) }
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	modes := make([]func() (string, bool), len(s.Modes))
 	for i, m := range s.Modes {
 		modes[i] = m.register(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q (the service takes its configuration from the environment)\n", s.Name, fs.Arg(0))
+		fs.Usage()
 		return 2
 	}
 	if *showVersion {
@@ -116,6 +140,23 @@ func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return serve(ctx, s, cfg, stderr)
+}
+
+// usage prints the binary's synopsis: its flags, then its subcommands.
+func usage(fs *flag.FlagSet, name string, commands []Command) {
+	w := fs.Output()
+	fmt.Fprintf(w, "Usage: %s [flags]\n", name)
+	for _, c := range commands {
+		fmt.Fprintf(w, "       %s %s …\n", name, c.Name)
+	}
+	fmt.Fprintln(w, "Flags:")
+	fs.PrintDefaults()
+	if len(commands) > 0 {
+		fmt.Fprintln(w, "Commands (each with -h for its own flags):")
+		for _, c := range commands {
+			fmt.Fprintf(w, "  %s\n    \t%s\n", c.Name, c.Usage)
+		}
+	}
 }
 
 func runMode[C any](ctx context.Context, name string, m Mode[C], cfg C, value string, stdout, stderr io.Writer) int {
