@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/kelseyhightower/envconfig"
+	"github.com/causeway-net/causeway/internal/envload"
 )
 
 // command does what the ipam subcommands (restore, import) share: the
@@ -14,8 +14,8 @@ import (
 // command must exit with status 2; the reason is on stderr.
 func command(name, usage string, args []string, stderr io.Writer, flags func(*flag.FlagSet, *Config)) *Config {
 	var c Config
-	if err := envconfig.Process(EnvPrefix, &c); err != nil {
-		fmt.Fprintf(stderr, "%s: configuration: %v\n", name, err)
+	if err := envload.Process(EnvPrefix, &c); err != nil {
+		fmt.Fprintf(stderr, "%s: cannot read the IPAM_* environment:\n%v\n", name, err)
 		return nil
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)

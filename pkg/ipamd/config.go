@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/causeway-net/causeway/internal/daemon"
+	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/ipam"
 )
@@ -59,8 +58,8 @@ const EnvPrefix = "ipam"
 // error is meant to follow "ipam: " on the daemon's standard error.
 func Load() (*Config, error) {
 	var c Config
-	if err := envconfig.Process(EnvPrefix, &c); err != nil {
-		return nil, fmt.Errorf("configuration: %w", err)
+	if err := envload.Process(EnvPrefix, &c); err != nil {
+		return nil, fmt.Errorf("cannot read the IPAM_* environment:\n%w", err)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)

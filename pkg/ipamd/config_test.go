@@ -74,10 +74,12 @@ func TestLoadNamesEveryProblem(t *testing.T) {
 
 func TestLoadUnparsableValue(t *testing.T) {
 	t.Setenv("IPAM_PORT", "port")
+	t.Setenv("IPAM_METRICS_PORT", "-")
 	_, err := Load()
 	require.Error(t, err)
-	assert.True(t, strings.HasPrefix(err.Error(), "configuration: "), err.Error())
-	assert.Contains(t, err.Error(), "IPAM_PORT")
+	assert.True(t, strings.HasPrefix(err.Error(), "cannot read the IPAM_* environment:\n"), err.Error())
+	assert.Contains(t, err.Error(), `IPAM_PORT="port": not an integer`)
+	assert.Contains(t, err.Error(), `IPAM_METRICS_PORT="-": not an integer`, "every value that does not parse is named")
 }
 
 func TestValidateWithoutLoad(t *testing.T) {

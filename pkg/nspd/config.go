@@ -5,13 +5,13 @@
 package nspd
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/causeway-net/causeway/internal/daemon"
+	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/internal/logging"
 )
 
@@ -37,8 +37,8 @@ const EnvPrefix = "nsp"
 // standard error.
 func Load() (*Config, error) {
 	var c Config
-	if err := envconfig.Process(EnvPrefix, &c); err != nil {
-		return nil, fmt.Errorf("configuration: %w", err)
+	if err := envload.Process(EnvPrefix, &c); err != nil {
+		return nil, fmt.Errorf("cannot read the NSP_* environment:\n%w", err)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -46,13 +46,36 @@ func Load() (*Config, error) {
 	return &c, nil
 }
 
-// Validate checks the configuration; the error names its environment
-// variable.
+// Validate checks the configuration and returns every problem found, one
+// per line, each naming its environment variable.
 func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
-		return fmt.Errorf("NSP_LOG_LEVEL: %w", err)
+		bad("NSP_LOG_LEVEL: %w", err)
 	}
-	return c.security().Validate()
+	if c.Port < 1 || c.Port > 65535 {
+		bad("NSP_PORT: %d is not a port (1-65535)", c.Port)
+	}
+	if c.MetricsPort < 0 || c.MetricsPort > 65535 {
+		bad("NSP_METRICS_PORT: %d is not a port (0 turns it off)", c.MetricsPort)
+	}
+	if c.HealthPort < 0 || c.HealthPort > 65535 {
+		bad("NSP_HEALTH_PORT: %d is not a port (0 turns it off)", c.HealthPort)
+	}
+	if c.ConfigFile == "" {
+		bad("NSP_CONFIG_FILE: empty")
+	}
+	if c.ConfigPollInterval <= 0 {
+		bad("NSP_CONFIG_POLL_INTERVAL: %v must be above 0", c.ConfigPollInterval)
+	}
+	if c.GracePeriod < 0 {
+		bad("NSP_GRACE_PERIOD: %v must not be negative", c.GracePeriod)
+	}
+	if err := c.security().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // security is the transport security the configuration asks for.

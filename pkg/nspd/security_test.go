@@ -30,7 +30,7 @@ func TestRunNeedsSPIFFEOrAnExplicitInsecure(t *testing.T) {
 }
 
 func TestValidateAuthorizedIDs(t *testing.T) {
-	c := &Config{LogLevel: "INFO", AuthorizedIDs: []string{"proxy"}}
+	c := &Config{LogLevel: "INFO", Port: 7778, ConfigFile: "nsp.yaml", ConfigPollInterval: time.Second, AuthorizedIDs: []string{"proxy"}}
 	require.ErrorContains(t, c.Validate(), "NSP_AUTHORIZED_IDS")
 	c.AuthorizedIDs = []string{"spiffe://td/proxy"}
 	require.NoError(t, c.Validate())

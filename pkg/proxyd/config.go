@@ -15,8 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
+	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/servicelb"
@@ -86,8 +85,8 @@ const EnvPrefix = "nsm"
 // Load reads the configuration from the environment and validates it.
 func Load() (*Config, error) {
 	var c Config
-	if err := envconfig.Process(EnvPrefix, &c); err != nil {
-		return nil, fmt.Errorf("read NSM_* environment: %w", err)
+	if err := envload.Process(EnvPrefix, &c); err != nil {
+		return nil, fmt.Errorf("cannot read the NSM_* environment:\n%w", err)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)

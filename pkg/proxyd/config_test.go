@@ -110,4 +110,15 @@ func TestValidateNamesEveryBadVariable(t *testing.T) {
 			t.Fatalf("error = %v", err)
 		}
 	})
+	t.Run("every unparsable value", func(t *testing.T) {
+		setenv(t, map[string]string{"NSM_DIAL_TIMEOUT": "soon", "NSM_MTU": "big", "NSM_INSECURE": "maybe"})
+		_, err := Load()
+		want := "cannot read the NSM_* environment:\n" +
+			`NSM_DIAL_TIMEOUT="soon": not a duration (such as 500ms, 30s, 5m, 24h)` + "\n" +
+			`NSM_MTU="big": not an integer` + "\n" +
+			`NSM_INSECURE="maybe": not a boolean (true or false)`
+		if err == nil || err.Error() != want {
+			t.Fatalf("error = %v, want %q", err, want)
+		}
+	})
 }

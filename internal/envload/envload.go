@@ -1,0 +1,70 @@
+// Package envload reads a service's configuration struct from environment
+// variables (envconfig tags: names, defaults, split words) and, unlike a
+// single envconfig.Process, reports every variable whose value cannot be
+// parsed, each named with its value and the type it must have.
+package envload
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Process fills spec, a pointer to a struct, from the environment variables
+// of prefix. The error lists every value that does not parse, one per line.
+func Process(prefix string, spec any) error {
+	v := reflect.ValueOf(spec)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("envload: %T is not a pointer to a struct", spec)
+	}
+	if err := envconfig.Process(prefix, spec); err == nil {
+		return nil
+	}
+	var errs []error
+	t := v.Elem().Type()
+	for i := range t.NumField() {
+		if err := processField(prefix, t.Field(i)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 { // not a parse error of one field: report it as is
+		return envconfig.Process(prefix, spec)
+	}
+	return errors.Join(errs...)
+}
+
+// processField reads one field alone, in a struct of its own, so that its
+// error does not hide the others'.
+func processField(prefix string, f reflect.StructField) error {
+	if !f.IsExported() {
+		return nil
+	}
+	one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: f.Name, Type: f.Type, Tag: f.Tag}}))
+	err := envconfig.Process(prefix, one.Interface())
+	var pe *envconfig.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s=%q: not %s", pe.KeyName, pe.Value, kind(f.Type, pe.Err))
+	}
+	return err
+}
+
+// kind describes what a value of type t looks like.
+func kind(t reflect.Type, err error) string {
+	switch {
+	case t.PkgPath() == "time" && t.Name() == "Duration":
+		return "a duration (such as 500ms, 30s, 5m, 24h)"
+	case t.Kind() == reflect.Bool:
+		return "a boolean (true or false)"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64,
+		t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
+		if strings.Contains(err.Error(), "out of range") {
+			return "an integer in range of " + t.Kind().String()
+		}
+		return "an integer"
+	default:
+		return fmt.Sprintf("a valid %s (%v)", t, err)
+	}
+}
