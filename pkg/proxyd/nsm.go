@@ -117,7 +117,8 @@ func (d *Daemon) startFullMesh(ctx context.Context) (func() error, error) {
 		}),
 		fullmesh.WithRequestTimeout(d.cfg.RequestTimeout),
 		fullmesh.WithCloseTimeout(d.cfg.RequestTimeout),
-		fullmesh.WithExpiry(10*time.Second, d.cfg.MaxTokenLifetime/2),
+		// Checked every 2 s: a dead LB goes soon after its deadline.
+		fullmesh.WithExpiry(2*time.Second, d.cfg.MaxTokenLifetime/2),
 		fullmesh.WithLogger(d.log.With("subsystem", "fullmesh")),
 	)
 	t := newTasks(ctx)

@@ -85,6 +85,10 @@ func TestNSMOutage(t *testing.T) {
 			require.NoError(t, l.StopTarget(target))
 			require.NoError(t, l.StartTarget(target))
 			requireGreen(t, ctx, l, waitLong, "a target joined through the restarted control plane")
+			// The LBs re-register after the registry's return, later than
+			// their registrations (15 s) would have expired: the proxy
+			// waits for them rather than dropping and reconnecting them.
+			require.Equal(t, lbsBefore, lbLinks(t, ctx, l), "no LB connection was dropped after NSM came back")
 
 			waitProbes(t, ps, time.Now(), 20, "probes after the outage")
 			for network, p := range ps {

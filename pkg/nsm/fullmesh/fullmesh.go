@@ -143,7 +143,7 @@ func (f *FullMesh) add(ctx context.Context, nse string, expires time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if m, ok := f.members[nse]; ok {
-		m.expires = expires
+		m.setExpiry(expires, f.opts.clock.Now())
 		if !m.unlisted.IsZero() {
 			m.unlisted = time.Time{}
 			f.opts.logger.Info("load balancer endpoint listed again", "nse", nse, "conn", m.id)
@@ -154,12 +154,12 @@ func (f *FullMesh) add(ctx context.Context, nse string, expires time.Time) {
 		return // a stale listing of an endpoint whose registration is over
 	}
 	m := &member{
-		nse:     nse,
-		id:      ConnectionID(f.name, f.service, nse),
-		expires: expires,
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		nse:  nse,
+		id:   ConnectionID(f.name, f.service, nse),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
 	}
+	m.setExpiry(expires, f.opts.clock.Now())
 	prev := f.closing[nse]
 	delete(f.closing, nse)
 	f.members[nse] = m
@@ -187,8 +187,7 @@ func (f *FullMesh) remove(nse, reason string) {
 // resync handles a full listing taken after the watch (re)connected. An
 // endpoint it misses is not dropped at once: a registry that restarted
 // comes back empty and fills again as the endpoints refresh their
-// registrations, so a missing endpoint is kept until its registration
-// would have expired (or for the relist grace when its expiry is unknown);
+// registrations, so a missing endpoint is kept until relistDeadline;
 // evictExpired drops it then, unless it was listed again meanwhile.
 func (f *FullMesh) resync(listed []string) {
 	present := make(map[string]bool, len(listed))
@@ -204,18 +203,31 @@ func (f *FullMesh) resync(listed []string) {
 			m.unlisted = time.Time{}
 		case m.unlisted.IsZero():
 			m.unlisted = now
-			f.opts.logger.Warn("load balancer endpoint not listed after the watch reconnected; kept until its registration expires",
+			f.opts.logger.Warn("load balancer endpoint not listed after the watch reconnected; kept while it may still register again",
 				"nse", nse, "conn", m.id, "until", f.relistDeadline(m))
 		}
 	}
 }
 
-// relistDeadline is when an unlisted member is given up.
+// relistDeadline is when an unlisted member is given up: when its last
+// known registration expires, or one registration lifetime after the
+// listing first missed it, whichever is later. A registry that was away
+// longer than a registration lasts comes back after every expiry has
+// passed, while its live endpoints are still retrying to register; each
+// of them refreshes within a lifetime of the registry's return. Without a
+// known expiry, the relist grace stands in for the lifetime.
 func (f *FullMesh) relistDeadline(m *member) time.Time {
-	if !m.expires.IsZero() {
-		return m.expires
+	if m.lifetime <= 0 {
+		return m.unlisted.Add(f.opts.relistGrace)
 	}
-	return m.unlisted.Add(f.opts.relistGrace)
+	return later(m.expires, m.unlisted.Add(m.lifetime))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (f *FullMesh) evictExpired() {
@@ -224,10 +236,12 @@ func (f *FullMesh) evictExpired() {
 	expired := map[string]string{}
 	for nse, m := range f.members {
 		switch {
+		case !m.unlisted.IsZero():
+			if now.After(f.relistDeadline(m)) {
+				expired[nse] = "not listed again within a registration lifetime of the watch's reconnect"
+			}
 		case !m.expires.IsZero() && now.After(m.expires.Add(f.opts.expiryGrace)):
 			expired[nse] = "registration expired without refresh"
-		case !m.unlisted.IsZero() && now.After(f.relistDeadline(m)):
-			expired[nse] = "not listed again before its registration expired"
 		}
 	}
 	f.mu.Unlock()

@@ -292,6 +292,35 @@ func TestEmptyRegistryAfterReconnectFillsAgain(t *testing.T) {
 	require.Equal(t, 1, client.closeCount(id("lb-2")), "the one that did not is closed after its expiry")
 }
 
+// A registry away for longer than a registration lasts comes back after
+// every expiry has passed, while the live endpoints are still retrying to
+// register: the mesh gives each a registration lifetime from the
+// registry's return, and drops only the one that never comes back.
+func TestRegistryBackAfterExpiryKeepsReregisteringEndpoints(t *testing.T) {
+	ctx := context.Background()
+	reg, client := newFakeRegistry(), newFakeClient()
+	const lifetime = time.Second
+	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(lifetime)))
+	_, _ = reg.Register(ctx, lb("lb-2", time.Now().Add(lifetime)))
+	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, time.Hour))
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+
+	reg.setDown(true)
+	reg.remove("lb-1", false)
+	reg.remove("lb-2", false)
+	time.Sleep(lifetime + 500*time.Millisecond) // both registrations have expired
+	reg.setDown(false)
+	require.Eventually(t, func() bool { return reg.watchCount() >= 2 }, 10*time.Second, 10*time.Millisecond, "the watch reconnects")
+	time.Sleep(200 * time.Millisecond) // ten expiry checks pass
+	require.Equal(t, 0, client.closeCount(id("lb-1")), "an endpoint is not dropped while it may still register again")
+	require.Equal(t, 0, client.closeCount(id("lb-2")), "an endpoint is not dropped while it may still register again")
+
+	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(lifetime)))
+	h.requireOpen(t, id("lb-1"))
+	require.Equal(t, 0, client.closeCount(id("lb-1")), "the endpoint that came back kept its connection")
+	require.Equal(t, 1, client.closeCount(id("lb-2")), "the one that did not is closed a lifetime after the return")
+}
+
 func TestFailedRequestsAreRetried(t *testing.T) {
 	ctx := context.Background()
 	reg, client := newFakeRegistry(), newFakeClient()

@@ -16,6 +16,10 @@ type member struct {
 	nse     string
 	id      string
 	expires time.Time // zero: no expiry known; touched by the mesh loop only
+	// lifetime is how long the registration ran when it was last listed
+	// (its expiry less the time it was seen; zero when unknown): a live
+	// endpoint refreshes within it. Mesh loop only.
+	lifetime time.Duration
 	// unlisted is when a listing after a reconnect of the watch first
 	// missed the endpoint (zero while it is listed); mesh loop only.
 	unlisted time.Time
@@ -166,4 +170,13 @@ func reselect(old, fresh *networkservice.Connection) *networkservice.Connection 
 		conn.GetPath().Index = 0
 	}
 	return conn
+}
+
+// setExpiry records a listing of the member's registration, seen at now.
+func (m *member) setExpiry(expires, now time.Time) {
+	m.expires = expires
+	m.lifetime = 0
+	if expires.After(now) {
+		m.lifetime = expires.Sub(now)
+	}
 }

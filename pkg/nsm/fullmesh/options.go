@@ -96,7 +96,8 @@ func WithExpiry(interval, grace time.Duration) Option {
 // WithRelistGrace sets how long an endpoint whose registration expiry is
 // unknown is kept when a listing after a reconnect of the watch misses it
 // (default 1m, NSM's default registration period). An endpoint with a known
-// expiry is kept until that expiry.
+// expiry is kept until that expiry, and at least one registration lifetime
+// (that expiry less the time it was listed) after the listing missed it.
 func WithRelistGrace(d time.Duration) Option {
 	return func(o *options) { o.relistGrace = d }
 }
