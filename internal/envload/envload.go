@@ -1,14 +1,17 @@
 // Package envload reads a service's configuration struct from environment
 // variables (envconfig tags: names, defaults, split words) and, unlike a
 // single envconfig.Process, reports every variable whose value cannot be
-// parsed, each named with its value and the type it must have.
+// parsed, each named with its value and the type it must have; and renders
+// such a struct in a log line (LogValue).
 package envload
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
+	"unicode"
 
 	"github.com/kelseyhightower/envconfig"
 )
@@ -67,4 +70,52 @@ func kind(t reflect.Type, err error) string {
 	default:
 		return fmt.Sprintf("a valid %s (%v)", t, err)
 	}
+}
+
+// LogValue renders a configuration struct (or a pointer to one) in a log
+// line: one attribute per exported field, keyed by the field's name in
+// lower camel case, durations and URLs as text.
+func LogValue(spec any) slog.Value {
+	v := reflect.Indirect(reflect.ValueOf(spec))
+	if v.Kind() != reflect.Struct {
+		return slog.AnyValue(spec)
+	}
+	attrs := make([]slog.Attr, 0, v.NumField())
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.IsExported() {
+			attrs = append(attrs, slog.Any(lowerCamel(f.Name), text(v.Field(i))))
+		}
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// text is a field's value as logged: a Stringer's text, else the value.
+func text(v reflect.Value) any {
+	if v.CanAddr() {
+		if s, ok := v.Addr().Interface().(fmt.Stringer); ok {
+			return s.String()
+		}
+	}
+	if s, ok := v.Interface().(fmt.Stringer); ok {
+		return s.String()
+	}
+	return v.Interface()
+}
+
+// lowerCamel turns a Go field name into a log key: MTU → mtu, IPAMService
+// → ipamService, DialTimeout → dialTimeout.
+func lowerCamel(name string) string {
+	r := []rune(name)
+	n := 0
+	for n < len(r) && unicode.IsUpper(r[n]) {
+		n++
+	}
+	if n > 1 && n < len(r) {
+		n-- // the last capital of an initialism starts the next word
+	}
+	for i := range n {
+		r[i] = unicode.ToLower(r[i])
+	}
+	return string(r)
 }

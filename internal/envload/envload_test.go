@@ -53,3 +53,15 @@ func TestNotAStructPointer(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestLogValue(t *testing.T) {
+	s := spec{DialTimeout: 5 * time.Second, Port: 80, MTU: 1500, ConnectTo: url.URL{Scheme: "unix", Path: "/x.sock"}, Names: []string{"a"}}
+	got := map[string]any{}
+	for _, a := range envload.LogValue(&s).Group() {
+		got[a.Key] = a.Value.Any()
+	}
+	require.Equal(t, map[string]any{
+		"dialTimeout": "5s", "port": int64(80), "mtu": uint64(1500), "insecure": false,
+		"connectTo": "unix:///x.sock", "names": []string{"a"},
+	}, got)
+}

@@ -86,16 +86,4 @@ func (c *Config) security() daemon.SecurityConfig {
 }
 
 // LogValue renders the configuration in a log line, durations as text.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.Int("port", c.Port),
-		slog.String("configFile", c.ConfigFile),
-		slog.String("configPollInterval", c.ConfigPollInterval.String()),
-		slog.String("logLevel", c.LogLevel),
-		slog.Int("metricsPort", c.MetricsPort),
-		slog.String("gracePeriod", c.GracePeriod.String()),
-		slog.Int("healthPort", c.HealthPort),
-		slog.Bool("insecure", c.Insecure),
-		slog.Any("authorizedIDs", c.AuthorizedIDs),
-	)
-}
+func (c Config) LogValue() slog.Value { return envload.LogValue(&c) }

@@ -10,6 +10,7 @@ package proxyd
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -93,6 +94,10 @@ func Load() (*Config, error) {
 	}
 	return &c, nil
 }
+
+// LogValue renders the configuration in a log line, durations and the
+// NSMgr URL as text.
+func (c Config) LogValue() slog.Value { return envload.LogValue(&c) }
 
 // Families returns the IP families the proxy serves, IPv4 first.
 func (c *Config) Families() []Family {

@@ -1,6 +1,7 @@
 package proxyd
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,21 @@ func TestValidateNamesEveryBadVariable(t *testing.T) {
 			t.Fatalf("error = %v, want %q", err, want)
 		}
 	})
+}
+
+// TestLogValueReadsAsText: the "starting" line shows durations and the
+// NSMgr URL as an operator writes them (it showed nanoseconds and the
+// fields of a url.URL).
+func TestLogValueReadsAsText(t *testing.T) {
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("starting", "config", c)
+	for _, want := range []string{`"dialTimeout":"5s"`, `"connectTo":"unix:///var/lib/networkservicemesh/nsm.io.sock"`, `"ipamService":"ipam-service:7777"`, `"mtu":1500`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("%s lacks %s", b.String(), want)
+		}
+	}
 }
