@@ -25,7 +25,9 @@ func ProbeService(kind string) (string, error) {
 // the unix socket at path (a "unix://" prefix is accepted) for the state of
 // the probe service of kind and returns nil only if it is SERVING. It does
 // not wait for a socket that nobody serves; ctx bounds the whole exchange.
-func Probe(ctx context.Context, path, kind string) error {
+// When the probe is not serving, the error names those of explain (the
+// probe's subservices) that are not serving either.
+func Probe(ctx context.Context, path, kind string, explain ...string) error {
 	service, err := ProbeService(kind)
 	if err != nil {
 		return err
@@ -36,12 +38,33 @@ func Probe(ctx context.Context, path, kind string) error {
 		return fmt.Errorf("health socket %s: %w", path, err)
 	}
 	defer conn.Close()
-	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	client := healthpb.NewHealthClient(conn)
+	st, err := checkOne(ctx, client, service)
 	if err != nil {
 		return fmt.Errorf("%s probe on %s: %w", service, path, err)
 	}
-	if st := resp.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
-		return fmt.Errorf("%s probe on %s: %s", service, path, st)
+	if st != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("%s probe on %s: %s%s", service, path, st, failing(ctx, client, explain))
 	}
 	return nil
+}
+
+func checkOne(ctx context.Context, client healthpb.HealthClient, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	return resp.GetStatus(), err
+}
+
+// failing lists the subservices that are not serving, as " (not serving:
+// A, B)", or "" when none is known to fail.
+func failing(ctx context.Context, client healthpb.HealthClient, subservices []string) string {
+	var bad []string
+	for _, s := range subservices {
+		if st, err := checkOne(ctx, client, s); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+			bad = append(bad, s)
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	return " (not serving: " + strings.Join(bad, ", ") + ")"
 }

@@ -19,6 +19,10 @@ func TestProbeFollowsProbeServices(t *testing.T) {
 	require.NoError(t, Probe(ctx, path, "startup"))
 	require.NoError(t, Probe(ctx, "unix://"+path, "LIVENESS"))
 	require.ErrorContains(t, Probe(ctx, path, "readiness"), "NOT_SERVING")
+	c.Register(Readiness, NSPCli)
+	c.SetServing(NSPCli, true)
+	require.EqualError(t, Probe(ctx, path, "readiness", IPAMCli, NSPCli),
+		"Readiness probe on "+path+": NOT_SERVING (not serving: IPAMCli)", "the failing subservice is named")
 	c.SetServing(IPAMCli, true)
 	require.NoError(t, Probe(ctx, path, "readiness"))
 }

@@ -47,11 +47,19 @@ func (d *Daemon) components() []component {
 	}
 }
 
+// probeSubservices are the subservices of each probe (the proxy's -probe
+// names those that fail).
+var probeSubservices = map[string][]string{
+	health.Readiness: {health.IPAMCli, health.NSPCli, health.NSMEndpoint, health.Egress, health.NSMRegistry},
+	health.Liveness:  {health.NSMEndpoint},
+}
+
 // startHealth serves the gRPC health service on the health socket.
 func (d *Daemon) startHealth(ctx context.Context) (func() error, error) {
 	d.health = health.New(health.WithLogger(d.log))
-	d.health.Register(health.Readiness, health.IPAMCli, health.NSPCli, health.NSMEndpoint, health.Egress, health.NSMRegistry)
-	d.health.Register(health.Liveness, health.NSMEndpoint)
+	for probe, subservices := range probeSubservices {
+		d.health.Register(probe, subservices...)
+	}
 	lis, err := health.ListenUnix(d.cfg.HealthSocket)
 	if err != nil {
 		return nil, fmt.Errorf("socket %s: %w", d.cfg.HealthSocket, err)

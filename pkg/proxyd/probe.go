@@ -13,8 +13,8 @@ import (
 // ProbeMode is `proxy -probe KIND [-probe-timeout D]`, the chart's exec
 // probe: it asks the running proxy's health socket for the probe KIND
 // (startup, readiness or liveness) and exits 0 only if it is serving, 1
-// if not (or no answer), 2 for an unknown KIND. The image needs no probe
-// tool of its own.
+// if not (or no answer; the message names the failing checks), 2 for an
+// unknown KIND. The image needs no probe tool of its own.
 func ProbeMode() daemon.Mode[*Config] {
 	timeout := 2 * time.Second
 	return daemon.Mode[*Config]{
@@ -24,12 +24,13 @@ func ProbeMode() daemon.Mode[*Config] {
 			fs.DurationVar(&timeout, "probe-timeout", timeout, "how long -probe waits for an answer")
 		},
 		RunValue: func(ctx context.Context, cfg *Config, kind string, _ io.Writer) error {
-			if _, err := health.ProbeService(kind); err != nil {
+			service, err := health.ProbeService(kind)
+			if err != nil {
 				return &daemon.ExitError{Status: 2, Message: "-probe: " + err.Error(), Err: err}
 			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			return health.Probe(ctx, cfg.HealthSocket, kind)
+			return health.Probe(ctx, cfg.HealthSocket, kind, probeSubservices[service]...)
 		},
 	}
 }
