@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -55,6 +56,8 @@ func TestRunNeedsSPIFFEOrAnExplicitInsecure(t *testing.T) {
 	cfg.Insecure = false
 	err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "IPAM_INSECURE=true")
+	_, err = os.Stat(cfg.Datasource)
+	require.ErrorIs(t, err, os.ErrNotExist, "no store is created by an IPAM that cannot serve")
 }
 
 func TestConfigRefusesBadAuthorizedIDs(t *testing.T) {

@@ -38,6 +38,13 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	ecfg.Logger = logger
+	// Security first: a service that cannot serve must not create or
+	// import a store on its way out.
+	sec, closeSec, err := daemon.OpenSecurity(ctx, cfg.security(), logger)
+	if err != nil {
+		return err
+	}
+	defer closeSec()
 	if err := importOnStart(ctx, cfg, logger); err != nil {
 		return err
 	}
@@ -70,12 +77,6 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		engine.Close() // flushes leases and queued changes before the store closes
 		snaps.final()
 	}()
-
-	sec, closeSec, err := daemon.OpenSecurity(ctx, cfg.security(), logger)
-	if err != nil {
-		return err
-	}
-	defer closeSec()
 
 	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)))
 	if err != nil {
