@@ -347,8 +347,12 @@ func (dp *Dataplane) ReleaseLeftovers() error {
 		deleted = append(deleted, p)
 	}
 	if len(kept) == 0 {
+		if dp.held.holdsNothing() && len(deleted) == 0 {
+			dp.log.Debug("no leftovers of an earlier run to release")
+		} else {
+			dp.log.Info("leftovers of an earlier run released", "unclaimedLinksDeleted", deleted)
+		}
 		dp.held, dp.heldAddrs = nil, nil
-		dp.log.Info("leftovers of an earlier run released", "unclaimedLinksDeleted", deleted)
 		return errors.Join(append(errs, dp.applyLocked(want))...)
 	}
 	// Only the links that could not be deleted stay held, as they are;

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"log/slog"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -150,4 +151,17 @@ func refuseLinkDeletes(t *testing.T) *atomic.Bool {
 	}
 	t.Cleanup(func() { delLink = old })
 	return &failing
+}
+
+// A first run holds nothing: its release says so at debug level only,
+// not that leftovers of an earlier run were released.
+func TestReleaseWithoutLeftoversSaysSo(t *testing.T) {
+	ns := testutil.NewNetNS(t, "hn")
+	var logs testutil.SyncBuffer
+	dp := newDP(t, ns, Options{AdoptLeftovers: true, HoldLeftovers: true,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.NoError(t, dp.Apply(State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}}))
+	require.NoError(t, dp.ReleaseLeftovers())
+	require.NotContains(t, logs.String(), "leftovers of an earlier run released")
+	require.Contains(t, logs.String(), "level=DEBUG msg=\"no leftovers of an earlier run to release\"")
 }

@@ -165,6 +165,17 @@ func (d *desired) withHeld(h *desired) *desired {
 	return &u
 }
 
+// holdsNothing tells whether d has no port, nexthop or VIP (what a held
+// state keeps).
+func (d *desired) holdsNothing() bool {
+	for _, f := range families {
+		if len(d.nexthops[f]) > 0 {
+			return false
+		}
+	}
+	return len(d.ports) == 0 && len(d.vips) == 0
+}
+
 // wantsPort tells whether port idx is in d's ports or tied to a nexthop.
 func (d *desired) wantsPort(idx int) bool {
 	if _, ok := d.tiedPorts[idx]; ok {
