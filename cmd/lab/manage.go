@@ -136,6 +136,9 @@ func listCmd(args []string) int {
 		fmt.Fprintf(stderr, "lab: %v\n", err)
 		return 1
 	}
+	if len(runs) == 0 {
+		fmt.Fprintln(stdout, "no lab run recorded")
+	}
 	for _, r := range runs {
 		owner := "owner gone (crashed: `lab down --id " + r.ID + "`)"
 		if r.OwnerAlive {
