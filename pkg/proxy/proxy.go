@@ -118,7 +118,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	go p.owedLoop(bgCtx)
 	// The bridge allocation marked the state dirty: the syncer's first
 	// Apply pushes it.
-	p.log.Info("proxy started", "bridge", p.bridgePrefixes())
+	p.log.Info("proxy started", "bridge", p.BridgeAddrs())
 	return p, nil
 }
 
