@@ -42,8 +42,9 @@ type Proxy struct {
 
 	dirty chan struct{} // capacity 1: a sync is due
 	watch watchers      // WatchTargets subscribers, signalled with every sync request
-	// servicePrefixes are routed via the gateway in targets' IP contexts.
-	servicePrefixes []netip.Prefix
+	// svcRoutes are the service routes via the gateway in targets' IP
+	// contexts.
+	svcRoutes serviceRoutes
 	// owed are the connections whose leases a renewal could not renew
 	// (the IPAM did not answer); owedKick wakes the owed loop.
 	owed     map[string]struct{}

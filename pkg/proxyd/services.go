@@ -45,10 +45,11 @@ type serviceLB struct {
 	accepted uint64
 	rejects  uint64
 	// withdrawn are the entries of file left out for colliding with the
-	// proxy's state, prefixes the prefixes handed to the targets (see
-	// resolve).
+	// proxy's state, prefixes the prefixes handed to the targets, held
+	// whether the targets keep theirs instead (see resolve).
 	withdrawn []string
 	prefixes  []netip.Prefix
+	held      bool
 }
 
 // Rejection is the last version of the services file that was refused:
@@ -98,9 +99,11 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	f, err := services.LoadFor(d.cfg.ServicesFile, s.facts())
 	if err != nil {
 		// The proxy serves its VIPs without the services; a fixed file is
-		// taken up by the watch.
+		// taken up by the watch. Meanwhile the targets keep the service
+		// routes they carry (see resolve).
 		s.reject(err)
-		log.Error("services file rejected at start; no services until it is fixed", "path", d.cfg.ServicesFile, "error", err)
+		log.Error("services file rejected at start; no services until it is fixed, the targets keep the service routes they have",
+			"path", d.cfg.ServicesFile, "error", err)
 	} else {
 		s.accept(f)
 	}
@@ -236,20 +239,27 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 // file without the entries that collide with the proxy's state now (a VIP
 // that came after the file; logged when that changes), and hands its
 // prefixes to the targets' IP contexts. With no good version yet (the
-// file broken since the start) it has no services.
+// file broken since the start) it has no services, and the targets keep
+// the service routes they carry: a restart with a broken file does not
+// take the last good routes away from them.
 func (s *serviceLB) resolve() *services.File {
 	s.mu.Lock()
 	f := s.file
 	s.mu.Unlock()
-	if f == nil {
-		return &services.File{}
+	var prefixes []netip.Prefix
+	held := f == nil
+	if held {
+		s.proxy.HoldServiceRoutes()
+		f = &services.File{}
+	} else {
+		var withdrawn []error
+		f, withdrawn = f.Resolve(s.facts())
+		s.noteWithdrawn(withdrawn)
+		prefixes = f.RoutePrefixes()
+		s.proxy.SetServicePrefixes(prefixes)
 	}
-	f, withdrawn := f.Resolve(s.facts())
-	s.noteWithdrawn(withdrawn)
-	prefixes := f.RoutePrefixes()
-	s.proxy.SetServicePrefixes(prefixes)
 	s.mu.Lock()
-	s.prefixes = prefixes
+	s.prefixes, s.held = prefixes, held
 	s.mu.Unlock()
 	return f
 }
@@ -287,8 +297,11 @@ type ServicesState struct {
 	// for colliding with the proxy's state (a VIP that came after it),
 	// each with the reason.
 	Withdrawn []string `json:"withdrawn,omitempty"`
-	// Prefixes are the prefixes handed to the targets.
-	Prefixes []netip.Prefix `json:"prefixes"`
+	// Prefixes are the prefixes handed to the targets; RoutesHeld says
+	// that no version of the file was good yet, so that the targets keep
+	// the service routes they carry.
+	Prefixes   []netip.Prefix `json:"prefixes"`
+	RoutesHeld bool           `json:"routesHeld,omitempty"`
 	// Ports are the served service ports with their endpoints, sockets or
 	// chains and counters; Events the socket events by service port and
 	// reason (userspace).
@@ -300,7 +313,7 @@ type ServicesState struct {
 func (s *serviceLB) state() *ServicesState {
 	s.mu.Lock()
 	st := &ServicesState{File: s.cfg.ServicesFile, Provider: s.cfg.ServiceProvider, Loaded: s.loaded, Rejected: s.rejected,
-		Withdrawn: s.withdrawn, Prefixes: s.prefixes}
+		Withdrawn: s.withdrawn, Prefixes: s.prefixes, RoutesHeld: s.held}
 	s.mu.Unlock()
 	if in, ok := s.provider.(servicelb.Inspector); ok {
 		st.Ports = in.PortStates()

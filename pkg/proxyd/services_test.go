@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -238,4 +239,61 @@ func TestDaemonServicesCollisions(t *testing.T) {
 		return ok && len(st.Services.Withdrawn) == 0
 	}, wait, tick, "the VIP gone, the service is back")
 	require.Eventually(t, func() bool { return strings.Contains(nftDispatch4(t, ns), "10.96.0.10") }, wait, tick)
+}
+
+// TestDaemonServicesRestartWithBrokenFile: a proxy restarted while the
+// services file is broken leaves the targets the service routes they
+// have (the earlier run's, the last good ones), instead of taking them
+// away until their first refresh after the fix; a target new meanwhile
+// gets none, and the routes of the fixed file at its next request.
+func TestDaemonServicesRestartWithBrokenFile(t *testing.T) {
+	ns := testutil.NewNetNS(t, "prst")
+	e := newEnv(t)
+	cfg := e.config(t, 20*time.Second)
+	cfg.ServicesFile = filepath.Join(e.dir, "services.yaml")
+	writeFile(t, cfg.ServicesFile, servicesYAML)
+	d1, _ := e.start(t, cfg, proxyd.WithServiceNetNS(ns.Handle))
+	want := []string{"10.96.0.0/24 via 172.16.0.1", "fd00:96::/112 via fd00::1"}
+	routes := func(c *networkservice.Connection) []string {
+		var out []string
+		for _, r := range c.GetContext().GetIpContext().GetSrcRoutes() {
+			out = append(out, r.GetPrefix()+" via "+r.GetNextHop())
+		}
+		return out
+	}
+	nsc := e.targetClient()
+	rctx, rcancel := context.WithTimeout(e.ctx, 2*wait)
+	defer rcancel()
+	conn, err := nsc.Request(rctx, targetRequest("target-1", nil))
+	require.NoError(t, err)
+	require.Equal(t, want, routes(conn))
+
+	require.NoError(t, d1.Stop())
+	writeFile(t, cfg.ServicesFile, strings.Replace(servicesYAML, "protocol: udp", "protocol: sctp", 1))
+	e.start(t, cfg, proxyd.WithServiceNetNS(ns.Handle))
+	st := debugState(t, cfg.DebugSocket)
+	require.NotNil(t, st.Services.Rejected)
+	require.True(t, st.Services.RoutesHeld)
+	var healed *networkservice.Connection
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(rctx, 5*time.Second)
+		defer cancel()
+		healed, err = nsc.Request(ctx, targetRequest("", conn))
+		return err == nil
+	}, wait, tick)
+	require.Equal(t, want, routes(healed), "the target keeps its service routes")
+	fresh, err := nsc.Request(rctx, targetRequest("target-2", nil))
+	require.NoError(t, err)
+	require.Empty(t, routes(fresh), "no routes to keep")
+
+	writeFile(t, cfg.ServicesFile, servicesYAML)
+	require.Eventually(t, func() bool {
+		st := debugState(t, cfg.DebugSocket)
+		return st.Services.Rejected == nil && !st.Services.RoutesHeld
+	}, wait, tick)
+	for _, c := range []*networkservice.Connection{healed, fresh} {
+		c, err := nsc.Request(rctx, targetRequest("", c))
+		require.NoError(t, err)
+		require.Equal(t, want, routes(c))
+	}
 }
