@@ -102,13 +102,14 @@ func (p *Proxy) renewLoop(ctx context.Context) {
 		if err := p.RenewBridge(ctx); err != nil {
 			p.log.Warn("bridge address renewal failed", "error", err)
 		} else {
-			p.log.Debug("bridge address renewed", "bridge", p.bridgePrefixes())
+			p.log.Debug("bridge address renewed", "bridge", p.BridgeAddrs())
 		}
 	}
 }
 
-// bridgePrefixes returns the bridge addresses in family order.
-func (p *Proxy) bridgePrefixes() []netip.Prefix {
+// BridgeAddrs returns the bridge addresses (the targets' gateways, with
+// the node prefix length) in family order.
+func (p *Proxy) BridgeAddrs() []netip.Prefix {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.bridgePrefixesLocked()

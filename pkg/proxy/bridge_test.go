@@ -38,7 +38,7 @@ func TestNewRetriesBridgeWithoutDuplicates(t *testing.T) {
 	require.Equal(t, 1, ipam.countCalls("Allocate IPV4/bridge"))
 	require.Equal(t, 4, ipam.countCalls("Allocate IPV6/bridge"))
 	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("172.16.0.1/24"), netip.MustParsePrefix("fd00::1/64")},
-		p.bridgePrefixes())
+		p.BridgeAddrs())
 	require.Equal(t, uint64(3), p.Stats().IPAMErrors)
 }
 
@@ -127,5 +127,5 @@ func TestRenewBridgeReportsFailure(t *testing.T) {
 	e.ipam.setHook(failOn(ipamv1.IPFamily_IPV6, "bridge"))
 	err := e.p.RenewBridge(context.Background())
 	require.ErrorContains(t, err, "injected IPAM failure")
-	require.Len(t, e.p.bridgePrefixes(), 2, "a failed renewal keeps the address")
+	require.Len(t, e.p.BridgeAddrs(), 2, "a failed renewal keeps the address")
 }

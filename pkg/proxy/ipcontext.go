@@ -134,11 +134,11 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	}
 	warnMoved(prior, got, log)
 	p.followNodeSubnet(ctx, id, got, log)
-	bridge, svcPrefixes := p.commitAllocs(id, t, conn.GetId(), got, log)
+	bridge, svcRoutes := p.commitAllocs(id, t, conn.GetId(), got, log)
 
 	src, dst := p.srcDstPrefixes(id, got)
 	before := ipContextString(ipc)
-	p.writeIPContext(ipc, t, src, dst, bridge, svcPrefixes, log)
+	p.writeIPContext(ipc, t, src, dst, bridge, svcRoutes, log)
 	logIPContextChange(log, len(prior) == 0, before, ipContextString(ipc))
 	return nil
 }
@@ -216,9 +216,9 @@ func ensureIPContext(conn *networkservice.Connection) *networkservice.IPContext 
 
 // commitAllocs records got as the allocations of id, and the NSM connection
 // owner as the one that holds them, moves its nexthops to them, and returns
-// the bridge addresses and service prefixes to write.
+// the bridge addresses and service routes to write.
 func (p *Proxy) commitAllocs(id string, t ConnType, owner string, got map[childKey]netip.Prefix,
-	log *slog.Logger) (map[ipamv1.IPFamily]netip.Prefix, []netip.Prefix) {
+	log *slog.Logger) (map[ipamv1.IPFamily]netip.Prefix, serviceRoutes) {
 	p.mu.Lock()
 	st := p.conns[id]
 	if st == nil {
@@ -240,13 +240,13 @@ func (p *Proxy) commitAllocs(id string, t ConnType, owner string, got map[childK
 	moved := p.refreshHopsLocked(st)
 	hops := slices.Clone(st.hops)
 	bridge := maps.Clone(p.bridge)
-	svcPrefixes := p.servicePrefixes
+	svcRoutes := p.svcRoutes
 	p.mu.Unlock()
 	if moved {
 		log.Info("nexthops follow the connection's new addresses", "nexthops", hops)
 		p.markDirty()
 	}
-	return bridge, svcPrefixes
+	return bridge, svcRoutes
 }
 
 // srcDstPrefixes returns the "-src" and "-dst" addresses in got of id, in
@@ -262,7 +262,7 @@ func (p *Proxy) srcDstPrefixes(id string, got map[childKey]netip.Prefix) (src, d
 // writeIPContext writes the addresses of a connection of type t into ipc
 // (see SetIPContext for the contract of each type).
 func (p *Proxy) writeIPContext(ipc *networkservice.IPContext, t ConnType, src, dst []netip.Prefix,
-	bridge map[ipamv1.IPFamily]netip.Prefix, svcPrefixes []netip.Prefix, log *slog.Logger) {
+	bridge map[ipamv1.IPFamily]netip.Prefix, svcRoutes serviceRoutes, log *slog.Logger) {
 	switch t {
 	case LBConn:
 		old := slices.Clone(ipc.GetSrcIpAddrs())
@@ -279,7 +279,7 @@ func (p *Proxy) writeIPContext(ipc *networkservice.IPContext, t ConnType, src, d
 				"ignored", foreign, "gateways", gws)
 		}
 		setTargetIPContext(ipc, src, dst, gws, gwNets)
-		setServiceRoutes(ipc, svcPrefixes, gwNets)
+		setServiceRoutes(ipc, svcRoutes, gwNets)
 	}
 }
 

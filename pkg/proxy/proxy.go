@@ -42,8 +42,9 @@ type Proxy struct {
 
 	dirty chan struct{} // capacity 1: a sync is due
 	watch watchers      // WatchTargets subscribers, signalled with every sync request
-	// servicePrefixes are routed via the gateway in targets' IP contexts.
-	servicePrefixes []netip.Prefix
+	// svcRoutes are the service routes via the gateway in targets' IP
+	// contexts.
+	svcRoutes serviceRoutes
 	// owed are the connections whose leases a renewal could not renew
 	// (the IPAM did not answer); owedKick wakes the owed loop.
 	owed     map[string]struct{}
@@ -118,7 +119,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	go p.owedLoop(bgCtx)
 	// The bridge allocation marked the state dirty: the syncer's first
 	// Apply pushes it.
-	p.log.Info("proxy started", "bridge", p.bridgePrefixes())
+	p.log.Info("proxy started", "bridge", p.BridgeAddrs())
 	return p, nil
 }
 

@@ -46,6 +46,40 @@ func TestServiceRoutes(t *testing.T) {
 	require.Empty(t, ipcOf(lb).GetSrcRoutes())
 }
 
+// Held (the prefixes are not known: a restart with a broken services
+// file), a target keeps the service routes its request carries, moved to
+// its current gateway; a target that carries none gets none; the next
+// SetServicePrefixes ends the hold.
+func TestHeldServiceRoutes(t *testing.T) {
+	e := newTestEnv(t)
+	e.p.HoldServiceRoutes()
+	healed := targetConn("target-1")
+	// As an earlier run wrote it, with another gateway (172.16.9.1/24).
+	healed.Context = &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{
+		ExtraPrefixes: []string{"172.16.9.1/24"},
+		SrcRoutes: []*networkservice.Route{
+			{Prefix: "10.96.0.0/24", NextHop: "172.16.9.1"},
+			{Prefix: "192.0.2.0/24", NextHop: "198.51.100.1"},
+			{Prefix: "10.96.0.0/24", NextHop: "172.16.9.1"},
+			{Prefix: "fd00:96::/112", NextHop: "fd00::1"},
+		},
+	}}
+	require.NoError(t, e.p.SetIPContext(context.Background(), healed, TargetConn))
+	require.Equal(t, []string{"192.0.2.0/24 via 198.51.100.1", "10.96.0.0/24 via 172.16.0.1", "fd00:96::/112 via fd00::1"},
+		routeStrings(ipcOf(healed).GetSrcRoutes()), "kept once each, via the current gateways")
+
+	fresh := targetConn("target-2")
+	require.NoError(t, e.p.SetIPContext(context.Background(), fresh, TargetConn))
+	require.Empty(t, ipcOf(fresh).GetSrcRoutes(), "nothing to keep")
+
+	e.p.SetServicePrefixes([]netip.Prefix{netip.MustParsePrefix("10.97.0.0/24")})
+	for _, c := range []*networkservice.Connection{healed, fresh} {
+		require.NoError(t, e.p.SetIPContext(context.Background(), c, TargetConn))
+	}
+	require.Equal(t, []string{"192.0.2.0/24 via 198.51.100.1", "10.97.0.0/24 via 172.16.0.1"}, routeStrings(ipcOf(healed).GetSrcRoutes()))
+	require.Equal(t, []string{"10.97.0.0/24 via 172.16.0.1"}, routeStrings(ipcOf(fresh).GetSrcRoutes()))
+}
+
 // TargetAddrs follows the target interfaces (the target-side addresses
 // the proxy handed out, of the targets whose link is a port; never an LB's);
 // WatchTargets signals changes.

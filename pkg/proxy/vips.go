@@ -42,6 +42,13 @@ func (p *Proxy) SetVIPs(vips []netip.Prefix) error {
 	return nil
 }
 
+// VIPs returns the VIPs in force (the accepted ones, sorted).
+func (p *Proxy) VIPs() []netip.Prefix {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.vips)
+}
+
 // SetVIPStrings parses VIPs given as strings ("20.0.0.1/32", or a bare
 // address meaning a host prefix) and sets them like SetVIPs; unparsable
 // entries are rejected the same way as invalid ones.

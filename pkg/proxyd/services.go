@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,12 @@ type serviceLB struct {
 	rejected *Rejection
 	accepted uint64
 	rejects  uint64
+	// withdrawn are the entries of file left out for colliding with the
+	// proxy's state, prefixes the prefixes handed to the targets, held
+	// whether the targets keep theirs instead (see resolve).
+	withdrawn []string
+	prefixes  []netip.Prefix
+	held      bool
 }
 
 // Rejection is the last version of the services file that was refused:
@@ -89,12 +96,14 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		return nil, err
 	}
 	d.services = s
-	f, err := services.Load(d.cfg.ServicesFile)
+	f, err := services.LoadFor(d.cfg.ServicesFile, s.facts())
 	if err != nil {
 		// The proxy serves its VIPs without the services; a fixed file is
-		// taken up by the watch.
+		// taken up by the watch. Meanwhile the targets keep the service
+		// routes they carry (see resolve).
 		s.reject(err)
-		log.Error("services file rejected at start; no services until it is fixed", "path", d.cfg.ServicesFile, "error", err)
+		log.Error("services file rejected at start; no services until it is fixed, the targets keep the service routes they have",
+			"path", d.cfg.ServicesFile, "error", err)
 	} else {
 		s.accept(f)
 	}
@@ -107,7 +116,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		s.feedLoop(ctx, targets, svcs, eps)
 	})
 	t.Go(func(ctx context.Context) {
-		err := file.WatchParsed(ctx, d.cfg.ServicesFile, services.Parse, f, s.accept,
+		err := file.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
 			file.WithLogger(log), file.WithRejectHook(s.reject), file.WithRecoverHook(s.recovered))
 		if err != nil {
 			log.Error("services file watch stopped; the last good services stay", "error", err)
@@ -125,13 +134,24 @@ func cleanupServices(ns netns.NsHandle) error {
 	return errors.Join(nftlb.CleanupLeftovers(ns), userspace.CleanupLeftovers(ns))
 }
 
+// facts are what the services may not collide with: the VIPs in force
+// and the bridge addresses.
+func (s *serviceLB) facts() services.Facts {
+	return services.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
+}
+
+// parse parses a version of the file for the watch: a version that
+// collides with the proxy's state is refused like any broken one.
+func (s *serviceLB) parse(data []byte) (*services.File, error) {
+	return services.ParseFor(data, s.facts())
+}
+
 // accept takes a new good version of the file (on the watch goroutine).
 func (s *serviceLB) accept(f *services.File) {
 	s.mu.Lock()
 	s.file, s.loaded, s.rejected = f, time.Now(), nil
 	s.accepted++
 	s.mu.Unlock()
-	s.proxy.SetServicePrefixes(f.RoutePrefixes())
 	select {
 	case s.changed <- struct{}{}:
 	default:
@@ -188,12 +208,7 @@ func (s *serviceLB) feedLoop(ctx context.Context, targets <-chan struct{}, svcs 
 // feed computes the services and endpoints and hands over what differs
 // from the last ones (lastSvcs, lastEps); it returns what it handed over.
 func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpoints) ([]servicelb.Service, []servicelb.Endpoints) {
-	s.mu.Lock()
-	f := s.file
-	s.mu.Unlock()
-	if f == nil {
-		f = &services.File{}
-	}
+	f := s.resolve()
 	var addrs []netip.Addr
 	if f.UsesTargets() {
 		addrs = s.proxy.TargetAddrs()
@@ -220,15 +235,73 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 	return svcs, eps
 }
 
+// resolve returns the services in force: the last good version of the
+// file without the entries that collide with the proxy's state now (a VIP
+// that came after the file; logged when that changes), and hands its
+// prefixes to the targets' IP contexts. With no good version yet (the
+// file broken since the start) it has no services, and the targets keep
+// the service routes they carry: a restart with a broken file does not
+// take the last good routes away from them.
+func (s *serviceLB) resolve() *services.File {
+	s.mu.Lock()
+	f := s.file
+	s.mu.Unlock()
+	var prefixes []netip.Prefix
+	held := f == nil
+	if held {
+		s.proxy.HoldServiceRoutes()
+		f = &services.File{}
+	} else {
+		var withdrawn []error
+		f, withdrawn = f.Resolve(s.facts())
+		s.noteWithdrawn(withdrawn)
+		prefixes = f.RoutePrefixes()
+		s.proxy.SetServicePrefixes(prefixes)
+	}
+	s.mu.Lock()
+	s.prefixes, s.held = prefixes, held
+	s.mu.Unlock()
+	return f
+}
+
+// noteWithdrawn records the entries of the file in force that collide
+// with the proxy's state, and logs them when they change.
+func (s *serviceLB) noteWithdrawn(errs []error) {
+	msgs := make([]string, 0, len(errs))
+	for _, err := range errs {
+		msgs = append(msgs, err.Error())
+	}
+	s.mu.Lock()
+	changed := !slices.Equal(msgs, s.withdrawn)
+	s.withdrawn = msgs
+	s.mu.Unlock()
+	switch {
+	case !changed:
+	case len(msgs) > 0:
+		s.log.Error("entries of the services file in force withdrawn: they collide with the proxy's state; the other services are served",
+			"withdrawn", msgs)
+	default:
+		s.log.Info("no entry of the services file in force collides with the proxy's state any more: all are served")
+	}
+}
+
 // ServicesState is the service load balancer in -debug.
 type ServicesState struct {
 	File     string `json:"file"`
 	Provider string `json:"provider"`
 	// Loaded is when the configuration in force was read; Rejected the
 	// last refused version since (the configuration in force stays).
-	Loaded   time.Time      `json:"loaded,omitzero"`
-	Rejected *Rejection     `json:"rejected,omitempty"`
-	Prefixes []netip.Prefix `json:"prefixes"`
+	Loaded   time.Time  `json:"loaded,omitzero"`
+	Rejected *Rejection `json:"rejected,omitempty"`
+	// Withdrawn are the entries of the configuration in force left out
+	// for colliding with the proxy's state (a VIP that came after it),
+	// each with the reason.
+	Withdrawn []string `json:"withdrawn,omitempty"`
+	// Prefixes are the prefixes handed to the targets; RoutesHeld says
+	// that no version of the file was good yet, so that the targets keep
+	// the service routes they carry.
+	Prefixes   []netip.Prefix `json:"prefixes"`
+	RoutesHeld bool           `json:"routesHeld,omitempty"`
 	// Ports are the served service ports with their endpoints, sockets or
 	// chains and counters; Events the socket events by service port and
 	// reason (userspace).
@@ -239,10 +312,8 @@ type ServicesState struct {
 
 func (s *serviceLB) state() *ServicesState {
 	s.mu.Lock()
-	st := &ServicesState{File: s.cfg.ServicesFile, Provider: s.cfg.ServiceProvider, Loaded: s.loaded, Rejected: s.rejected}
-	if s.file != nil {
-		st.Prefixes = s.file.RoutePrefixes()
-	}
+	st := &ServicesState{File: s.cfg.ServicesFile, Provider: s.cfg.ServiceProvider, Loaded: s.loaded, Rejected: s.rejected,
+		Withdrawn: s.withdrawn, Prefixes: s.prefixes, RoutesHeld: s.held}
 	s.mu.Unlock()
 	if in, ok := s.provider.(servicelb.Inspector); ok {
 		st.Ports = in.PortStates()

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/config/file"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
@@ -161,4 +163,137 @@ func nftlbTables(ns *testutil.NetNS) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// nftDispatch4 is the IPv4 dispatch map of the nftables provider in ns:
+// one element per service IP it serves.
+func nftDispatch4(t *testing.T, ns *testutil.NetNS) string {
+	t.Helper()
+	out, err := ns.Exec("nft", "list", "map", "inet", nftlb.TableName, "dispatch4")
+	require.NoError(t, err)
+	return out
+}
+
+// TestDaemonServicesCollisions: a version of the file that collides with
+// the proxy's state (a VIP, the bridge address, the node subnet) or has a
+// default route is refused with the entry and the reason, and the last
+// good services stay; a VIP that comes later onto a service IP of the
+// file in force withdraws that service (logged, in -debug, out of the
+// kernel) and gives it back when it goes.
+func TestDaemonServicesCollisions(t *testing.T) {
+	ns := testutil.NewNetNS(t, "pcol")
+	e := newEnv(t)
+	cfg := e.config(t, 20*time.Second)
+	cfg.ServicesFile = filepath.Join(e.dir, "services.yaml")
+	writeFile(t, cfg.ServicesFile, servicesYAML)
+	e.start(t, cfg, proxyd.WithServiceNetNS(ns.Handle))
+	require.Eventually(t, func() bool { return len(debugState(t, cfg.DebugSocket).Proxy.State.VIPs) == 2 }, wait, tick, "the VIPs of the NSP")
+	require.Contains(t, nftDispatch4(t, ns), "10.96.0.10")
+
+	rejected := func(edit string) string {
+		writeFile(t, cfg.ServicesFile, edit)
+		var st proxyd.DebugState
+		require.Eventually(t, func() bool {
+			st = debugState(t, cfg.DebugSocket)
+			return st.Services.Rejected != nil
+		}, wait, tick)
+		_, ok := servicePort(st, "shop/web:http")
+		require.True(t, ok, "the last good services stay")
+		writeFile(t, cfg.ServicesFile, servicesYAML)
+		require.Eventually(t, func() bool { return debugState(t, cfg.DebugSocket).Services.Rejected == nil }, wait, tick)
+		return st.Services.Rejected.Error
+	}
+	msg := rejected(strings.Replace(servicesYAML, "prefixes: [", "prefixes: [0.0.0.0/0, ", 1))
+	require.Contains(t, msg, "prefixes[0] (line 1): 0.0.0.0/0 is a default route")
+	msg = rejected(strings.NewReplacer("10.96.0.0/24", "10.96.0.0/24, 20.0.0.0/24, 172.16.0.0/16, 'fd00::/120'",
+		"ip: 10.96.0.10", "ip: 20.0.0.1", "ip: fd00:96::53", "ip: fd00::1").Replace(servicesYAML))
+	require.Contains(t, msg, "4 problems")
+	require.Contains(t, msg, "prefixes[2] (line 1): 172.16.0.0/16 overlaps 172.16.0.0/24, the conduit's node subnet")
+	require.Contains(t, msg, "prefixes[3] (line 1): fd00::/120 overlaps fd00::/64")
+	require.Contains(t, msg, `services[0] "shop/web" (line 3): ip 20.0.0.1 is in the VIP 20.0.0.1/32`)
+	require.Contains(t, msg, `services[1] "shop/dns" (line 7): ip fd00::1 is the proxy's own address on the bridge`)
+
+	// A VIP onto the service IP of shop/web: the VIP wins.
+	vips := []file.VIP{{Name: "vip-v4", Address: "20.0.0.1/32", Trench: trench}, {Name: "vip-v6", Address: "2001:db8::1/128", Trench: trench}}
+	setVIPs := func(vips []file.VIP) {
+		e.nsp.SetConfig(&file.Config{Trenches: []file.Trench{{Name: trench}}, Conduits: []file.Conduit{{Name: conduit, Trench: trench}}, VIPs: vips})
+	}
+	setVIPs(append(slices.Clone(vips), file.VIP{Name: "taken", Address: "10.96.0.10/32", Trench: trench}))
+	var st proxyd.DebugState
+	require.Eventually(t, func() bool {
+		st = debugState(t, cfg.DebugSocket)
+		_, ok := servicePort(st, "shop/web:http")
+		return len(st.Services.Withdrawn) == 1 && !ok
+	}, wait, tick, "withdrawn")
+	require.Equal(t, []string{`services[0] "shop/web": ip 10.96.0.10 is in the VIP 10.96.0.10/32: the service would take over the VIP's traffic`},
+		st.Services.Withdrawn)
+	_, ok := servicePort(st, "shop/dns")
+	require.True(t, ok, "the other services stay")
+	require.Eventually(t, func() bool { return !strings.Contains(nftDispatch4(t, ns), "10.96.0.10") }, wait, tick, "out of the kernel")
+	require.Contains(t, sprint(st.Proxy.State.VIPs), "10.96.0.10/32", "the VIP is served")
+
+	setVIPs(vips)
+	require.Eventually(t, func() bool {
+		st := debugState(t, cfg.DebugSocket)
+		_, ok := servicePort(st, "shop/web:http")
+		return ok && len(st.Services.Withdrawn) == 0
+	}, wait, tick, "the VIP gone, the service is back")
+	require.Eventually(t, func() bool { return strings.Contains(nftDispatch4(t, ns), "10.96.0.10") }, wait, tick)
+}
+
+// TestDaemonServicesRestartWithBrokenFile: a proxy restarted while the
+// services file is broken leaves the targets the service routes they
+// have (the earlier run's, the last good ones), instead of taking them
+// away until their first refresh after the fix; a target new meanwhile
+// gets none, and the routes of the fixed file at its next request.
+func TestDaemonServicesRestartWithBrokenFile(t *testing.T) {
+	ns := testutil.NewNetNS(t, "prst")
+	e := newEnv(t)
+	cfg := e.config(t, 20*time.Second)
+	cfg.ServicesFile = filepath.Join(e.dir, "services.yaml")
+	writeFile(t, cfg.ServicesFile, servicesYAML)
+	d1, _ := e.start(t, cfg, proxyd.WithServiceNetNS(ns.Handle))
+	want := []string{"10.96.0.0/24 via 172.16.0.1", "fd00:96::/112 via fd00::1"}
+	routes := func(c *networkservice.Connection) []string {
+		var out []string
+		for _, r := range c.GetContext().GetIpContext().GetSrcRoutes() {
+			out = append(out, r.GetPrefix()+" via "+r.GetNextHop())
+		}
+		return out
+	}
+	nsc := e.targetClient()
+	rctx, rcancel := context.WithTimeout(e.ctx, 2*wait)
+	defer rcancel()
+	conn, err := nsc.Request(rctx, targetRequest("target-1", nil))
+	require.NoError(t, err)
+	require.Equal(t, want, routes(conn))
+
+	require.NoError(t, d1.Stop())
+	writeFile(t, cfg.ServicesFile, strings.Replace(servicesYAML, "protocol: udp", "protocol: sctp", 1))
+	e.start(t, cfg, proxyd.WithServiceNetNS(ns.Handle))
+	st := debugState(t, cfg.DebugSocket)
+	require.NotNil(t, st.Services.Rejected)
+	require.True(t, st.Services.RoutesHeld)
+	var healed *networkservice.Connection
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(rctx, 5*time.Second)
+		defer cancel()
+		healed, err = nsc.Request(ctx, targetRequest("", conn))
+		return err == nil
+	}, wait, tick)
+	require.Equal(t, want, routes(healed), "the target keeps its service routes")
+	fresh, err := nsc.Request(rctx, targetRequest("target-2", nil))
+	require.NoError(t, err)
+	require.Empty(t, routes(fresh), "no routes to keep")
+
+	writeFile(t, cfg.ServicesFile, servicesYAML)
+	require.Eventually(t, func() bool {
+		st := debugState(t, cfg.DebugSocket)
+		return st.Services.Rejected == nil && !st.Services.RoutesHeld
+	}, wait, tick)
+	for _, c := range []*networkservice.Connection{healed, fresh} {
+		c, err := nsc.Request(rctx, targetRequest("", c))
+		require.NoError(t, err)
+		require.Equal(t, want, routes(c))
+	}
 }

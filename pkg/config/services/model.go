@@ -1,6 +1,7 @@
 // Package services owns the proxy's services file (NSM_SERVICES_FILE): the
 // YAML model of the service load balancer's services and their endpoints,
-// its strict parsing and validation, and its resolution into the
+// its strict parsing and validation, its checks against the proxy's state
+// (Facts: VIPs, bridge address, node subnet), and its resolution into the
 // servicelb model, with the addresses of the targets connected to the proxy
 // for the ports that ask for them. The file is followed with
 // pkg/config/file's watcher.
@@ -15,7 +16,8 @@ import (
 type File struct {
 	// Prefixes are handed to every target as routes via its gateway (the
 	// proxy's bridge address of the family). Every service IP must lie in
-	// one. Empty: each service IP's host prefix.
+	// one. None is shorter than MinPrefixBits (no default route). Empty:
+	// each service IP's host prefix.
 	Prefixes []string  `yaml:"prefixes,omitempty"`
 	Services []Service `yaml:"services"`
 }

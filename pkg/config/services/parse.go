@@ -11,12 +11,15 @@ import (
 )
 
 // Load reads and parses the services file at path.
-func Load(path string) (*File, error) {
+func Load(path string) (*File, error) { return LoadFor(path, Facts{}) }
+
+// LoadFor reads the services file at path and parses it with ParseFor.
+func LoadFor(path string, facts Facts) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read services file: %w", err)
 	}
-	f, err := Parse(data)
+	f, err := ParseFor(data, facts)
 	if err != nil {
 		return nil, fmt.Errorf("services file %s: %w", path, err)
 	}
@@ -28,7 +31,12 @@ func Load(path string) (*File, error) {
 // its entry (services[i] "namespace/name" (line n) ports[j]) and the
 // reason. Protocols and affinities come back in their canonical spelling,
 // an empty namespace as DefaultNamespace.
-func Parse(data []byte) (*File, error) {
+func Parse(data []byte) (*File, error) { return ParseFor(data, Facts{}) }
+
+// ParseFor is Parse, and also refuses a file that collides with the
+// proxy's state (see Facts), each collision named like the other
+// problems.
+func ParseFor(data []byte, facts Facts) (*File, error) {
 	var f File
 	l, err := file.DecodeStrict(data, &f, "write `services: []` for no services")
 	if err != nil {
@@ -37,8 +45,17 @@ func Parse(data []byte) (*File, error) {
 	if err := validate(&f, l); err != nil {
 		return nil, err
 	}
+	if _, _, errs := collisions(&f, l, facts); len(errs) > 0 {
+		return nil, &file.InvalidError{Problems: errs}
+	}
 	return &f, nil
 }
+
+// MinPrefixBits is the shortest prefix length a service prefix may have, in
+// either family: a wider route (0.0.0.0/1 with 128.0.0.0/1 replace the
+// default route without being one) would take the targets' traffic to
+// the proxy.
+const MinPrefixBits = 8
 
 type checker struct {
 	errs []error
@@ -66,6 +83,10 @@ func validate(f *File, l file.Lines) error {
 			c.bad(w, "%q is not a prefix in CIDR notation", s)
 		case p.Masked() != p:
 			c.bad(w, "%q has host bits set; did you mean %s?", s, p.Masked())
+		case p.Bits() == 0:
+			c.bad(w, "%s is a default route: every target would send all its traffic to the proxy", p)
+		case p.Bits() < MinPrefixBits:
+			c.bad(w, "%s is shorter than /%d: a route that wide takes over most of the targets' default route", p, MinPrefixBits)
 		default:
 			prefixes = append(prefixes, p)
 		}

@@ -4,8 +4,99 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/causeway-net/causeway/pkg/config/file"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
+
+// Facts are what the proxy knows at run time that a services file must
+// not collide with. A service IP may not lie in a VIP (the service would
+// take over the VIP's traffic: its ingress from the load balancers and
+// the external clients' flows), nor be the bridge address (the proxy's
+// own, the targets' gateway), nor lie in the node subnet the targets'
+// addresses come from (the IPAM hands them out); no prefix may overlap
+// that subnet (the targets would reach their neighbours via the gateway).
+type Facts struct {
+	// VIPs are the VIPs the proxy serves.
+	VIPs []netip.Prefix
+	// Bridge are the proxy's bridge addresses with the node prefix
+	// length, one per family (e.g. 172.16.0.1/24).
+	Bridge []netip.Prefix
+}
+
+// Resolve returns f without the services and prefixes that collide with
+// facts (f itself is not changed), and one error per entry left out,
+// named as Parse names it (without the line). It is meant for the file in
+// force when the facts change (a new VIP, a new bridge address). A
+// resolved file whose prefixes all collide routes the host prefixes of
+// its services, as a file without prefixes does.
+func (f *File) Resolve(facts Facts) (*File, []error) {
+	badSvcs, badPfxs, errs := collisions(f, nil, facts)
+	if len(errs) == 0 {
+		return f, nil
+	}
+	out := &File{}
+	for i, p := range f.Prefixes {
+		if !badPfxs[i] {
+			out.Prefixes = append(out.Prefixes, p)
+		}
+	}
+	for i, s := range f.Services {
+		if !badSvcs[i] {
+			out.Services = append(out.Services, s)
+		}
+	}
+	return out, errs
+}
+
+// collisions checks the prefixes and service IPs of a validated File
+// against facts; it returns the indexes of the colliding services and
+// prefixes, and one error for each.
+func collisions(f *File, l file.Lines, facts Facts) (svcs, pfxs map[int]bool, errs []error) {
+	var c checker
+	svcs, pfxs = map[int]bool{}, map[int]bool{}
+	for i, s := range f.Prefixes {
+		if p, err := netip.ParsePrefix(s); err == nil && c.prefixCollides(l.Where("prefixes", i, ""), p, facts) {
+			pfxs[i] = true
+		}
+	}
+	for i, s := range f.Services {
+		w := l.Where("services", i, s.Namespace+"/"+s.Name)
+		if ip, err := netip.ParseAddr(s.IP); err == nil && c.serviceIPCollides(w, ip.Unmap(), facts) {
+			svcs[i] = true
+		}
+	}
+	return svcs, pfxs, c.errs
+}
+
+func (c *checker) serviceIPCollides(w string, ip netip.Addr, facts Facts) bool {
+	for _, v := range facts.VIPs {
+		if v.Contains(ip) {
+			c.bad(w, "ip %s is in the VIP %s: the service would take over the VIP's traffic", ip, v)
+			return true
+		}
+	}
+	for _, b := range facts.Bridge {
+		switch {
+		case b.Addr() == ip:
+			c.bad(w, "ip %s is the proxy's own address on the bridge (the targets' gateway)", ip)
+			return true
+		case b.Masked().Contains(ip):
+			c.bad(w, "ip %s is in %s, the conduit's node subnet, where the targets' addresses come from", ip, b.Masked())
+			return true
+		}
+	}
+	return false
+}
+
+func (c *checker) prefixCollides(w string, p netip.Prefix, facts Facts) bool {
+	for _, b := range facts.Bridge {
+		if p.Overlaps(b.Masked()) {
+			c.bad(w, "%s overlaps %s, the conduit's node subnet, where the targets' addresses come from: the targets would reach their neighbours via the gateway", p, b.Masked())
+			return true
+		}
+	}
+	return false
+}
 
 // ServiceList returns the servicelb services of a validated File.
 func (f *File) ServiceList() []servicelb.Service {
