@@ -50,7 +50,7 @@ func DecodeStrict(data []byte, v any, emptyHint string) (Lines, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("the file is empty (%s)", emptyHint)
 		}
-		return nil, fmt.Errorf("decode YAML: %w", err)
+		return nil, yamlError(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -58,7 +58,7 @@ func DecodeStrict(data []byte, v any, emptyHint string) (Lines, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("decode YAML: %w", err)
+		return nil, yamlError(err)
 	}
 	return entryLines(&root), nil
 }

@@ -70,12 +70,15 @@ func TestParseBad(t *testing.T) {
 		{"empty file", "", []string{"empty"}},
 		{"only comments", "# nothing\n", []string{"empty"}},
 		{"two documents", "trenches: []\n---\ntrenches: []\n", []string{"more than one YAML document"}},
-		{"not yaml", "trenches: [", []string{"decode YAML"}},
+		{"not yaml", "trenches: [", []string{"not valid YAML: line 1: did not find expected node content"}},
 		{"unknown top-level field", "trenches: []\nvip: []\n", []string{"line 2", "field vip not found"}},
 		{"unknown vip field", "trenches: [{name: a}]\nvips:\n  - name: x\n    adress: 1.1.1.1/32\n    trench: a\n",
 			[]string{"line 4", "field adress not found"}},
 		{"wrong type", "trenches: [{name: a}]\nconduits: [{name: c, trench: a, destinationPortNats: [{port: http}]}]\n",
-			[]string{"line 2", "cannot unmarshal"}},
+			[]string{`line 2: "http" is not a whole number in range`}},
+		{"type names", "trenches: {name: a}\nvips: [{name: v, address: [1]}]\nconduits: [{name: c, trench: a, extra: 1}]\n",
+			[]string{"line 1: a mapping is not a list\n", "line 2: a list is not text\n",
+				"line 3: field extra not found: not a key of this entry (mistyped?)"}},
 		{"empty trench name", "trenches: [{name: ''}]", []string{`trenches[0] (line 1): name is empty`}},
 		{"duplicate trench", "trenches:\n  - name: a\n  - name: a\n", []string{`trenches[1] "a" (line 3): name is already used by trenches[0]`}},
 		{"vip without trench", "trenches: [{name: a}]\nvips:\n  - {name: v, address: 1.1.1.1/32}\n",
@@ -137,4 +140,14 @@ func TestExampleFileIsValid(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, cfg.VIPPrefixes("trench-a"), 3)
 	assert.Len(t, cfg.Conduits[0].DestinationPortNats, 1)
+}
+
+// Decode errors speak of values, not of Go types.
+func TestDecodeErrorsNameNoGoType(t *testing.T) {
+	_, err := Parse([]byte("trenches: {name: a}\nconduits: [{name: c, trench: a, extra: 1}]\nvips: [3]\n"))
+	require.Error(t, err)
+	for _, goName := range []string{"file.", "[]", "in type", "!!"} {
+		assert.NotContains(t, err.Error(), goName)
+	}
+	assert.Contains(t, err.Error(), `line 3: "3" is not a mapping (key: value)`)
 }
