@@ -33,8 +33,11 @@ const asideMeridio = "meridio"
 // checks.
 func importOnStart(ctx context.Context, c *Config, log *slog.Logger) error {
 	isSQLite, err := meridio.IsSQLite(c.Datasource)
-	if err != nil || !isSQLite {
-		return err
+	if err != nil {
+		return fmt.Errorf("IPAM_DATASOURCE must name the store file: %w", err)
+	}
+	if !isSQLite {
+		return nil
 	}
 	log.Info("the datasource is a Meridio IPAM database: importing it", "datasource", c.Datasource)
 	start := time.Now()

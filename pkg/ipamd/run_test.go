@@ -156,3 +156,11 @@ func TestRunRejectsInvalidConfig(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "IPAM_IP_FAMILY")
 }
+
+// A datasource that is a directory is refused, named once.
+func TestRunRefusesADirectoryAsStore(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Datasource = t.TempDir()
+	err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	require.EqualError(t, err, "IPAM_DATASOURCE must name the store file: read "+cfg.Datasource+": is a directory")
+}

@@ -26,7 +26,7 @@ func IsSQLite(path string) (bool, error) {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return false, nil
 		}
-		return false, fmt.Errorf("read %s: %w", path, err)
+		return false, err // a *PathError: it names the path
 	}
 	return string(head) == Header, nil
 }
