@@ -111,6 +111,26 @@ func (c *Config) Families() []Family {
 	}
 }
 
+// familyName names the families served, with the setting when it is not
+// one of the names (Meridio serves dual-stack then).
+func (c *Config) familyName() string {
+	switch f := strings.ToLower(c.IPFamily); {
+	case !c.FamilyNamed():
+		return fmt.Sprintf("dual-stack (NSM_IP_FAMILY=%q is not ipv4, ipv6 or dualstack)", c.IPFamily)
+	case f == "dualstack":
+		return "dual-stack"
+	default:
+		return f
+	}
+}
+
+// FamilyNamed tells whether NSM_IP_FAMILY is one of its names (ipv4, ipv6,
+// dualstack); any other value means dual-stack, as in Meridio.
+func (c *Config) FamilyNamed() bool {
+	f := strings.ToLower(c.IPFamily)
+	return f == "ipv4" || f == "ipv6" || f == "dualstack"
+}
+
 // SysctlFamilies are the families whose sysctls the dataplane sets and
 // checks: those the proxy serves.
 func (c *Config) SysctlFamilies() dataplane.SysctlFamilies {
@@ -157,7 +177,7 @@ func (c *Config) Validate() error {
 		minMTU = 576
 	}
 	if c.MTU < minMTU || c.MTU > 65535 {
-		bad("MTU", "%d is out of range [%d, 65535] for IP family %q", c.MTU, minMTU, c.IPFamily)
+		bad("MTU", "%d is out of range [%d, 65535] for %s", c.MTU, minMTU, c.familyName())
 	}
 	for env, d := range map[string]time.Duration{"DIAL_TIMEOUT": c.DialTimeout, "REQUEST_TIMEOUT": c.RequestTimeout,
 		"MAX_TOKEN_LIFETIME": c.MaxTokenLifetime, "GRPC_KEEPALIVE_TIME": c.GRPCKeepaliveTime,

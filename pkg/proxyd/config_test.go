@@ -93,6 +93,14 @@ func TestValidateNamesEveryBadVariable(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the MTU error names the family served", func(t *testing.T) {
+		setenv(t, map[string]string{"NSM_MTU": "1000", "NSM_IP_FAMILY": "ipv5"})
+		_, err := Load()
+		want := `NSM_MTU: 1000 is out of range [1280, 65535] for dual-stack (NSM_IP_FAMILY="ipv5" is not ipv4, ipv6 or dualstack)`
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error = %v, want one with %s", err, want)
+		}
+	})
 	t.Run("ipv4 allows a small MTU", func(t *testing.T) {
 		setenv(t, map[string]string{"NSM_MTU": "1000", "NSM_IP_FAMILY": "ipv4"})
 		if _, err := Load(); err != nil {

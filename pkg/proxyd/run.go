@@ -87,6 +87,9 @@ func Start(ctx context.Context, cfg *Config, log *slog.Logger, opts ...Option) (
 	for _, o := range opts {
 		o(&d.opts)
 	}
+	if !cfg.FamilyNamed() {
+		log.Warn("NSM_IP_FAMILY is not ipv4, ipv6 or dualstack: serving both families, as Meridio's proxy does", "NSM_IP_FAMILY", cfg.IPFamily)
+	}
 	if !d.opts.keepSDKLogger {
 		nsmlog.Install(log)
 	}
