@@ -59,8 +59,8 @@ type Config struct {
 	// one built from NSPServiceName, Trench, Namespace and NSPServicePort.
 	NSPService string `default:"" desc:"new: NSP address used as is, instead of the one built from the three above" envconfig:"NSP_SERVICE"`
 	// VIPFile, when set, takes the VIPs from this watched YAML file
-	// instead of the NSP.
-	VIPFile        string `default:"" desc:"new: take the VIPs from this watched YAML file (the 'nsp' format) instead of the NSP" envconfig:"VIP_FILE"`
+	// instead of the NSP (config.FileSource).
+	VIPFile        string `default:"" desc:"new: take the VIPs from this watched YAML file (the 'nsp' format) instead of the NSP; missing or invalid at start, it is waited for (no VIPs known until then); a later deletion or broken edit keeps the last good VIPs (logged)" envconfig:"VIP_FILE"`
 	BridgeName     string `default:"bridge0" desc:"new: bridge name" envconfig:"BRIDGE_NAME"`
 	BridgeMACFile  string `default:"" desc:"new: file that keeps the bridge MAC when the bridge itself is re-created (new pod)" envconfig:"BRIDGE_MAC_FILE"`
 	DebugSocket    string `default:"/tmp/causeway-proxy-debug.sock" desc:"new: where the running proxy serves its state for '-debug'" envconfig:"DEBUG_SOCKET"`
