@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -156,4 +157,45 @@ func TestVIPFileMissingAtStart(t *testing.T) {
 
 	writeVIPs(t, cfg.VIPFile, "30.0.0.0/24")
 	require.Eventually(t, func() bool { return sprint(dp.last().VIPs) == "[30.0.0.0/24]" }, wait, tick, "last state %+v", dp.last())
+}
+
+// TestIPAMUnreachableIsLogged: with NSM_IPAM_SERVICE pointing where nothing
+// listens, the proxy waits for its bridge addresses; while it waits, one
+// warning names the IPAM address and the reason (not one per gRPC retry),
+// and IPAMCli, part of Readiness, is not serving.
+func TestIPAMUnreachableIsLogged(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, time.Second)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg.IPAMService = lis.Addr().String()
+	require.NoError(t, lis.Close()) // a closed port
+	cfg.GRPCMaxBackoff = 50 * time.Millisecond
+	var log testutil.JSONLog
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() {
+		d, err := proxyd.Start(ctx, cfg, slog.New(slog.NewJSONHandler(&log, nil)),
+			proxyd.WithDataplane(newFakeDataplane()), proxyd.WithoutSDKLogger())
+		if d != nil {
+			err = errors.Join(errors.New("started without the IPAM"), d.Stop())
+		}
+		started <- err
+	}()
+
+	line, _ := log.Wait(wait, nil, 0, health.LogConnFailing, "subservice", health.IPAMCli, "target", cfg.IPAMService)
+	require.NotNil(t, line, log.String())
+	require.Equal(t, "WARN", line["level"])
+	require.Contains(t, line["error"], "connection refused")
+	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, healthStatus(t, cfg.HealthSocket, health.IPAMCli))
+	time.Sleep(time.Second) // many retries at 50 ms
+	require.Equal(t, 1, log.Count(health.LogConnFailing), log.String())
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned while the IPAM is unreachable: %v", err)
+	default:
+	}
+	cancel()
+	require.ErrorContains(t, <-started, "allocate bridge addresses")
 }
