@@ -228,14 +228,84 @@ func TestFileSource(t *testing.T) {
 	assert.Equal(t, []string{"20.0.0.0/31", "20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
 }
 
-func TestFileSourceFailsOnInvalidStart(t *testing.T) {
+// quiet checks that nothing was delivered so far.
+func (u updates) quiet(t *testing.T) {
+	t.Helper()
+	select {
+	case s := <-u:
+		t.Fatalf("unexpected VIP update %v", s)
+	default:
+	}
+}
+
+// logged waits for a line with msg in log and returns it.
+func logged(t *testing.T, log *testutil.JSONLog, from int, msg string) (map[string]any, int) {
+	t.Helper()
+	line, i := log.Wait(waitFor, nil, from, msg)
+	require.GreaterOrEqual(t, i, 0, "no %q line in: %s", msg, log.String())
+	return line, i
+}
+
+// TestFileSourceWaitsForMissingFile: a file missing at start is said once
+// and waited for, with no VIPs delivered; once it appears its VIPs are.
+// Deleting it keeps the last good VIPs (nothing is delivered) and says so;
+// recreating it delivers its VIPs; a damaged version is refused and the
+// last good VIPs stay.
+func TestFileSourceWaitsForMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vips.yaml")
+	write := func(doc string) { require.NoError(t, os.WriteFile(path, []byte(doc), 0o644)) }
+	var log testutil.JSONLog
+	u := run(t, NewFileSource(path, "red", slog.New(slog.NewJSONHandler(&log, nil)),
+		file.WithDebounce(20*time.Millisecond), file.WithPollInterval(50*time.Millisecond)))
+
+	line, i := logged(t, &log, 0, missingAtStart)
+	assert.Equal(t, "WARN", line["level"])
+	assert.Equal(t, path, line["path"])
+	time.Sleep(300 * time.Millisecond) // several periodic re-reads of the missing file
+	u.quiet(t)
+	assert.Equal(t, 1, log.Count(missingAtStart), "said once: %s", log.String())
+
+	write(twoTrenches)
+	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
+
+	require.NoError(t, os.Remove(path))
+	line, i = logged(t, &log, i, removedKeepingVIPs)
+	assert.Equal(t, "WARN", line["level"])
+	assert.Equal(t, path, line["path"])
+	u.quiet(t)
+
+	write(strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.2/32", 1))
+	assert.Equal(t, []string{"20.0.0.2/32", "2001:db8::1/128"}, u.next(t))
+
+	write(strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.1/99", 1))
+	line, _ = logged(t, &log, i, refusedKeepingVIPs)
+	assert.Equal(t, "ERROR", line["level"])
+	assert.Contains(t, line["error"], "20.0.0.1/99")
+	u.quiet(t)
+	write(twoTrenches)
+	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
+}
+
+// A file damaged at start is refused with its reason and waited for.
+func TestFileSourceWaitsForValidFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vips.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("vips: [{name: a}]"), 0o644))
+	var log testutil.JSONLog
+	u := run(t, NewFileSource(path, "red", slog.New(slog.NewJSONHandler(&log, nil)), file.WithDebounce(20*time.Millisecond)))
+	line, _ := logged(t, &log, 0, refusedAtStart)
+	assert.Equal(t, "ERROR", line["level"])
+	assert.Contains(t, line["error"], "trench is empty")
+	u.quiet(t)
+	require.NoError(t, os.WriteFile(path, []byte(twoTrenches), 0o644))
+	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
+}
+
+// The source fails only when the file's directory cannot be watched.
+func TestFileSourceFailsWithoutDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nope", "vips.yaml")
 	err := NewFileSource(path, "red", quiet).Run(context.Background(), func([]netip.Prefix) {})
 	require.ErrorIs(t, err, os.ErrNotExist)
-	require.NoError(t, os.WriteFile(path, []byte("vips: [{name: a}]"), 0o644))
-	err = NewFileSource(path, "red", quiet).Run(context.Background(), func([]netip.Prefix) {})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "trench is empty")
+	assert.Contains(t, err.Error(), "static VIP source")
 }
 
 // A watch whose server is down fails fast and says so once: one warning

@@ -2,9 +2,12 @@ package health
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,9 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -159,4 +165,111 @@ func TestMonitorConn(t *testing.T) {
 	peer.Stop()
 	require.Eventually(t, func() bool { return check(t, hc, NSPCli) == "NOT_SERVING" }, waitFor, 20*time.Millisecond)
 	assert.Equal(t, "NOT_SERVING", check(t, hc, Readiness))
+}
+
+// closingListener accepts connections on 127.0.0.1 and closes them at once,
+// counting them: a peer that fails every gRPC connection try.
+type closingListener struct {
+	lis     net.Listener
+	accepts atomic.Int32
+	done    chan struct{}
+}
+
+func listenClosing(t *testing.T) *closingListener {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := &closingListener{lis: lis, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			l.accepts.Add(1)
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(l.stop)
+	return l
+}
+
+func (l *closingListener) stop() {
+	_ = l.lis.Close()
+	<-l.done
+}
+
+// TestMonitorConnLogsOutagesOnce: a connection that cannot be made is one
+// warning naming the subservice, the target and the reason, however many
+// times gRPC retries; the subservice is not serving meanwhile. Once the
+// peer answers, one line says the connection is ready again.
+func TestMonitorConnLogsOutagesOnce(t *testing.T) {
+	peer := listenClosing(t)
+	addr := peer.lis.Addr().String()
+	var log testutil.JSONLog
+	c := New(WithLogger(slog.New(slog.NewJSONHandler(&log, nil))))
+	c.Register(Readiness, IPAMCli)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, MaxDelay: 50 * time.Millisecond},
+			MinConnectTimeout: time.Second,
+		}))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.MonitorConn(ctx, conn, IPAMCli) }()
+	defer func() { cancel(); <-done }()
+
+	line, _ := log.Wait(waitFor, nil, 0, LogConnFailing, "subservice", IPAMCli, "target", addr)
+	require.NotNil(t, line, log.String())
+	assert.Equal(t, "WARN", line["level"])
+	assert.Equal(t, "TRANSIENT_FAILURE", line["state"])
+	assert.NotEmpty(t, line["error"])
+	assert.NotEqual(t, "unknown", line["error"])
+	require.Eventually(t, func() bool { return peer.accepts.Load() >= 5 }, waitFor, 10*time.Millisecond, "gRPC retries")
+	assert.Equal(t, 1, log.Count(LogConnFailing), "one line for the outage, not one per retry: %s", log.String())
+	c.mu.Lock()
+	assert.False(t, c.serving[IPAMCli], "not serving while failing")
+	c.mu.Unlock()
+
+	peer.stop()
+	testutil.ServeGRPC(t, addr, nil)
+	line, _ = log.Wait(waitFor, nil, 0, LogConnReady, "subservice", IPAMCli, "target", addr)
+	require.NotNil(t, line, log.String())
+	assert.Equal(t, 1, log.Count(LogConnFailing), log.String())
+}
+
+// TestMonitorConnLogsResolverError: a name that does not resolve is the
+// same single warning, with the resolver's reason.
+func TestMonitorConnLogsResolverError(t *testing.T) {
+	built := make(chan struct{}, 1)
+	r := manual.NewBuilderWithScheme("test")
+	r.BuildCallback = func(resolver.Target, resolver.ClientConn, resolver.BuildOptions) { built <- struct{}{} }
+	var log testutil.JSONLog
+	c := New(WithLogger(slog.New(slog.NewJSONHandler(&log, nil))))
+	c.Register(Readiness, IPAMCli)
+	conn, err := grpc.NewClient("test:///ipam-servce:7777", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithResolvers(r))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.MonitorConn(ctx, conn, IPAMCli) }()
+	defer func() { cancel(); <-done }()
+
+	conn.Connect()
+	select {
+	case <-built:
+	case <-time.After(waitFor):
+		t.Fatal("the resolver was not built")
+	}
+	r.ReportError(errors.New("lookup ipam-servce: no such host"))
+	line, _ := log.Wait(waitFor, nil, 0, LogConnFailing, "subservice", IPAMCli, "target", "test:///ipam-servce:7777")
+	require.NotNil(t, line, log.String())
+	assert.Contains(t, line["error"], "no such host")
+	r.ReportError(errors.New("lookup ipam-servce: no such host"))
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, 1, log.Count(LogConnFailing), log.String())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // DefaultSocketPath is where the proxy serves its health service, as Meridio's
@@ -72,10 +75,14 @@ const IdleGrace = 3 * time.Second
 // until ctx is done or the connection is closed: SERVING exactly while the
 // connection is Ready. A connection left idle for IdleGrace is asked to
 // connect, so that an unused connection still reports its peer's health.
+// Its outages are logged once each (see connLog), so that a peer that is
+// down or mistyped is seen while it matters, not at the first call's end.
 func (c *Checker) MonitorConn(ctx context.Context, conn *grpc.ClientConn, subservice string) {
+	out := connLog{log: c.log.With("subservice", subservice, "target", conn.Target())}
 	for {
 		st := conn.GetState()
 		c.SetServing(subservice, st == connectivity.Ready)
+		out.observe(ctx, conn, st)
 		switch st {
 		case connectivity.Shutdown:
 			return
@@ -93,4 +100,49 @@ func (c *Checker) MonitorConn(ctx context.Context, conn *grpc.ClientConn, subser
 			return
 		}
 	}
+}
+
+// The lines of a monitored connection's outage.
+const (
+	LogConnFailing = "gRPC connection failing; retrying with backoff"
+	LogConnReady   = "gRPC connection ready again"
+)
+
+// reasonTimeout bounds the call that learns why a connection failed.
+const reasonTimeout = time.Second
+
+// connLog logs the outages of one monitored connection: a warning with the
+// reason when it first fails (at start or after it was ready) and a line
+// when it is ready again. The retries in between are not logged: gRPC keeps
+// a failed connection in TRANSIENT_FAILURE while it retries, and a state
+// seen again within the same outage is not said again.
+type connLog struct {
+	log   *slog.Logger
+	since time.Time // start of the current outage; zero when none
+}
+
+func (l *connLog) observe(ctx context.Context, conn *grpc.ClientConn, st connectivity.State) {
+	switch {
+	case st == connectivity.TransientFailure && l.since.IsZero():
+		l.since = time.Now()
+		l.log.Warn(LogConnFailing, "state", st.String(), "error", lastConnError(ctx, conn))
+	case st == connectivity.Ready && !l.since.IsZero():
+		l.log.Info(LogConnReady, "after", time.Since(l.since).Round(time.Millisecond).String())
+		l.since = time.Time{}
+	}
+}
+
+// lastConnError is why conn failed (a dial or name resolution error), as a
+// fail-fast health check learns it: gRPC fails such a call at once on a
+// connection in TRANSIENT_FAILURE, with the last connection error, and
+// exposes that error no other way. Nothing reaches the peer then. It is
+// "unknown" when the call did not fail that way (the state changed).
+func lastConnError(ctx context.Context, conn *grpc.ClientConn) string {
+	ctx, cancel := context.WithTimeout(ctx, reasonTimeout)
+	defer cancel()
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(false))
+	if status.Code(err) != codes.Unavailable {
+		return "unknown"
+	}
+	return status.Convert(err).Message()
 }

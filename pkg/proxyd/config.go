@@ -32,7 +32,7 @@ type Config struct {
 	DialTimeout           time.Duration `default:"5s" desc:"NSMgr dial timeout" split_words:"true"`
 	RequestTimeout        time.Duration `default:"15s" desc:"timeout of one NSM request try and of each LB connection close" split_words:"true"`
 	MaxTokenLifetime      time.Duration `default:"24h" desc:"lifetime of the proxy's NSM tokens, at least twice NSM_REQUEST_TIMEOUT; half of it is the grace before an LB whose registration expired is evicted" split_words:"true"`
-	IPAMService           string        `default:"ipam-service:7777" desc:"IPAM address" envconfig:"IPAM_SERVICE"`
+	IPAMService           string        `default:"ipam-service:7777" desc:"IPAM address; the proxy waits for it at start (its bridge addresses); while it cannot be reached or resolved, one warning per outage names it and the reason" envconfig:"IPAM_SERVICE"`
 	Host                  string        `default:"" desc:"node name: IPAM node and the NSE's 'nodeName' label"`
 	NetworkServiceName    string        `default:"load-balancer" desc:"LB network service of the full mesh, used as given; the Helm chart composes '<conduit>.<trench>.<ns>'" split_words:"true"`
 	Namespace             string        `default:"default" desc:"namespace, part of the NSP address"`
@@ -59,8 +59,8 @@ type Config struct {
 	// one built from NSPServiceName, Trench, Namespace and NSPServicePort.
 	NSPService string `default:"" desc:"new: NSP address used as is, instead of the one built from the three above" envconfig:"NSP_SERVICE"`
 	// VIPFile, when set, takes the VIPs from this watched YAML file
-	// instead of the NSP.
-	VIPFile        string `default:"" desc:"new: take the VIPs from this watched YAML file (the 'nsp' format) instead of the NSP" envconfig:"VIP_FILE"`
+	// instead of the NSP (config.FileSource).
+	VIPFile        string `default:"" desc:"new: take the VIPs from this watched YAML file (the 'nsp' format) instead of the NSP; missing or invalid at start, it is waited for (no VIPs known until then); a later deletion or broken edit keeps the last good VIPs (logged)" envconfig:"VIP_FILE"`
 	BridgeName     string `default:"bridge0" desc:"new: bridge name" envconfig:"BRIDGE_NAME"`
 	BridgeMACFile  string `default:"" desc:"new: file that keeps the bridge MAC when the bridge itself is re-created (new pod)" envconfig:"BRIDGE_MAC_FILE"`
 	DebugSocket    string `default:"/tmp/causeway-proxy-debug.sock" desc:"new: where the running proxy serves its state for '-debug'" envconfig:"DEBUG_SOCKET"`

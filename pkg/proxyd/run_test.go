@@ -3,6 +3,8 @@ package proxyd_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
@@ -113,4 +116,86 @@ func TestStartFailsWithoutIPAM(t *testing.T) {
 	dp.mu.Lock()
 	require.True(t, dp.closed, "the dataplane is closed")
 	dp.mu.Unlock()
+}
+
+// TestVIPFileMissingAtStart: a proxy whose NSM_VIP_FILE does not exist yet
+// starts, says so once and keeps watching; no VIPs are known, so the
+// kernel state found at start stays held. The file's VIPs reach the
+// dataplane when it appears; a deletion keeps them; a recreated file's
+// VIPs replace them.
+func TestVIPFileMissingAtStart(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, time.Second)
+	cfg.NSPService = "127.0.0.1:1" // not used with a VIP file
+	cfg.VIPFile = filepath.Join(e.dir, "vips.yaml")
+	cfg.LeftoverHold = 0
+	var log testutil.JSONLog
+	dp := newFakeDataplane()
+	e.kernel.set(dp)
+	sctx, cancel := context.WithTimeout(e.ctx, wait)
+	defer cancel()
+	d, err := proxyd.Start(sctx, cfg, slog.New(slog.NewJSONHandler(&log, nil)), proxyd.WithDataplane(dp), proxyd.WithoutSDKLogger())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.Stop()) }()
+
+	const missing = "VIP file does not exist; it will be used when it appears, no VIPs are known until then"
+	_, i := log.Wait(wait, nil, 0, missing, "path", cfg.VIPFile)
+	require.GreaterOrEqual(t, i, 0, log.String())
+	require.Equal(t, 1, log.Count(missing))
+	require.Zero(t, log.Count("VIP source stopped"), log.String())
+	dp.mu.Lock()
+	require.Zero(t, dp.releases, "no VIPs known: the leftovers stay held")
+	dp.mu.Unlock()
+
+	writeVIPs(t, cfg.VIPFile, "20.0.0.1/32")
+	require.Eventually(t, func() bool { return sprint(dp.last().VIPs) == "[20.0.0.1/32]" }, wait, tick, "last state %+v", dp.last())
+
+	require.NoError(t, os.Remove(cfg.VIPFile))
+	_, i = log.Wait(wait, nil, i, "VIP file removed; keeping the last good VIPs until it is back")
+	require.GreaterOrEqual(t, i, 0, log.String())
+	require.Equal(t, "[20.0.0.1/32]", sprint(dp.last().VIPs))
+
+	writeVIPs(t, cfg.VIPFile, "30.0.0.0/24")
+	require.Eventually(t, func() bool { return sprint(dp.last().VIPs) == "[30.0.0.0/24]" }, wait, tick, "last state %+v", dp.last())
+}
+
+// TestIPAMUnreachableIsLogged: with NSM_IPAM_SERVICE pointing where nothing
+// listens, the proxy waits for its bridge addresses; while it waits, one
+// warning names the IPAM address and the reason (not one per gRPC retry),
+// and IPAMCli, part of Readiness, is not serving.
+func TestIPAMUnreachableIsLogged(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(t, time.Second)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg.IPAMService = lis.Addr().String()
+	require.NoError(t, lis.Close()) // a closed port
+	cfg.GRPCMaxBackoff = 50 * time.Millisecond
+	var log testutil.JSONLog
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() {
+		d, err := proxyd.Start(ctx, cfg, slog.New(slog.NewJSONHandler(&log, nil)),
+			proxyd.WithDataplane(newFakeDataplane()), proxyd.WithoutSDKLogger())
+		if d != nil {
+			err = errors.Join(errors.New("started without the IPAM"), d.Stop())
+		}
+		started <- err
+	}()
+
+	line, _ := log.Wait(wait, nil, 0, health.LogConnFailing, "subservice", health.IPAMCli, "target", cfg.IPAMService)
+	require.NotNil(t, line, log.String())
+	require.Equal(t, "WARN", line["level"])
+	require.Contains(t, line["error"], "connection refused")
+	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, healthStatus(t, cfg.HealthSocket, health.IPAMCli))
+	time.Sleep(time.Second) // many retries at 50 ms
+	require.Equal(t, 1, log.Count(health.LogConnFailing), log.String())
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned while the IPAM is unreachable: %v", err)
+	default:
+	}
+	cancel()
+	require.ErrorContains(t, <-started, "allocate bridge addresses")
 }

@@ -25,6 +25,7 @@ type watchOptions struct {
 	poll      time.Duration
 	debounce  time.Duration
 	onReject  func(error)
+	rejectLog func(error)
 	onRecover func()
 }
 
@@ -58,6 +59,12 @@ func WithDebounce(d time.Duration) WatchOption {
 // WithRejectHook is called, on the watch goroutine, with the reason each time a
 // new version of the file cannot be read or is invalid.
 func WithRejectHook(fn func(error)) WatchOption { return func(o *watchOptions) { o.onReject = fn } }
+
+// WithRejectLog replaces the watch's own log line for a version it rejects
+// (or a file it cannot read, missing included) with fn, for a caller that
+// says in its own words what the problem means for what it serves. fn is
+// called on the watch goroutine, once per new problem, as the reject hook.
+func WithRejectLog(fn func(error)) WatchOption { return func(o *watchOptions) { o.rejectLog = fn } }
 
 // WithRecoverHook is called, on the watch goroutine, when a valid version
 // of the file follows a rejected (or unreadable) one and equals the
@@ -197,8 +204,12 @@ func (r *reloader[T]) reject(err error) {
 		return
 	}
 	r.lastProblem = err.Error()
-	r.opts.logger.Error("configuration rejected; keeping the last good configuration",
-		"path", r.path, "error", err)
+	if r.opts.rejectLog != nil {
+		r.opts.rejectLog(err)
+	} else {
+		r.opts.logger.Error("configuration rejected; keeping the last good configuration",
+			"path", r.path, "error", err)
+	}
 	if r.opts.onReject != nil {
 		r.opts.onReject(err)
 	}

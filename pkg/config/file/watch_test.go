@@ -362,3 +362,35 @@ func TestWatchUndoneBrokenEditIsSaid(t *testing.T) {
 	default:
 	}
 }
+
+// TestWatchRejectLogReplacesTheLine: a caller's reject log says each new
+// problem in its own words, once, and the watch's own line is not written.
+func TestWatchRejectLogReplacesTheLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nsp.yaml")
+	var log testutil.JSONLog
+	said := make(chan error, 16)
+	configs := make(chan *Config, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, path, nil, func(c *Config) { configs <- c },
+			WithPollInterval(20*time.Millisecond),
+			WithLogger(slog.New(slog.NewJSONHandler(&log, nil))),
+			WithRejectLog(func(err error) { said <- err }))
+	}()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	w := &watched{configs: configs, rejects: said}
+	assert.ErrorIs(t, w.rejected(t), os.ErrNotExist)
+	time.Sleep(200 * time.Millisecond) // periodic re-reads of the same problem
+	select {
+	case err := <-said:
+		t.Fatalf("the same problem said twice: %v", err)
+	default:
+	}
+	write(t, path, doc("20.0.0.1/32"))
+	assert.Equal(t, []string{"20.0.0.1/32"}, vips(w.next(t)))
+	assert.Zero(t, log.Count("configuration rejected; keeping the last good configuration"), log.String())
+}
