@@ -3,6 +3,7 @@ package proxyd
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -97,16 +98,13 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	}
 	d.services = s
 	f, err := services.LoadFor(d.cfg.ServicesFile, s.facts())
-	if err != nil {
-		// The proxy serves its VIPs without the services; a fixed file is
-		// taken up by the watch. Meanwhile the targets keep the service
-		// routes they carry (see resolve).
-		s.reject(err)
-		log.Error("services file rejected at start; no services until it is fixed, the targets keep the service routes they have",
-			"path", d.cfg.ServicesFile, "error", err)
-	} else {
+	if err == nil {
 		s.accept(f)
 	}
+	// Otherwise the proxy serves its VIPs without the services, and the
+	// watch's first read reports the problem (logRejection); a fixed file
+	// is taken up by the watch. Meanwhile the targets keep the service
+	// routes they carry (see resolve).
 	targets, unwatch := d.proxy.WatchTargets()
 	svcs, eps := s.feed(nil, nil)
 	t := newTasks(ctx)
@@ -117,7 +115,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	})
 	t.Go(func(ctx context.Context) {
 		err := file.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
-			file.WithLogger(log), file.WithRejectHook(s.reject), file.WithRecoverHook(s.recovered))
+			file.WithLogger(log), file.WithRejectLog(s.logRejection), file.WithRejectHook(s.reject), file.WithRecoverHook(s.recovered))
 		if err != nil {
 			log.Error("services file watch stopped; the last good services stay", "error", err)
 		}
@@ -175,6 +173,26 @@ func (s *serviceLB) reject(err error) {
 	defer s.mu.Unlock()
 	s.rejected = &Rejection{Time: time.Now(), Error: err.Error()}
 	s.rejects++
+}
+
+// logRejection says what a version of the file that cannot be used means
+// for the services: none yet, or the last good ones kept.
+func (s *serviceLB) logRejection(err error) {
+	s.mu.Lock()
+	known := s.file != nil
+	s.mu.Unlock()
+	path := s.cfg.ServicesFile
+	switch missing := errors.Is(err, fs.ErrNotExist); {
+	case missing && !known:
+		s.log.Warn("services file does not exist; no services until it appears", "path", path)
+	case missing:
+		s.log.Warn("services file removed; keeping the last good services until it is back", "path", path)
+	case !known:
+		s.log.Error("services file refused; no services until a valid version appears, the targets keep the service routes they have",
+			"path", path, "error", err)
+	default:
+		s.log.Error("services file refused; keeping the last good services", "path", path, "error", err)
+	}
 }
 
 // recovered clears the last rejection: the file is back to the services in

@@ -2,6 +2,7 @@ package proxyd_test
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -271,9 +272,10 @@ func TestDaemonServicesRestartWithBrokenFile(t *testing.T) {
 	require.NoError(t, d1.Stop())
 	writeFile(t, cfg.ServicesFile, strings.Replace(servicesYAML, "protocol: udp", "protocol: sctp", 1))
 	e.start(t, cfg, proxyd.WithServiceNetNS(ns.Handle))
-	st := debugState(t, cfg.DebugSocket)
-	require.NotNil(t, st.Services.Rejected)
-	require.True(t, st.Services.RoutesHeld)
+	require.Eventually(t, func() bool {
+		st := debugState(t, cfg.DebugSocket)
+		return st.Services.Rejected != nil && st.Services.RoutesHeld
+	}, wait, tick, "the broken file is refused and the routes held")
 	var healed *networkservice.Connection
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(rctx, 5*time.Second)
@@ -296,4 +298,31 @@ func TestDaemonServicesRestartWithBrokenFile(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, routes(c))
 	}
+}
+
+// A services file missing at start is one warning that says what it means
+// (no services until it appears), not also the watch's generic line about
+// a last good configuration that does not exist.
+func TestDaemonServicesFileMissingAtStart(t *testing.T) {
+	ns := testutil.NewNetNS(t, "pmis")
+	e := newEnv(t)
+	cfg := e.config(t, 20*time.Second)
+	cfg.ServicesFile = filepath.Join(e.dir, "services.yaml")
+	var log testutil.JSONLog
+	sctx, cancel := context.WithTimeout(e.ctx, wait)
+	defer cancel()
+	d, err := proxyd.Start(sctx, cfg, slog.New(slog.NewJSONHandler(&log, nil)),
+		proxyd.WithDataplane(newFakeDataplane()), proxyd.WithoutSDKLogger(), proxyd.WithServiceNetNS(ns.Handle))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Stop() })
+	const missing = "services file does not exist; no services until it appears"
+	line, _ := log.Wait(wait, nil, 0, missing, "path", cfg.ServicesFile)
+	require.NotNil(t, line, log.String())
+	require.Equal(t, "WARN", line["level"])
+
+	writeFile(t, cfg.ServicesFile, servicesYAML)
+	require.Eventually(t, func() bool { return len(debugState(t, cfg.DebugSocket).Services.Ports) > 0 }, wait, tick,
+		"the file is taken when it appears")
+	require.Equal(t, 1, log.Count(missing), log.String())
+	require.Zero(t, log.Count("configuration rejected; keeping the last good configuration"), log.String())
 }
