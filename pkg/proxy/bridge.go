@@ -15,29 +15,49 @@ const bridgeChild = "bridge"
 // order, retrying until all are there or ctx is done. A family that already
 // has its address is not asked again, so a partial failure never duplicates
 // an address.
+// Each try is bounded by the IPAM timeout, so that a failing IPAM is seen
+// (its first failure is a warning, later ones debug lines) rather than
+// waited for in silence until ctx ends.
 func (p *Proxy) allocateBridge(ctx context.Context) error {
-	for {
-		var lastErr error
-		for _, f := range p.cfg.Families {
-			p.mu.Lock()
-			_, ok := p.bridge[f]
-			p.mu.Unlock()
-			if ok {
-				continue
-			}
-			if _, err := p.renewBridgeFamily(ctx, f); err != nil {
-				lastErr = err
-				break
-			}
-		}
-		if lastErr == nil {
+	for failed := 0; ; failed++ {
+		lastErr := p.allocateMissingBridge(ctx)
+		switch {
+		case lastErr == nil && failed > 0:
+			p.log.Info("bridge addresses allocated after failed tries", "failedTries", failed)
 			return nil
+		case lastErr == nil:
+			return nil
+		case ctx.Err() != nil:
+		case failed == 0:
+			p.log.Warn("bridge address allocation failed; retrying until the IPAM answers", "error", lastErr,
+				"every", p.cfg.RetryInterval.String(), "tryTimeout", p.cfg.IPAMTimeout.String())
+		default:
+			p.log.Debug("bridge address allocation failed again", "error", lastErr, "failedTries", failed+1)
 		}
-		p.log.Warn("bridge address allocation failed, retrying", "error", lastErr)
 		if !sleep(ctx.Done(), p.cfg.RetryInterval) {
 			return fmt.Errorf("allocate bridge addresses: %w (last error: %v)", ctx.Err(), lastErr)
 		}
 	}
+}
+
+// allocateMissingBridge asks the IPAM for the bridge address of each family
+// that has none yet, in order, and stops at the first failure.
+func (p *Proxy) allocateMissingBridge(ctx context.Context) error {
+	for _, f := range p.cfg.Families {
+		p.mu.Lock()
+		_, ok := p.bridge[f]
+		p.mu.Unlock()
+		if ok {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, p.cfg.IPAMTimeout)
+		_, err := p.renewBridgeFamily(actx, f)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RenewBridge re-allocates the bridge address of every family now (the

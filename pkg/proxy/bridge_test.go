@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 // TestNewRetriesBridgeWithoutDuplicates: a family that fails at startup is
@@ -128,4 +130,37 @@ func TestRenewBridgeReportsFailure(t *testing.T) {
 	err := e.p.RenewBridge(context.Background())
 	require.ErrorContains(t, err, "injected IPAM failure")
 	require.Len(t, e.p.BridgeAddrs(), 2, "a failed renewal keeps the address")
+}
+
+// An IPAM that does not answer is seen while the proxy waits for it: each
+// try ends at the IPAM timeout, the first failure is one warning, and the
+// allocation that finally succeeds says after how many.
+func TestBridgeAllocationReportsASilentIPAM(t *testing.T) {
+	ipam := newFakeIPAM()
+	var mu sync.Mutex
+	hangs := 2
+	ipam.setHook(func(ctx context.Context, _ string, _ *ipamv1.Child) error {
+		mu.Lock()
+		hang := hangs > 0
+		hangs--
+		mu.Unlock()
+		if hang {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	var log testutil.JSONLog
+	p, err := New(context.Background(), Config{
+		Conduit: "c", Trench: "t", Node: "n", IPAM: serveIPAM(t, ipam), Dataplane: &fakeDataplane{},
+		RetryInterval: time.Millisecond, IPAMTimeout: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	require.NoError(t, err, "no answer for a while is no failure")
+	defer func() { require.NoError(t, p.Close(context.Background())) }()
+	require.Equal(t, 1, log.Count("bridge address allocation failed; retrying until the IPAM answers"), log.String())
+	require.Equal(t, 1, log.Count("bridge address allocation failed again"), log.String())
+	line, _ := log.Find(0, "bridge addresses allocated after failed tries")
+	require.NotNil(t, line, log.String())
+	require.EqualValues(t, 2, line["failedTries"])
 }
