@@ -9,6 +9,7 @@ package nftlb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,19 @@ type Stats struct {
 	LastDuration     time.Duration
 	LastKernel       time.Duration // of LastDuration, the transaction's round trip to the kernel
 	ConntrackFlushed uint64
+}
+
+// MarshalJSON renders the stats for -debug: lower camel keys, durations as
+// text.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Syncs            uint64 `json:"syncs"`
+		LastObjects      int    `json:"lastObjects"`
+		TotalObjects     uint64 `json:"totalObjects"`
+		LastDuration     string `json:"lastDuration"`
+		LastKernel       string `json:"lastKernel"`
+		ConntrackFlushed uint64 `json:"conntrackFlushed"`
+	}{s.Syncs, s.LastObjects, s.TotalObjects, s.LastDuration.String(), s.LastKernel.String(), s.ConntrackFlushed})
 }
 
 // Provider programs the kernel from services and endpoints.

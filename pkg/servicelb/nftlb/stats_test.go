@@ -1,0 +1,17 @@
+package nftlb
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// -debug shows the sync stats as an operator reads them.
+func TestStatsJSON(t *testing.T) {
+	b, err := json.Marshal(Stats{Syncs: 3, LastObjects: 7, TotalObjects: 40, LastDuration: 1500 * time.Microsecond,
+		LastKernel: 400 * time.Microsecond, ConntrackFlushed: 2})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"syncs":3,"lastObjects":7,"totalObjects":40,"lastDuration":"1.5ms","lastKernel":"400µs","conntrackFlushed":2}`, string(b))
+}
