@@ -92,6 +92,7 @@ func Start(ctx context.Context, cfg *Config, log *slog.Logger, opts ...Option) (
 	}
 	if !d.opts.keepSDKLogger {
 		nsmlog.Install(log)
+		ctx = nsmlog.WithContext(ctx, log)
 	}
 	if err := d.startAll(ctx, d.components()); err != nil {
 		return nil, errors.Join(err, d.Stop())

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	nsmlog "github.com/networkservicemesh/sdk/pkg/tools/log"
 
@@ -31,9 +32,28 @@ func Install(l *slog.Logger) {
 	nsmlog.EnableTracing(l.Enabled(context.Background(), logging.LevelTrace))
 }
 
+// WithContext returns ctx carrying l as the SDK's logger. The global one
+// (Install) is not enough for the SDK's registry chains: their trace
+// elements replace a context's logger that is the global one with a
+// plain-text logrus logger of their own, so that the retries of a registry
+// call in an NSM outage came out as plain text, five lines a second.
+func WithContext(ctx context.Context, l *slog.Logger) context.Context {
+	return nsmlog.WithLog(ctx, New(l))
+}
+
 func (g *Logger) log(level slog.Level, msg string) {
+	if level > slog.LevelDebug && strings.HasPrefix(msg, retryTry) {
+		level = slog.LevelDebug
+	}
 	g.l.Log(context.Background(), level, msg)
 }
+
+// retryTry begins the line that the SDK's retry elements log at ERROR for
+// every failed try, five a second for as long as NSM is away. Those lines
+// are demoted to DEBUG: the caller reports the outage once (the full
+// mesh's "registry watch broke"), and the end of the retries shows as its
+// success.
+const retryTry = "try attempt has failed"
 
 func (g *Logger) Info(v ...any)                 { g.log(slog.LevelInfo, fmt.Sprint(v...)) }
 func (g *Logger) Infof(format string, v ...any) { g.log(slog.LevelInfo, fmt.Sprintf(format, v...)) }

@@ -56,17 +56,38 @@ type Stats struct {
 	ConntrackFlushed uint64
 }
 
-// MarshalJSON renders the stats for -debug: lower camel keys, durations as
+// statsJSON is Stats as -debug shows it: lower camel keys, durations as
 // text.
+type statsJSON struct {
+	Syncs            uint64 `json:"syncs"`
+	LastObjects      int    `json:"lastObjects"`
+	TotalObjects     uint64 `json:"totalObjects"`
+	LastDuration     string `json:"lastDuration"`
+	LastKernel       string `json:"lastKernel"`
+	ConntrackFlushed uint64 `json:"conntrackFlushed"`
+}
+
+// MarshalJSON renders the stats for -debug.
 func (s Stats) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Syncs            uint64 `json:"syncs"`
-		LastObjects      int    `json:"lastObjects"`
-		TotalObjects     uint64 `json:"totalObjects"`
-		LastDuration     string `json:"lastDuration"`
-		LastKernel       string `json:"lastKernel"`
-		ConntrackFlushed uint64 `json:"conntrackFlushed"`
-	}{s.Syncs, s.LastObjects, s.TotalObjects, s.LastDuration.String(), s.LastKernel.String(), s.ConntrackFlushed})
+	return json.Marshal(statsJSON{s.Syncs, s.LastObjects, s.TotalObjects, s.LastDuration.String(), s.LastKernel.String(), s.ConntrackFlushed})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote (a -debug client's side).
+func (s *Stats) UnmarshalJSON(b []byte) error {
+	var w statsJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	last, err := time.ParseDuration(w.LastDuration)
+	if err != nil {
+		return fmt.Errorf("lastDuration: %w", err)
+	}
+	kernel, err := time.ParseDuration(w.LastKernel)
+	if err != nil {
+		return fmt.Errorf("lastKernel: %w", err)
+	}
+	*s = Stats{w.Syncs, w.LastObjects, w.TotalObjects, last, kernel, w.ConntrackFlushed}
+	return nil
 }
 
 // Provider programs the kernel from services and endpoints.

@@ -14,4 +14,8 @@ func TestStatsJSON(t *testing.T) {
 		LastKernel: 400 * time.Microsecond, ConntrackFlushed: 2})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"syncs":3,"lastObjects":7,"totalObjects":40,"lastDuration":"1.5ms","lastKernel":"400µs","conntrackFlushed":2}`, string(b))
+	var back Stats
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, Stats{Syncs: 3, LastObjects: 7, TotalObjects: 40, LastDuration: 1500 * time.Microsecond,
+		LastKernel: 400 * time.Microsecond, ConntrackFlushed: 2}, back, "a -debug client reads it back")
 }
