@@ -54,8 +54,8 @@ func (c *Config) Validate() error {
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		bad("NSP_LOG_LEVEL: %w", err)
 	}
-	if c.Port < 1 || c.Port > 65535 {
-		bad("NSP_PORT: %d is not a port (1-65535)", c.Port)
+	if c.Port < 0 || c.Port > 65535 {
+		bad("NSP_PORT: %d is not a port", c.Port)
 	}
 	if c.MetricsPort < 0 || c.MetricsPort > 65535 {
 		bad("NSP_METRICS_PORT: %d is not a port (0 turns it off)", c.MetricsPort)
