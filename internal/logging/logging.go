@@ -49,6 +49,11 @@ func New(w io.Writer, component string, level slog.Level) (*slog.Logger, *slog.L
 					a.Value = slog.StringValue("TRACE")
 				}
 			}
+			// A duration reads as an operator writes it ("1.5s"), not
+			// as JSON's nanoseconds.
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
 			return a
 		},
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"testing"
+	"time"
 )
 
 func TestParseLevel(t *testing.T) {
@@ -35,5 +36,19 @@ func TestNewFiltersAndNamesTrace(t *testing.T) {
 	}
 	if line["level"] != "TRACE" || line["component"] != "ipam" || line["msg"] != "shown" || line["k"] != float64(1) {
 		t.Fatalf("unexpected line %v", line)
+	}
+}
+
+// Durations are written as text, in groups too.
+func TestNewWritesDurationsAsText(t *testing.T) {
+	var buf bytes.Buffer
+	log, _ := New(&buf, "proxy", slog.LevelInfo)
+	log.Info("retrying", "after", 1500*time.Millisecond, slog.Group("g", "wait", 2*time.Minute))
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, buf.String())
+	}
+	if line["after"] != "1.5s" || line["g"].(map[string]any)["wait"] != "2m0s" {
+		t.Fatalf("durations not as text: %s", buf.String())
 	}
 }

@@ -168,7 +168,8 @@ func (e *Endpoint) register(ctx context.Context) error {
 			}
 			e.opts.onRegistered(registered)
 		}),
-		registration.WithLogger(e.logger))
+		// The keeper names the NSE itself.
+		registration.WithLogger(e.opts.logger.With("service", e.cfg.Service)))
 	if err != nil {
 		return err
 	}

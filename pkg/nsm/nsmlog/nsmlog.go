@@ -42,18 +42,21 @@ func WithContext(ctx context.Context, l *slog.Logger) context.Context {
 }
 
 func (g *Logger) log(level slog.Level, msg string) {
-	if level > slog.LevelDebug && strings.HasPrefix(msg, retryTry) {
-		level = slog.LevelDebug
+	if level > logging.LevelTrace && perTry(msg) {
+		level = logging.LevelTrace
 	}
 	g.l.Log(context.Background(), level, msg)
 }
 
-// retryTry begins the line that the SDK's retry elements log at ERROR for
-// every failed try, five a second for as long as NSM is away. Those lines
-// are demoted to DEBUG: the caller reports the outage once (the full
-// mesh's "registry watch broke"), and the end of the retries shows as its
-// success.
-const retryTry = "try attempt has failed"
+// perTry tells whether msg is one of the SDK's lines for every try of a
+// registry call: its retry elements log each failed try at ERROR, and its
+// client URL element each call at DEBUG, about ten lines a second for as
+// long as NSM is away. They are demoted to TRACE: the caller reports the
+// outage once (the full mesh's "registry watch broke"), and the end of the
+// retries shows as its success.
+func perTry(msg string) bool {
+	return strings.HasPrefix(msg, "try attempt has failed") || strings.HasPrefix(msg, "passed clientURL")
+}
 
 func (g *Logger) Info(v ...any)                 { g.log(slog.LevelInfo, fmt.Sprint(v...)) }
 func (g *Logger) Infof(format string, v ...any) { g.log(slog.LevelInfo, fmt.Sprintf(format, v...)) }

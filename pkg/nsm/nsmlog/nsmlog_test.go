@@ -51,10 +51,10 @@ func TestBridgeLevelsAndFields(t *testing.T) {
 // An SDK registry chain called with WithContext's context logs through
 // our logger, not through the plain-text logger its trace elements put in
 // place of the global one; the retry element's line for each failed try is
-// a debug line.
+// a trace line.
 func TestRegistryChainKeepsTheContextLogger(t *testing.T) {
 	var buf bytes.Buffer
-	base, _ := logging.New(&buf, "proxy", slog.LevelDebug)
+	base, _ := logging.New(&buf, "proxy", logging.LevelTrace)
 	prev := sdklog.L()
 	Install(base)
 	defer sdklog.SetGlobalLogger(prev)
@@ -66,7 +66,7 @@ func TestRegistryChainKeepsTheContextLogger(t *testing.T) {
 	}{{context.Background(), false}, {WithContext(context.Background(), base), true}} {
 		buf.Reset()
 		_, _ = regchain.NewNetworkServiceEndpointRegistryClient(loggerProbe{}).Find(tc.ctx, &registryapi.NetworkServiceEndpointQuery{})
-		if got := strings.Contains(buf.String(), `"level":"DEBUG","msg":"try attempt has failed"`); got != tc.ours {
+		if got := strings.Contains(buf.String(), `"level":"TRACE","msg":"try attempt has failed"`); got != tc.ours {
 			t.Errorf("with WithContext %v: our log has the line: %v (%q)", tc.ours, got, buf.String())
 		}
 	}

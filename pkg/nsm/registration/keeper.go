@@ -115,10 +115,12 @@ func (k *Keeper) run(ctx context.Context, pending bool) {
 			wait.Reset()
 		case err == nil:
 			k.opts.logger.Debug("registration refreshed", "nse", k.nse.GetName(), "expires", k.expires())
-		case err != nil:
+		case failures == 0:
 			failures++
-			k.opts.logger.Warn("registration refresh failed, retrying", "nse", k.nse.GetName(),
-				"failedTries", failures, "error", err)
+			k.opts.logger.Warn("registration refresh failed, retrying until it succeeds", "nse", k.nse.GetName(), "error", err)
+		default: // said at the first failure; its end says how many
+			failures++
+			k.opts.logger.Debug("registration refresh failed again", "nse", k.nse.GetName(), "failedTries", failures, "error", err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package registration_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/registration"
 )
 
@@ -128,7 +130,7 @@ func (c *changes) list() []bool {
 	return append([]bool(nil), c.got...)
 }
 
-func start(t *testing.T, f *fakeRegistry, ch *changes) *registration.Keeper {
+func start(t *testing.T, f *fakeRegistry, ch *changes, opts ...registration.Option) *registration.Keeper {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -136,18 +138,20 @@ func start(t *testing.T, f *fakeRegistry, ch *changes) *registration.Keeper {
 		registration.Registrar{Service: serviceClient{fakeRegistry: f}, Endpoint: endpointClient{fakeRegistry: f}},
 		&registry.NetworkService{Name: "svc"},
 		&registry.NetworkServiceEndpoint{Name: "nse-1", NetworkServiceNames: []string{"svc"}},
-		registration.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
-		registration.WithOnChange(ch.add))
+		append([]registration.Option{registration.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
+			registration.WithOnChange(ch.add)}, opts...)...)
 	require.NoError(t, err)
 	return k
 }
 
 // The registration is refreshed before it expires, survives a registry
 // that is away for many refresh periods and comes back empty (the network
-// service is registered again first), and is removed by Stop.
+// service is registered again first), and is removed by Stop. The outage
+// is one warning; the retries are debug lines, and its end says how many.
 func TestKeepsRegisteredThroughAnOutage(t *testing.T) {
 	f, ch := newFakeRegistry(), &changes{}
-	k := start(t, f, ch)
+	var log testutil.JSONLog
+	k := start(t, f, ch, registration.WithLogger(slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	require.True(t, k.Registered())
 	time.Sleep(time.Second) // three granted lifetimes
 	require.True(t, f.registered("nse-1"), "refreshed before each expiry")
@@ -159,6 +163,11 @@ func TestKeepsRegisteredThroughAnOutage(t *testing.T) {
 	require.Eventually(t, func() bool { return k.Registered() && f.registered("nse-1") }, 5*time.Second, 10*time.Millisecond,
 		"registered again once the registry is back")
 	require.Equal(t, []bool{true, false, true}, ch.list())
+	require.Equal(t, 1, log.Count("registration refresh failed, retrying until it succeeds"), log.String())
+	require.Greater(t, log.Count("registration refresh failed again"), 5)
+	restored, _ := log.Find(0, "registration restored")
+	require.NotNil(t, restored)
+	require.Greater(t, restored["failedTries"], float64(5))
 
 	require.NoError(t, k.Stop(context.Background()))
 	require.False(t, f.registered("nse-1"), "unregistered on stop")
