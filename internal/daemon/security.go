@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -97,7 +98,10 @@ func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), erro
 		}, func() {}, nil
 	}
 	if os.Getenv("SPIFFE_ENDPOINT_SOCKET") == "" {
-		return nil, nil, fmt.Errorf("SPIFFE_ENDPOINT_SOCKET is not set: set it to the SPIRE agent's socket for SPIFFE mTLS, or %s=true for plain gRPC", cfg.insecureEnv())
+		msg := fmt.Sprintf("SPIFFE_ENDPOINT_SOCKET is not set: set it to the SPIRE agent's socket for SPIFFE mTLS, or %s=true for plain gRPC", cfg.insecureEnv())
+		// A configuration error: exit status 2, as for the service's own
+		// variables.
+		return nil, nil, &ExitError{Status: 2, Message: msg, Err: errors.New(msg)}
 	}
 	sctx, cancel := context.WithTimeout(ctx, spiffeWait)
 	defer cancel()

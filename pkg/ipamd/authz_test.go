@@ -17,6 +17,7 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
@@ -56,6 +57,9 @@ func TestRunNeedsSPIFFEOrAnExplicitInsecure(t *testing.T) {
 	cfg.Insecure = false
 	err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	require.ErrorContains(t, err, "IPAM_INSECURE=true")
+	var exit *daemon.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, 2, exit.Status, "a configuration error")
 	_, err = os.Stat(cfg.Datasource)
 	require.ErrorIs(t, err, os.ErrNotExist, "no store is created by an IPAM that cannot serve")
 }

@@ -34,7 +34,8 @@ const asideMeridio = "meridio"
 func importOnStart(ctx context.Context, c *Config, log *slog.Logger) error {
 	isSQLite, err := meridio.IsSQLite(c.Datasource)
 	if err != nil {
-		return fmt.Errorf("IPAM_DATASOURCE must name the store file: %w", err)
+		msg := fmt.Sprintf("IPAM_DATASOURCE must name the store file: %v", err)
+		return &daemon.ExitError{Status: 2, Message: msg, Err: fmt.Errorf("IPAM_DATASOURCE must name the store file: %w", err)}
 	}
 	if !isSQLite {
 		return nil

@@ -22,6 +22,7 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/logging"
 )
 
@@ -163,4 +164,7 @@ func TestRunRefusesADirectoryAsStore(t *testing.T) {
 	cfg.Datasource = t.TempDir()
 	err := Run(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	require.EqualError(t, err, "IPAM_DATASOURCE must name the store file: read "+cfg.Datasource+": is a directory")
+	var exit *daemon.ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, 2, exit.Status, "a configuration error")
 }
