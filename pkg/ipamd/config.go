@@ -116,7 +116,7 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	family := func(name, prefix string, condLen, nodeLen int, v4 bool) *ipam.FamilyConfig {
 		p, err := netip.ParsePrefix(prefix)
 		if err != nil {
-			bad("IPAM_PREFIX_%s: %q is not a CIDR: %v", name, prefix, err)
+			bad("IPAM_PREFIX_%s: %q is not a prefix in CIDR notation (such as %s)", name, prefix, map[bool]string{true: "172.16.0.0/16", false: "fd00::/48"}[v4])
 			return nil
 		}
 		if p.Addr().Is4() != v4 {

@@ -106,3 +106,11 @@ func TestLogValueNamesEachSettingOnce(t *testing.T) {
 		assert.True(t, seen[key], "key %q", key)
 	}
 }
+
+// A pool that is no prefix is named with an example, not a Go function.
+func TestLoadNamesABadPoolPlainly(t *testing.T) {
+	t.Setenv("IPAM_PREFIX_IPV4", "10.0.0.0/33")
+	_, err := Load()
+	require.ErrorContains(t, err, `IPAM_PREFIX_IPV4: "10.0.0.0/33" is not a prefix in CIDR notation (such as 172.16.0.0/16)`)
+	assert.NotContains(t, err.Error(), "netip")
+}
