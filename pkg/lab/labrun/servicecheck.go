@@ -30,7 +30,7 @@ func (l *Lab) checkServices(ctx context.Context, r *Report, targets []string) {
 				return
 			}
 			if !s.Sticky {
-				res := l.serviceFlows(client, network, s.Addr(), serviceFlowsPerTarget*len(targets))
+				res := l.serviceFlows(ctx, client, network, s.Addr(), serviceFlowsPerTarget*len(targets))
 				ok, detail := balanced(res, targets)
 				r.add(fmt.Sprintf("%s -> service %s %s %s balanced over the targets", client, s.Name, strings.ToUpper(network), s.Addr()),
 					ok, "%s", detail)
@@ -39,7 +39,7 @@ func (l *Lab) checkServices(ctx context.Context, r *Report, targets []string) {
 			var parts []string
 			ok := true
 			for _, t := range targets {
-				res := l.serviceFlows(t, network, s.Addr(), stickyFlows)
+				res := l.serviceFlows(ctx, t, network, s.Addr(), stickyFlows)
 				if res.failed > 0 || len(res.answers) != 1 {
 					ok = false
 				}
@@ -51,18 +51,21 @@ func (l *Lab) checkServices(ctx context.Context, r *Report, targets []string) {
 	}
 }
 
-// serviceFlows opens n flows one after the other from the target's
-// namespace to addr.
-func (l *Lab) serviceFlows(target, network string, addr netip.AddrPort, n int) flowResult {
+// serviceFlows opens up to n flows one after the other from the target's
+// namespace to addr. It stops at the first failure, which fails the check
+// anyway: a service that is not served would otherwise cost every flow its
+// probe timeout (minutes for the lab's checks), and at the end of ctx.
+func (l *Lab) serviceFlows(ctx context.Context, target, network string, addr netip.AddrPort, n int) flowResult {
 	res := flowResult{answers: map[string]int{}}
 	for range n {
+		if ctx.Err() != nil {
+			break
+		}
 		name, err := probe(l.NetNSPath(target), network, netip.Addr{}, addr)
 		if err != nil {
 			res.failed++
-			if res.firstErr == nil {
-				res.firstErr = err
-			}
-			continue
+			res.firstErr = err
+			break
 		}
 		res.answers[name]++
 	}
