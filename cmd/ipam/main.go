@@ -23,6 +23,7 @@ func main() {
 	os.Exit(daemon.Main(daemon.Service[*ipamd.Config]{
 		Name:     "ipam",
 		Version:  version,
+		Env:      "IPAM_*",
 		Load:     ipamd.Load,
 		LogLevel: func(c *ipamd.Config) string { return c.LogLevel },
 		Run:      ipamd.Run,

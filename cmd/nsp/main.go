@@ -19,6 +19,7 @@ func main() {
 	os.Exit(daemon.Main(daemon.Service[*nspd.Config]{
 		Name:     "nsp",
 		Version:  version,
+		Env:      "NSP_*",
 		Load:     nspd.Load,
 		LogLevel: func(c *nspd.Config) string { return c.LogLevel },
 		Run:      nspd.Run,

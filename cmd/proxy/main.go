@@ -23,6 +23,7 @@ func main() {
 	os.Exit(daemon.Main(daemon.Service[*proxyd.Config]{
 		Name:     "proxy",
 		Version:  version,
+		Env:      "NSM_*",
 		Load:     proxyd.Load,
 		LogLevel: func(c *proxyd.Config) string { return c.LogLevel },
 		Run: func(ctx context.Context, cfg *proxyd.Config, logger *slog.Logger) error {

@@ -31,6 +31,9 @@ type Service[C any] struct {
 	// Name prefixes error messages and is the logs' component.
 	Name    string
 	Version string
+	// Env names the environment variables of the configuration, for the
+	// usage ("NSM_*").
+	Env string
 	// Load reads and validates the configuration.
 	Load func() (C, error)
 	// LogLevel returns the configured level name (validated by Load).
@@ -103,7 +106,7 @@ func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet(s.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { usage(fs, s.Name, s.Commands) }
+	fs.Usage = func() { usage(fs, s.Name, s.Env, s.Commands) }
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	modes := make([]func() (string, bool), len(s.Modes))
 	for i, m := range s.Modes {
@@ -143,11 +146,14 @@ func Main[C any](s Service[C], args []string, stdout, stderr io.Writer) int {
 }
 
 // usage prints the binary's synopsis: its flags, then its subcommands.
-func usage(fs *flag.FlagSet, name string, commands []Command) {
+func usage(fs *flag.FlagSet, name, env string, commands []Command) {
 	w := fs.Output()
 	fmt.Fprintf(w, "Usage: %s [flags]\n", name)
 	for _, c := range commands {
 		fmt.Fprintf(w, "       %s %s …\n", name, c.Name)
+	}
+	if env != "" {
+		fmt.Fprintf(w, "The service's configuration is the %s environment variables (see the README).\n", env)
 	}
 	fmt.Fprintln(w, "Flags:")
 	fs.PrintDefaults()

@@ -28,6 +28,7 @@ func service(loadErr, runErr error) Service[cfg] {
 	return Service[cfg]{
 		Name:     "svc",
 		Version:  "v1",
+		Env:      "SVC_*",
 		Load:     func() (cfg, error) { return cfg{level: "INFO"}, loadErr },
 		LogLevel: func(c cfg) string { return c.level },
 		Run:      func(context.Context, cfg, *slog.Logger) error { return runErr },
@@ -49,7 +50,7 @@ func TestMainExitStatuses(t *testing.T) {
 		{name: "version", args: []string{"-version"}, want: 0, stdout: "v1\n"},
 		{name: "bad flag", args: []string{"-nope"}, want: 2, inErr: "flag provided but not defined"},
 		{name: "stray argument", args: []string{"check", "-h"}, want: 2, inErr: `svc: unexpected argument "check"`},
-		{name: "help", args: []string{"-h"}, want: 0, inErr: "Usage: svc [flags]\n       svc restore …\n"},
+		{name: "help", args: []string{"-h"}, want: 0, inErr: "Usage: svc [flags]\n       svc restore …\nThe service's configuration is the SVC_* environment variables"},
 		{name: "command", args: []string{"restore", "a", "-b"}, want: 7, stdout: "restore [a -b]\n"},
 		{name: "bad config", loadErr: errors.New("SVC_PORT: not a port"), want: 2, inErr: "svc: SVC_PORT: not a port"},
 		{name: "failure", run: errors.New("boom"), want: 1, inErr: `"msg":"svc failed","component":"svc","error":"boom"`},
