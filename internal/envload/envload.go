@@ -90,6 +90,15 @@ func LogValue(spec any) slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
+// Map is LogValue as a map, for JSON output (-debug).
+func Map(spec any) map[string]any {
+	out := map[string]any{}
+	for _, a := range LogValue(spec).Group() {
+		out[a.Key] = a.Value.Any()
+	}
+	return out
+}
+
 // text is a field's value as logged: a Stringer's text, else the value.
 func text(v reflect.Value) any {
 	if v.CanAddr() {

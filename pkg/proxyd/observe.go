@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
@@ -26,7 +27,7 @@ import (
 // kernel state of its namespace, as the running daemon sees them.
 type DebugState struct {
 	Version   string              `json:"version"`
-	Config    *Config             `json:"config"`
+	Config    map[string]any      `json:"config"` // as in the starting line (envload.Map)
 	Proxy     proxy.Snapshot      `json:"proxy"`
 	Dataplane *dataplane.Snapshot `json:"dataplane,omitempty"`
 	// Services is the service load balancer (absent when it is off).
@@ -75,7 +76,7 @@ func openFDs() int {
 var Version = "dev"
 
 func (d *Daemon) debugState() DebugState {
-	st := DebugState{Version: Version, Config: d.cfg, Proxy: d.proxy.Snapshot(),
+	st := DebugState{Version: Version, Config: envload.Map(d.cfg), Proxy: d.proxy.Snapshot(),
 		Goroutines: runtime.NumGoroutine(), FDs: openFDs(), Memory: memoryState()}
 	if d.services != nil {
 		st.Services = d.services.state()

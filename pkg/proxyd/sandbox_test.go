@@ -179,7 +179,8 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 
 	// proxy -debug reads the running daemon's state.
 	st := debugState(t, cfg.DebugSocket)
-	require.Equal(t, proxyName, st.Config.Name)
+	require.Equal(t, proxyName, st.Config["name"])
+	require.IsType(t, "", st.Config["requestTimeout"], "durations as text, as in the starting line")
 	require.Equal(t, node, st.Proxy.Node)
 	require.Len(t, st.Proxy.Interfaces, 4)
 	require.NotNil(t, st.Dataplane.Desired)
