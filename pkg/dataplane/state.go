@@ -60,16 +60,16 @@ import "net/netip"
 type State struct {
 	// BridgeAddrs are the bridge's addresses, at most one per family, with
 	// the node subnet's prefix length (e.g. 172.16.0.1/24, fd00::1/64).
-	BridgeAddrs []netip.Prefix
+	BridgeAddrs []netip.Prefix `json:"bridgeAddrs"`
 	// Ports are the interface indexes to enslave to the bridge. Interfaces
 	// that no longer exist in the kernel are ignored.
-	Ports []int
+	Ports []int `json:"ports"`
 	// Nexthops are the load balancers' addresses, of either family; each
 	// family gets one ECMP default route over them in the table, or none
 	// when it has no nexthop.
-	Nexthops []netip.Addr
+	Nexthops []netip.Addr `json:"nexthops"`
 	// VIPs each get a rule `from <VIP> lookup <table>`.
-	VIPs []netip.Prefix
+	VIPs []netip.Prefix `json:"vips"`
 
 	// NexthopPorts optionally ties a nexthop to the port (interface index)
 	// its load balancer is reached through. While a tied port does not exist
@@ -79,5 +79,5 @@ type State struct {
 	// failover takes about a millisecond instead of a control-plane round
 	// trip). Nexthops without an entry are always in the route. Entries for
 	// addresses that are not in Nexthops are ignored.
-	NexthopPorts map[netip.Addr]int
+	NexthopPorts map[netip.Addr]int `json:"nexthopPorts"`
 }

@@ -45,9 +45,9 @@ const DefaultAffinityTimeout = 3 * time.Hour
 // Reference names the object a service port comes from; sockets, rules and
 // events keep it so that what happens can be traced back to its origin.
 type Reference struct {
-	Namespace string `yaml:"namespace"`
-	Name      string `yaml:"name"`
-	UID       string `yaml:"uid"`
+	Namespace string `yaml:"namespace" json:"namespace"`
+	Name      string `yaml:"name" json:"name"`
+	UID       string `yaml:"uid" json:"uid"`
 }
 
 func (r Reference) String() string {
