@@ -141,14 +141,8 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	default:
 		bad("IPAM_IP_FAMILY: %q is not dualstack, ipv4 or ipv6", c.IPFamily)
 	}
-	if c.Port < 0 || c.Port > 65535 {
-		bad("IPAM_PORT: %d is not a port", c.Port)
-	}
-	if c.MetricsPort < 0 || c.MetricsPort > 65535 {
-		bad("IPAM_METRICS_PORT: %d is not a port", c.MetricsPort)
-	}
-	if c.HealthPort < 0 || c.HealthPort > 65535 {
-		bad("IPAM_HEALTH_PORT: %d is not a port", c.HealthPort)
+	if err := daemon.CheckPorts(map[string]int{"IPAM_PORT": c.Port, "IPAM_METRICS_PORT": c.MetricsPort, "IPAM_HEALTH_PORT": c.HealthPort}); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.security().Validate(); err != nil {
 		errs = append(errs, err)

@@ -54,14 +54,8 @@ func (c *Config) Validate() error {
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		bad("NSP_LOG_LEVEL: %w", err)
 	}
-	if c.Port < 0 || c.Port > 65535 {
-		bad("NSP_PORT: %d is not a port", c.Port)
-	}
-	if c.MetricsPort < 0 || c.MetricsPort > 65535 {
-		bad("NSP_METRICS_PORT: %d is not a port (0 turns it off)", c.MetricsPort)
-	}
-	if c.HealthPort < 0 || c.HealthPort > 65535 {
-		bad("NSP_HEALTH_PORT: %d is not a port (0 turns it off)", c.HealthPort)
+	if err := daemon.CheckPorts(map[string]int{"NSP_PORT": c.Port, "NSP_METRICS_PORT": c.MetricsPort, "NSP_HEALTH_PORT": c.HealthPort}); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ConfigFile == "" {
 		bad("NSP_CONFIG_FILE: empty")
