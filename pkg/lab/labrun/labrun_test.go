@@ -160,7 +160,7 @@ func TestUpCheckDown(t *testing.T) {
 	}
 	debug, err := l.ProxyDebug(ctx)
 	require.NoError(t, err)
-	require.Contains(t, string(debug), `"BridgeAddrs"`)
+	require.Contains(t, string(debug), `"bridgeAddrs"`)
 	out, err := l.Exec("proxy", "ip", "-br", "link", "show", "master", "bridge0")
 	require.NoError(t, err)
 	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 5, "2 LBs and 3 targets on the bridge: %s", out)
