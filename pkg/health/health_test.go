@@ -207,9 +207,7 @@ func (l *closingListener) stop() {
 func TestMonitorConnLogsOutagesOnce(t *testing.T) {
 	peer := listenClosing(t)
 	addr := peer.lis.Addr().String()
-	var log testutil.JSONLog
-	c := New(WithLogger(slog.New(slog.NewJSONHandler(&log, nil))))
-	c.Register(Readiness, IPAMCli)
+	c, log := loggedChecker()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, MaxDelay: 50 * time.Millisecond},
@@ -217,10 +215,7 @@ func TestMonitorConnLogsOutagesOnce(t *testing.T) {
 		}))
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.MonitorConn(ctx, conn, IPAMCli) }()
-	defer func() { cancel(); <-done }()
+	defer monitor(c, conn)()
 
 	line, _ := log.Wait(waitFor, nil, 0, LogConnFailing, "subservice", IPAMCli, "target", addr)
 	require.NotNil(t, line, log.String())
@@ -247,17 +242,12 @@ func TestMonitorConnLogsResolverError(t *testing.T) {
 	built := make(chan struct{}, 1)
 	r := manual.NewBuilderWithScheme("test")
 	r.BuildCallback = func(resolver.Target, resolver.ClientConn, resolver.BuildOptions) { built <- struct{}{} }
-	var log testutil.JSONLog
-	c := New(WithLogger(slog.New(slog.NewJSONHandler(&log, nil))))
-	c.Register(Readiness, IPAMCli)
+	c, log := loggedChecker()
 	conn, err := grpc.NewClient("test:///ipam-servce:7777", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithResolvers(r))
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.MonitorConn(ctx, conn, IPAMCli) }()
-	defer func() { cancel(); <-done }()
+	defer monitor(c, conn)()
 
 	conn.Connect()
 	select {
@@ -272,4 +262,21 @@ func TestMonitorConnLogsResolverError(t *testing.T) {
 	r.ReportError(errors.New("lookup ipam-servce: no such host"))
 	time.Sleep(100 * time.Millisecond)
 	assert.Equal(t, 1, log.Count(LogConnFailing), log.String())
+}
+
+// loggedChecker is a checker with IPAMCli in Readiness whose log is kept.
+func loggedChecker() (*Checker, *testutil.JSONLog) {
+	log := &testutil.JSONLog{}
+	c := New(WithLogger(slog.New(slog.NewJSONHandler(log, nil))))
+	c.Register(Readiness, IPAMCli)
+	return c, log
+}
+
+// monitor runs c.MonitorConn on conn for IPAMCli; the returned function
+// stops it and waits for it.
+func monitor(c *Checker, conn *grpc.ClientConn) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.MonitorConn(ctx, conn, IPAMCli) }()
+	return func() { cancel(); <-done }
 }
