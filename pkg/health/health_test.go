@@ -255,11 +255,11 @@ func TestMonitorConnLogsResolverError(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("the resolver was not built")
 	}
-	r.ReportError(errors.New("lookup ipam-servce: no such host"))
+	r.CC().ReportError(errors.New("lookup ipam-servce: no such host"))
 	line, _ := log.Wait(waitFor, nil, 0, LogConnFailing, "subservice", IPAMCli, "target", "test:///ipam-servce:7777")
 	require.NotNil(t, line, log.String())
 	assert.Contains(t, line["error"], "no such host")
-	r.ReportError(errors.New("lookup ipam-servce: no such host"))
+	r.CC().ReportError(errors.New("lookup ipam-servce: no such host"))
 	time.Sleep(100 * time.Millisecond)
 	assert.Equal(t, 1, log.Count(LogConnFailing), log.String())
 }
