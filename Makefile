@@ -17,7 +17,7 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 HELMTEST := deployments/helmtest
 HELMTESTFLAGS ?= -count=1 -timeout 10m
 
-.PHONY: all build images images-full test test-short generate lint bench figures lab clean tools deps preflight-test preflight-lab
+.PHONY: all build images images-full test test-short generate lint bench figures lab clean tools deps cluster cluster-down preflight-test preflight-lab
 
 all: lint build test
 
@@ -79,6 +79,16 @@ figures: preflight-figures
 
 lab: preflight-lab build
 	$(BIN)/lab run
+
+# A single-node Kubernetes cluster on this machine (root; docs/kubernetes.md,
+# "The test cluster"): the first start builds Kubernetes and helm from the Go
+# module proxy into /var/cache/causeway (tens of minutes); later starts reuse
+# them. cluster-down stops it and leaves the host as it was.
+cluster:
+	./scripts/cluster/up.sh
+
+cluster-down:
+	./scripts/cluster/down.sh
 
 # Explicit targets: make skips pattern rules for .PHONY targets.
 preflight-test preflight-lab preflight-figures preflight-images:

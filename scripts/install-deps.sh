@@ -5,6 +5,7 @@
 #
 #   scripts/install-deps.sh          install what is missing, then check all
 #   scripts/install-deps.sh --check  only check; exit 1 naming what is missing
+#   --cluster (with either)          also the test cluster's (`make cluster`)
 #
 # Each check runs the tool for real (a protoc that cannot find the well-known
 # types, or an nft that cannot talk to the kernel, is as bad as none).
@@ -28,6 +29,28 @@ deps=(
 	"CA certificates (make images-full's module downloads)|ca-certificates|test -f /etc/ssl/certs/ca-certificates.crt"
 	"setpriv (the dataplane's CAP_NET_ADMIN-only test)|util-linux|setpriv --version"
 )
+
+# The test cluster's (scripts/cluster): its runtime, its CNI plugins, etcd,
+# and the tools its scripts run. Debian's packages start no service here
+# (policy-rc.d); the cluster runs them with configurations of its own.
+cluster_deps=(
+	"etcd|etcd-server|etcd --version"
+	"containerd and ctr|containerd|containerd --version && ctr --version"
+	"runc|runc|runc --version"
+	"CNI bridge, host-local and loopback plugins|containernetworking-plugins|test -x /usr/lib/cni/bridge && test -x /usr/lib/cni/host-local && test -x /usr/lib/cni/loopback"
+	"openssl (the cluster's certificates)|openssl|openssl version"
+	"curl (etcd's health)|curl|curl --version"
+	"iptables and ip6tables (the kubelet's chains)|iptables|iptables-save -V && ip6tables-save -V"
+)
+
+check_only=0
+for arg in "$@"; do
+	case "$arg" in
+	--check) check_only=1 ;;
+	--cluster) deps+=("${cluster_deps[@]}") ;;
+	*) echo "usage: install-deps.sh [--check] [--cluster]" >&2; exit 2 ;;
+	esac
+done
 
 # Functions the checks may call.
 checkfns=(check_protoc check_buildah check_setcap)
@@ -85,7 +108,7 @@ check() { # prints one line per missing piece; returns 1 if any
 	return $bad
 }
 
-if [ "${1:-}" = "--check" ]; then
+if ((check_only)); then
 	check
 	exit
 fi

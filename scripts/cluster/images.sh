@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the test cluster's own images (the pod sandbox's pause and CoreDNS)
+# once, from sources of this clone, into $CAUSEWAY_CACHE/images as
+# docker-archive files keyed by a hash of their sources; `up.sh` imports them
+# into containerd. Nothing is pulled: each image is FROM scratch with one
+# static binary. Prints nothing but its log.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
+
+# build_image NAME MODDIR PKG USER: NAME's archive, built from the command
+# PKG of the module MODDIR, to run as USER.
+build_image() {
+	local name="$1" moddir="$2" pkg="$3" user="$4"
+	local ref archive
+	ref="$(image_ref "$name" "$moddir")"
+	archive="$(image_archive "$ref")"
+	if [ -f "$archive" ]; then
+		return
+	fi
+	mkdir -p "$(dirname "$archive")"
+	local tmp
+	tmp="$(mktemp -d)"
+	# shellcheck disable=SC2064 # expand now: tmp is local
+	trap "rm -rf '$tmp'" RETURN
+	log "building image $ref"
+	(cd "$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/$name" "$pkg")
+	local b=(buildah --storage-driver vfs --root "$tmp/root" --runroot "$tmp/run")
+	local ctr
+	ctr="$("${b[@]}" from scratch)"
+	"${b[@]}" copy "$ctr" "$tmp/$name" "/$name" >/dev/null
+	"${b[@]}" config --entrypoint "[\"/$name\"]" --user "$user" "$ctr"
+	"${b[@]}" commit --quiet "$ctr" "$ref" >/dev/null
+	"${b[@]}" push --quiet "$ref" "docker-archive:$archive.partial:$ref"
+	"${b[@]}" rm "$ctr" >/dev/null
+	mv "$archive.partial" "$archive"
+}
+
+build_image pause "$CLUSTER_REPO/test/kube" ./images/pause 65535:65535
+build_image coredns "$CLUSTER_REPO/test/kube/tools/coredns" . 0:0

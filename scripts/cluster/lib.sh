@@ -1,0 +1,79 @@
+# Shared settings of the test cluster's scripts (sourced, not run).
+# Everything the cluster writes lives under $CLUSTER_STATE; its builds live
+# under $CAUSEWAY_CACHE, keyed by version, outside the clone.
+export PATH=/usr/local/go/bin:$PATH
+CLUSTER_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CAUSEWAY_CACHE="${CAUSEWAY_CACHE:-/var/cache/causeway}"
+CLUSTER_STATE="${CLUSTER_STATE:-/var/lib/causeway-cluster}"
+K8S_TOOLS="$CLUSTER_REPO/test/kube/tools/k8s"
+HELM_TOOLS="$CLUSTER_REPO/test/kube/tools/helm"
+
+# modversion GOMOD MODULE: the version a tools module requires.
+modversion() {
+	awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' "$1"
+}
+
+K8S_VERSION="$(modversion "$K8S_TOOLS/go.mod" k8s.io/kubernetes)"
+HELM_VERSION="$(modversion "$HELM_TOOLS/go.mod" helm.sh/helm/v4)"
+K8S_CACHE="$CAUSEWAY_CACHE/k8s-$K8S_VERSION"
+HELM_CACHE="$CAUSEWAY_CACHE/helm-$HELM_VERSION"
+
+log() { echo "cluster: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# image_ref NAME MODDIR: the reference of one of the cluster's own images,
+# tagged with a hash of its module's sources and of the Go version.
+image_ref() {
+	local hash
+	hash="$( (go version; cd "$2" && find . -path ./tools -prune -o -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-12)"
+	echo "localhost/kube/$1:$hash"
+}
+
+# image_archive REF: where the image REF is cached.
+image_archive() {
+	local ref="$1"
+	ref="${ref#localhost/kube/}"
+	echo "$CAUSEWAY_CACHE/images/${ref/:/-}.tar"
+}
+
+# The cluster's fixed names and addresses. The node's address lives on a
+# bridge of its own (no ports; no dummy driver here), so nothing depends on (or leaves by) the host's
+# interfaces.
+CLUSTER_RUN="${CLUSTER_RUN:-/run/causeway-cluster}"
+NODE_NAME=causeway-node
+NODE_LINK=cw-node0
+NODE_IP=10.255.255.1
+POD_CIDR=10.244.0.0/24
+POD_BRIDGE=cw-cni0
+SERVICE_CIDR=10.96.0.0/16
+API_SERVICE_IP=10.96.0.1
+DNS_SERVICE_IP=10.96.0.10
+ETCD_URL=http://127.0.0.1:2379
+CONTAINERD_SOCK="$CLUSTER_RUN/containerd/containerd.sock"
+KUBECONFIG_ADMIN="$CLUSTER_STATE/kubeconfig/admin.conf"
+PKI="$CLUSTER_STATE/pki"
+
+# The host paths the cluster may create (beside its own state, run and
+# cache directories): down.sh removes those that did not exist before.
+HOST_PATHS=(
+	/var/lib/kubelet /var/lib/cni /etc/cni /opt/cni /opt/containerd
+	/var/log/pods /var/log/containers /run/containerd /var/lib/containerd
+	/etc/kubernetes /var/lib/networkservicemesh /run/spire
+)
+
+# The host sysctls the kubelet, kube-proxy and the CNI bridge plugin may
+# change: down.sh puts back the values recorded before the start.
+HOST_SYSCTLS=(
+	vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+	kernel.keys.root_maxkeys kernel.keys.root_maxbytes
+	net.ipv4.ip_forward net.ipv6.conf.all.forwarding net.ipv4.conf.all.route_localnet
+	net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables
+	net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
+	net.netfilter.nf_conntrack_tcp_timeout_close_wait
+)
+
+# The cluster's processes, started and stopped in this order (down.sh stops
+# them in reverse).
+COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+
+kubectl() { "$K8S_CACHE/bin/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }

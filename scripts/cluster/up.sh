@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Starts the single-node test cluster as root (`make cluster`): builds or
+# reuses the cached binaries and images, records the host's state, starts
+# etcd, containerd, the control plane, the kubelet and kube-proxy as
+# processes, then CoreDNS as a pod, and prints when the node is Ready. A
+# failed start stops what it started (down.sh). `make cluster-down` stops it.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
+. "$here/host-state.sh"
+. "$here/pki.sh"
+. "$here/components.sh"
+
+[ "$(id -u)" = 0 ] || die "the cluster runs as root"
+if [ -e "$CLUSTER_RUN/host-before" ]; then
+	die "a cluster is already up (make cluster-down stops it)"
+fi
+
+"$CLUSTER_REPO/scripts/install-deps.sh" --cluster
+"$here/build-k8s.sh"
+"$here/images.sh"
+
+start=$SECONDS
+before="$(host_state)"
+mkdir -p "$CLUSTER_RUN"
+echo "$before" >"$CLUSTER_RUN/host-before"
+trap 'log "start failed: stopping what was started"; "$here/down.sh"' ERR
+
+mkdir -p "$CLUSTER_STATE/logs" "$CLUSTER_STATE/config"
+ip link add "$NODE_LINK" type bridge
+ip addr add "$NODE_IP/32" dev "$NODE_LINK"
+ip link set "$NODE_LINK" up
+make_pki
+for c in "${COMPONENTS[@]}"; do
+	"start_$c"
+done
+wait_for "the node Ready" 300 node_ready
+start_coredns
+echo "FIGURE: cluster start to node Ready $((SECONDS - start)) s"
+wait_for "CoreDNS available" 300 coredns_available
+echo "FIGURE: cluster start to CoreDNS available $((SECONDS - start)) s"
+echo "cluster: up; KUBECONFIG=$KUBECONFIG_ADMIN; kubectl: $K8S_CACHE/bin/kubectl; helm: $HELM_CACHE/bin/helm"
