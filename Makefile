@@ -17,7 +17,7 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 HELMTEST := deployments/helmtest
 HELMTESTFLAGS ?= -count=1 -timeout 10m
 
-.PHONY: all build images images-full test test-short generate lint bench figures lab clean tools deps cluster cluster-down preflight-test preflight-lab
+.PHONY: all build images images-full test test-short generate lint bench figures lab clean tools deps cluster cluster-down test-kube preflight-test preflight-lab
 
 all: lint build test
 
@@ -89,6 +89,12 @@ cluster:
 
 cluster-down:
 	./scripts/cluster/down.sh
+
+# The Kubernetes end-to-end suite (root, on a cluster started by `make
+# cluster`); a module of its own, not part of `make test`.
+KUBETESTFLAGS ?= -count=1 -timeout 40m
+test-kube:
+	cd test/kube && $(GO) test $(KUBETESTFLAGS) ./...
 
 # Explicit targets: make skips pattern rules for .PHONY targets.
 preflight-test preflight-lab preflight-figures preflight-images:

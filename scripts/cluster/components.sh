@@ -58,7 +58,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.internal.v1.opt"]
   path = "$CLUSTER_STATE/containerd-opt"
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$(image_ref pause "$CLUSTER_REPO/test/kube")"
+  sandbox_image = "$(image_named pause)"
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
@@ -79,9 +79,10 @@ EOC
 # import_images loads the cluster's cached images into containerd's
 # Kubernetes namespace.
 import_images() {
-	local f
-	for f in "$CAUSEWAY_CACHE"/images/*.tar; do
-		ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$f" >/dev/null
+	local entry name
+	for entry in "${CLUSTER_IMAGES[@]}"; do
+		read -r name _ <<<"$entry"
+		ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$(image_archive "$(image_named "$name")")" >/dev/null
 	done
 }
 
@@ -106,6 +107,7 @@ start_kube-controller-manager() {
 		--bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials=true \
 		--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
 		--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+		--enable-hostpath-provisioner=true \
 		--service-cluster-ip-range "$SERVICE_CIDR" --controllers '*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
 		--profiling=false
 }
@@ -173,8 +175,10 @@ node_ready() {
 	[ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
 
-start_coredns() {
-	sed -e "s#@IMAGE@#$(image_ref coredns "$CLUSTER_REPO/test/kube/tools/coredns")#" \
+# start_addons applies the default StorageClass and CoreDNS.
+start_addons() {
+	kubectl apply -f "$here/manifests/storage.yaml" >/dev/null
+	sed -e "s#@IMAGE@#$(image_named coredns)#" \
 		-e "s#@DNS_SERVICE_IP@#$DNS_SERVICE_IP#" "$here/manifests/coredns.yaml" | kubectl apply -f - >/dev/null
 }
 

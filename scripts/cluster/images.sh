@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the test cluster's own images (the pod sandbox's pause and CoreDNS)
+# Builds the test cluster's own images (the pod sandbox's pause, CoreDNS and
+# the suite's probe of services)
 # once, from sources of this clone, into $CAUSEWAY_CACHE/images as
 # docker-archive files keyed by a hash of their sources; `up.sh` imports them
 # into containerd. Nothing is pulled: each image is FROM scratch with one
@@ -9,11 +10,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
 
 # build_image NAME MODDIR PKG USER: NAME's archive, built from the command
-# PKG of the module MODDIR, to run as USER.
+# PKG of the module MODDIR, to run as USER (an entry of CLUSTER_IMAGES).
 build_image() {
 	local name="$1" moddir="$2" pkg="$3" user="$4"
 	local ref archive
-	ref="$(image_ref "$name" "$moddir")"
+	ref="$(image_ref "$name" "$moddir" "$pkg")"
 	archive="$(image_archive "$ref")"
 	if [ -f "$archive" ]; then
 		return
@@ -36,5 +37,7 @@ build_image() {
 	mv "$archive.partial" "$archive"
 }
 
-build_image pause "$CLUSTER_REPO/test/kube" ./images/pause 65535:65535
-build_image coredns "$CLUSTER_REPO/test/kube/tools/coredns" . 0:0
+for entry in "${CLUSTER_IMAGES[@]}"; do
+	# shellcheck disable=SC2086 # an entry is four words
+	build_image $entry
+done

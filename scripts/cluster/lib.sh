@@ -21,12 +21,31 @@ HELM_CACHE="$CAUSEWAY_CACHE/helm-$HELM_VERSION"
 log() { echo "cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-# image_ref NAME MODDIR: the reference of one of the cluster's own images,
-# tagged with a hash of its module's sources and of the Go version.
+# The cluster's own images: name, module directory, package, user.
+CLUSTER_IMAGES=(
+	"pause $CLUSTER_REPO/test/kube ./images/pause 65535:65535"
+	"probe $CLUSTER_REPO/test/kube ./images/probe 65534:65534"
+	"coredns $CLUSTER_REPO/test/kube/tools/coredns . 0:0"
+)
+
+# image_ref NAME MODDIR PKG: the reference of one of the cluster's own
+# images, tagged with a hash of the Go version, its module's requirements
+# and its package's files.
 image_ref() {
 	local hash
-	hash="$( (go version; cd "$2" && find . -path ./tools -prune -o -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-12)"
+	hash="$( (go version; cd "$2" && sha256sum go.mod go.sum 2>/dev/null; find "$3" -maxdepth 1 -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-12)"
 	echo "localhost/kube/$1:$hash"
+}
+
+# image_named NAME: the reference of the cluster's image NAME.
+image_named() {
+	local entry name moddir pkg user
+	for entry in "${CLUSTER_IMAGES[@]}"; do
+		read -r name moddir pkg user <<<"$entry"
+		if [ "$name" = "$1" ]; then
+			image_ref "$name" "$moddir" "$pkg"
+		fi
+	done
 }
 
 # image_archive REF: where the image REF is cached.
@@ -58,7 +77,7 @@ PKI="$CLUSTER_STATE/pki"
 HOST_PATHS=(
 	/var/lib/kubelet /var/lib/cni /etc/cni /opt/cni /opt/containerd
 	/var/log/pods /var/log/containers /run/containerd /var/lib/containerd
-	/etc/kubernetes /var/lib/networkservicemesh /run/spire
+	/etc/kubernetes /var/lib/networkservicemesh /run/spire /tmp/hostpath_pv
 )
 
 # The host sysctls the kubelet, kube-proxy and the CNI bridge plugin may

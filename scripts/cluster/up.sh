@@ -2,7 +2,7 @@
 # Starts the single-node test cluster as root (`make cluster`): builds or
 # reuses the cached binaries and images, records the host's state, starts
 # etcd, containerd, the control plane, the kubelet and kube-proxy as
-# processes, then CoreDNS as a pod, and prints when the node is Ready. A
+# processes, then CoreDNS as a pod and a default StorageClass, and prints when the node is Ready. A
 # failed start stops what it started (down.sh). `make cluster-down` stops it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -35,7 +35,7 @@ for c in "${COMPONENTS[@]}"; do
 	"start_$c"
 done
 wait_for "the node Ready" 300 node_ready
-start_coredns
+start_addons
 echo "FIGURE: cluster start to node Ready $((SECONDS - start)) s"
 wait_for "CoreDNS available" 300 coredns_available
 echo "FIGURE: cluster start to CoreDNS available $((SECONDS - start)) s"

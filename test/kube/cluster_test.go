@@ -1,0 +1,105 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// kubeconfigPath is the test cluster's admin kubeconfig (scripts/cluster);
+// CAUSEWAY_KUBECONFIG selects another.
+func kubeconfigPath() string {
+	if p := os.Getenv("CAUSEWAY_KUBECONFIG"); p != "" {
+		return p
+	}
+	return "/var/lib/causeway-cluster/kubeconfig/admin.conf"
+}
+
+// cluster is the suite's handle on the test cluster.
+type cluster struct {
+	client *kubernetes.Clientset
+}
+
+// newCluster connects to the test cluster. It needs root (the suite looks at
+// the node's kernel state) and a cluster started by `make cluster`.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	testutil.RequireRoot(t)
+	path := kubeconfigPath()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("no test cluster (start one with `make cluster`): %v", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatalf("kubeconfig %s: %v", path, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return &cluster{client: client}
+}
+
+// eventually calls check every poll until it returns nil, and fails t with
+// its last error when ctx ends first.
+func eventually(ctx context.Context, t *testing.T, what string, check func(context.Context) error) {
+	t.Helper()
+	var err error
+	for {
+		if err = check(ctx); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// node returns the cluster's only node.
+func (c *cluster) node(ctx context.Context, t *testing.T) *corev1.Node {
+	t.Helper()
+	nodes, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("nodes: %v", err)
+	}
+	if len(nodes.Items) != 1 {
+		t.Fatalf("want one node, have %d", len(nodes.Items))
+	}
+	return &nodes.Items[0]
+}
+
+// image returns the reference of the cluster's own image NAME
+// (scripts/cluster/images.sh), as the node reports it.
+func (c *cluster) image(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	prefix := "localhost/kube/" + name + ":"
+	for _, img := range c.node(ctx, t).Status.Images {
+		for _, n := range img.Names {
+			if len(n) > len(prefix) && n[:len(prefix)] == prefix {
+				return n
+			}
+		}
+	}
+	t.Fatalf("the node has no image %s*", prefix)
+	return ""
+}
+
+// logs returns the logs of the first container of pod.
+func (c *cluster) logs(ctx context.Context, pod *corev1.Pod) string {
+	b, err := c.client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Sprintf("(no logs: %v)", err)
+	}
+	return string(b)
+}
