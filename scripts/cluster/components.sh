@@ -175,13 +175,37 @@ node_ready() {
 	[ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
 
-# start_addons applies the default StorageClass and CoreDNS.
-start_addons() {
-	kubectl apply -f "$here/manifests/storage.yaml" >/dev/null
-	sed -e "s#@IMAGE@#$(image_named coredns)#" \
-		-e "s#@DNS_SERVICE_IP@#$DNS_SERVICE_IP#" "$here/manifests/coredns.yaml" | kubectl apply -f - >/dev/null
+# apply_manifest NAME: applies manifests/NAME.yaml with its @...@ values
+# filled in: @IMAGE:<name>@ the cluster's image <name>, the others from the
+# variables of lib.sh.
+apply_manifest() {
+	local sedargs=() entry name
+	for entry in "${CLUSTER_IMAGES[@]}"; do
+		read -r name _ <<<"$entry"
+		sedargs+=(-e "s#@IMAGE:$name@#$(image_named "$name")#g")
+	done
+	for name in DNS_SERVICE_IP TRUST_DOMAIN NODE_IP; do
+		sedargs+=(-e "s#@$name@#${!name}#g")
+	done
+	sed "${sedargs[@]}" "$here/manifests/$1.yaml" | kubectl apply -f - >/dev/null
 }
 
-coredns_available() {
-	[ "$(kubectl -n kube-system get deployment coredns -o jsonpath='{.status.availableReplicas}')" = 1 ]
+# start_addons applies the default StorageClass, CoreDNS and SPIRE.
+start_addons() {
+	apply_manifest storage
+	apply_manifest coredns
+	apply_manifest spire
+}
+
+# available NAMESPACE KIND/NAME: whether the Deployment or DaemonSet has
+# all its pods ready.
+available() {
+	local want have
+	case "$2" in
+	deployment/*) want=.spec.replicas have=.status.availableReplicas ;;
+	daemonset/*) want=.status.desiredNumberScheduled have=.status.numberAvailable ;;
+	esac
+	local got
+	got="$(kubectl -n "$1" get "$2" -o jsonpath="{$want} {$have}")"
+	[ "${got% *}" = "${got#* }" ] && [ "${got% *}" != 0 ]
 }

@@ -21,11 +21,16 @@ HELM_CACHE="$CAUSEWAY_CACHE/helm-$HELM_VERSION"
 log() { echo "cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-# The cluster's own images: name, module directory, package, user.
+# The cluster's own images: name, module directory, package, user, and how
+# the binary is linked: static (CGO_ENABLED=0) or cgo-static (cgo, linked
+# statically: SPIRE's server needs cgo for its sqlite store).
+KUBE_MOD="$CLUSTER_REPO/test/kube"
 CLUSTER_IMAGES=(
-	"pause $CLUSTER_REPO/test/kube ./images/pause 65535:65535"
-	"probe $CLUSTER_REPO/test/kube ./images/probe 65534:65534"
-	"coredns $CLUSTER_REPO/test/kube/tools/coredns . 0:0"
+	"pause $KUBE_MOD ./images/pause 65535:65535 static"
+	"probe $KUBE_MOD ./images/probe 65534:65534 static"
+	"coredns $KUBE_MOD/tools/coredns . 0:0 static"
+	"spire-server $KUBE_MOD/tools/spire github.com/spiffe/spire/cmd/spire-server 0:0 cgo-static"
+	"spire-agent $KUBE_MOD/tools/spire github.com/spiffe/spire/cmd/spire-agent 0:0 static"
 )
 
 # image_ref NAME MODDIR PKG: the reference of one of the cluster's own
@@ -33,7 +38,11 @@ CLUSTER_IMAGES=(
 # and its package's files.
 image_ref() {
 	local hash
-	hash="$( (go version; cd "$2" && sha256sum go.mod go.sum 2>/dev/null; find "$3" -maxdepth 1 -type f | LC_ALL=C sort | xargs sha256sum) | sha256sum | cut -c1-12)"
+	hash="$( (
+		go version
+		cd "$2" && sha256sum go.mod go.sum 2>/dev/null
+		if [ -d "$3" ]; then find "$3" -maxdepth 1 -type f | LC_ALL=C sort | xargs sha256sum; fi
+	) | sha256sum | cut -c1-12)"
 	echo "localhost/kube/$1:$hash"
 }
 
@@ -67,6 +76,7 @@ POD_BRIDGE=cw-cni0
 SERVICE_CIDR=10.96.0.0/16
 API_SERVICE_IP=10.96.0.1
 DNS_SERVICE_IP=10.96.0.10
+TRUST_DOMAIN=example.org
 ETCD_URL=http://127.0.0.1:2379
 CONTAINERD_SOCK="$CLUSTER_RUN/containerd/containerd.sock"
 KUBECONFIG_ADMIN="$CLUSTER_STATE/kubeconfig/admin.conf"

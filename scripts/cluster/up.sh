@@ -2,7 +2,7 @@
 # Starts the single-node test cluster as root (`make cluster`): builds or
 # reuses the cached binaries and images, records the host's state, starts
 # etcd, containerd, the control plane, the kubelet and kube-proxy as
-# processes, then CoreDNS as a pod and a default StorageClass, and prints when the node is Ready. A
+# processes, then CoreDNS, SPIRE and a default StorageClass, and prints when the node is Ready. A
 # failed start stops what it started (down.sh). `make cluster-down` stops it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -37,6 +37,9 @@ done
 wait_for "the node Ready" 300 node_ready
 start_addons
 echo "FIGURE: cluster start to node Ready $((SECONDS - start)) s"
-wait_for "CoreDNS available" 300 coredns_available
-echo "FIGURE: cluster start to CoreDNS available $((SECONDS - start)) s"
+wait_for "CoreDNS available" 300 available kube-system deployment/coredns
+wait_for "the SPIRE server available" 300 available spire deployment/spire-server
+wait_for "the SPIRE agent available" 300 available spire daemonset/spire-agent
+"$here/spire-register.sh" node
+echo "FIGURE: cluster start to CoreDNS and SPIRE available $((SECONDS - start)) s"
 echo "cluster: up; KUBECONFIG=$KUBECONFIG_ADMIN; kubectl: $K8S_CACHE/bin/kubectl; helm: $HELM_CACHE/bin/helm"
