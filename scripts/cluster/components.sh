@@ -93,7 +93,7 @@ start_kube-apiserver() {
 		--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
 		--client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
 		--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
-		--kubelet-certificate-authority "$PKI/ca.crt" \
+		--kubelet-certificate-authority "$PKI/ca.crt" --kubelet-preferred-address-types InternalIP \
 		--service-account-issuer https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
 		--service-cluster-ip-range "$SERVICE_CIDR" --profiling=false
@@ -187,7 +187,12 @@ apply_manifest() {
 	for name in DNS_SERVICE_IP TRUST_DOMAIN NODE_IP; do
 		sedargs+=(-e "s#@$name@#${!name}#g")
 	done
-	sed "${sedargs[@]}" "$here/manifests/$1.yaml" | kubectl apply -f - >/dev/null
+	local doc
+	doc="$(sed "${sedargs[@]}" "$here/manifests/$1.yaml")"
+	if grep -n '@[A-Z_:a-z-]*@' <<<"$doc" >&2; then
+		die "manifests/$1.yaml: a value above is not filled in"
+	fi
+	kubectl apply -f - <<<"$doc" >/dev/null
 }
 
 # start_addons applies the default StorageClass, CoreDNS and SPIRE.

@@ -89,6 +89,23 @@ remove_chains() {
 	done
 }
 
+# remove_new_tables RECORD deletes the iptables-nft tables (ip and ip6
+# filter, nat, mangle, raw) that the kubelet created: those absent from the
+# record. Their KUBE-* chains are gone by then; what is left are built-in
+# chains without rules.
+remove_new_tables() {
+	local fam name
+	nft list tables 2>/dev/null | while read -r _ fam name; do
+		case "$fam/$name" in
+		ip/filter | ip/nat | ip/mangle | ip/raw | ip6/filter | ip6/nat | ip6/mangle | ip6/raw) ;;
+		*) continue ;;
+		esac
+		if ! grep -qxF "nft table $fam $name" "$1"; then
+			nft delete table "$fam" "$name"
+		fi
+	done
+}
+
 # remove_cgroups removes the kubelet's pod cgroups, leaves first.
 remove_cgroups() {
 	local d
@@ -120,6 +137,7 @@ if [ ! -s "$record" ]; then
 	exit 0
 fi
 restore_sysctls "$record"
+remove_new_tables "$record"
 for p in "${HOST_PATHS[@]}"; do
 	if grep -qxF "path $p absent" "$record"; then
 		rm -rf "$p"

@@ -24,7 +24,8 @@ start=$SECONDS
 before="$(host_state)"
 mkdir -p "$CLUSTER_RUN"
 echo "$before" >"$CLUSTER_RUN/host-before"
-trap 'log "start failed: stopping what was started"; "$here/down.sh"' ERR
+failed_logs="${TMPDIR:-/tmp}/causeway-cluster-logs"
+trap 'log "start failed: logs kept in $failed_logs; stopping what was started"; rm -rf "$failed_logs"; cp -r "$CLUSTER_STATE/logs" "$failed_logs"; "$here/down.sh"' ERR
 
 mkdir -p "$CLUSTER_STATE/logs" "$CLUSTER_STATE/config"
 ip link add "$NODE_LINK" type bridge
