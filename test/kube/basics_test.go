@@ -80,41 +80,14 @@ func TestServiceFromNode(t *testing.T) {
 }
 
 // TestServiceFromPod: a pod resolves the API server's service through the
-// cluster's DNS and connects to it (the probe image exits 0 only then).
+// cluster's DNS and connects to it (the probe exits 0 only then).
 func TestServiceFromPod(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pods := c.client.CoreV1().Pods("default")
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name: "probe", Image: c.image(ctx, t, "probe"), ImagePullPolicy: corev1.PullNever,
-			}},
-		},
-	}
-	pod, err := pods.Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pods.Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) })
-	eventually(ctx, t, "the probe pod done", func(ctx context.Context) error {
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		switch p.Status.Phase {
-		case corev1.PodSucceeded:
-			return nil
-		case corev1.PodFailed:
-			t.Fatalf("probe failed: %s", c.logs(ctx, p))
-		}
-		return fmt.Errorf("phase %s", p.Status.Phase)
-	})
-	if out := c.logs(ctx, pod); !strings.Contains(out, "connected") {
-		t.Fatalf("probe output: %q", out)
+	out, err := c.runProbe(ctx, t, probePod{})
+	if err != nil || !strings.Contains(out, "connected") {
+		t.Fatalf("probe: %v; output: %q", err, out)
 	}
 }
 

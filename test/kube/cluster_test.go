@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -42,7 +43,13 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatalf("kubeconfig %s: %v", path, err)
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	// The client's connections end with the test (goleak).
+	t.Cleanup(httpClient.CloseIdleConnections)
+	client, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}

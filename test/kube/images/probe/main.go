@@ -1,7 +1,8 @@
-// Command probe checks a pod's view of the cluster's services: it resolves a
-// name through the pod's resolver and opens a TCP connection to it, and
-// exits 0 only if both work. The Kubernetes suite runs it as a pod (image
-// built by scripts/cluster/images.sh).
+// Command probe checks a pod's view of the cluster: by default it resolves a
+// name through the pod's resolver and opens a TCP connection to it; with
+// -svid it fetches the pod's X.509 SVID from the SPIRE agent's Workload API
+// and prints its SPIFFE ID. It exits 0 only if the check works. The
+// Kubernetes suite runs it as a pod (image built by scripts/cluster/images.sh).
 package main
 
 import (
@@ -11,21 +12,29 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/spiffe/go-spiffe/v2/workloadapi"
 )
 
 func main() {
 	name := flag.String("name", "kubernetes.default.svc.cluster.local", "the name to resolve")
 	port := flag.String("port", "443", "the TCP port to connect to")
+	svid := flag.String("svid", "", "the Workload API's address (unix:///...): fetch an SVID instead")
+	timeout := flag.Duration("timeout", 30*time.Second, "how long the check may take")
 	flag.Parse()
-	if err := probe(*name, *port); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	check := func() error { return connect(ctx, *name, *port) }
+	if *svid != "" {
+		check = func() error { return fetchSVID(ctx, *svid) }
+	}
+	if err := check(); err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(1)
 	}
 }
 
-func probe(name, port string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+func connect(ctx context.Context, name, port string) error {
 	addrs, err := net.DefaultResolver.LookupHost(ctx, name)
 	if err != nil {
 		return fmt.Errorf("resolve %s: %w", name, err)
@@ -38,4 +47,20 @@ func probe(name, port string) error {
 	}
 	fmt.Printf("connected %s -> %s\n", conn.LocalAddr(), conn.RemoteAddr())
 	return conn.Close()
+}
+
+// fetchSVID waits, as a workload does, for the Workload API to issue the
+// pod's SVID (an agent learns a new registration at its next sync).
+func fetchSVID(ctx context.Context, addr string) error {
+	src, err := workloadapi.NewX509Source(ctx, workloadapi.WithClientOptions(workloadapi.WithAddr(addr)))
+	if err != nil {
+		return fmt.Errorf("SVID from %s: %w", addr, err)
+	}
+	defer src.Close()
+	svid, err := src.GetX509SVID()
+	if err != nil {
+		return fmt.Errorf("SVID from %s: %w", addr, err)
+	}
+	fmt.Printf("svid %s\n", svid.ID)
+	return nil
 }
