@@ -31,6 +31,9 @@ CLUSTER_IMAGES=(
 	"coredns $KUBE_MOD/tools/coredns . 0:0 static"
 	"spire-server $KUBE_MOD/tools/spire github.com/spiffe/spire/cmd/spire-server 0:0 cgo-static"
 	"spire-agent $KUBE_MOD/tools/spire github.com/spiffe/spire/cmd/spire-agent 0:0 static"
+	"nsm-registry $KUBE_MOD ./images/nsm-registry 65534:65534 static"
+	"nsmgr $KUBE_MOD ./images/nsmgr 0:0 static"
+	"forwarder $KUBE_MOD ./images/forwarder 0:0 static"
 )
 
 # image_ref NAME MODDIR PKG: the reference of one of the cluster's own
@@ -88,6 +91,7 @@ HOST_PATHS=(
 	/var/lib/kubelet /var/lib/cni /etc/cni /opt/cni /opt/containerd
 	/var/log/pods /var/log/containers /run/containerd /var/lib/containerd
 	/etc/kubernetes /var/lib/networkservicemesh /run/spire /tmp/hostpath_pv
+	/var/lib/networkservicemesh/nsm.io.sock /var/lib/networkservicemesh/forwarder.sock
 )
 
 # The host sysctls the kubelet, kube-proxy and the CNI bridge plugin may

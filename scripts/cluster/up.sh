@@ -2,7 +2,7 @@
 # Starts the single-node test cluster as root (`make cluster`): builds or
 # reuses the cached binaries and images, records the host's state, starts
 # etcd, containerd, the control plane, the kubelet and kube-proxy as
-# processes, then CoreDNS, SPIRE and a default StorageClass, and prints when the node is Ready. A
+# processes, then CoreDNS, SPIRE, NSM and a default StorageClass, and prints when the node is Ready. A
 # failed start stops what it started (down.sh). `make cluster-down` stops it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -43,4 +43,10 @@ wait_for "the SPIRE server available" 300 available spire deployment/spire-serve
 wait_for "the SPIRE agent available" 300 available spire daemonset/spire-agent
 "$here/spire-register.sh" node
 echo "FIGURE: cluster start to CoreDNS and SPIRE available $((SECONDS - start)) s"
+"$here/spire-register.sh" nsm-system nsm-registry nsmgr forwarder
+apply_manifest nsm
+wait_for "NSM's registry available" 300 available nsm-system deployment/nsm-registry
+wait_for "the NSMgr available" 300 available nsm-system daemonset/nsmgr
+wait_for "the forwarder available" 300 available nsm-system daemonset/forwarder
+echo "FIGURE: cluster start to NSM available $((SECONDS - start)) s"
 echo "cluster: up; KUBECONFIG=$KUBECONFIG_ADMIN; kubectl: $K8S_CACHE/bin/kubectl; helm: $HELM_CACHE/bin/helm"
