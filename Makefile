@@ -91,10 +91,12 @@ cluster-down:
 	./scripts/cluster/down.sh
 
 # The Kubernetes end-to-end suite (root, on a cluster started by `make
-# cluster`); a module of its own, not part of `make test`.
+# cluster`, into which it loads the images of this clone); a module of its
+# own, not part of `make test`.
 KUBETESTFLAGS ?= -count=1 -timeout 40m
-test-kube:
-	cd test/kube && $(GO) test $(KUBETESTFLAGS) ./...
+test-kube: build
+	./scripts/cluster/load-images.sh $(BIN) $(IMAGE_TAG)
+	cd test/kube && CAUSEWAY_IMAGE_TAG=$(IMAGE_TAG) $(GO) test $(KUBETESTFLAGS) ./...
 
 # Explicit targets: make skips pattern rules for .PHONY targets.
 preflight-test preflight-lab preflight-figures preflight-images:

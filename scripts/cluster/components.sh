@@ -107,7 +107,6 @@ start_kube-controller-manager() {
 		--bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials=true \
 		--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
 		--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
-		--enable-hostpath-provisioner=true \
 		--service-cluster-ip-range "$SERVICE_CIDR" --controllers '*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
 		--profiling=false
 }
@@ -182,9 +181,11 @@ apply_manifest() {
 	local sedargs=() entry name
 	for entry in "${CLUSTER_IMAGES[@]}"; do
 		read -r name _ <<<"$entry"
-		sedargs+=(-e "s#@IMAGE:$name@#$(image_named "$name")#g")
+		if grep -q "@IMAGE:$name@" "$here/manifests/$1.yaml"; then
+			sedargs+=(-e "s#@IMAGE:$name@#$(image_named "$name")#g")
+		fi
 	done
-	for name in DNS_SERVICE_IP TRUST_DOMAIN NODE_IP; do
+	for name in DNS_SERVICE_IP TRUST_DOMAIN NODE_IP VOLUMES; do
 		sedargs+=(-e "s#@$name@#${!name}#g")
 	done
 	local doc
@@ -195,11 +196,37 @@ apply_manifest() {
 	kubectl apply -f - <<<"$doc" >/dev/null
 }
 
-# start_addons applies the default StorageClass, CoreDNS and SPIRE.
+# start_addons applies the default StorageClass and its volumes, CoreDNS and SPIRE.
 start_addons() {
 	apply_manifest storage
+	local_volumes | kubectl apply -f - >/dev/null
 	apply_manifest coredns
 	apply_manifest spire
+}
+
+# local_volumes makes $VOLUMES directories and prints their PersistentVolumes.
+local_volumes() {
+	local i dir
+	for i in $(seq 1 "$VOLUMES"); do
+		dir="$CLUSTER_STATE/volumes/pv$i"
+		mkdir -p "$dir"
+		cat <<EOV
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: local-pv$i}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: local
+  local: {path: $dir}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$NODE_NAME]}]
+---
+EOV
+	done
 }
 
 # available NAMESPACE KIND/NAME: whether the Deployment or DaemonSet has

@@ -30,12 +30,25 @@ build_image() {
 	static) (cd "$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/$name" "$pkg") ;;
 	cgo-static) (cd "$moddir" && CGO_ENABLED=1 go build -trimpath -tags netgo,osusergo \
 		-ldflags "-s -w -linkmode external -extldflags -static" -o "$tmp/$name" "$pkg") ;;
+	busybox) ;;
 	esac
 	local b=(buildah --storage-driver vfs --root "$tmp/root" --runroot "$tmp/run")
 	local ctr
 	ctr="$("${b[@]}" from scratch)"
-	"${b[@]}" copy "$ctr" "$tmp/$name" "/$name" >/dev/null
-	"${b[@]}" config --entrypoint "[\"/$name\"]" --user "$user" "$ctr"
+	if [ "$link" = busybox ]; then
+		# The host's static busybox, with the applets the chart's init
+		# container runs.
+		mkdir -p "$tmp/rootfs/bin"
+		cp "$pkg" "$tmp/rootfs/bin/busybox"
+		for applet in sh sysctl test echo; do
+			ln -s busybox "$tmp/rootfs/bin/$applet"
+		done
+		"${b[@]}" copy "$ctr" "$tmp/rootfs" / >/dev/null
+		"${b[@]}" config --entrypoint '["/bin/sh"]' --user "$user" "$ctr"
+	else
+		"${b[@]}" copy "$ctr" "$tmp/$name" "/$name" >/dev/null
+		"${b[@]}" config --entrypoint "[\"/$name\"]" --user "$user" "$ctr"
+	fi
 	"${b[@]}" commit --quiet "$ctr" "$ref" >/dev/null
 	"${b[@]}" push --quiet "$ref" "docker-archive:$archive.partial:$ref"
 	"${b[@]}" rm "$ctr" >/dev/null

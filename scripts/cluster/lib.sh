@@ -22,8 +22,10 @@ log() { echo "cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
 
 # The cluster's own images: name, module directory, package, user, and how
-# the binary is linked: static (CGO_ENABLED=0) or cgo-static (cgo, linked
-# statically: SPIRE's server needs cgo for its sqlite store).
+# the binary is linked: static (CGO_ENABLED=0), cgo-static (cgo, linked
+# statically: SPIRE's server needs cgo for its sqlite store) or busybox (the
+# host's static busybox, Debian's busybox-static, for the chart's sysctl
+# init container).
 KUBE_MOD="$CLUSTER_REPO/test/kube"
 CLUSTER_IMAGES=(
 	"pause $KUBE_MOD ./images/pause 65535:65535 static"
@@ -34,17 +36,24 @@ CLUSTER_IMAGES=(
 	"nsm-registry $KUBE_MOD ./images/nsm-registry 65534:65534 static"
 	"nsmgr $KUBE_MOD ./images/nsmgr 0:0 static"
 	"forwarder $KUBE_MOD ./images/forwarder 0:0 static"
+	"busybox $KUBE_MOD /bin/busybox 0:0 busybox"
 )
 
 # image_ref NAME MODDIR PKG: the reference of one of the cluster's own
-# images, tagged with a hash of the Go version, its module's requirements
-# and its package's files.
+# images, tagged with a hash of the Go version, its module's requirements and
+# the Go files of this clone that PKG is built from (or PKG itself when it is
+# a file).
 image_ref() {
 	local hash
 	hash="$( (
 		go version
 		cd "$2" && sha256sum go.mod go.sum 2>/dev/null
-		if [ -d "$3" ]; then find "$3" -maxdepth 1 -type f | LC_ALL=C sort | xargs sha256sum; fi
+		if [ -f "$3" ]; then
+			sha256sum "$3"
+		else
+			go list -deps -f '{{if not .Standard}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}' "$3" |
+				grep "^$CLUSTER_REPO/" | LC_ALL=C sort | xargs -r sha256sum
+		fi
 	) | sha256sum | cut -c1-12)"
 	echo "localhost/kube/$1:$hash"
 }
@@ -80,6 +89,7 @@ SERVICE_CIDR=10.96.0.0/16
 API_SERVICE_IP=10.96.0.1
 DNS_SERVICE_IP=10.96.0.10
 TRUST_DOMAIN=example.org
+VOLUMES=8
 ETCD_URL=http://127.0.0.1:2379
 CONTAINERD_SOCK="$CLUSTER_RUN/containerd/containerd.sock"
 KUBECONFIG_ADMIN="$CLUSTER_STATE/kubeconfig/admin.conf"
@@ -90,7 +100,7 @@ PKI="$CLUSTER_STATE/pki"
 HOST_PATHS=(
 	/var/lib/kubelet /var/lib/cni /etc/cni /opt/cni /opt/containerd
 	/var/log/pods /var/log/containers /run/containerd /var/lib/containerd
-	/etc/kubernetes /var/lib/networkservicemesh /run/spire /tmp/hostpath_pv
+	/etc/kubernetes /var/lib/networkservicemesh /run/spire
 	/var/lib/networkservicemesh/nsm.io.sock /var/lib/networkservicemesh/forwarder.sock
 )
 

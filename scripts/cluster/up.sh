@@ -32,6 +32,8 @@ ip link add "$NODE_LINK" type bridge
 ip addr add "$NODE_IP/32" dev "$NODE_LINK"
 ip link set "$NODE_LINK" up
 make_pki
+mkdir -p "$CLUSTER_STATE/bin"
+ln -s "$K8S_CACHE/bin/kubectl" "$HELM_CACHE/bin/helm" "$CLUSTER_STATE/bin/"
 for c in "${COMPONENTS[@]}"; do
 	"start_$c"
 done
@@ -49,4 +51,4 @@ wait_for "NSM's registry available" 300 available nsm-system deployment/nsm-regi
 wait_for "the NSMgr available" 300 available nsm-system daemonset/nsmgr
 wait_for "the forwarder available" 300 available nsm-system daemonset/forwarder
 echo "FIGURE: cluster start to NSM available $((SECONDS - start)) s"
-echo "cluster: up; KUBECONFIG=$KUBECONFIG_ADMIN; kubectl: $K8S_CACHE/bin/kubectl; helm: $HELM_CACHE/bin/helm"
+echo "cluster: up; KUBECONFIG=$KUBECONFIG_ADMIN; kubectl and helm in $CLUSTER_STATE/bin"

@@ -4,11 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
-	"fmt"
+		"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,8 +92,9 @@ func TestServiceFromPod(t *testing.T) {
 	}
 }
 
-// TestDefaultStorageClass: a claim without a class is bound to a volume of
-// the default class, a directory on the node, which goes with the claim.
+// TestDefaultStorageClass: a claim without a class is bound to a local
+// volume of the default class, a directory on the node, and a pod of a
+// non-root user with that fsGroup (as the chart's IPAM) writes into it.
 func TestDefaultStorageClass(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -110,35 +112,31 @@ func TestDefaultStorageClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dir string
-	eventually(ctx, t, "the claim bound", func(ctx context.Context) error {
-		cl, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cl.Status.Phase != corev1.ClaimBound {
-			return fmt.Errorf("claim %s", cl.Status.Phase)
-		}
-		pv, err := c.client.CoreV1().PersistentVolumes().Get(ctx, cl.Spec.VolumeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if pv.Spec.HostPath == nil {
-			return errors.New("the volume is not a host path")
-		}
-		dir = pv.Spec.HostPath.Path
-		return nil
-	})
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		t.Fatalf("the volume's directory %s: %v", dir, err)
+	t.Cleanup(func() { _ = claims.Delete(context.Background(), claim.Name, metav1.DeleteOptions{}) })
+	const user = 10005
+	if out, err := c.runProbe(ctx, t, probePod{
+		args:   []string{"-write", "/data/file"},
+		claims: map[string]string{claim.Name: "/data"},
+		user:   user,
+	}); err != nil {
+		t.Fatalf("write to the volume: %v: %s", err, out)
 	}
-	if err := claims.Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+	cl, err := claims.Get(ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "the volume's directory removed", func(context.Context) error {
-		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%s: %v", dir, err)
-		}
-		return nil
-	})
+	pv, err := c.client.CoreV1().PersistentVolumes().Get(ctx, cl.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.Local == nil || pv.Spec.StorageClassName != "local" {
+		t.Fatalf("volume %s: class %q, local %v", pv.Name, pv.Spec.StorageClassName, pv.Spec.Local)
+	}
+	fi, err := os.Stat(filepath.Join(pv.Spec.Local.Path, "file"))
+	if err != nil {
+		t.Fatalf("the file on the node: %v", err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != user || st.Gid != user {
+		t.Fatalf("the file's owner %d:%d, want %d:%d", st.Uid, st.Gid, user, user)
+	}
 }

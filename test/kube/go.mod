@@ -9,6 +9,8 @@ require (
 	github.com/networkservicemesh/api v1.18.0
 	github.com/networkservicemesh/sdk v1.18.0
 	github.com/spiffe/go-spiffe/v2 v2.6.0
+	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	go.uber.org/goleak v1.3.1-0.20241121203838-4ff5fa6529ee
 	google.golang.org/grpc v1.79.3
 	k8s.io/api v0.34.4
@@ -69,8 +71,6 @@ require (
 	github.com/spf13/pflag v1.0.6 // indirect
 	github.com/stretchr/testify v1.11.1 // indirect
 	github.com/tchap/go-patricia/v2 v2.3.2 // indirect
-	github.com/vishvananda/netlink v1.3.1 // indirect
-	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xeipuuv/gojsonpointer v0.0.0-20190905194746-02993c407bfb // indirect
 	github.com/xeipuuv/gojsonreference v0.0.0-20180127040603-bd5ef7bd5415 // indirect

@@ -16,6 +16,8 @@ type probePod struct {
 	serviceAccount string // default: the namespace's default
 	args           []string
 	hostPaths      map[string]string // host directory -> mount path
+	claims         map[string]string // claim name -> mount path
+	user           int64             // with fsGroup the same; default: the image's
 }
 
 // runProbe runs the probe as a pod to its end and returns its output; the
@@ -44,6 +46,17 @@ func (c *cluster) runProbe(ctx context.Context, t *testing.T, p probePod) (strin
 		}})
 		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts,
 			corev1.VolumeMount{Name: name, MountPath: path, ReadOnly: true})
+	}
+	for claim, path := range p.claims {
+		name := fmt.Sprintf("claim%d", len(pod.Spec.Volumes))
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+		}})
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts,
+			corev1.VolumeMount{Name: name, MountPath: path})
+	}
+	if p.user != 0 {
+		pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &p.user, RunAsGroup: &p.user, FSGroup: &p.user}
 	}
 	pod, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {

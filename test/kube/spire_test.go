@@ -17,11 +17,14 @@ import (
 // spireSockets is where the SPIRE agent serves the Workload API on the node.
 const spireSockets = "/run/spire/sockets"
 
-// scriptPath returns the path of scripts/cluster/NAME in this clone.
-func scriptPath(name string) string {
+// repoPath returns the path of rel in this clone.
+func repoPath(rel string) string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", "cluster", name)
+	return filepath.Join(filepath.Dir(file), "..", "..", rel)
 }
+
+// scriptPath returns the path of scripts/cluster/NAME in this clone.
+func scriptPath(name string) string { return repoPath(filepath.Join("scripts", "cluster", name)) }
 
 // registerSPIFFE registers the service account sa of namespace ns with the
 // cluster's SPIRE, as a user of the chart does (docs/kubernetes.md).

@@ -77,7 +77,7 @@ func run(ctx context.Context, component Component) error {
 // Serve serves a gRPC server with the component's NSM transport (SPIFFE
 // mTLS, file descriptors over unix sockets) on network ("unix" or "tcp")
 // and address, with register's services, until the component stops. A unix
-// socket left by an earlier run is replaced.
+// socket left by an earlier run is replaced; a new one is open to every user.
 func (p *Pod) Serve(network, address string, register func(*grpc.Server)) error {
 	if network == "unix" {
 		if err := os.MkdirAll(filepath.Dir(address), 0o750); err != nil {
@@ -90,6 +90,14 @@ func (p *Pod) Serve(network, address string, register func(*grpc.Server)) error 
 	ln, err := net.Listen(network, address)
 	if err != nil {
 		return fmt.Errorf("listen %s %s: %w", network, address, err)
+	}
+	if network == "unix" {
+		// Clients of any user may connect (the chart's proxy runs as uid
+		// 10005): who they are is checked by SPIFFE mTLS, not by the file.
+		if err := os.Chmod(address, 0o666); err != nil {
+			ln.Close()
+			return fmt.Errorf("socket mode: %w", err)
+		}
 	}
 	srv := grpc.NewServer(p.Creds.NSMServerOptions()...)
 	register(srv)

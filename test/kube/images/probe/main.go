@@ -1,7 +1,7 @@
 // Command probe checks a pod's view of the cluster: by default it resolves a
 // name through the pod's resolver and opens a TCP connection to it; with
 // -svid it fetches the pod's X.509 SVID from the SPIRE agent's Workload API
-// and prints its SPIFFE ID. It exits 0 only if the check works. The
+// and prints its SPIFFE ID; with -write it creates a file. It exits 0 only if the check works. The
 // Kubernetes suite runs it as a pod (image built by scripts/cluster/images.sh).
 package main
 
@@ -20,6 +20,7 @@ func main() {
 	name := flag.String("name", "kubernetes.default.svc.cluster.local", "the name to resolve")
 	port := flag.String("port", "443", "the TCP port to connect to")
 	svid := flag.String("svid", "", "the Workload API's address (unix:///...): fetch an SVID instead")
+	write := flag.String("write", "", "a file to create: check that the pod may write there instead")
 	timeout := flag.Duration("timeout", 30*time.Second, "how long the check may take")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -27,6 +28,9 @@ func main() {
 	check := func() error { return connect(ctx, *name, *port) }
 	if *svid != "" {
 		check = func() error { return fetchSVID(ctx, *svid) }
+	}
+	if *write != "" {
+		check = func() error { return os.WriteFile(*write, []byte("probe\n"), 0o640) }
 	}
 	if err := check(); err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds Causeway's images (proxy, ipam, nsp) from this clone, as `make
+# images` does, and loads them into the running test cluster's containerd:
+#
+#   load-images.sh BINDIR TAG     (the binaries of `make build`)
+#
+# They are tagged localhost/causeway/<binary>:TAG, the chart's default
+# repositories. The buildah storage is a throw-away one.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/lib.sh"
+
+bindir="${1:?usage: load-images.sh BINDIR TAG}"
+tag="${2:?usage: load-images.sh BINDIR TAG}"
+[ -S "$CONTAINERD_SOCK" ] || die "no test cluster (make cluster)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+export BUILDAH_ROOT="$tmp/root" BUILDAH_RUNROOT="$tmp/run" IMAGE_REPO=localhost/causeway
+"$CLUSTER_REPO/scripts/build-images.sh" "$bindir" "$tag" >/dev/null
+for b in proxy ipam nsp; do
+	ref="$IMAGE_REPO/$b:$tag"
+	buildah --storage-driver vfs --root "$BUILDAH_ROOT" --runroot "$BUILDAH_RUNROOT" \
+		push --quiet "$ref" "docker-archive:$tmp/$b.tar:$ref"
+	ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$tmp/$b.tar" >/dev/null
+	log "loaded $ref"
+done
