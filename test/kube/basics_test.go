@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-		"fmt"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"

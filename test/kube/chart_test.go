@@ -29,7 +29,6 @@ const (
 	chartBridgeName = "bridge0"
 )
 
-
 // helm runs the cluster's helm.
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
