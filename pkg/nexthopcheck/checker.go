@@ -1,0 +1,152 @@
+package nexthopcheck
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// rcvbufPerPeer sizes a socket's receive buffer: room for a few answers of
+// each of its peers between two ticks.
+const rcvbufPerPeer = 4 << 10
+
+// Checker probes a set of peers and judges them (see the package's
+// contract).
+type Checker struct {
+	s     Settings
+	o     options
+	token []byte // the payload of our probes
+
+	mu    sync.Mutex
+	peers map[Peer]*probe
+	socks map[sockKey]*echoSocket
+	pkt   []byte // send buffer
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// New starts a Checker with no peers (see Watch). With settings.Off it
+// starts nothing.
+func New(settings Settings, opts ...Option) (*Checker, error) {
+	s, err := settings.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Checker{
+		s: s, o: defaultOptions(), token: make([]byte, 8),
+		peers: map[Peer]*probe{}, socks: map[sockKey]*echoSocket{},
+		pkt:  make([]byte, 0, echoHeaderLen+8),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	for _, opt := range opts {
+		opt(&c.o)
+	}
+	_, _ = rand.Read(c.token)
+	if s.Off {
+		close(c.done)
+		return c, nil
+	}
+	go c.run()
+	return c, nil
+}
+
+// Settings returns the settings in force (defaults filled in).
+func (c *Checker) Settings() Settings { return c.s }
+
+// Close stops the probing, waits for it and closes the sockets.
+func (c *Checker) Close() error {
+	var errs []error
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for k, s := range c.socks {
+			if err := s.close(); err != nil {
+				errs = append(errs, fmt.Errorf("close probe socket: %w", err))
+			}
+			delete(c.socks, k)
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Watch makes peers the set of peers checked. It opens the sockets the set
+// needs and closes the others; a socket that cannot be opened leaves its
+// peers Unchecked (a later Watch tries again) and its error is returned.
+func (c *Checker) Watch(peers []Peer) error {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := make(map[Peer]bool, len(peers))
+	for _, p := range peers {
+		p = p.normal()
+		want[p] = true
+		if c.peers[p] == nil {
+			c.peers[p] = newProbe(p, now)
+		}
+	}
+	for p := range c.peers {
+		if !want[p] {
+			delete(c.peers, p)
+		}
+	}
+	if c.s.Off {
+		return nil
+	}
+	return c.syncSocketsLocked()
+}
+
+// syncSocketsLocked opens the sockets the peers need and closes the others.
+func (c *Checker) syncSocketsLocked() error {
+	need := map[sockKey]bool{}
+	for p := range c.peers {
+		need[keyOf(p)] = true
+	}
+	var errs []error
+	for k, s := range c.socks {
+		if !need[k] {
+			if err := s.close(); err != nil {
+				errs = append(errs, fmt.Errorf("close probe socket: %w", err))
+			}
+			delete(c.socks, k)
+		}
+	}
+	for k := range need {
+		if c.socks[k] != nil {
+			continue
+		}
+		s, err := openEchoSocket(c.o.ns, k, rcvbufPerPeer*len(c.peers))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("link %d: %w", k.link, err))
+			continue
+		}
+		c.socks[k] = s
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.o.log.Warn("nexthop check: probe sockets", "error", err)
+		return err
+	}
+	return nil
+}
+
+// run ticks until Close.
+func (c *Checker) run() {
+	defer close(c.done)
+	t := time.NewTicker(c.s.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			if changes := c.round(time.Now()); len(changes) > 0 {
+				c.o.onChange(changes)
+			}
+		}
+	}
+}

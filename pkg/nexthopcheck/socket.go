@@ -1,0 +1,180 @@
+package nexthopcheck
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/causeway-net/causeway/internal/netnsdo"
+)
+
+// ErrNotPermitted is the error of a probe socket that the namespace's
+// net.ipv4.ping_group_range does not allow to the process's group.
+var ErrNotPermitted = errors.New("ICMP echo sockets not permitted: net.ipv4.ping_group_range of the namespace does not include the process's group")
+
+// ICMP echo types: request and reply of each family.
+const (
+	echoRequest4 = 8
+	echoReply4   = 0
+	echoRequest6 = 128
+	echoReply6   = 129
+)
+
+// echoHeaderLen is the ICMP echo header: type, code, checksum, identifier,
+// sequence. The kernel fills the identifier (the socket's) and the
+// checksum.
+const echoHeaderLen = 8
+
+// echoSocket is a ping socket of one family, bound to one link.
+type echoSocket struct {
+	fd   int
+	v6   bool
+	link int
+	buf  []byte // receive buffer
+	oob  []byte // receive control messages (the kernel's timestamp)
+}
+
+// sockKey names the socket a peer's probes use.
+type sockKey struct {
+	v6   bool
+	link int
+}
+
+func keyOf(p Peer) sockKey { return sockKey{v6: p.Addr.Is6(), link: p.LinkIndex} }
+
+// openEchoSocket opens the ping socket of k in ns.
+func openEchoSocket(ns netns.NsHandle, k sockKey, rcvbuf int) (*echoSocket, error) {
+	family, proto := unix.AF_INET, unix.IPPROTO_ICMP
+	if k.v6 {
+		family, proto = unix.AF_INET6, unix.IPPROTO_ICMPV6
+	}
+	var fd int
+	err := netnsdo.Do(ns, func() error {
+		var err error
+		fd, err = unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, proto)
+		return err
+	})
+	if errors.Is(err, unix.EACCES) {
+		return nil, fmt.Errorf("open probe socket (ipv6 %t): %w", k.v6, ErrNotPermitted)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open probe socket (ipv6 %t): %w", k.v6, err)
+	}
+	s := &echoSocket{fd: fd, v6: k.v6, link: k.link, buf: make([]byte, 512), oob: make([]byte, 128)}
+	if err := s.configure(rcvbuf); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	return s, nil
+}
+
+// configure binds the socket to its link and asks for receive timestamps.
+func (s *echoSocket) configure(rcvbuf int) error {
+	if s.link > 0 {
+		if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_BINDTOIFINDEX, s.link); err != nil {
+			return fmt.Errorf("bind probe socket to link %d: %w", s.link, err)
+		}
+	}
+	if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		return fmt.Errorf("probe socket timestamps: %w", err)
+	}
+	// Best effort: the kernel caps it at net.core.rmem_max.
+	_ = unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
+	return nil
+}
+
+func (s *echoSocket) close() error { return unix.Close(s.fd) }
+
+// send sends one echo request with seq and payload to addr.
+func (s *echoSocket) send(addr netip.Addr, seq uint16, payload []byte, pkt []byte) error {
+	pkt = pkt[:0]
+	typ := byte(echoRequest4)
+	if s.v6 {
+		typ = echoRequest6
+	}
+	pkt = append(pkt, typ, 0, 0, 0, 0, 0, byte(seq>>8), byte(seq))
+	pkt = append(pkt, payload...)
+	return unix.Sendto(s.fd, pkt, 0, s.sockaddr(addr))
+}
+
+func (s *echoSocket) sockaddr(addr netip.Addr) unix.Sockaddr {
+	if !s.v6 {
+		return &unix.SockaddrInet4{Addr: addr.As4()}
+	}
+	sa := &unix.SockaddrInet6{Addr: addr.As16()}
+	if addr.IsLinkLocalUnicast() {
+		sa.ZoneId = uint32(s.link)
+	}
+	return sa
+}
+
+// reply is one echo reply read from a socket.
+type reply struct {
+	from    netip.Addr
+	seq     uint16
+	payload []byte // valid until the next read
+	at      time.Time
+}
+
+// drain reads every queued datagram without waiting and hands each echo
+// reply to fn. It returns the first error other than "nothing left".
+func (s *echoSocket) drain(fn func(reply)) error {
+	for {
+		n, oobn, _, from, err := unix.Recvmsg(s.fd, s.buf, s.oob, unix.MSG_DONTWAIT)
+		if errors.Is(err, unix.EAGAIN) {
+			return nil
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read probe socket: %w", err)
+		}
+		if r, ok := s.parse(s.buf[:n], s.oob[:oobn], from); ok {
+			fn(r)
+		}
+	}
+}
+
+// parse decodes an echo reply; anything else is not ours.
+func (s *echoSocket) parse(b, oob []byte, from unix.Sockaddr) (reply, bool) {
+	want := byte(echoReply4)
+	if s.v6 {
+		want = echoReply6
+	}
+	if len(b) < echoHeaderLen || b[0] != want || b[1] != 0 {
+		return reply{}, false
+	}
+	r := reply{seq: binary.BigEndian.Uint16(b[6:8]), payload: b[echoHeaderLen:], at: rxTime(oob)}
+	switch sa := from.(type) {
+	case *unix.SockaddrInet4:
+		r.from = netip.AddrFrom4(sa.Addr)
+	case *unix.SockaddrInet6:
+		r.from = netip.AddrFrom16(sa.Addr).Unmap()
+	default:
+		return reply{}, false
+	}
+	return r, true
+}
+
+// rxTime is the kernel's receive time from the control messages (zero
+// when there is none).
+func rxTime(oob []byte) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Time{}
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+			return time.Unix(sec, nsec)
+		}
+	}
+	return time.Time{}
+}
