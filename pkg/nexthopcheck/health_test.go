@@ -55,7 +55,7 @@ func TestHealthOneLossWhileRecoveringDelaysTheReturn(t *testing.T) {
 	r.do("xxx")
 	// A loss only restarts the successes in a row, not the hold-down.
 	require.Equal(t, "DDDDDU", r.do("...x.."))
-	require.Equal(t, "DDDDDDU", newRun().do("xxx"+"....x..")[3:], "successes in a row are still needed")
+	require.Equal(t, "DDDDDDU", newRun().do("xxx" + "....x..")[3:], "successes in a row are still needed")
 }
 
 func TestHealthRunOfLossesWhileRecoveringRestartsTheHoldDown(t *testing.T) {
