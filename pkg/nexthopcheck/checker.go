@@ -8,10 +8,6 @@ import (
 	"time"
 )
 
-// rcvbufPerPeer sizes a socket's receive buffer: room for a few answers of
-// each of its peers between two ticks.
-const rcvbufPerPeer = 4 << 10
-
 // Checker probes a set of peers and judges them (see the package's
 // contract).
 type Checker struct {
@@ -103,29 +99,29 @@ func (c *Checker) Watch(peers []Peer) error {
 
 // syncSocketsLocked opens the sockets the peers need and closes the others.
 func (c *Checker) syncSocketsLocked() error {
-	need := map[sockKey]bool{}
+	need := map[sockKey]int{}
 	for p := range c.peers {
-		need[keyOf(p)] = true
+		need[keyOf(p)]++
 	}
 	var errs []error
 	for k, s := range c.socks {
-		if !need[k] {
+		if need[k] == 0 {
 			if err := s.close(); err != nil {
 				errs = append(errs, fmt.Errorf("close probe socket: %w", err))
 			}
 			delete(c.socks, k)
 		}
 	}
-	for k := range need {
-		if c.socks[k] != nil {
-			continue
+	for k, n := range need {
+		if c.socks[k] == nil {
+			s, err := openEchoSocket(c.o.ns, k)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("link %d: %w", k.link, err))
+				continue
+			}
+			c.socks[k] = s
 		}
-		s, err := openEchoSocket(c.o.ns, k, rcvbufPerPeer*len(c.peers))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("link %d: %w", k.link, err))
-			continue
-		}
-		c.socks[k] = s
+		c.socks[k].sizeFor(n)
 	}
 	if err := errors.Join(errs...); err != nil {
 		c.o.log.Warn("nexthop check: probe sockets", "error", err)

@@ -54,7 +54,10 @@ func (w *watcher) next(t *testing.T) Change {
 func (w *watcher) waitChange(t *testing.T, p Peer) Change {
 	t.Helper()
 	ch := w.next(t)
-	require.Equal(t, p, ch.Peer, "a change of another peer: %+v", ch)
+	if ch.Peer != p {
+		st, _ := w.Status(ch.Peer)
+		t.Fatalf("a change of another peer: %+v; its status: %+v", ch, st)
+	}
 	return ch
 }
 

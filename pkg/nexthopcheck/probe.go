@@ -103,6 +103,9 @@ func (c *Checker) logChange(p *probe) {
 		if p.err != "" {
 			attrs = append(attrs, "error", p.err)
 		}
+		if p.replies == 0 {
+			attrs = append(attrs, "hint", "it never answered: does it answer ICMP echo?")
+		}
 		c.o.log.Warn("nexthop check: peer down", attrs...)
 		return
 	}

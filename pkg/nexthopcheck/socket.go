@@ -37,6 +37,8 @@ type echoSocket struct {
 	link int
 	buf  []byte // receive buffer
 	oob  []byte // receive control messages (the kernel's timestamp)
+
+	rcvbuf int // the receive buffer size asked for
 }
 
 // sockKey names the socket a peer's probes use.
@@ -48,7 +50,7 @@ type sockKey struct {
 func keyOf(p Peer) sockKey { return sockKey{v6: p.Addr.Is6(), link: p.LinkIndex} }
 
 // openEchoSocket opens the ping socket of k in ns.
-func openEchoSocket(ns netns.NsHandle, k sockKey, rcvbuf int) (*echoSocket, error) {
+func openEchoSocket(ns netns.NsHandle, k sockKey) (*echoSocket, error) {
 	family, proto := unix.AF_INET, unix.IPPROTO_ICMP
 	if k.v6 {
 		family, proto = unix.AF_INET6, unix.IPPROTO_ICMPV6
@@ -66,7 +68,7 @@ func openEchoSocket(ns netns.NsHandle, k sockKey, rcvbuf int) (*echoSocket, erro
 		return nil, fmt.Errorf("open probe socket (ipv6 %t): %w", k.v6, err)
 	}
 	s := &echoSocket{fd: fd, v6: k.v6, link: k.link, buf: make([]byte, 512), oob: make([]byte, 128)}
-	if err := s.configure(rcvbuf); err != nil {
+	if err := s.configure(); err != nil {
 		_ = unix.Close(fd)
 		return nil, err
 	}
@@ -74,7 +76,7 @@ func openEchoSocket(ns netns.NsHandle, k sockKey, rcvbuf int) (*echoSocket, erro
 }
 
 // configure binds the socket to its link and asks for receive timestamps.
-func (s *echoSocket) configure(rcvbuf int) error {
+func (s *echoSocket) configure() error {
 	if s.link > 0 {
 		if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_BINDTOIFINDEX, s.link); err != nil {
 			return fmt.Errorf("bind probe socket to link %d: %w", s.link, err)
@@ -83,9 +85,29 @@ func (s *echoSocket) configure(rcvbuf int) error {
 	if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
 		return fmt.Errorf("probe socket timestamps: %w", err)
 	}
-	// Best effort: the kernel caps it at net.core.rmem_max.
-	_ = unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
 	return nil
+}
+
+// Receive buffer sizing: every peer's answer of a tick must fit, as the
+// socket is read once a tick (an answer takes about 1 KiB of buffer).
+const (
+	rcvbufPerPeer = 2 << 10
+	rcvbufMin     = 64 << 10
+)
+
+// sizeFor sizes the receive buffer for peers answers at once. With
+// CAP_NET_ADMIN it may exceed net.core.rmem_max; without, the kernel caps
+// it there (best effort either way: an answer that does not fit is a lost
+// probe).
+func (s *echoSocket) sizeFor(peers int) {
+	n := max(rcvbufMin, peers*rcvbufPerPeer)
+	if n == s.rcvbuf {
+		return
+	}
+	if unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) != nil {
+		_ = unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+	}
+	s.rcvbuf = n
 }
 
 func (s *echoSocket) close() error { return unix.Close(s.fd) }
