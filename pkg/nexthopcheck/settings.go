@@ -10,7 +10,7 @@ import (
 // how they were chosen).
 const (
 	DefaultInterval           = 50 * time.Millisecond
-	DefaultFailuresBeforeDown = 6
+	DefaultFailuresBeforeDown = 8
 	DefaultSuccessesBeforeUp  = 5
 	DefaultHoldDown           = time.Second
 )
