@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // A peer whose kernel stops answering (its link up, every packet it
@@ -76,6 +77,9 @@ func TestAddressRemovedGoesDown(t *testing.T) {
 
 // Detection times over trials, each with a fresh peer.
 func TestDetectionTimes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trials take 20 s")
+	}
 	b := newBed(t)
 	ns, _ := b.addPeer(t, 0, peer4(0))
 	w := startChecker(t, b, Settings{})
@@ -102,6 +106,9 @@ func TestDetectionTimes(t *testing.T) {
 // Random loss of 5 % of what the peers receive, for a while: no peer goes
 // down.
 func TestNoDownUnderRandomLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20 s of loss")
+	}
 	b := newBed(t)
 	var addrs []netip.Addr
 	var peers []Peer
@@ -170,6 +177,32 @@ func measureCost(t *testing.T, b *bed, port string, n int, interval time.Duratio
 		float64(after.RxPackets-before.RxPackets)/secs, float64(after.RxBytes-before.RxBytes)/secs/1000)
 	t.Logf("FIGURE: %d peers: the test process used %.2f %% of a CPU (user and system; the peers' kernel answers in the same machine, partly on its account)",
 		n, 100*(cpu1-cpu0).Seconds()/secs)
+}
+
+// Answers dropped by a receive buffer too small for them are counted and
+// their probes lost.
+func TestDroppedAnswersAreCounted(t *testing.T) {
+	b := newBed(t)
+	var addrs []netip.Addr
+	var peers []Peer
+	for i := range 64 {
+		addrs = append(addrs, peer4(i))
+		peers = append(peers, Peer{peer4(i), b.bridge})
+	}
+	b.addPeer(t, 0, addrs...)
+	w := startChecker(t, b, Settings{FailuresBeforeDown: 1000})
+	require.NoError(t, w.Watch(peers))
+	w.waitAnswered(t, 1)
+	w.mu.Lock()
+	require.NoError(t, unix.SetsockoptInt(w.socks[sockKey{link: b.bridge}].fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 1024))
+	w.mu.Unlock()
+	require.Eventually(t, func() bool { return w.Dropped() > 0 }, guard, 10*time.Millisecond)
+	var lost uint64
+	for _, s := range w.Statuses() {
+		lost += s.Lost
+	}
+	require.Positive(t, lost)
+	t.Logf("dropped %d, lost %d", w.Dropped(), lost)
 }
 
 // portStats are the counters of the bridge port toward the peers, seen

@@ -67,8 +67,14 @@ func (c *Checker) collectLocked(now time.Time) {
 				p.late++
 			}
 		})
+		if err == nil {
+			err = s.readDrops()
+		}
 		if err != nil {
 			c.o.log.Warn("nexthop check: read", "link", k.link, "error", err)
+		}
+		if n, ok := s.dropsToLog(); ok {
+			c.o.log.Warn("nexthop check: answers dropped, the receive buffer was full", "link", k.link, "dropped", n, "buffer", s.rcvbuf)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -39,6 +40,10 @@ type echoSocket struct {
 	oob  []byte // receive control messages (the kernel's timestamp)
 
 	rcvbuf int // the receive buffer size asked for
+	// drops is the kernel's count of datagrams the socket dropped (its
+	// buffer full), as of the last drain; logged is its value when last
+	// logged.
+	drops, logged uint32
 }
 
 // sockKey names the socket a peer's probes use.
@@ -157,14 +162,15 @@ func (s *echoSocket) drain(fn func(reply)) error {
 		if err != nil {
 			return fmt.Errorf("read probe socket: %w", err)
 		}
-		if r, ok := s.parse(s.buf[:n], s.oob[:oobn], from); ok {
+		at := rxTime(s.oob[:oobn])
+		if r, ok := s.parse(s.buf[:n], at, from); ok {
 			fn(r)
 		}
 	}
 }
 
 // parse decodes an echo reply; anything else is not ours.
-func (s *echoSocket) parse(b, oob []byte, from unix.Sockaddr) (reply, bool) {
+func (s *echoSocket) parse(b []byte, at time.Time, from unix.Sockaddr) (reply, bool) {
 	want := byte(echoReply4)
 	if s.v6 {
 		want = echoReply6
@@ -172,7 +178,7 @@ func (s *echoSocket) parse(b, oob []byte, from unix.Sockaddr) (reply, bool) {
 	if len(b) < echoHeaderLen || b[0] != want || b[1] != 0 {
 		return reply{}, false
 	}
-	r := reply{seq: binary.BigEndian.Uint16(b[6:8]), payload: b[echoHeaderLen:], at: rxTime(oob)}
+	r := reply{seq: binary.BigEndian.Uint16(b[6:8]), payload: b[echoHeaderLen:], at: at}
 	switch sa := from.(type) {
 	case *unix.SockaddrInet4:
 		r.from = netip.AddrFrom4(sa.Addr)
@@ -184,8 +190,8 @@ func (s *echoSocket) parse(b, oob []byte, from unix.Sockaddr) (reply, bool) {
 	return r, true
 }
 
-// rxTime is the kernel's receive time from the control messages (zero
-// when there is none).
+// rxTime is the kernel's receive time from a datagram's control messages
+// (zero when there is none).
 func rxTime(oob []byte) time.Time {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
@@ -199,4 +205,36 @@ func rxTime(oob []byte) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// skMeminfoDrops is SK_MEMINFO_DROPS, the index of the drop count in the
+// SO_MEMINFO array, and skMeminfoVars its length.
+const (
+	skMeminfoDrops = 8
+	skMeminfoVars  = 9
+)
+
+// readDrops updates the kernel's count of datagrams the socket dropped
+// (ping sockets do not report it as a control message, SO_RXQ_OVFL).
+func (s *echoSocket) readDrops() error {
+	var info [skMeminfoVars]uint32
+	n := uint32(unsafe.Sizeof(info))
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&info)), uintptr(unsafe.Pointer(&n)), 0)
+	if errno != 0 {
+		return fmt.Errorf("probe socket drop count: %w", errno)
+	}
+	s.drops = info[skMeminfoDrops]
+	return nil
+}
+
+// dropsToLog returns the drop count when it has at least doubled since it
+// was last logged (so a full buffer is logged a few times, not at every
+// tick), and whether it has.
+func (s *echoSocket) dropsToLog() (uint32, bool) {
+	if s.drops == 0 || s.drops < 2*s.logged {
+		return 0, false
+	}
+	s.logged = s.drops
+	return s.drops, true
 }

@@ -44,3 +44,16 @@ func (c *Checker) statusLocked(p *probe) Status {
 	}
 	return st
 }
+
+// Dropped is the number of answers the open probe sockets dropped because
+// their receive buffer was full (each one a probe judged lost): a local
+// cause of losses, which explains a flap that the peer did not cause.
+func (c *Checker) Dropped() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n uint64
+	for _, s := range c.socks {
+		n += uint64(s.drops)
+	}
+	return n
+}
