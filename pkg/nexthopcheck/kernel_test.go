@@ -140,13 +140,8 @@ func TestNoDownUnderRandomLoss(t *testing.T) {
 // broken goes down alone.
 func TestSixtyFourPeers(t *testing.T) {
 	b := newBed(t)
-	var addrs []netip.Addr
-	var peers []Peer
-	for i := range 64 {
-		addrs = append(addrs, peer4(i))
-		peers = append(peers, Peer{peer4(i), b.bridge})
-	}
-	ns, port := b.addPeer(t, 0, addrs...)
+	peers := b.peers4(64)
+	ns, port := b.addPeer(t, 0, addrsOf(peers)...)
 	w := startChecker(t, b, Settings{})
 	for _, n := range []int{4, 64} {
 		require.NoError(t, w.Watch(peers[:n]))
@@ -183,13 +178,8 @@ func measureCost(t *testing.T, b *bed, port string, n int, interval time.Duratio
 // their probes lost.
 func TestDroppedAnswersAreCounted(t *testing.T) {
 	b := newBed(t)
-	var addrs []netip.Addr
-	var peers []Peer
-	for i := range 64 {
-		addrs = append(addrs, peer4(i))
-		peers = append(peers, Peer{peer4(i), b.bridge})
-	}
-	b.addPeer(t, 0, addrs...)
+	peers := b.peers4(64)
+	b.addPeer(t, 0, addrsOf(peers)...)
 	w := startChecker(t, b, Settings{FailuresBeforeDown: 1000})
 	require.NoError(t, w.Watch(peers))
 	w.waitAnswered(t, 1)

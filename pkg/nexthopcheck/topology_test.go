@@ -87,3 +87,20 @@ func nftInput(t *testing.T, ns *testutil.NetNS, rule string) func() {
 	ns.MustExec(t, "nft", fmt.Sprintf("add table inet nhc; add chain inet nhc in { type filter hook input priority 0; }; add rule inet nhc in %s", rule))
 	return func() { ns.MustExec(t, "nft", "delete table inet nhc") }
 }
+
+// peers4 are the first n IPv4 peers on the bridge.
+func (b *bed) peers4(n int) []Peer {
+	var out []Peer
+	for i := range n {
+		out = append(out, Peer{peer4(i), b.bridge})
+	}
+	return out
+}
+
+func addrsOf(peers []Peer) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range peers {
+		out = append(out, p.Addr)
+	}
+	return out
+}
