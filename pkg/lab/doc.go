@@ -1,6 +1,7 @@
 // Package lab is the root of the building blocks of Causeway's local lab: the
 // sub-packages hold the network namespace topology and run state (topo), the
-// in-process NSM control plane with its veth forwarder (nsmcp, vethfwd), the
+// in-process NSM control plane (nsmcp, which runs the veth forwarder of
+// pkg/forwarder), the
 // target publication directory (pubdir) and the load balancer and target
 // stubs (lbstub, targetstub) that cmd/lab and the end-to-end tests assemble.
 //

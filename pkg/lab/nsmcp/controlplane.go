@@ -14,7 +14,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/nsmgr"
 	authmonitor "github.com/networkservicemesh/sdk/pkg/tools/monitorconnection/authorize"
 
-	"github.com/causeway-net/causeway/pkg/lab/vethfwd"
+	"github.com/causeway-net/causeway/pkg/forwarder"
 	"github.com/causeway-net/causeway/pkg/nsm/authorize"
 )
 
@@ -57,7 +57,7 @@ type ControlPlane struct {
 	cancel   context.CancelFunc
 	nsmgrSrv *Server
 	fwdSrv   *Server
-	fwd      *vethfwd.Forwarder
+	fwd      *forwarder.Forwarder
 	fwdReg   *Registration
 	stopOnce sync.Once
 }
@@ -102,7 +102,7 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	fwdName := cfg.Name + "-forwarder"
 	fwdGen := TokenGenerator(fwdName, cfg.TokenLifetime)
 	fwdDial := DialOptions(fwdGen)
-	cp.fwd, err = vethfwd.New(ctx, vethfwd.Config{
+	cp.fwd, err = forwarder.New(ctx, forwarder.Config{
 		Name:           fwdName,
 		NSMgrURL:       cp.NSMgrURL,
 		DialOptions:    fwdDial,
@@ -117,9 +117,9 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	cp.fwdReg, err = registerForwarder(ctx, cp.NSMgrURL, fwdDial, &registry.NetworkServiceEndpoint{
 		Name:                fwdName,
-		NetworkServiceNames: []string{vethfwd.ServiceName},
+		NetworkServiceNames: []string{forwarder.ServiceName},
 		NetworkServiceLabels: map[string]*registry.NetworkServiceLabels{
-			vethfwd.ServiceName: {Labels: map[string]string{"p2p": "true"}},
+			forwarder.ServiceName: {Labels: map[string]string{"p2p": "true"}},
 		},
 		Url: cp.fwdSrv.URL.String(),
 	})

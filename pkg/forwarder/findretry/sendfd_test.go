@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/causeway-net/causeway/pkg/nsm/findretry"
+	"github.com/causeway-net/causeway/pkg/forwarder/findretry"
 )
 
 // fdRegistry serves the SDK's memory registry behind its sendfd element on

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/nsm/dumpretry"
+	"github.com/causeway-net/causeway/pkg/forwarder/dumpretry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/causeway-net/causeway/pkg/nsm/findretry"
+	"github.com/causeway-net/causeway/pkg/forwarder/findretry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

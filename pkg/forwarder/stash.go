@@ -1,4 +1,4 @@
-package vethfwd
+package forwarder
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package vethfwd
+package forwarder
 
 import (
 	"context"
@@ -27,8 +27,8 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/registry/core/chain"
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 
-	"github.com/causeway-net/causeway/pkg/nsm/dumpretry"
-	"github.com/causeway-net/causeway/pkg/nsm/findretry"
+	"github.com/causeway-net/causeway/pkg/forwarder/dumpretry"
+	"github.com/causeway-net/causeway/pkg/forwarder/findretry"
 )
 
 // ServiceName is the network service forwarders register under; the NSMgr
@@ -66,10 +66,10 @@ type Forwarder struct {
 // the NSE has answered), recvfd.
 func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 	if cfg.NSMgrURL == nil {
-		return nil, fmt.Errorf("vethfwd: NSMgr URL is required")
+		return nil, fmt.Errorf("forwarder: NSMgr URL is required")
 	}
 	if cfg.TokenGenerator == nil {
-		return nil, fmt.Errorf("vethfwd: token generator is required")
+		return nil, fmt.Errorf("forwarder: token generator is required")
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 5 * time.Second
