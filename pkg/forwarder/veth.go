@@ -13,7 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
 	"google.golang.org/grpc"
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"

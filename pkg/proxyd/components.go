@@ -18,8 +18,8 @@ import (
 	"github.com/causeway-net/causeway/pkg/config"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -208,12 +208,12 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 // link monitor: it reads the dataplane's table of links and follows its
 // events, with no table or goroutine of its own between the two.
 func (d *Daemon) startInterfaceMonitor(ctx context.Context) (func() error, error) {
-	d.mon = interfacemonitor.New(d.proxy, d.dp, interfacemonitor.WithLogger(d.log.With("subsystem", "interfacemonitor")))
+	d.mon = connlink.New(d.proxy, d.dp, connlink.WithLogger(d.log.With("subsystem", "interfacemonitor")))
 	events, unsubscribe := d.dp.Subscribe()
 	t := newTasks(ctx)
 	t.Go(func(ctx context.Context) {
 		defer unsubscribe()
-		if err := d.mon.Run(ctx, events); err != nil && !errors.Is(err, interfacemonitor.ErrSourceClosed) {
+		if err := d.mon.Run(ctx, events); err != nil && !errors.Is(err, connlink.ErrSourceClosed) {
 			d.log.Error("interface monitor stopped", "error", err)
 		}
 	})

@@ -13,10 +13,10 @@ import (
 
 	"github.com/causeway-net/causeway/pkg/config"
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
@@ -37,7 +37,7 @@ type Daemon struct {
 	ipamCC    *grpc.ClientConn
 	vips      config.VIPSource
 	proxy     *proxy.Proxy
-	mon       *interfacemonitor.Monitor
+	mon       *connlink.Monitor
 	nsm       nsmClient
 	mesh      *fullmesh.FullMesh
 	ep        *endpoint.Endpoint

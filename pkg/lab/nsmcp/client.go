@@ -15,10 +15,10 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"google.golang.org/grpc"
 
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
-	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/backoff"
-	"github.com/causeway-net/causeway/pkg/nsm/liveness"
-	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
+	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/chain/backoff"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/liveness"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
 )
 
 // ClientConfig describes a kernel-mechanism NSC of the lab.
@@ -41,7 +41,7 @@ type ClientConfig struct {
 // NewClient returns the SDK client chain (begin, refresh, heal, ...) with a
 // kernel mechanism and sendfd, dialing the NSMgr with the lab's credentials.
 // ctx bounds refresh and heal. Failed tries of a connection are spaced out
-// (pkg/nsm/backoff) before they reach cfg.Elements: while the NSMgr is away
+// (pkg/nsm/chain/backoff) before they reach cfg.Elements: while the NSMgr is away
 // heal re-requests as fast as the dial to its missing socket fails, which
 // kept a lab target at half a core for the whole outage.
 func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServiceClient {
@@ -64,7 +64,7 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 }
 
 // healOptions are the heal check's options on a connection monitor of the
-// NSMgr (pkg/nsm/liveness), closed when ctx ends, and the chain element
+// NSMgr (pkg/nsm/chain/liveness), closed when ctx ends, and the chain element
 // that records the NSMgr run of each connection. If the monitor cannot be
 // made, the check asks nothing and keeps the data path.
 func healOptions(ctx context.Context, nsmgrURL *url.URL, gen token.GeneratorFunc) ([]heal.Option, []networkservice.NetworkServiceClient) {

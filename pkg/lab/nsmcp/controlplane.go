@@ -15,7 +15,7 @@ import (
 	authmonitor "github.com/networkservicemesh/sdk/pkg/tools/monitorconnection/authorize"
 
 	"github.com/causeway-net/causeway/pkg/forwarder"
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
 )
 
 // SDKConfigDir is where the SDK's NSMgr watches for excluded_prefixes.yaml

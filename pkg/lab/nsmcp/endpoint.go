@@ -12,10 +12,10 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/keepmechanism"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
-	"github.com/causeway-net/causeway/pkg/nsm/keepmech"
-	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
 )
 
 // EndpointConfig describes a kernel-mechanism NSE of the lab, served on a
@@ -59,7 +59,7 @@ func StartEndpoint(ctx context.Context, cfg EndpointConfig) (*Endpoint, error) {
 	}
 	gen := TokenGenerator(cfg.Name, cfg.TokenLifetime)
 	elements := append(append([]networkservice.NetworkServiceServer{}, cfg.Elements...),
-		keepmech.NewServer(),
+		keepmechanism.NewServer(),
 		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{
 			kernelmech.MECHANISM: kernel.NewServer(),
 		}),

@@ -7,11 +7,11 @@ import (
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	"github.com/vishvananda/netlink"
 
-	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
 )
 
 // kernelLinkLost is the lab clients' data-plane fact for the heal check
-// (pkg/nsm/liveness): the connection's kernel interface, or its namespace,
+// (pkg/nsm/chain/liveness): the connection's kernel interface, or its namespace,
 // is known to be gone. A check that cannot tell says not lost.
 func kernelLinkLost(conn *networkservice.Connection) bool {
 	km := kernelmech.ToMechanism(conn.GetMechanism())

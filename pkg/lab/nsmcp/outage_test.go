@@ -36,7 +36,7 @@ func (c *requestCounter) Close(ctx context.Context, conn *networkservice.Connect
 
 // TestClientPausesWhileNSMIsAway: once the control plane is stopped, the
 // client's heal re-requests its connection until the NSMgr is back; each
-// failed try is followed by a growing pause (pkg/nsm/backoff), so an outage
+// failed try is followed by a growing pause (pkg/nsm/chain/backoff), so an outage
 // of a few seconds costs a handful of tries, not one per round trip to a
 // missing socket (which spun a lab target at half a core). A control plane
 // started again is found by the next try.
