@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
-	"github.com/causeway-net/causeway/internal/plaintext"
+	"github.com/causeway-net/causeway/internal/insecurewarning"
 	"github.com/causeway-net/causeway/pkg/config"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
@@ -135,7 +135,7 @@ func (d *Daemon) warnPlaintext(ctx context.Context, next func() error) func() er
 		return next
 	}
 	t := newTasks(ctx)
-	t.Go(func(ctx context.Context) { plaintext.Warn(ctx, d.log, variable, what, plaintext.Interval) })
+	t.Go(func(ctx context.Context) { insecurewarning.Warn(ctx, d.log, variable, what, insecurewarning.Interval) })
 	return func() error {
 		_ = t.stop()
 		return next()

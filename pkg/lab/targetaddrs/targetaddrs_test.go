@@ -1,4 +1,4 @@
-package pubdir
+package targetaddrs
 
 import (
 	"net/netip"

@@ -1,8 +1,8 @@
-// Package pubdir owns the lab's target publication directory: each target
+// Package targetaddrs owns the lab's directory of target addresses: each target
 // stub publishes the addresses it got from the proxy as one file named after
 // the target, and the load balancer stubs read the directory to keep their
 // VIP routes in step with the targets that are up.
-package pubdir
+package targetaddrs
 
 import (
 	"bufio"

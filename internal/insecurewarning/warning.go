@@ -1,8 +1,8 @@
-// Package plaintext owns the warning of a component that runs gRPC without
+// Package insecurewarning owns the warning of a component that runs gRPC without
 // SPIFFE mutual TLS because its configuration asked for it: logged at start
 // and again every Interval while it runs, so that it stays in sight of
 // whoever reads the recent log.
-package plaintext
+package insecurewarning
 
 import (
 	"context"
