@@ -9,12 +9,13 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/internal/yamlfile"
+	"github.com/causeway-net/causeway/pkg/nspd/configfile"
 )
 
 // FileSource is a VIPSource reading the VIPs of a trench from a configuration
 // file (the format of package config/file, the same as cmd/nsp serves),
-// followed through file.Watch. A file that is missing or invalid is waited
+// followed through configfile.Watch. A file that is missing or invalid is waited
 // for: until a valid version appears no VIPs are known and none are
 // delivered. Once VIPs are known, a broken edit or a deletion of the file is
 // logged and the last good VIP list stays (the data path keeps its VIP
@@ -23,7 +24,7 @@ type FileSource struct {
 	path   string
 	trench string
 	logger *slog.Logger
-	opts   []file.WatchOption
+	opts   []yamlfile.WatchOption
 }
 
 // Messages of a file that cannot be used, by whether VIPs are known yet.
@@ -36,7 +37,7 @@ const (
 
 // NewFileSource returns a source of the VIPs of trench in the file at path.
 // opts tune the file watch (poll interval, debounce).
-func NewFileSource(path, trench string, logger *slog.Logger, opts ...file.WatchOption) *FileSource {
+func NewFileSource(path, trench string, logger *slog.Logger, opts ...yamlfile.WatchOption) *FileSource {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -47,8 +48,8 @@ func NewFileSource(path, trench string, logger *slog.Logger, opts ...file.WatchO
 // be watched; a missing or invalid file is reported and waited for.
 func (s *FileSource) Run(ctx context.Context, update func([]netip.Prefix)) error {
 	w := &fileVIPs{path: s.path, trench: s.trench, log: s.logger.With("trench", s.trench), deliver: dedup(update)}
-	opts := append([]file.WatchOption{file.WithLogger(w.log), file.WithRejectLog(w.refused)}, s.opts...)
-	if err := file.Watch(ctx, s.path, nil, w.apply, opts...); err != nil {
+	opts := append([]yamlfile.WatchOption{yamlfile.WithLogger(w.log), yamlfile.WithRejectLog(w.refused)}, s.opts...)
+	if err := configfile.Watch(ctx, s.path, nil, w.apply, opts...); err != nil {
 		return fmt.Errorf("static VIP source %s: %w", s.path, err)
 	}
 	return nil
@@ -64,8 +65,8 @@ type fileVIPs struct {
 	known   bool // a valid version was delivered
 }
 
-func (w *fileVIPs) apply(cfg *file.Config) {
-	if !slices.ContainsFunc(cfg.Trenches, func(t file.Trench) bool { return t.Name == w.trench }) {
+func (w *fileVIPs) apply(cfg *configfile.Config) {
+	if !slices.ContainsFunc(cfg.Trenches, func(t configfile.Trench) bool { return t.Name == w.trench }) {
 		w.log.Warn("trench is not defined in the VIP file; it has no VIPs", "path", w.path)
 	}
 	w.known = true

@@ -20,8 +20,9 @@ import (
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/config/file"
-	"github.com/causeway-net/causeway/pkg/config/nspserver"
+	"github.com/causeway-net/causeway/internal/yamlfile"
+	"github.com/causeway-net/causeway/pkg/nspd/configfile"
+	"github.com/causeway-net/causeway/pkg/nspd/nspserver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -105,7 +106,7 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 
 func nspWith(t *testing.T, doc string) *nspserver.Server {
 	t.Helper()
-	cfg, err := file.Parse([]byte(doc))
+	cfg, err := configfile.Parse([]byte(doc))
 	require.NoError(t, err)
 	srv := nspserver.New(quiet)
 	srv.SetConfig(cfg)
@@ -128,7 +129,7 @@ func TestNSPSourceDeliversAndFollowsChanges(t *testing.T) {
 	u := run(t, NewNSPSource(dial(t, s.Addr), "red", WithLogger(quiet)))
 	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
 
-	cfg, err := file.Parse([]byte(strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.2/32", 1)))
+	cfg, err := configfile.Parse([]byte(strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.2/32", 1)))
 	require.NoError(t, err)
 	srv.SetConfig(cfg)
 	assert.Equal(t, []string{"20.0.0.2/32", "2001:db8::1/128"}, u.next(t))
@@ -207,7 +208,7 @@ func TestWatchConduits(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"blue/lb"}, next())
-	cfg, err := file.Parse([]byte(strings.Replace(twoTrenches, "{name: lb, trench: blue}", "{name: lb, trench: blue}, {name: lb2, trench: blue}", 1)))
+	cfg, err := configfile.Parse([]byte(strings.Replace(twoTrenches, "{name: lb, trench: blue}", "{name: lb, trench: blue}, {name: lb2, trench: blue}", 1)))
 	require.NoError(t, err)
 	srv.SetConfig(cfg)
 	assert.Equal(t, []string{"blue/lb", "blue/lb2"}, next())
@@ -217,7 +218,7 @@ func TestFileSource(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vips.yaml")
 	write := func(doc string) { require.NoError(t, os.WriteFile(path, []byte(doc), 0o644)) }
 	write(twoTrenches)
-	u := run(t, NewFileSource(path, "red", quiet, file.WithDebounce(20*time.Millisecond)))
+	u := run(t, NewFileSource(path, "red", quiet, yamlfile.WithDebounce(20*time.Millisecond)))
 	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
 
 	// A change in another trench, a reordering and a broken edit deliver
@@ -256,7 +257,7 @@ func TestFileSourceWaitsForMissingFile(t *testing.T) {
 	write := func(doc string) { require.NoError(t, os.WriteFile(path, []byte(doc), 0o644)) }
 	var log testutil.JSONLog
 	u := run(t, NewFileSource(path, "red", slog.New(slog.NewJSONHandler(&log, nil)),
-		file.WithDebounce(20*time.Millisecond), file.WithPollInterval(50*time.Millisecond)))
+		yamlfile.WithDebounce(20*time.Millisecond), yamlfile.WithPollInterval(50*time.Millisecond)))
 
 	line, i := logged(t, &log, 0, missingAtStart)
 	assert.Equal(t, "WARN", line["level"])
@@ -291,7 +292,7 @@ func TestFileSourceWaitsForValidFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vips.yaml")
 	require.NoError(t, os.WriteFile(path, []byte("vips: [{name: a}]"), 0o644))
 	var log testutil.JSONLog
-	u := run(t, NewFileSource(path, "red", slog.New(slog.NewJSONHandler(&log, nil)), file.WithDebounce(20*time.Millisecond)))
+	u := run(t, NewFileSource(path, "red", slog.New(slog.NewJSONHandler(&log, nil)), yamlfile.WithDebounce(20*time.Millisecond)))
 	line, _ := logged(t, &log, 0, refusedAtStart)
 	assert.Equal(t, "ERROR", line["level"])
 	assert.Contains(t, line["error"], "trench is empty")

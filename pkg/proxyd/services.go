@@ -15,7 +15,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/internal/yamlfile"
 	"github.com/causeway-net/causeway/pkg/config/services"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
@@ -114,8 +114,8 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		s.feedLoop(ctx, targets, svcs, eps)
 	})
 	t.Go(func(ctx context.Context) {
-		err := file.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
-			file.WithLogger(log), file.WithRejectLog(s.logRejection), file.WithRejectHook(s.reject), file.WithRecoverHook(s.recovered))
+		err := yamlfile.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
+			yamlfile.WithLogger(log), yamlfile.WithRejectLog(s.logRejection), yamlfile.WithRejectHook(s.reject), yamlfile.WithRecoverHook(s.recovered))
 		if err != nil {
 			log.Error("services file watch stopped; the last good services stay", "error", err)
 		}

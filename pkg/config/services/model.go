@@ -4,7 +4,7 @@
 // (Facts: VIPs, bridge address, node subnet), and its resolution into the
 // servicelb model, with the addresses of the targets connected to the proxy
 // for the ports that ask for them. The file is followed with
-// pkg/config/file's watcher.
+// pkg/nspd/configfile's watcher.
 package services
 
 import (

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/internal/yamlfile"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
@@ -38,7 +38,7 @@ func Parse(data []byte) (*File, error) { return ParseFor(data, Facts{}) }
 // problems.
 func ParseFor(data []byte, facts Facts) (*File, error) {
 	var f File
-	l, err := file.DecodeStrict(data, &f, "write `services: []` for no services")
+	l, err := yamlfile.DecodeStrict(data, &f, "write `services: []` for no services")
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func ParseFor(data []byte, facts Facts) (*File, error) {
 		return nil, err
 	}
 	if _, _, errs := collisions(&f, l, facts); len(errs) > 0 {
-		return nil, &file.InvalidError{Problems: errs}
+		return nil, &yamlfile.InvalidError{Problems: errs}
 	}
 	return &f, nil
 }
@@ -72,7 +72,7 @@ type listener struct {
 	port  uint16
 }
 
-func validate(f *File, l file.Lines) error {
+func validate(f *File, l yamlfile.Lines) error {
 	var c checker
 	var prefixes []netip.Prefix
 	for i, s := range f.Prefixes {
@@ -138,7 +138,7 @@ func validate(f *File, l file.Lines) error {
 	if len(c.errs) == 0 {
 		return nil
 	}
-	return &file.InvalidError{Problems: c.errs}
+	return &yamlfile.InvalidError{Problems: c.errs}
 }
 
 func (c *checker) serviceIP(w, s string, prefixes []netip.Prefix) (netip.Addr, bool) {

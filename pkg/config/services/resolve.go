@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/internal/yamlfile"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
@@ -51,7 +51,7 @@ func (f *File) Resolve(facts Facts) (*File, []error) {
 // collisions checks the prefixes and service IPs of a validated File
 // against facts; it returns the indexes of the colliding services and
 // prefixes, and one error for each.
-func collisions(f *File, l file.Lines, facts Facts) (svcs, pfxs map[int]bool, errs []error) {
+func collisions(f *File, l yamlfile.Lines, facts Facts) (svcs, pfxs map[int]bool, errs []error) {
 	var c checker
 	svcs, pfxs = map[int]bool{}, map[int]bool{}
 	for i, s := range f.Prefixes {

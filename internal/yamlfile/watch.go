@@ -1,4 +1,4 @@
-package file
+package yamlfile
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ type watchOptions struct {
 // WatchOption tunes Watch.
 type WatchOption func(*watchOptions)
 
-// WithLogger sets the logger for accepted and rejected versions of the file.
+// WithLogger sets the logger for accepted and rejected versions of the configfile.
 func WithLogger(l *slog.Logger) WatchOption { return func(o *watchOptions) { o.logger = l } }
 
 // WithPollInterval sets the period of the backstop re-read that catches
@@ -72,16 +72,6 @@ func WithRejectLog(fn func(error)) WatchOption { return func(o *watchOptions) { 
 // A caller that shows the last rejection clears it here. (A valid version
 // that differs is delivered to onChange as any other.)
 func WithRecoverHook(fn func()) WatchOption { return func(o *watchOptions) { o.onRecover = fn } }
-
-// Watch follows the configuration file at path until ctx is done, and calls
-// onChange with every valid version that differs from the previous one. last
-// is the configuration the caller already has (nil if none): the first read
-// delivers only if it differs from last. A version that cannot be read or does
-// not validate is logged with its reason and skipped; the last good
-// configuration stays in force. It is WatchParsed with Parse.
-func Watch(ctx context.Context, path string, last *Config, onChange func(*Config), opts ...WatchOption) error {
-	return WatchParsed(ctx, path, Parse, last, onChange, opts...)
-}
 
 // Summarizer is implemented by decoded files that describe themselves in
 // the "configuration loaded" log line (slog key-value pairs).

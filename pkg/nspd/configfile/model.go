@@ -1,12 +1,13 @@
-// Package file owns Causeway's configuration file: the YAML model of trenches,
-// conduits and VIPs, its strict parsing and validation, and a watcher that
-// delivers every new valid version of the file while keeping the last good one
-// when an edit is broken.
-package file
+// Package configfile owns the configuration server's file: the YAML model
+// of trenches, conduits and VIPs, its strict parsing and validation, and its
+// watch (on internal/yamlfile), which delivers every new valid version of
+// the file while keeping the last good one when an edit is broken. The
+// proxy reads its static VIP file in the same format.
+package configfile
 
 import "net/netip"
 
-// Config is the whole configuration file. The zero value is a valid, empty
+// Config is the whole configuration configfile. The zero value is a valid, empty
 // configuration.
 type Config struct {
 	Trenches []Trench  `yaml:"trenches"`
@@ -14,7 +15,7 @@ type Config struct {
 	VIPs     []VIP     `yaml:"vips"`
 }
 
-// Trench is a top-level network. Its name is unique in the file.
+// Trench is a top-level network. Its name is unique in the configfile.
 type Trench struct {
 	Name string `yaml:"name"`
 }

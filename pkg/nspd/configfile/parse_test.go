@@ -1,4 +1,4 @@
-package file
+package configfile
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/causeway-net/causeway/internal/yamlfile"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -124,7 +126,7 @@ func TestParseBad(t *testing.T) {
 
 func TestInvalidErrorUnwraps(t *testing.T) {
 	_, err := Parse([]byte("trenches: [{name: ''}, {name: ''}]"))
-	var inv *InvalidError
+	var inv *yamlfile.InvalidError
 	require.True(t, errors.As(err, &inv))
 	assert.Len(t, inv.Problems, 2)
 }
@@ -146,7 +148,7 @@ func TestExampleFileIsValid(t *testing.T) {
 func TestDecodeErrorsNameNoGoType(t *testing.T) {
 	_, err := Parse([]byte("trenches: {name: a}\nconduits: [{name: c, trench: a, extra: 1}]\nvips: [3]\n"))
 	require.Error(t, err)
-	for _, goName := range []string{"file.", "[]", "in type", "!!"} {
+	for _, goName := range []string{"configfile.", "[]", "in type", "!!"} {
 		assert.NotContains(t, err.Error(), goName)
 	}
 	assert.Contains(t, err.Error(), `line 3: "3" is not a mapping (key: value)`)

@@ -1,4 +1,4 @@
-package file
+package configfile
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
+
+	"github.com/causeway-net/causeway/internal/yamlfile"
 )
 
 const waitFor = 20 * time.Second
@@ -40,9 +42,9 @@ func startWatch(t *testing.T, path string, last *Config, poll time.Duration) *wa
 	done := make(chan error, 1)
 	go func() {
 		done <- Watch(ctx, path, last, func(c *Config) { w.configs <- c },
-			WithPollInterval(poll),
-			WithLogger(slog.New(slog.DiscardHandler)),
-			WithRejectHook(func(err error) { w.rejects <- err }))
+			yamlfile.WithPollInterval(poll),
+			yamlfile.WithLogger(slog.New(slog.DiscardHandler)),
+			yamlfile.WithRejectHook(func(err error) { w.rejects <- err }))
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -320,10 +322,10 @@ func TestWatchUndoneBrokenEditIsSaid(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Watch(ctx, path, nil, func(c *Config) { configs <- c },
-			WithPollInterval(noPoll),
-			WithLogger(slog.New(slog.NewJSONHandler(&log, nil))),
-			WithRejectHook(func(err error) { rejects <- err }),
-			WithRecoverHook(func() { recovers <- struct{}{} }))
+			yamlfile.WithPollInterval(noPoll),
+			yamlfile.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))),
+			yamlfile.WithRejectHook(func(err error) { rejects <- err }),
+			yamlfile.WithRecoverHook(func() { recovers <- struct{}{} }))
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -374,9 +376,9 @@ func TestWatchRejectLogReplacesTheLine(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Watch(ctx, path, nil, func(c *Config) { configs <- c },
-			WithPollInterval(20*time.Millisecond),
-			WithLogger(slog.New(slog.NewJSONHandler(&log, nil))),
-			WithRejectLog(func(err error) { said <- err }))
+			yamlfile.WithPollInterval(20*time.Millisecond),
+			yamlfile.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))),
+			yamlfile.WithRejectLog(func(err error) { said <- err }))
 	}()
 	defer func() {
 		cancel()

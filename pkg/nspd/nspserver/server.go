@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
-	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/pkg/nspd/configfile"
 )
 
 // Server implements nspv1.ConfigurationManagerServer. Its zero value is not
@@ -50,7 +50,7 @@ func New(logger *slog.Logger) *Server {
 
 // SetConfig replaces the served configuration. Watchers whose filtered list
 // changes receive the new list.
-func (s *Server) SetConfig(cfg *file.Config) {
+func (s *Server) SetConfig(cfg *configfile.Config) {
 	vips, conduits := ToProto(cfg)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -178,7 +178,7 @@ func vipMatcher(filter *nspv1.Vip) func(*nspv1.Vip) bool {
 
 // ToProto converts a configuration to the nsp.v1 messages it serves, in file
 // order. A port NAT carries the full VIP objects it names.
-func ToProto(cfg *file.Config) ([]*nspv1.Vip, []*nspv1.Conduit) {
+func ToProto(cfg *configfile.Config) ([]*nspv1.Vip, []*nspv1.Conduit) {
 	if cfg == nil {
 		return nil, nil
 	}

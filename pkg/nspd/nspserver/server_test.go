@@ -17,7 +17,7 @@ import (
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/pkg/nspd/configfile"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -32,9 +32,9 @@ func serve(t *testing.T, srv *Server) nspv1.ConfigurationManagerClient {
 	return nspv1.NewConfigurationManagerClient(gs.Dial(t))
 }
 
-func mustParse(t *testing.T, doc string) *file.Config {
+func mustParse(t *testing.T, doc string) *configfile.Config {
 	t.Helper()
-	cfg, err := file.Parse([]byte(doc))
+	cfg, err := configfile.Parse([]byte(doc))
 	require.NoError(t, err)
 	return cfg
 }
@@ -193,10 +193,10 @@ func TestWatchConduit(t *testing.T) {
 func TestSlowWatcherDoesNotBlockOthers(t *testing.T) {
 	srv := New(slog.New(slog.DiscardHandler))
 	c := serve(t, srv)
-	big := func(gen int) *file.Config {
-		cfg := &file.Config{Trenches: []file.Trench{{Name: "t"}}}
+	big := func(gen int) *configfile.Config {
+		cfg := &configfile.Config{Trenches: []configfile.Trench{{Name: "t"}}}
 		for i := 0; i < 1500; i++ {
-			cfg.VIPs = append(cfg.VIPs, file.VIP{
+			cfg.VIPs = append(cfg.VIPs, configfile.VIP{
 				Name: fmt.Sprintf("vip-%d-%d-with-a-long-name", gen, i), Trench: "t",
 				Address: fmt.Sprintf("10.%d.%d.%d/32", gen, i/256, i%256),
 			})

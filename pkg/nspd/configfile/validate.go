@@ -1,15 +1,17 @@
-package file
+package configfile
 
 import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/causeway-net/causeway/internal/yamlfile"
 )
 
 var protocols = map[string]bool{"tcp": true, "udp": true, "sctp": true}
 
 // validate checks c as Config.Validate documents, naming each entry with l.
-func validate(c *Config, l Lines) error {
+func validate(c *Config, l yamlfile.Lines) error {
 	v := &validator{
 		lines:    l,
 		trenches: map[string]int{},
@@ -23,7 +25,7 @@ func validate(c *Config, l Lines) error {
 	if len(v.errs) == 0 {
 		return nil
 	}
-	return &InvalidError{Problems: v.errs}
+	return &yamlfile.InvalidError{Problems: v.errs}
 }
 
 // nameKey identifies a named entry within its trench.
@@ -31,7 +33,7 @@ type nameKey struct{ trench, name string }
 
 // validator collects the problems of one Config and the names seen so far.
 type validator struct {
-	lines    Lines
+	lines    yamlfile.Lines
 	errs     []error
 	trenches map[string]int  // trench name -> index
 	vipNames map[nameKey]int // VIP name in its trench -> index
