@@ -16,9 +16,9 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/causeway-net/causeway/internal/yamlfile"
-	"github.com/causeway-net/causeway/pkg/config/services"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
+	"github.com/causeway-net/causeway/pkg/servicelb/filesource"
 	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
 	"github.com/causeway-net/causeway/pkg/servicelb/provider"
 	"github.com/causeway-net/causeway/pkg/servicelb/userspace"
@@ -40,7 +40,7 @@ type serviceLB struct {
 	retryAt atomic.Pointer[time.Time]
 
 	mu       sync.Mutex
-	file     *services.File // last good version (nil: none yet)
+	file     *filesource.File // last good version (nil: none yet)
 	loaded   time.Time
 	rejected *Rejection
 	accepted uint64
@@ -97,7 +97,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		return nil, err
 	}
 	d.services = s
-	f, err := services.LoadFor(d.cfg.ServicesFile, s.facts())
+	f, err := filesource.LoadFor(d.cfg.ServicesFile, s.facts())
 	if err == nil {
 		s.accept(f)
 	}
@@ -134,18 +134,18 @@ func cleanupServices(ns netns.NsHandle) error {
 
 // facts are what the services may not collide with: the VIPs in force
 // and the bridge addresses.
-func (s *serviceLB) facts() services.Facts {
-	return services.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
+func (s *serviceLB) facts() filesource.Facts {
+	return filesource.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
 }
 
 // parse parses a version of the file for the watch: a version that
 // collides with the proxy's state is refused like any broken one.
-func (s *serviceLB) parse(data []byte) (*services.File, error) {
-	return services.ParseFor(data, s.facts())
+func (s *serviceLB) parse(data []byte) (*filesource.File, error) {
+	return filesource.ParseFor(data, s.facts())
 }
 
 // accept takes a new good version of the file (on the watch goroutine).
-func (s *serviceLB) accept(f *services.File) {
+func (s *serviceLB) accept(f *filesource.File) {
 	s.mu.Lock()
 	s.file, s.loaded, s.rejected = f, time.Now(), nil
 	s.accepted++
@@ -260,7 +260,7 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 // file broken since the start) it has no services, and the targets keep
 // the service routes they carry: a restart with a broken file does not
 // take the last good routes away from them.
-func (s *serviceLB) resolve() *services.File {
+func (s *serviceLB) resolve() *filesource.File {
 	s.mu.Lock()
 	f := s.file
 	s.mu.Unlock()
@@ -268,7 +268,7 @@ func (s *serviceLB) resolve() *services.File {
 	held := f == nil
 	if held {
 		s.proxy.HoldServiceRoutes()
-		f = &services.File{}
+		f = &filesource.File{}
 	} else {
 		var withdrawn []error
 		f, withdrawn = f.Resolve(s.facts())

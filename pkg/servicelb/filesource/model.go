@@ -1,11 +1,11 @@
-// Package services owns the proxy's services file (NSM_SERVICES_FILE): the
-// YAML model of the service load balancer's services and their endpoints,
-// its strict parsing and validation, its checks against the proxy's state
-// (Facts: VIPs, bridge address, node subnet), and its resolution into the
-// servicelb model, with the addresses of the targets connected to the proxy
-// for the ports that ask for them. The file is followed with
-// pkg/nspd/configfile's watcher.
-package services
+// Package filesource is the service load balancer's file source: it owns
+// the proxy's services file (NSM_SERVICES_FILE), the YAML model of the
+// service load balancer's services and their endpoints, its strict parsing
+// and validation, its checks against the proxy's state (Facts: VIPs, bridge
+// address, node subnet), and its resolution into the servicelb model, with
+// the addresses of the targets connected to the proxy for the ports that ask
+// for them. The file is followed with internal/yamlfile's watcher.
+package filesource
 
 import (
 	"net/netip"

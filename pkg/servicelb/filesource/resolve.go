@@ -1,4 +1,4 @@
-package services
+package filesource
 
 import (
 	"net/netip"
