@@ -15,12 +15,13 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	"github.com/causeway-net/causeway/internal/insecurewarning"
-	"github.com/causeway-net/causeway/pkg/config"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
+	"github.com/causeway-net/causeway/pkg/nspwatch"
 	"github.com/causeway-net/causeway/pkg/proxy"
+	"github.com/causeway-net/causeway/pkg/proxyd/vipsource"
 )
 
 // components are the daemon's parts in their start order, which follows
@@ -158,7 +159,7 @@ func (d *Daemon) startIPAMClient(ctx context.Context) (func() error, error) {
 func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
 	log := d.log.With("subsystem", "vips")
 	if d.cfg.VIPFile != "" {
-		d.vips = config.NewFileSource(d.cfg.VIPFile, d.cfg.Trench, log)
+		d.vips = vipsource.NewFileSource(d.cfg.VIPFile, d.cfg.Trench, log)
 		d.health.SetServing(health.NSPCli, true)
 		return noStop, nil
 	}
@@ -166,8 +167,8 @@ func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
 	if err != nil {
 		return nil, fmt.Errorf("NSP %s: %w", d.cfg.NSPAddress(), err)
 	}
-	d.vips = config.NewNSPSource(cc, d.cfg.Trench, config.WithLogger(log),
-		config.WithBackoff(250*time.Millisecond, d.cfg.GRPCMaxBackoff))
+	d.vips = vipsource.NewNSPSource(cc, d.cfg.Trench, nspwatch.WithLogger(log),
+		nspwatch.WithBackoff(250*time.Millisecond, d.cfg.GRPCMaxBackoff))
 	return d.monitorConn(ctx, cc, health.NSPCli), nil
 }
 

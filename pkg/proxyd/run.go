@@ -11,7 +11,6 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"google.golang.org/grpc"
 
-	"github.com/causeway-net/causeway/pkg/config"
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
@@ -19,6 +18,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 	"github.com/causeway-net/causeway/pkg/proxy"
+	"github.com/causeway-net/causeway/pkg/proxyd/vipsource"
 )
 
 // Daemon is a running proxy: its components (components.go), started in
@@ -35,7 +35,7 @@ type Daemon struct {
 	nsmDial   []grpc.DialOption
 	nsmServer []grpc.ServerOption
 	ipamCC    *grpc.ClientConn
-	vips      config.VIPSource
+	vips      vipsource.VIPSource
 	proxy     *proxy.Proxy
 	mon       *connlink.Monitor
 	nsm       nsmClient

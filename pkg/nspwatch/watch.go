@@ -1,4 +1,11 @@
-package config
+// Package nspwatch is Causeway's one client of the nsp.v1
+// ConfigurationManager watches (Causeway's cmd/nsp or Meridio's NSP, same
+// wire contract): WatchVIPs and WatchConduits deliver complete lists, re-open
+// a broken stream with capped, jittered exponential backoff and keep the
+// last list meanwhile. The proxy's VIP source (pkg/proxyd/vipsource) and the
+// IPAM's conduit watcher (pkg/ipam) run on it; the caller dials and owns the
+// gRPC connection.
+package nspwatch
 
 import (
 	"context"
@@ -22,8 +29,8 @@ const (
 	DefaultMaxBackoff = 5 * time.Second
 )
 
-// WatchOption tunes the NSP watch clients.
-type WatchOption func(*watchOpts)
+// Option tunes a watch.
+type Option func(*watchOpts)
 
 type watchOpts struct {
 	logger   *slog.Logger
@@ -31,12 +38,12 @@ type watchOpts struct {
 }
 
 // WithLogger sets the logger of a watch client.
-func WithLogger(l *slog.Logger) WatchOption { return func(o *watchOpts) { o.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *watchOpts) { o.logger = l } }
 
 // WithBackoff sets the first and the largest delay between attempts to
 // re-open a watch that failed. The delay doubles after each failure and goes
 // back to min once a message arrives. Non-positive values keep the defaults.
-func WithBackoff(minDelay, maxDelay time.Duration) WatchOption {
+func WithBackoff(minDelay, maxDelay time.Duration) Option {
 	return func(o *watchOpts) {
 		if minDelay > 0 {
 			o.min = minDelay
@@ -47,7 +54,7 @@ func WithBackoff(minDelay, maxDelay time.Duration) WatchOption {
 	}
 }
 
-func newWatchOpts(opts []WatchOption) watchOpts {
+func newWatchOpts(opts []Option) watchOpts {
 	o := watchOpts{logger: slog.Default(), min: DefaultMinBackoff, max: DefaultMaxBackoff}
 	for _, opt := range opts {
 		opt(&o)
@@ -56,32 +63,19 @@ func newWatchOpts(opts []WatchOption) watchOpts {
 	return o
 }
 
-// NSPSource is a VIPSource fed by ConfigurationManager.WatchVip for one
-// trench. It works over any gRPC connection to a server of the nsp.v1 API
-// (Causeway's cmd/nsp or Meridio's NSP): the caller dials (credentials,
-// keepalive) and owns the connection. When the stream breaks the source keeps
-// the last list and re-opens the watch with capped exponential backoff.
-// Addresses that do not parse are logged and skipped; the others are still
-// delivered.
-type NSPSource struct {
-	client nspv1.ConfigurationManagerClient
-	trench string
-	opts   watchOpts
-}
-
-// NewNSPSource returns a source of the VIPs of trench served over cc.
-func NewNSPSource(cc grpc.ClientConnInterface, trench string, opts ...WatchOption) *NSPSource {
-	return &NSPSource{client: nspv1.NewConfigurationManagerClient(cc), trench: trench, opts: newWatchOpts(opts)}
-}
-
-// Run implements VIPSource.
-func (s *NSPSource) Run(ctx context.Context, update func([]netip.Prefix)) error {
-	log := s.opts.logger.With("watch", "vip", "trench", s.trench)
-	filter := &nspv1.Vip{Trench: &nspv1.Trench{Name: s.trench}}
-	deliver := dedup(update)
-	watchStream(ctx, s.opts, log,
+// WatchVIPs watches the VIPs of trench through client until ctx is done,
+// and calls update with the addresses of every list the server sends
+// (ParseVIP). Addresses that do not parse are logged and skipped; the others
+// are still delivered. It re-opens a broken watch with capped exponential
+// backoff.
+func WatchVIPs(ctx context.Context, client nspv1.ConfigurationManagerClient, trench string,
+	update func([]netip.Prefix), opts ...Option) {
+	o := newWatchOpts(opts)
+	log := o.logger.With("watch", "vip", "trench", trench)
+	filter := &nspv1.Vip{Trench: &nspv1.Trench{Name: trench}}
+	watchStream(ctx, o, log,
 		func(ctx context.Context) (grpc.ServerStreamingClient[nspv1.VipResponse], error) {
-			return s.client.WatchVip(ctx, filter, failFast)
+			return client.WatchVip(ctx, filter, failFast)
 		},
 		func(r *nspv1.VipResponse) {
 			ps := make([]netip.Prefix, 0, len(r.GetVips()))
@@ -93,9 +87,8 @@ func (s *NSPSource) Run(ctx context.Context, update func([]netip.Prefix)) error 
 				}
 				ps = append(ps, p)
 			}
-			deliver(ps)
+			update(ps)
 		})
-	return nil
 }
 
 // WatchConduits watches the conduits matching filter (unset fields match all)
@@ -105,7 +98,7 @@ func (s *NSPSource) Run(ctx context.Context, update func([]netip.Prefix)) error 
 // meanwhile. It is the one WatchConduit client: the IPAM's ConduitWatcher
 // runs on it too.
 func WatchConduits(ctx context.Context, client nspv1.ConfigurationManagerClient, filter *nspv1.Conduit,
-	update func([]*nspv1.Conduit), opts ...WatchOption) {
+	update func([]*nspv1.Conduit), opts ...Option) {
 	o := newWatchOpts(opts)
 	var last []*nspv1.Conduit
 	sent := false

@@ -1,13 +1,12 @@
-// Package config owns the sources of the proxy's VIP and conduit
-// configuration: a client of the NSP ConfigurationManager watch (Causeway's
-// cmd/nsp or Meridio's NSP, same wire contract) and a static YAML file in the
-// format of package config/file. Both deliver complete, normalised VIP lists
-// through the VIPSource interface.
-package config
+// Package vipsource owns the sources of the proxy's VIPs: the
+// configuration server's VIP watch (NSPSource, on pkg/nspwatch) and a
+// static YAML file in the configuration server's format (FileSource, on
+// pkg/nspd/configfile). Both deliver complete, normalised VIP lists through
+// the VIPSource interface.
+package vipsource
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
 )
@@ -20,23 +19,6 @@ type VIPSource interface {
 	// one call at a time. Run returns nil when ctx is done and an error only
 	// when it cannot start.
 	Run(ctx context.Context, update func([]netip.Prefix)) error
-}
-
-// ParseVIP parses a VIP address as the NSP API carries it: a prefix in CIDR
-// notation, or a plain address, which stands for a /32 or /128. Host bits of a
-// prefix are cleared (40.0.0.1/24 becomes 40.0.0.0/24).
-func ParseVIP(s string) (netip.Prefix, error) {
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("VIP address %q is neither a prefix nor an address", s)
-	}
-	if a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("VIP address %q has a zone", s)
-	}
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // normalize sorts prefixes and removes duplicates, in place.

@@ -1,4 +1,4 @@
-package config
+package vipsource
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 )
 
 // FileSource is a VIPSource reading the VIPs of a trench from a configuration
-// file (the format of package config/file, the same as cmd/nsp serves),
+// file (the format of package pkg/nspd/configfile, the one cmd/nsp serves),
 // followed through configfile.Watch. A file that is missing or invalid is waited
 // for: until a valid version appears no VIPs are known and none are
 // delivered. Once VIPs are known, a broken edit or a deletion of the file is

@@ -1,4 +1,4 @@
-package config
+package vipsource
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/causeway-net/causeway/internal/yamlfile"
 	"github.com/causeway-net/causeway/pkg/nspd/configfile"
 	"github.com/causeway-net/causeway/pkg/nspd/nspserver"
+	"github.com/causeway-net/causeway/pkg/nspwatch"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,24 +31,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const waitFor = 20 * time.Second
 
 var quiet = slog.New(slog.DiscardHandler)
-
-func TestParseVIP(t *testing.T) {
-	for in, want := range map[string]string{
-		"20.0.0.1/32":     "20.0.0.1/32",
-		"20.0.0.1":        "20.0.0.1/32",
-		"40.0.0.1/24":     "40.0.0.0/24",
-		"2001:db8::1":     "2001:db8::1/128",
-		"2001:db8:0::/64": "2001:db8::/64",
-	} {
-		p, err := ParseVIP(in)
-		require.NoError(t, err, in)
-		assert.Equal(t, want, p.String(), in)
-	}
-	for _, in := range []string{"", "20.0.0.1/33", "x", "fe80::1%eth0", "20.0.0/24"} {
-		_, err := ParseVIP(in)
-		assert.Error(t, err, in)
-	}
-}
 
 // updates collects what a VIPSource delivers.
 type updates chan []string
@@ -126,7 +109,7 @@ vips:
 func TestNSPSourceDeliversAndFollowsChanges(t *testing.T) {
 	srv := nspWith(t, twoTrenches)
 	s := startServer(t, "", srv)
-	u := run(t, NewNSPSource(dial(t, s.Addr), "red", WithLogger(quiet)))
+	u := run(t, NewNSPSource(dial(t, s.Addr), "red", nspwatch.WithLogger(quiet)))
 	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
 
 	cfg, err := configfile.Parse([]byte(strings.Replace(twoTrenches, "20.0.0.1/32", "20.0.0.2/32", 1)))
@@ -137,7 +120,7 @@ func TestNSPSourceDeliversAndFollowsChanges(t *testing.T) {
 
 func TestNSPSourceReconnectsAfterServerRestart(t *testing.T) {
 	s1 := startServer(t, "", nspWith(t, twoTrenches))
-	u := run(t, NewNSPSource(dial(t, s1.Addr), "red", WithLogger(quiet), WithBackoff(20*time.Millisecond, 200*time.Millisecond)))
+	u := run(t, NewNSPSource(dial(t, s1.Addr), "red", nspwatch.WithLogger(quiet), nspwatch.WithBackoff(20*time.Millisecond, 200*time.Millisecond)))
 	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
 
 	// Same port, same configuration: the source re-opens the watch but
@@ -153,7 +136,7 @@ func TestNSPSourceReconnectsAfterServerRestart(t *testing.T) {
 
 func TestNSPSourceSkipsInvalidAndRetriesFailedStreams(t *testing.T) {
 	f, s := testutil.ServeFakeNSP(t, "", 0)
-	u := run(t, NewNSPSource(dial(t, s.Addr), "red", WithLogger(quiet), WithBackoff(10*time.Millisecond, 50*time.Millisecond)))
+	u := run(t, NewNSPSource(dial(t, s.Addr), "red", nspwatch.WithLogger(quiet), nspwatch.WithBackoff(10*time.Millisecond, 50*time.Millisecond)))
 	filter := <-f.VIPWatches
 	assert.Equal(t, "red", filter.GetTrench().GetName())
 	assert.Empty(t, filter.GetName())
@@ -178,40 +161,6 @@ func TestNSPSourceSkipsInvalidAndRetriesFailedStreams(t *testing.T) {
 	<-f.VIPWatches
 	f.VIPs <- &nspv1.VipResponse{Vips: []*nspv1.Vip{vip("2001:db8::5")}}
 	assert.Equal(t, []string{"2001:db8::5/128"}, u.next(t))
-}
-
-func TestWatchConduits(t *testing.T) {
-	srv := nspWith(t, twoTrenches)
-	s := startServer(t, "", srv)
-	conn := dial(t, s.Addr)
-	got := make(chan []string, 8)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		WatchConduits(ctx, nspv1.NewConfigurationManagerClient(conn), &nspv1.Conduit{Trench: &nspv1.Trench{Name: "blue"}}, func(cs []*nspv1.Conduit) {
-			names := []string{}
-			for _, c := range cs {
-				names = append(names, c.GetTrench().GetName()+"/"+c.GetName())
-			}
-			got <- names
-		}, WithLogger(quiet))
-	}()
-	defer func() { cancel(); <-done }()
-	next := func() []string {
-		select {
-		case n := <-got:
-			return n
-		case <-time.After(waitFor):
-			t.Fatal("no conduit update")
-			return nil
-		}
-	}
-	assert.Equal(t, []string{"blue/lb"}, next())
-	cfg, err := configfile.Parse([]byte(strings.Replace(twoTrenches, "{name: lb, trench: blue}", "{name: lb, trench: blue}, {name: lb2, trench: blue}", 1)))
-	require.NoError(t, err)
-	srv.SetConfig(cfg)
-	assert.Equal(t, []string{"blue/lb", "blue/lb2"}, next())
 }
 
 func TestFileSource(t *testing.T) {
@@ -319,7 +268,7 @@ func TestWatchOutageLoggedOnce(t *testing.T) {
 	require.NoError(t, lis.Close()) // down for now
 	var buf testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	u := run(t, NewNSPSource(dial(t, addr), "red", WithLogger(log), WithBackoff(10*time.Millisecond, 20*time.Millisecond)))
+	u := run(t, NewNSPSource(dial(t, addr), "red", nspwatch.WithLogger(log), nspwatch.WithBackoff(10*time.Millisecond, 20*time.Millisecond)))
 	require.Eventually(t, func() bool { return strings.Count(buf.String(), "watch still failing") >= 3 }, waitFor, 10*time.Millisecond,
 		"retries while the server is down: %s", buf.String())
 	require.Equal(t, 1, strings.Count(buf.String(), "level=WARN"), "one warning for the outage: %s", buf.String())
