@@ -1,10 +1,10 @@
 // Package proxyd assembles the proxy daemon: it reads the NSM_* environment,
 // and starts and stops the proxy's components (health, dataplane, IPAM and
-// NSP clients, the proxy state machine, the full-mesh NSM client, the NSE and
-// the VIP source, sub-package vipsource) in a fixed order. cmd/proxy only hands Load, Run and Debug
-// to internal/daemon's main; Start returns the running Daemon instead, and
-// the Options replace the kernel dataplane, the credentials and the NSM gRPC
-// options (for tests).
+// NSP clients, the proxy state machine, the full-mesh NSM client, the NSE,
+// the VIP source of sub-package vipsource) in a fixed order. cmd/proxy only
+// hands Load, Run and Debug to internal/daemon's main; Start returns the
+// running Daemon instead, and the Options replace the kernel dataplane, the
+// credentials and the NSM gRPC options (for tests).
 package proxyd
 
 import (

@@ -19,9 +19,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/filesource"
-	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
 	"github.com/causeway-net/causeway/pkg/servicelb/provider"
-	"github.com/causeway-net/causeway/pkg/servicelb/userspace"
 )
 
 // serviceLB is the service load balancer of the daemon: the provider
@@ -72,7 +70,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	ns := d.opts.serviceNetNS
 	if d.cfg.ServicesFile == "" {
 		if d.opts.dataplane == nil || ns > 0 {
-			if err := cleanupServices(ns); err != nil {
+			if err := provider.CleanupLeftovers(ns); err != nil {
 				log.Warn("service load balancer leftovers not removed", "error", err)
 			}
 		}
@@ -84,7 +82,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	}
 	s := &serviceLB{cfg: d.cfg, log: log, ns: ns, proxy: d.proxy, events: newEventCounter(log), changed: make(chan struct{}, 1)}
 	// The other provider's table, from a run configured otherwise.
-	if err := cleanupServices(ns); err != nil {
+	if err := provider.CleanupLeftovers(ns); err != nil {
 		return nil, err
 	}
 	s.provider, err = provider.New(provider.Config{
@@ -125,11 +123,6 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		d.proxy.SetServicePrefixes(nil)
 		return errors.Join(s.provider.Close(), s.provider.CleanupLeftovers())
 	}, nil
-}
-
-// cleanupServices removes both providers' tables from ns.
-func cleanupServices(ns netns.NsHandle) error {
-	return errors.Join(nftlb.CleanupLeftovers(ns), userspace.CleanupLeftovers(ns))
 }
 
 // facts are what the services may not collide with: the VIPs in force
@@ -325,7 +318,7 @@ type ServicesState struct {
 	// reason (userspace).
 	Ports  []servicelb.PortState                       `json:"ports"`
 	Events map[string]map[servicelb.EventReason]uint64 `json:"events,omitempty"`
-	Stats  *nftlb.Stats                                `json:"nftables,omitempty"`
+	Stats  *servicelb.SyncStats                        `json:"nftables,omitempty"`
 }
 
 func (s *serviceLB) state() *ServicesState {
@@ -337,8 +330,8 @@ func (s *serviceLB) state() *ServicesState {
 		st.Ports = in.PortStates()
 	}
 	st.Events = s.events.byPort()
-	if n, ok := s.provider.(*nftlb.Provider); ok {
-		stats := n.Stats()
+	if r, ok := s.provider.(servicelb.StatsReporter); ok {
+		stats := r.Stats()
 		st.Stats = &stats
 	}
 	return st

@@ -1,4 +1,4 @@
-package nftlb
+package servicelb
 
 import (
 	"encoding/json"
@@ -9,13 +9,13 @@ import (
 )
 
 // -debug shows the sync stats as an operator reads them.
-func TestStatsJSON(t *testing.T) {
-	b, err := json.Marshal(Stats{Syncs: 3, LastObjects: 7, TotalObjects: 40, LastDuration: 1500 * time.Microsecond,
+func TestSyncStatsJSON(t *testing.T) {
+	b, err := json.Marshal(SyncStats{Syncs: 3, LastObjects: 7, TotalObjects: 40, LastDuration: 1500 * time.Microsecond,
 		LastKernel: 400 * time.Microsecond, ConntrackFlushed: 2})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"syncs":3,"lastObjects":7,"totalObjects":40,"lastDuration":"1.5ms","lastKernel":"400µs","conntrackFlushed":2}`, string(b))
-	var back Stats
+	var back SyncStats
 	require.NoError(t, json.Unmarshal(b, &back))
-	require.Equal(t, Stats{Syncs: 3, LastObjects: 7, TotalObjects: 40, LastDuration: 1500 * time.Microsecond,
+	require.Equal(t, SyncStats{Syncs: 3, LastObjects: 7, TotalObjects: 40, LastDuration: 1500 * time.Microsecond,
 		LastKernel: 400 * time.Microsecond, ConntrackFlushed: 2}, back, "a -debug client reads it back")
 }
