@@ -19,8 +19,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
 	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/sendfd"
 )

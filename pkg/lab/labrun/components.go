@@ -16,8 +16,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )

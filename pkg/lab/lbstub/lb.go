@@ -11,7 +11,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )

@@ -15,10 +15,10 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 )
 

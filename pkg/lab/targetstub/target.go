@@ -14,7 +14,7 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"

@@ -15,8 +15,8 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 )
 
 // ipContextServer is a fake NSE element handing out a fixed IP context.

@@ -7,7 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.uber.org/goleak"
 
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/internal/nsmcp"
 )
 
 func TestMain(m *testing.M) {

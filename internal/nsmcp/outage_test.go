@@ -14,8 +14,8 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 )
 
 // requestCounter counts the requests that reach it and those that succeed.
