@@ -1,4 +1,4 @@
-package dataplane
+package conntrackflush
 
 import (
 	"encoding/binary"
