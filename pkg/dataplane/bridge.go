@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/causeway-net/causeway/internal/setdiff"
 )
 
 // RandomMAC returns a random locally administered unicast MAC address.
@@ -217,7 +220,8 @@ func (dp *Dataplane) loadAddrsLocked() error {
 func (dp *Dataplane) applyAddrsLocked(target map[netip.Prefix]struct{}) error {
 	var errs []error
 	added := false
-	for _, p := range missing(target, dp.m.addrs) {
+	add, del := setdiff.Sorted(sortedPrefixes(target), sortedPrefixes(dp.m.addrs), netip.Prefix.Compare)
+	for _, p := range add {
 		a := &netlink.Addr{IPNet: prefixToIPNet(p)}
 		if p.Addr().Is6() {
 			a.Flags = unix.IFA_F_NODAD
@@ -230,7 +234,7 @@ func (dp *Dataplane) applyAddrsLocked(target map[netip.Prefix]struct{}) error {
 		dp.m.addrs[p] = struct{}{}
 		added = true
 	}
-	for _, p := range missing(dp.m.addrs, target) {
+	for _, p := range del {
 		a := &netlink.Addr{IPNet: prefixToIPNet(p)}
 		err := dp.write(opAddrDel, fmt.Sprintf("%s dev %s", p, dp.opts.BridgeName), func() error { return dp.h.AddrDel(dp.bridgeLink(), a) })
 		if err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
@@ -245,17 +249,10 @@ func (dp *Dataplane) applyAddrsLocked(target map[netip.Prefix]struct{}) error {
 	return errors.Join(errs...)
 }
 
-// missing returns the prefixes of want that have lacks, sorted (only those
-// are sorted: an Apply that changes little costs little).
-func missing(want, have map[netip.Prefix]struct{}) []netip.Prefix {
-	var out []netip.Prefix
-	for p := range want {
-		if _, ok := have[p]; !ok {
-			out = append(out, p)
-		}
-	}
-	slices.SortFunc(out, comparePrefix)
-	return out
+// sortedPrefixes is the set s as a sorted list (a bridge has a few
+// addresses: sorting them costs nothing).
+func sortedPrefixes(s map[netip.Prefix]struct{}) []netip.Prefix {
+	return slices.SortedFunc(maps.Keys(s), netip.Prefix.Compare)
 }
 
 // ---- ports ----
@@ -325,7 +322,7 @@ func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
 // left alone until the monitor sees it). It returns the ports it enslaved
 // and whether one left the bridge.
 func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ error) {
-	add, del := diff(target, dp.m.ports)
+	add, del := dp.m.ports.diff(target)
 	var errs []error
 	gone := del[:0]
 	for _, idx := range del {

@@ -28,7 +28,7 @@ func sortedAddrs(as ...netip.Addr) []netip.Addr {
 
 func sortedPfx(ps ...netip.Prefix) []netip.Prefix {
 	out := slices.Clone(ps)
-	slices.SortFunc(out, comparePrefix)
+	slices.SortFunc(out, netip.Prefix.Compare)
 	return out
 }
 

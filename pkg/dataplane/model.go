@@ -59,7 +59,7 @@ type desired struct {
 // wants reports whether w has p as a VIP or, for a host prefix, as a
 // nexthop.
 func (w *desired) wants(p netip.Prefix) bool {
-	if _, ok := slices.BinarySearchFunc(w.vips, p, comparePrefix); ok {
+	if _, ok := slices.BinarySearchFunc(w.vips, p, netip.Prefix.Compare); ok {
 		return true
 	}
 	return p.IsSingleIP() && slices.Contains(w.nexthops[familyOf(p.Addr())], p.Addr())
@@ -131,7 +131,7 @@ func normalize(s State) (*desired, error) {
 		}
 		d.vips = append(d.vips, p.Masked())
 	}
-	d.vips = sortSet(d.vips, comparePrefix)
+	d.vips = sortSet(d.vips, netip.Prefix.Compare)
 	for a, idx := range s.NexthopPorts {
 		d.nexthopPorts[a.Unmap().WithZone("")] = idx
 		d.tiedPorts[idx] = struct{}{}
@@ -191,7 +191,7 @@ func (d *desired) state() State {
 	for p := range d.addrs {
 		s.BridgeAddrs = append(s.BridgeAddrs, p)
 	}
-	slices.SortFunc(s.BridgeAddrs, comparePrefix)
+	slices.SortFunc(s.BridgeAddrs, netip.Prefix.Compare)
 	s.Ports = slices.Clone(d.ports)
 	s.Nexthops = append(append(s.Nexthops, d.nexthops[v4]...), d.nexthops[v6]...)
 	s.VIPs = slices.Clone(d.vips)
@@ -202,13 +202,6 @@ func (d *desired) state() State {
 		}
 	}
 	return s
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
 }
 
 // portState is what the Dataplane knows of one port it owns. The model
@@ -252,7 +245,7 @@ func newModel() *model {
 func newPorts() *sortedMap[int, *portState] { return newSortedMap[int, *portState](cmp.Compare[int]) }
 
 func newRules() *sortedMap[netip.Prefix, struct{}] {
-	return newSortedMap[netip.Prefix, struct{}](comparePrefix)
+	return newSortedMap[netip.Prefix, struct{}](netip.Prefix.Compare)
 }
 
 // adopted is the desired state that keeps what the model holds: the

@@ -123,7 +123,7 @@ func (dp *Dataplane) snapshotBridgeLocked(s *Snapshot) []error {
 			s.Bridge.Addrs = append(s.Bridge.Addrs, p)
 		}
 	}
-	slices.SortFunc(s.Bridge.Addrs, comparePrefix)
+	slices.SortFunc(s.Bridge.Addrs, netip.Prefix.Compare)
 	dp.read()
 	links, err := dp.h.LinkList()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/setdiff"
 )
 
 // SetVIPs sets the VIPs whose traffic from the targets is routed to the load
@@ -105,14 +106,14 @@ func (p *Proxy) revalidateVIPsLocked() (bool, []error) {
 		}
 		accepted = append(accepted, v.Masked())
 	}
-	slices.SortFunc(accepted, comparePrefix)
+	slices.SortFunc(accepted, netip.Prefix.Compare)
 	accepted = slices.Compact(accepted)
 	p.vipRejected = errs
 	p.reportRejectedLocked(errs)
 	if slices.Equal(accepted, p.vips) {
 		return false, errs
 	}
-	added, removed := sortedDifference(accepted, p.vips), sortedDifference(p.vips, accepted)
+	added, removed := setdiff.Sorted(accepted, p.vips, netip.Prefix.Compare)
 	for _, v := range added {
 		p.log.Info("VIP added", "vip", v)
 	}
@@ -129,22 +130,6 @@ func (p *Proxy) reportRejectedLocked(errs []error) {
 		p.log.Warn("VIP rejected", "error", err)
 	}
 	p.counters.vipRejected += uint64(len(errs))
-}
-
-// sortedDifference returns the elements of a that b lacks; both are sorted
-// by comparePrefix and unique (one merge).
-func sortedDifference(a, b []netip.Prefix) []netip.Prefix {
-	var out []netip.Prefix
-	j := 0
-	for _, v := range a {
-		for j < len(b) && comparePrefix(b[j], v) < 0 {
-			j++
-		}
-		if j == len(b) || b[j] != v {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // servesFamilyOf reports whether the proxy serves the family of a.
@@ -169,11 +154,4 @@ func validateVIP(v netip.Prefix, bridge []netip.Prefix) error {
 		}
 	}
 	return nil
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
 }
