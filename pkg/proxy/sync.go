@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 
+	"github.com/causeway-net/causeway/internal/backoff"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
@@ -34,7 +35,7 @@ func (p *Proxy) syncLoop(ctx context.Context) {
 			p.counters.applyErrors++
 			p.mu.Unlock()
 			p.log.Error("dataplane apply failed, will retry", "error", err)
-			if !sleep(ctx.Done(), p.cfg.RetryInterval) {
+			if !backoff.Sleep(ctx, p.cfg.RetryInterval) {
 				return
 			}
 			p.markDirty()
