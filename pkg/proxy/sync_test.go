@@ -50,7 +50,7 @@ func TestStatsAndSnapshot(t *testing.T) {
 	require.NoError(t, e.p.SetIPContext(t.Context(), targetConn("t1"), TargetConn))
 	require.NoError(t, e.p.UnsetIPContext(t.Context(), lbConn("gone"), LBConn))
 	e.p.InterfaceCreated(Interface{Index: 3, Name: "nsm-lb", Type: LBConn, ConnID: "lb-1"})
-	require.Error(t, e.p.SetVIPStrings([]string{"20.0.0.1/32", "bad"}))
+	require.Error(t, e.p.SetVIPs(prefixes("20.0.0.1/32", "0.0.0.0/0")))
 
 	st := e.p.Stats()
 	require.Equal(t, 2, st.Connections)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	"github.com/causeway-net/causeway/internal/setdiff"
@@ -48,41 +47,6 @@ func (p *Proxy) VIPs() []netip.Prefix {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.vips)
-}
-
-// SetVIPStrings parses VIPs given as strings ("20.0.0.1/32", or a bare
-// address meaning a host prefix) and sets them like SetVIPs; unparsable
-// entries are rejected the same way as invalid ones.
-func (p *Proxy) SetVIPStrings(vips []string) error {
-	parsed, perrs := ParseVIPs(vips)
-	for _, err := range perrs {
-		p.log.Warn("VIP rejected", "error", err)
-	}
-	p.mu.Lock()
-	p.counters.vipRejected += uint64(len(perrs))
-	p.mu.Unlock()
-	err := p.SetVIPs(parsed)
-	if len(perrs) > 0 {
-		return errors.Join(append(perrs, err)...)
-	}
-	return err
-}
-
-// ParseVIPs parses VIP strings; it returns the parsable ones and one error
-// per entry that is not.
-func ParseVIPs(vips []string) ([]netip.Prefix, []error) {
-	var out []netip.Prefix
-	var errs []error
-	for _, s := range vips {
-		s = strings.TrimSpace(s)
-		pfx, ok := parsePrefixOrAddr(s)
-		if !ok {
-			errs = append(errs, fmt.Errorf("VIP %q: not an address or prefix", s))
-			continue
-		}
-		out = append(out, pfx)
-	}
-	return out, errs
 }
 
 // revalidateVIPsLocked recomputes the accepted VIPs from the wanted ones and
