@@ -98,25 +98,39 @@ func enqueue[T any](dp *Dataplane, q *[]T, k kinds, u T) {
 	dp.wake()
 }
 
+// forcingBuffer subscribes with the receive buffer forced to the
+// configured size and, when that is refused (SO_RCVBUFFORCE needs
+// CAP_NET_ADMIN), again with the default buffer.
+func (dp *Dataplane) forcingBuffer(subscribe func(size int, force bool) error) error {
+	if err := subscribe(dp.opts.ReceiveBuffer, true); err == nil {
+		return nil
+	}
+	return subscribe(0, false)
+}
+
+// staleOnResubscribe is the resync of a subscription whose objects the
+// next convergence reads again: after the first subscription, the events
+// missed while none was open mark kinds stale.
+func (dp *Dataplane) staleOnResubscribe(k kinds) func(first bool) bool {
+	return func(first bool) bool {
+		if !first {
+			dp.markStale(k)
+		}
+		return true
+	}
+}
+
 func (dp *Dataplane) runAddrSubscription(ctx context.Context) {
 	runSubscription(ctx, "address", dp.log, 1024,
 		func(ch chan netlink.AddrUpdate, done chan struct{}, cb func(error)) error {
 			ns := dp.ns
-			err := netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
-				Namespace: &ns, ErrorCallback: cb,
-				ReceiveBufferSize: dp.opts.ReceiveBuffer, ReceiveBufferForceSize: true,
+			return dp.forcingBuffer(func(size int, force bool) error {
+				return netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
+					Namespace: &ns, ErrorCallback: cb, ReceiveBufferSize: size, ReceiveBufferForceSize: force,
+				})
 			})
-			if err != nil { // SO_RCVBUFFORCE needs CAP_NET_ADMIN
-				err = netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: cb})
-			}
-			return err
 		},
-		func(first bool) bool {
-			if !first {
-				dp.markStale(kAddrs)
-			}
-			return true
-		},
+		dp.staleOnResubscribe(kAddrs),
 		func(u netlink.AddrUpdate) {
 			dp.ctr.addrEvents.Add(1)
 			enqueue(dp, &dp.pen.addrs, kAddrs, u)
@@ -128,21 +142,13 @@ func (dp *Dataplane) runRouteSubscription(ctx context.Context) {
 	runSubscription(ctx, "route", dp.log, 1024,
 		func(ch chan netlink.RouteUpdate, done chan struct{}, cb func(error)) error {
 			ns := dp.ns
-			err := netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
-				Namespace: &ns, ErrorCallback: cb,
-				ReceiveBufferSize: dp.opts.ReceiveBuffer, ReceiveBufferForceSize: true,
+			return dp.forcingBuffer(func(size int, force bool) error {
+				return netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
+					Namespace: &ns, ErrorCallback: cb, ReceiveBufferSize: size, ReceiveBufferForceSize: force,
+				})
 			})
-			if err != nil { // SO_RCVBUFFORCE needs CAP_NET_ADMIN
-				err = netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: cb})
-			}
-			return err
 		},
-		func(first bool) bool {
-			if !first {
-				dp.markStale(kRoutes4 | kRoutes6)
-			}
-			return true
-		},
+		dp.staleOnResubscribe(kRoutes4|kRoutes6),
 		func(u netlink.RouteUpdate) {
 			if u.Route.Table != dp.table {
 				return
@@ -158,12 +164,7 @@ func (dp *Dataplane) runRuleSubscription(ctx context.Context) {
 		func(ch chan ruleEvent, done chan struct{}, cb func(error)) error {
 			return subscribeRules(dp.ns, dp.opts.ReceiveBuffer, ch, done, cb)
 		},
-		func(first bool) bool {
-			if !first {
-				dp.markStale(kRules)
-			}
-			return true
-		},
+		dp.staleOnResubscribe(kRules),
 		func(ev ruleEvent) {
 			if ev.table != dp.table {
 				return
