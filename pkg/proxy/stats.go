@@ -121,7 +121,7 @@ func (p *Proxy) Snapshot() Snapshot {
 	for idx, id := range p.links {
 		st := p.conns[id]
 		s.Interfaces = append(s.Interfaces, InterfaceSnapshot{
-			Interface:     Interface{Index: idx, Name: st.linkName, Type: st.typ, ConnID: id},
+			Interface:     Interface{Index: idx, Name: st.linkName, Type: st.typ, ConnKey: id},
 			NeighborAddrs: slices.Clone(st.hops),
 		})
 	}

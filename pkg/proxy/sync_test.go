@@ -26,8 +26,8 @@ func TestDataplaneAppliesAreSerializedAndCoalesced(t *testing.T) {
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
 	<-e.dp.entered // the first Apply is running
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.2/32")}))
-	e.p.InterfaceCreated(Interface{Index: 4, Name: "lb", Type: LBConn, ConnID: "lb"})
-	e.p.InterfaceCreated(Interface{Index: 5, Name: "tg", Type: TargetConn, ConnID: "tg"})
+	e.p.InterfaceCreated(Interface{Index: 4, Name: "lb", Type: LBConn, ConnKey: "lb"})
+	e.p.InterfaceCreated(Interface{Index: 5, Name: "tg", Type: TargetConn, ConnKey: "tg"})
 	e.p.InterfaceDeleted(Interface{Index: 5})
 	gate <- struct{}{} // finish the first
 	<-e.dp.entered     // one more, with everything
@@ -49,7 +49,7 @@ func TestStatsAndSnapshot(t *testing.T) {
 	require.NoError(t, e.p.SetIPContext(t.Context(), lbConn("lb-1"), LBConn))
 	require.NoError(t, e.p.SetIPContext(t.Context(), targetConn("t1"), TargetConn))
 	require.NoError(t, e.p.UnsetIPContext(t.Context(), lbConn("gone"), LBConn))
-	e.p.InterfaceCreated(Interface{Index: 3, Name: "nsm-lb", Type: LBConn, ConnID: "lb-1"})
+	e.p.InterfaceCreated(Interface{Index: 3, Name: "nsm-lb", Type: LBConn, ConnKey: "lb-1"})
 	require.Error(t, e.p.SetVIPs(prefixes("20.0.0.1/32", "0.0.0.0/0")))
 
 	st := e.p.Stats()

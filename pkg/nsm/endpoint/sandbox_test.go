@@ -201,7 +201,7 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	events, last := proxyA.handler.Events(), proxyA.handler.Last()
 	require.Equal(t, []string{"created 42"}, events)
 	require.Equal(t, proxy.TargetConn, last.Type)
-	require.Equal(t, connA.GetPath().GetPathSegments()[0].GetId(), last.ConnID, "the target connection's key")
+	require.Equal(t, connA.GetPath().GetPathSegments()[0].GetId(), last.ConnKey, "the target connection's key")
 
 	// A refresh keeps the addresses and releases nothing.
 	refreshed, err := nsc.Request(rctx, &networkservice.NetworkServiceRequest{Connection: connA.Clone()})

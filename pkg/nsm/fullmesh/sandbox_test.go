@@ -203,7 +203,7 @@ func TestSandboxFullMesh(t *testing.T) {
 		index[nse] = 20 + i
 		monitor.HandleLinkEvent(links.Set(index[nse], ifname[nse]))
 		require.Equal(t, []string{fmt.Sprintf("created %d", index[nse])}, handler.Of(ifname[nse]))
-		require.Equal(t, conns[nse].GetId(), handler.Interface(ifname[nse]).ConnID, "the link is matched to its connection")
+		require.Equal(t, conns[nse].GetId(), handler.Interface(ifname[nse]).ConnKey, "the link is matched to its connection")
 	}
 
 	// lb-2 is unregistered: its connection is closed and its interface withdrawn.
