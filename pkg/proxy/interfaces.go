@@ -43,7 +43,7 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 	p.unlinkLocked(st)
 	st.link, st.linkName = i.Index, i.Name
 	p.links[i.Index] = st.id
-	p.want.addPort(i.Index)
+	p.portsHops.addPort(i.Index)
 	p.refreshHopsLocked(st)
 	hops := slices.Clone(st.hops)
 	addrs := allocAddrs(st)
@@ -135,9 +135,9 @@ func (p *Proxy) unlinkLocked(st *connState) {
 		return
 	}
 	for _, a := range st.hops {
-		p.want.removeHop(a, st.link)
+		p.portsHops.removeHop(a, st.link)
 	}
-	p.want.removePort(st.link)
+	p.portsHops.removePort(st.link)
 	delete(p.links, st.link)
 	st.lastLink, st.lastName = st.link, st.linkName
 	st.link, st.linkName, st.hops = 0, "", nil
@@ -170,11 +170,11 @@ func (p *Proxy) refreshHopsLocked(st *connState) bool {
 	}
 	for _, a := range st.hops {
 		if !slices.Contains(hops, a) {
-			p.want.removeHop(a, st.link)
+			p.portsHops.removeHop(a, st.link)
 		}
 	}
 	for _, a := range hops {
-		p.want.addHop(a, st.link)
+		p.portsHops.addHop(a, st.link)
 	}
 	st.hops = hops
 	return true

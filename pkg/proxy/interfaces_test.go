@@ -138,8 +138,8 @@ func TestLinkBeforeIPContext(t *testing.T) {
 
 // An address announced on two ports is a nexthop tied to neither; once one
 // port goes it is tied to the other.
-func TestDesiredNexthopOnTwoPorts(t *testing.T) {
-	d := newDesired()
+func TestPortsAndHopsNexthopOnTwoPorts(t *testing.T) {
+	d := newPortsAndHops()
 	a := netip.MustParseAddr("172.16.0.5")
 	d.addPort(10)
 	d.addPort(11)
@@ -159,8 +159,8 @@ func TestDesiredNexthopOnTwoPorts(t *testing.T) {
 }
 
 // The slices of a State handed to the dataplane never change afterwards.
-func TestDesiredStateIsNotChangedByLaterEvents(t *testing.T) {
-	d := newDesired()
+func TestPortsAndHopsStateIsNotChangedByLaterEvents(t *testing.T) {
+	d := newPortsAndHops()
 	for _, i := range []int{3, 1, 2} {
 		d.addPort(i)
 	}

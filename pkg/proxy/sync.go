@@ -11,7 +11,7 @@ import (
 // held. It shares the model's ports, nexthops and VIPs (which are replaced,
 // never changed in place) and costs the number of nexthops.
 func (p *Proxy) desiredStateLocked() dataplane.State {
-	return p.want.state(p.bridgePrefixesLocked(), p.vips)
+	return p.portsHops.state(p.bridgePrefixesLocked(), p.vips)
 }
 
 // syncLoop is the only caller of the dataplane: it applies the desired state
