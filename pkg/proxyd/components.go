@@ -175,7 +175,7 @@ func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
 // ends that and closes cc.
 func (d *Daemon) monitorConn(ctx context.Context, cc *grpc.ClientConn, sub string) func() error {
 	t := newTasks(ctx)
-	t.Go(func(ctx context.Context) { d.health.MonitorConn(ctx, cc, sub) })
+	t.Go(func(ctx context.Context) { d.health.ReportConnState(ctx, cc, sub) })
 	return func() error {
 		_ = t.stop()
 		_ = cc.Close()

@@ -15,15 +15,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// monitor answers with the given connections, or fails as an NSMgr that is
+// fakeNSMgr answers with the given connections, or fails as an NSMgr that is
 // away does.
-type monitor struct {
+type fakeNSMgr struct {
 	away  bool
 	conns map[string]*networkservice.Connection
 	asked *networkservice.MonitorScopeSelector
 }
 
-func (m *monitor) MonitorConnections(_ context.Context, sel *networkservice.MonitorScopeSelector, _ ...grpc.CallOption) (networkservice.MonitorConnection_MonitorConnectionsClient, error) {
+func (m *fakeNSMgr) MonitorConnections(_ context.Context, sel *networkservice.MonitorScopeSelector, _ ...grpc.CallOption) (networkservice.MonitorConnection_MonitorConnectionsClient, error) {
 	m.asked = sel
 	if m.away {
 		return nil, errors.New("connection refused")
@@ -49,7 +49,7 @@ func connection(state networkservice.State) *networkservice.Connection {
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	lost := false
-	mon := &monitor{}
+	mon := &fakeNSMgr{}
 	check := liveness.Check(mon, func(*networkservice.Connection) bool { return lost }, nil)
 	conn := connection(networkservice.State_UP)
 
