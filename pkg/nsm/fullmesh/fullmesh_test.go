@@ -203,6 +203,9 @@ func TestFlappingEndpointWaitsForTheFirstClose(t *testing.T) {
 		"a Request of the id while its Close is in flight")
 
 	unblock.Do(func() { close(slow) })
+	// The first connection is listed open until its Close ends: wait for
+	// that end, then for the last member's Request.
+	require.Eventually(t, func() bool { return client.closeCount(id("lb-1")) == 1 }, wait, tick)
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
 	require.Empty(t, client.overlapping())
 	require.Equal(t, 1, client.closeCount(id("lb-1")))
