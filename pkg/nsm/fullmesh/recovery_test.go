@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"github.com/causeway-net/causeway/internal/registryfake"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 )
 
@@ -44,7 +45,7 @@ func (f *fakeMonitor) MonitorConnections(_ context.Context, sel *networkservice.
 
 func TestRecoveryReselectsLeftoverConnection(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	// The NSMgr still has lb-1's connection from the proxy's previous run.
 	mon := &fakeMonitor{conns: []*networkservice.Connection{{
 		Id:                         "nsmgr-side-id",
