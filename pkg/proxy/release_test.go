@@ -105,7 +105,7 @@ func TestUnsetAndCloseDoNotBlockOnHungIPAM(t *testing.T) {
 	clk := &fakeClock{}
 	client := serveIPAM(t, ipam)
 	p, err := New(context.Background(), Config{
-		Conduit: "c", Trench: "t", Node: "n", IPAM: client, Dataplane: &fakeDataplane{},
+		Conduit: "c", Trench: "t", Node: "n", IPAM: client, Dataplane: newFakeDataplane(),
 		RetryInterval: time.Millisecond, Logger: testLogger(), Clock: clk,
 	})
 	require.NoError(t, err)
@@ -142,7 +142,7 @@ func TestCloseForcesPendingReleasesInParallel(t *testing.T) {
 	const n = 4
 	ipam := newFakeIPAM()
 	p, err := New(context.Background(), Config{
-		Conduit: "c", Trench: "t", Node: "n", IPAM: serveIPAM(t, ipam), Dataplane: &fakeDataplane{},
+		Conduit: "c", Trench: "t", Node: "n", IPAM: serveIPAM(t, ipam), Dataplane: newFakeDataplane(),
 		ReleaseDelay: time.Hour, RetryInterval: time.Millisecond, Logger: testLogger(), Clock: &fakeClock{},
 	})
 	require.NoError(t, err)

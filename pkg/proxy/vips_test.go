@@ -34,11 +34,7 @@ func TestSetVIPsValidatesAndRemoves(t *testing.T) {
 	require.Equal(t, uint64(5), e.p.Stats().VIPsRejected)
 
 	// The same list again gives the same answer and asks for no Apply.
-	applied := func() int {
-		e.dp.mu.Lock()
-		defer e.dp.mu.Unlock()
-		return len(e.dp.states)
-	}
+	applied := func() int { return len(e.dp.States()) }
 	require.Eventually(t, func() bool { return e.p.Stats().Applies == uint64(applied()) }, waitFor, tick)
 	n := applied()
 	err = e.p.SetVIPs(list)
@@ -65,9 +61,7 @@ func TestVIPRemovalRetriedWhileApplyFails(t *testing.T) {
 	e := newTestEnv(t)
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
 	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.VIPs) == 1 })
-	e.dp.mu.Lock()
-	e.dp.failNext = 3
-	e.dp.mu.Unlock()
+	e.dp.FailNext(3)
 	require.NoError(t, e.p.SetVIPs(nil))
 	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.VIPs) == 0 })
 	require.Equal(t, uint64(3), e.p.Stats().ApplyErrors)
