@@ -258,7 +258,7 @@ func sortedPrefixes(s map[netip.Prefix]struct{}) []netip.Prefix {
 // ---- ports ----
 
 func (dp *Dataplane) portObject(idx int) string {
-	if l, ok := dp.mon.link(idx); ok {
+	if l, ok := dp.linkTable.link(idx); ok {
 		return fmt.Sprintf("port %d (%s)", idx, l.Name)
 	}
 	return fmt.Sprintf("port %d", idx)
@@ -290,7 +290,7 @@ func (dp *Dataplane) loadPortsLocked(adopt bool) error {
 }
 
 // refreshPortLocked reads one port back from the kernel (a link
-// notification disagreed with the model: the monitor's view may only lag
+// notification disagreed with the model: the link table's view may only lag
 // behind a write of ours), instead of listing every link.
 func (dp *Dataplane) refreshPortLocked(idx int) {
 	dp.read()
@@ -319,7 +319,7 @@ func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
 
 // applyPortsLocked releases the ports no longer wanted and enslaves the
 // wanted ones that are not yet (the link of a port known to be absent is
-// left alone until the monitor sees it). It returns the ports it enslaved
+// left alone until the link table sees it). It returns the ports it enslaved
 // and whether one left the bridge.
 func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ error) {
 	add, del := dp.m.ports.diff(target)
@@ -328,7 +328,7 @@ func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ 
 	for _, idx := range del {
 		ps, _ := dp.m.ports.get(idx)
 		if ps.enslaved && !ps.absent {
-			if l, ok := dp.mon.link(idx); ok && l.MasterIndex != 0 && l.MasterIndex != dp.m.bridgeIndex {
+			if l, ok := dp.linkTable.link(idx); ok && l.MasterIndex != 0 && l.MasterIndex != dp.m.bridgeIndex {
 				// Someone moved it to another master: not ours to release.
 				gone = append(gone, idx)
 				continue
@@ -369,12 +369,12 @@ func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ 
 
 // enslaveLocked enslaves link idx to the bridge and returns its settled
 // state: enslaved, or absent when the link does not exist (the link
-// monitor tells when it appears, so the next Apply does not retry).
+// table tells when it appears, so the next Apply does not retry).
 func (dp *Dataplane) enslaveLocked(idx int) (*portState, error) {
 	if idx == dp.m.bridgeIndex {
 		return nil, &OpError{Op: opLinkSetMaster.String(), Object: dp.portObject(idx), Err: errors.New("the bridge cannot be its own port")}
 	}
-	// No shortcut through the link monitor: a link just created may not
+	// No shortcut through the link table: a link just created may not
 	// be in its view yet.
 	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
 	err := dp.write(opLinkSetMaster, dp.portObject(idx), func() error { return dp.h.LinkSetMasterByIndex(link, dp.m.bridgeIndex) })
@@ -435,10 +435,10 @@ func (dp *Dataplane) syncMTULocked(joined []int, full bool) error {
 	return err
 }
 
-// portMTULocked is the MTU of port idx: the monitor's, or read (0 when the
+// portMTULocked is the MTU of port idx: the link table's, or read (0 when the
 // link cannot be read).
 func (dp *Dataplane) portMTULocked(idx int) int {
-	if l, ok := dp.mon.link(idx); ok {
+	if l, ok := dp.linkTable.link(idx); ok {
 		return l.MTU
 	}
 	dp.read()

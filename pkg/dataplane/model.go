@@ -212,7 +212,7 @@ type portState struct {
 	// an adopted bridge).
 	enslaved bool
 	// absent: the link does not exist in the kernel (enslaving it failed
-	// with ENODEV, or the link monitor saw it deleted).
+	// with ENODEV, or the link table saw it deleted).
 	absent bool
 	// mtu is the port's MTU when last seen (0: unknown).
 	mtu int
@@ -286,6 +286,6 @@ func (dp *Dataplane) portAbsentLocked(idx int) bool {
 	if ps, ok := dp.m.ports.get(idx); ok {
 		return ps.absent
 	}
-	known, exists := dp.mon.linkExists(idx)
+	known, exists := dp.linkTable.linkExists(idx)
 	return known && !exists
 }

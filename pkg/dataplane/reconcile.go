@@ -14,7 +14,7 @@ import (
 // they are dropped and the whole kind is marked for a read instead.
 const maxPending = 8192
 
-// pending collects what the monitors saw, for the reconciler. The monitors
+// pending collects what the subscriptions saw, for the reconciler. They
 // only append here (never waiting for the Dataplane's lock); the reconciler
 // compares the notifications with the model under the lock.
 type pending struct {
@@ -58,7 +58,7 @@ func (dp *Dataplane) deferStale(k kinds) {
 	dp.pen.mu.Unlock()
 }
 
-// onLinkEvent is the link monitor's internal subscriber.
+// onLinkEvent is the link table's internal subscriber.
 func (dp *Dataplane) onLinkEvent(ev LinkEvent) {
 	p := &dp.pen
 	p.mu.Lock()
@@ -185,7 +185,7 @@ const (
 	maxRepairInterval = 5 * time.Second
 )
 
-// reconcileLoop handles what the monitors queued and runs the periodic
+// reconcileLoop handles what the subscriptions queued and runs the periodic
 // backstop re-sync, repairing behind the rate limit above.
 func (dp *Dataplane) reconcileLoop(ctx context.Context) {
 	var tick <-chan time.Time
@@ -381,7 +381,7 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 		}
 	}
 	for idx := range chg {
-		l, ok := dp.mon.link(idx)
+		l, ok := dp.linkTable.link(idx)
 		if !ok {
 			continue
 		}
@@ -400,7 +400,7 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 			continue
 		}
 		if l.MasterIndex != m.bridgeIndex {
-			// The monitor's view may lag behind our own write: read this
+			// The link table's view may lag behind our own write: read this
 			// one link, not all of them.
 			dp.refreshPortLocked(idx)
 			if !m.ports.has(idx) {

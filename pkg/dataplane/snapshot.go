@@ -176,7 +176,7 @@ func (dp *Dataplane) routeSnapshot(f family, r *netlink.Route) RouteSnapshot {
 func (dp *Dataplane) nexthopSnapshot(gw []byte, idx int) NexthopSnapshot {
 	a, _ := netip.AddrFromSlice(gw)
 	nh := NexthopSnapshot{Via: a.Unmap(), Index: idx}
-	if l, ok := dp.mon.link(idx); ok {
+	if l, ok := dp.linkTable.link(idx); ok {
 		nh.Dev = l.Name
 	}
 	return nh

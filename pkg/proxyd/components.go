@@ -73,7 +73,7 @@ func (d *Daemon) startHealth(ctx context.Context) (func() error, error) {
 	return t.stop, nil
 }
 
-// startDataplane creates the bridge, sysctls, table and link monitor (or
+// startDataplane creates the bridge, sysctls, table and link table (or
 // takes the one WithDataplane gave). Its stop closes it; the kernel keeps
 // the bridge, its addresses and the VIP rules.
 func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
@@ -205,8 +205,8 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 }
 
 // startInterfaceMonitor starts the interface monitor on the dataplane's
-// link monitor: it reads the dataplane's table of links and follows its
-// events, with no table or goroutine of its own between the two.
+// link table: it reads it and follows its events, with no table or
+// goroutine of its own between the two.
 func (d *Daemon) startInterfaceMonitor(ctx context.Context) (func() error, error) {
 	d.mon = interfacemonitor.New(d.proxy, d.dp, interfacemonitor.WithLogger(d.log.With("subsystem", "interfacemonitor")))
 	events, unsubscribe := d.dp.Subscribe()
