@@ -204,7 +204,7 @@ func (l *closingListener) stop() {
 // warning naming the subservice, the target and the reason, however many
 // times gRPC retries; the subservice is not serving meanwhile. Once the
 // peer answers, one line says the connection is ready again.
-func TestMonitorConnLogsOutagesOnce(t *testing.T) {
+func TestReportConnStateLogsOutagesOnce(t *testing.T) {
 	peer := listenClosing(t)
 	addr := peer.lis.Addr().String()
 	c, log := loggedChecker()
@@ -238,7 +238,7 @@ func TestMonitorConnLogsOutagesOnce(t *testing.T) {
 
 // TestMonitorConnLogsResolverError: a name that does not resolve is the
 // same single warning, with the resolver's reason.
-func TestMonitorConnLogsResolverError(t *testing.T) {
+func TestReportConnStateLogsResolverError(t *testing.T) {
 	built := make(chan struct{}, 1)
 	r := manual.NewBuilderWithScheme("test")
 	r.BuildCallback = func(resolver.Target, resolver.ClientConn, resolver.BuildOptions) { built <- struct{}{} }
