@@ -22,6 +22,7 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	"github.com/causeway-net/causeway/internal/clock"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 )
@@ -198,22 +199,12 @@ func (f *fakeIPAM) dropNodes() {
 func serveIPAM(t testing.TB, srv ipamv1.IpamServer, opts ...grpc.ServerOption) ipamv1.IpamClient {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	s := grpc.NewServer(opts...)
-	ipamv1.RegisterIpamServer(s, srv)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = s.Serve(lis)
-	}()
+	testutil.ServeGRPCOn(t, lis, func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, srv) }, opts...)
 	cc, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cc.Close()
-		s.Stop()
-		<-served
-	})
+	t.Cleanup(func() { _ = cc.Close() })
 	return ipamv1.NewIpamClient(cc)
 }
 
