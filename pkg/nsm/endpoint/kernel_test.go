@@ -44,7 +44,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
-	setter := &targetSetter{base: 10, addrs: map[string][2]string{}}
+	setter := newTargetSetter(10)
 	h := &linkstest.Recorder{}
 	// The proxy's dataplane holds the namespace's one table of links.
 	dp, err := dataplane.New(ctx, dataplane.Options{NetNS: proxyNS.Handle, AnnounceCount: -1, Logger: quiet})
