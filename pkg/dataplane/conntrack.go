@@ -69,7 +69,7 @@ func (q *flushQueue) take(want *desired) []netip.Prefix {
 		}
 	}
 	q.due = nil
-	slices.SortFunc(out, comparePrefix)
+	slices.SortFunc(out, netip.Prefix.Compare)
 	return out
 }
 

@@ -38,20 +38,6 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-func TestDiff(t *testing.T) {
-	have := newSortedMap[int, struct{}](cmp.Compare[int])
-	have.merge([]int{1, 3, 5}, make([]struct{}, 3))
-	add, del := diff([]int{1, 2, 3, 4, 5}, have)
-	require.Equal(t, []int{2, 4}, add)
-	require.Empty(t, del)
-	add, del = diff([]int{2, 3, 7}, have)
-	require.Equal(t, []int{2, 7}, add)
-	require.Equal(t, []int{1, 5}, del)
-	add, del = diff(nil, have)
-	require.Empty(t, add)
-	require.Equal(t, []int{1, 3, 5}, del)
-}
-
 func TestSortedMap(t *testing.T) {
 	m := newSortedMap[int, string](cmp.Compare[int])
 	m.merge([]int{2, 4}, []string{"b", "d"})

@@ -74,7 +74,7 @@ func (d *Daemon) startHealth(ctx context.Context) (func() error, error) {
 	return t.stop, nil
 }
 
-// startDataplane creates the bridge, sysctls, table and link monitor (or
+// startDataplane creates the bridge, sysctls, table and link table (or
 // takes the one WithDataplane gave). Its stop closes it; the kernel keeps
 // the bridge, its addresses and the VIP rules.
 func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
@@ -176,7 +176,7 @@ func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
 // ends that and closes cc.
 func (d *Daemon) monitorConn(ctx context.Context, cc *grpc.ClientConn, sub string) func() error {
 	t := newTasks(ctx)
-	t.Go(func(ctx context.Context) { d.health.MonitorConn(ctx, cc, sub) })
+	t.Go(func(ctx context.Context) { d.health.ReportConnState(ctx, cc, sub) })
 	return func() error {
 		_ = t.stop()
 		_ = cc.Close()
@@ -206,10 +206,10 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 }
 
 // startInterfaceMonitor starts the interface monitor on the dataplane's
-// link monitor: it reads the dataplane's table of links and follows its
-// events, with no table or goroutine of its own between the two.
+// link table: it reads it and follows its events, with no table or
+// goroutine of its own between the two.
 func (d *Daemon) startInterfaceMonitor(ctx context.Context) (func() error, error) {
-	d.mon = connlink.New(d.proxy, d.dp, connlink.WithLogger(d.log.With("subsystem", "interfacemonitor")))
+	d.mon = connlink.New(d.proxy, d.dp, connlink.WithLogger(d.log.With("subsystem", "connlink")))
 	events, unsubscribe := d.dp.Subscribe()
 	t := newTasks(ctx)
 	t.Go(func(ctx context.Context) {

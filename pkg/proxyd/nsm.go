@@ -107,7 +107,7 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 func (d *Daemon) startFullMesh(ctx context.Context) (func() error, error) {
 	d.mesh = fullmesh.New(d.cfg.Name, d.cfg.NetworkServiceName, d.nsm.nsc, d.nsm.registry,
 		fullmesh.WithPinner(d.nsm.pinner),
-		fullmesh.WithRecovery(d.nsm.nsmgr.Monitor()),
+		fullmesh.WithRecovery(d.nsm.nsmgr.ConnStates()),
 		// A removed LB's nexthops go at once; its Close may wait seconds
 		// behind a heal retry toward the dead LB.
 		fullmesh.WithWithdraw(func(c *networkservice.Connection) {

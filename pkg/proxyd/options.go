@@ -11,7 +11,7 @@ import (
 )
 
 // Dataplane is what the daemon uses of pkg/dataplane: the proxy's Apply and
-// conntrack flush, the link monitor (feeding the interface monitor), the
+// conntrack flush, the link table (feeding the interface monitor), the
 // kernel snapshot of -debug, and Close. *dataplane.Dataplane is the
 // production one; tests inject a fake with WithDataplane.
 type Dataplane interface {

@@ -58,7 +58,7 @@ type Daemon struct {
 
 // Run starts the proxy and blocks until ctx ends or a vital component
 // fails, then shuts down and returns. The start-up order follows Meridio's
-// proxy: health, dataplane and link monitor, IPAM and NSP connections, the
+// proxy: health, dataplane and its link table, IPAM and NSP connections, the
 // proxy state machine (which waits for its bridge addresses), the full mesh
 // toward the load balancers, the endpoint for the targets, and the VIPs.
 // opts are for tests; the production daemon uses none.

@@ -114,7 +114,7 @@ func lbLinks(t *testing.T, ctx context.Context, l *labrun.Lab) map[string]int {
 	m := map[string]int{}
 	for _, i := range st.Proxy.Interfaces {
 		if i.Type.String() == "lb" {
-			m[i.ConnID] = i.Index
+			m[i.ConnKey] = i.Index
 		}
 	}
 	return m

@@ -44,7 +44,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
-	setter := &targetSetter{base: 10, addrs: map[string][2]string{}}
+	setter := newTargetSetter(10)
 	h := &linkstest.Recorder{}
 	// The proxy's dataplane holds the namespace's one table of links.
 	dp, err := dataplane.New(ctx, dataplane.Options{NetNS: proxyNS.Handle, AnnounceCount: -1, Logger: quiet})
@@ -105,7 +105,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 	require.True(t, strings.HasPrefix(events[0], "created "))
 	require.Equal(t, proxy.TargetConn, created.Type)
 	require.Equal(t, proxyNS.LinkIndex(t, created.Name), created.Index)
-	require.Equal(t, conn.GetPath().GetPathSegments()[0].GetId(), created.ConnID, "the target connection's key")
+	require.Equal(t, conn.GetPath().GetPathSegments()[0].GetId(), created.ConnKey, "the target connection's key")
 	require.Contains(t, proxyNS.MustExec(t, "ip", "-o", "addr", "show", "dev", created.Name), "inet 172.16.0.11/24")
 
 	targetNS.MustExec(t, "ping", "-c", "1", "-W", "5", "172.16.0.11")

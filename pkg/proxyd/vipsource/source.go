@@ -23,12 +23,7 @@ type VIPSource interface {
 
 // normalize sorts prefixes and removes duplicates, in place.
 func normalize(ps []netip.Prefix) []netip.Prefix {
-	slices.SortFunc(ps, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
+	slices.SortFunc(ps, netip.Prefix.Compare)
 	return slices.Compact(ps)
 }
 

@@ -24,5 +24,5 @@ func interfaceOf(conn *networkservice.Connection, t proxy.ConnType) (proxy.Inter
 	if name == "" {
 		return proxy.Interface{}, fmt.Errorf("connection %s has no interface name", key)
 	}
-	return proxy.Interface{Name: name, Type: t, ConnID: key}, nil
+	return proxy.Interface{Name: name, Type: t, ConnKey: key}, nil
 }

@@ -3,7 +3,7 @@
 // server and client elements record, for every established connection, its
 // key (proxy.ConnKey) and the interface name the forwarder uses (kernel
 // mechanism parameter "name"); the Monitor looks the names up in the one
-// table of the namespace's links, the dataplane's link monitor (Links), and
+// table of the namespace's links, the dataplane's link table (Links), and
 // tells a Handler when the link of a connection has appeared
 // (InterfaceCreated) or gone (InterfaceDeleted). It keeps no table of links
 // of its own: a link event only says which link to look at again, and the

@@ -9,7 +9,7 @@ import (
 // made one at a time, in order, from the Monitor's lock: a Handler must not
 // call back into the Monitor.
 type Handler interface {
-	// InterfaceCreated says that the connection (Type, ConnID: its key)
+	// InterfaceCreated says that the connection (Type, ConnKey)
 	// has the kernel link Index (named Name).
 	InterfaceCreated(iface proxy.Interface)
 	// InterfaceDeleted says that the link of a connection is gone or no

@@ -55,7 +55,7 @@ func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	m := connlink.New(r, dp)
 	runMonitor(t, m, dp)
 
-	m.Expect(proxy.Interface{Name: "nsm-lb0", Type: proxy.LBConn, ConnID: "c1"})
+	m.Expect(proxy.Interface{Name: "nsm-lb0", Type: proxy.LBConn, ConnKey: "c1"})
 
 	fwd, err := netlink.NewHandleAt(fwdNS.Handle)
 	require.NoError(t, err)

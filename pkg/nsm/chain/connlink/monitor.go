@@ -158,7 +158,7 @@ func (m *Monitor) Expect(iface proxy.Interface) { m.ExpectConn("", iface) }
 func (m *Monitor) ExpectConn(connID string, iface proxy.Interface) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := connKey{iface.Type, iface.ConnID}
+	k := connKey{iface.Type, iface.ConnKey}
 	iface.Index = 0
 	if old, ok := m.expected[k]; ok {
 		if old.iface.Name == iface.Name {

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 // newRecorder records events as "op name index key".
 func newRecorder() *linkstest.Recorder {
 	return &linkstest.Recorder{Format: func(op string, i proxy.Interface) string {
-		return fmt.Sprintf("%s %s %d %s", op, i.Name, i.Index, i.ConnID)
+		return fmt.Sprintf("%s %s %d %s", op, i.Name, i.Index, i.ConnKey)
 	}}
 }
 
@@ -36,7 +36,7 @@ func newMonitor() (*linkstest.Table, *linkstest.Recorder, *connlink.Monitor) {
 }
 
 func lbIface(key, name string) proxy.Interface {
-	return proxy.Interface{Name: name, Type: proxy.LBConn, ConnID: key}
+	return proxy.Interface{Name: name, Type: proxy.LBConn, ConnKey: key}
 }
 
 func TestLinkAfterExpect(t *testing.T) {
@@ -47,7 +47,7 @@ func TestLinkAfterExpect(t *testing.T) {
 	require.Empty(t, r.Take())
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
-	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnID: "c1"}, r.Last(),
+	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnKey: "c1"}, r.Last(),
 		"the link of the connection, nothing the proxy knows already")
 	// The same link reported again (e.g. flags change) is not announced twice.
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
@@ -130,7 +130,7 @@ func TestKernelDeleteThenRecreate(t *testing.T) {
 
 	m.HandleLinkEvent(links.Delete(7))
 	require.Equal(t, []string{"deleted nsm-1 7 c1"}, r.Take())
-	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnID: "c1"}, r.Last(), "the delete names the connection")
+	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnKey: "c1"}, r.Last(), "the delete names the connection")
 	m.HandleLinkEvent(links.Delete(7))
 	require.Empty(t, r.Take(), "a delete is announced once")
 

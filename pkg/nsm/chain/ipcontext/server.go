@@ -2,8 +2,6 @@ package ipcontext
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
@@ -13,10 +11,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
-type server struct {
-	setter Setter
-	logger *slog.Logger
-}
+type server struct{ element }
 
 // NewServer returns the NSE-side element for connections from targets
 // (proxy.TargetConn). It calls SetIPContext before passing the request on,
@@ -27,37 +22,16 @@ type server struct {
 // The chain must contain a metadata element before this one.
 func NewServer(setter Setter, opts ...Option) networkservice.NetworkServiceServer {
 	o := newOptions(opts)
-	return &server{setter: setter, logger: o.logger}
+	return &server{element{setter: setter, typ: proxy.TargetConn, logger: o.logger}}
 }
 
 func (s *server) Request(ctx context.Context, request *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
-	md := metadata.Map(ctx, false)
-	_, established := md.Load(establishedKey{})
-	conn := request.GetConnection()
-	if err := s.setter.SetIPContext(ctx, conn, proxy.TargetConn); err != nil {
-		if !established {
-			s.unset(ctx, conn)
-		}
-		return nil, fmt.Errorf("set ip context of target connection %s: %w", conn.GetId(), err)
-	}
-	resp, err := next.Server(ctx).Request(ctx, request)
-	if err != nil {
-		if !established {
-			s.unset(ctx, conn)
-		}
-		return nil, err
-	}
-	md.Store(establishedKey{}, struct{}{})
-	return resp, nil
+	return s.request(ctx, metadata.Map(ctx, false), request.GetConnection(), func() (*networkservice.Connection, error) {
+		return next.Server(ctx).Request(ctx, request)
+	})
 }
 
 func (s *server) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
 	s.unset(ctx, conn)
 	return next.Server(ctx).Close(ctx, conn)
-}
-
-func (s *server) unset(ctx context.Context, conn *networkservice.Connection) {
-	if err := s.setter.UnsetIPContext(ctx, conn, proxy.TargetConn); err != nil {
-		s.logger.Warn("unset ip context failed", "type", proxy.TargetConn.String(), "conn", conn.GetId(), "error", err)
-	}
 }

@@ -36,18 +36,18 @@ func HealOptions(check heal.LivenessCheck) []heal.Option {
 }
 
 // Check is dead when the connection's link is lost, or when the NSMgr
-// answers a new request on its connection monitor and reports the
+// answers a new request to its MonitorConnection service and reports the
 // connection down, or does not know it although it is the run that
 // established it: the far end died, and heal reselects. When the NSMgr
 // does not answer (stopped, restarting, draining its last streams), or is
 // a new run that cannot know the connection yet, the control plane is away
 // and the data path is alive: heal re-requests as it is.
-func Check(monitor networkservice.MonitorConnectionClient, lost LinkLost, known KnownByThisRun) heal.LivenessCheck {
+func Check(states networkservice.MonitorConnectionClient, lost LinkLost, known KnownByThisRun) heal.LivenessCheck {
 	return func(ctx context.Context, conn *networkservice.Connection) bool {
 		if lost != nil && lost(conn) {
 			return false
 		}
-		state, found, answered := ask(ctx, monitor, conn)
+		state, found, answered := ask(ctx, states, conn)
 		switch {
 		case !answered:
 			return true
@@ -60,11 +60,11 @@ func Check(monitor networkservice.MonitorConnectionClient, lost LinkLost, known 
 }
 
 // ask asks the NSMgr for the connection's state.
-func ask(ctx context.Context, monitor networkservice.MonitorConnectionClient, conn *networkservice.Connection) (state networkservice.State, known, answered bool) {
+func ask(ctx context.Context, states networkservice.MonitorConnectionClient, conn *networkservice.Connection) (state networkservice.State, known, answered bool) {
 	ctx, cancel := context.WithTimeout(ctx, askTimeout)
 	defer cancel()
 	seg := conn.GetCurrentPathSegment()
-	stream, err := monitor.MonitorConnections(ctx, &networkservice.MonitorScopeSelector{
+	stream, err := states.MonitorConnections(ctx, &networkservice.MonitorScopeSelector{
 		PathSegments: []*networkservice.PathSegment{{Id: seg.GetId(), Name: seg.GetName()}},
 	})
 	if err != nil {

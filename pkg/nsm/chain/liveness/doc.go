@@ -5,8 +5,8 @@
 // says the far end died, and wrong when the NSMgr itself went away (an NSM
 // upgrade restarts it on every node): the veths, ports and routes still
 // forward, and closing them turns a control-plane outage into a data-plane
-// one. The check tells the two apart by asking the NSMgr's connection
-// monitor about the connection: an NSMgr that answers a new request is up
+// one. The check tells the two apart by asking the NSMgr's MonitorConnection
+// service about the state of the connection: an NSMgr that answers a new request is up
 // and its report is believed; if it does not answer, the connection is
 // alive unless its kernel link is known to be gone, and heal re-requests it
 // as it is until the NSMgr is back.
@@ -16,7 +16,7 @@
 // would tear down every data path once the control plane is back, at the
 // first re-request it cannot serve yet (its registry or forwarder still
 // coming up). So NSMgr tells the NSMgr's runs apart (one per transport of
-// its monitor connection, which never idles) and records the run each
+// its gRPC connection, which never idles) and records the run each
 // connection was last established through (NewClient, in the connection's
 // chain); "unknown" is believed only from that run. A connection that is
 // really gone is then dropped by its owner (the full mesh, when the load

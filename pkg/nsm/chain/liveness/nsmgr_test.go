@@ -21,7 +21,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/chain/liveness"
 )
 
-// nsmgrRun is one run of a fake NSMgr's connection monitor: it answers
+// nsmgrRun is one run of a fake NSMgr's MonitorConnection service: it answers
 // every stream with the connections it knows, keyed by its own ids.
 type nsmgrRun struct {
 	mu    sync.Mutex
@@ -107,7 +107,7 @@ func TestNSMgrRuns(t *testing.T) {
 	run.know(up)
 	require.True(t, check(ctx, conn), "the new run reports it up")
 
-	// A re-request served by a third run before the monitor has asked it
+	// A re-request served by a third run before the check has asked it
 	// anything is recorded with that run, not the previous one.
 	srv.Stop()
 	run, srv = serveRun(t, sock)

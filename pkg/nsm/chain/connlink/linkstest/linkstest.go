@@ -1,6 +1,6 @@
 // Package linkstest provides, for tests of the interface monitor and of the
 // NSM chains it is part of, an in-memory table of links where no kernel (and
-// no dataplane link monitor) is at hand, and a Recorder of what the monitor
+// no dataplane link table) is at hand, and a Recorder of what the monitor
 // tells its handler.
 package linkstest
 
@@ -11,7 +11,7 @@ import (
 )
 
 // Table is an connlink.Links that the test changes. Each change
-// returns the event the dataplane's link monitor would send, for the test
+// returns the event the dataplane's link table would send, for the test
 // to hand to the Monitor (HandleLinkEvent) when it wants it handled.
 type Table struct {
 	mu    sync.Mutex

@@ -47,7 +47,7 @@ func (t LinkEventType) String() string {
 // MarshalText makes LinkEventType readable in JSON.
 func (t LinkEventType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
-// Link is the link monitor's view of one network interface of the
+// Link is the link table's view of one network interface of the
 // namespace.
 type Link struct {
 	Index int    `json:"index"`
@@ -63,13 +63,13 @@ type Link struct {
 	HardwareAddr string `json:"mac,omitempty"`
 }
 
-// LinkEvent is one change seen by the link monitor.
+// LinkEvent is one change seen by the link table.
 type LinkEvent struct {
 	Type LinkEventType `json:"type"`
 	Link
 	// Resync is true when the event was synthesised by a full re-sync after
 	// the kernel subscription was lost (socket overrun or error) rather than
-	// read from a notification: the monitor lists the links and reports the
+	// read from a notification: the link table lists the links and reports the
 	// differences, so that no delete is missed.
 	Resync bool `json:"resync,omitempty"`
 }
@@ -88,7 +88,7 @@ func toLink(l netlink.Link) Link {
 	}
 }
 
-// linkChanBuffer is the buffer between the netlink reader and the monitor
+// linkChanBuffer is the buffer between the netlink reader and the link table
 // (a variable so that tests can make the reader stall).
 var linkChanBuffer = 4096
 
@@ -96,11 +96,11 @@ var linkChanBuffer = 4096
 // make the listing fail).
 var listLinks = (*netlink.Handle).LinkList
 
-// monitor keeps a model of the namespace's links from a netlink link
+// linkTable keeps a model of the namespace's links from a netlink link
 // subscription, re-subscribing and re-syncing whenever the subscription is
 // lost, and fans the changes out to subscribers without ever blocking its
 // reader.
-type monitor struct {
+type linkTable struct {
 	ns     netns.NsHandle
 	h      *netlink.Handle
 	log    *slog.Logger
@@ -123,8 +123,8 @@ type monitor struct {
 	events       atomic.Uint64
 }
 
-func newMonitor(ns netns.NsHandle, h *netlink.Handle, log *slog.Logger, rcvbuf int) *monitor {
-	return &monitor{
+func newLinkTable(ns netns.NsHandle, h *netlink.Handle, log *slog.Logger, rcvbuf int) *linkTable {
+	return &linkTable{
 		ns:       ns,
 		h:        h,
 		log:      log,
@@ -136,7 +136,7 @@ func newMonitor(ns netns.NsHandle, h *netlink.Handle, log *slog.Logger, rcvbuf i
 	}
 }
 
-func (m *monitor) run(ctx context.Context) {
+func (m *linkTable) run(ctx context.Context) {
 	runSubscription(ctx, "link", m.log, linkChanBuffer,
 		func(ch chan netlink.LinkUpdate, done chan struct{}, cb func(error)) error {
 			ns := m.ns
@@ -165,7 +165,7 @@ func (m *monitor) run(ctx context.Context) {
 // It reports false when the links could not be listed: the model is then
 // not synced (the changes missed while no subscription was open are not
 // in it), and the subscription starts over.
-func (m *monitor) resync(first bool) bool {
+func (m *linkTable) resync(first bool) bool {
 	var links []netlink.Link
 	var err error
 	for i := 0; i < 5; i++ {
@@ -176,7 +176,7 @@ func (m *monitor) resync(first bool) bool {
 		time.Sleep(time.Duration(i+1) * 5 * time.Millisecond)
 	}
 	if err != nil {
-		m.log.Error("link monitor: list links; subscribing and listing again", "error", err)
+		m.log.Error("link table: list links; subscribing and listing again", "error", err)
 		return false
 	}
 	m.resyncs.Add(1)
@@ -211,7 +211,7 @@ func (m *monitor) resync(first bool) bool {
 	return true
 }
 
-func (m *monitor) markSynced() {
+func (m *linkTable) markSynced() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.synced {
@@ -220,7 +220,7 @@ func (m *monitor) markSynced() {
 	}
 }
 
-func (m *monitor) handle(u netlink.LinkUpdate) {
+func (m *linkTable) handle(u netlink.LinkUpdate) {
 	// The bridge sends RTM_NEWLINK/RTM_DELLINK with family AF_BRIDGE about
 	// its ports (a DELLINK when a port leaves the bridge); they are not
 	// link deletions. The AF_UNSPEC notifications carry the link changes.
@@ -262,7 +262,7 @@ func (m *monitor) handle(u netlink.LinkUpdate) {
 	}
 }
 
-func (m *monitor) deliver(evs []LinkEvent) {
+func (m *linkTable) deliver(evs []LinkEvent) {
 	if len(evs) == 0 {
 		return
 	}
@@ -279,7 +279,7 @@ func (m *monitor) deliver(evs []LinkEvent) {
 }
 
 // setLocked records l, renamed or new. m.mu must be held.
-func (m *monitor) setLocked(l Link) {
+func (m *linkTable) setLocked(l Link) {
 	if old, ok := m.links[l.Index]; ok && old.Name != l.Name && m.byName[old.Name] == l.Index {
 		delete(m.byName, old.Name)
 	}
@@ -288,15 +288,15 @@ func (m *monitor) setLocked(l Link) {
 }
 
 // deleteLocked forgets link idx. m.mu must be held.
-func (m *monitor) deleteLocked(idx int) {
+func (m *linkTable) deleteLocked(idx int) {
 	if old, ok := m.links[idx]; ok && m.byName[old.Name] == idx {
 		delete(m.byName, old.Name)
 	}
 	delete(m.links, idx)
 }
 
-// linkByName returns the monitor's view of the link named name.
-func (m *monitor) linkByName(name string) (Link, bool) {
+// linkByName returns the link table's view of the link named name.
+func (m *linkTable) linkByName(name string) (Link, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	idx, ok := m.byName[name]
@@ -306,24 +306,24 @@ func (m *monitor) linkByName(name string) (Link, bool) {
 	return m.links[idx], true
 }
 
-// link returns the monitor's view of link idx.
-func (m *monitor) link(idx int) (Link, bool) {
+// link returns the link table's view of link idx.
+func (m *linkTable) link(idx int) (Link, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.links[idx]
 	return l, ok
 }
 
-// linkExists tells whether the monitor has synced (known) and, if so,
+// linkExists tells whether the link table has synced (known) and, if so,
 // whether link idx exists.
-func (m *monitor) linkExists(idx int) (known, exists bool) {
+func (m *linkTable) linkExists(idx int) (known, exists bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.links[idx]
 	return m.synced, ok
 }
 
-func (m *monitor) list() []Link {
+func (m *linkTable) list() []Link {
 	m.mu.Lock()
 	out := make([]Link, 0, len(m.links))
 	for _, l := range m.links {
@@ -334,7 +334,7 @@ func (m *monitor) list() []Link {
 	return out
 }
 
-func (m *monitor) subscribe(wg *sync.WaitGroup) (<-chan LinkEvent, func()) {
+func (m *linkTable) subscribe(wg *sync.WaitGroup) (<-chan LinkEvent, func()) {
 	s := &subscriber{
 		wake: make(chan struct{}, 1),
 		out:  make(chan LinkEvent, 64),
@@ -363,7 +363,7 @@ func (m *monitor) subscribe(wg *sync.WaitGroup) (<-chan LinkEvent, func()) {
 }
 
 // closeSubscribers ends every subscription (their channels are closed).
-func (m *monitor) closeSubscribers() {
+func (m *linkTable) closeSubscribers() {
 	m.mu.Lock()
 	m.closed = true
 	subs := m.subs
@@ -374,7 +374,7 @@ func (m *monitor) closeSubscribers() {
 	}
 }
 
-// subscriber is one Subscribe call: an unbounded queue between the monitor
+// subscriber is one Subscribe call: an unbounded queue between the link table
 // (which appends and never waits) and the subscriber's channel (fed by the
 // subscriber's own pump goroutine).
 type subscriber struct {

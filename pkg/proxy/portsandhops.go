@@ -7,34 +7,35 @@ import (
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
-// desired is the part of the dataplane state that the connections' links
-// imply, kept up to date by each change: a link or an address change costs
-// what it changes, whatever the number of connections. Its slices are
+// portsAndHops is the part of the dataplane state that the connections'
+// links imply: the bridge ports, and the LB addresses (nexthops) announced
+// on them. It is kept up to date by each change: a link or an address
+// change costs what it changes, whatever the number of connections. Its slices are
 // replaced, never changed in place, so that a State handed to the dataplane
 // shares them while the model goes on changing.
-type desired struct {
+type portsAndHops struct {
 	ports    []int                // the links of the connections, sorted
 	hops     map[netip.Addr][]int // nexthop → the LB ports it is announced on
 	nexthops []netip.Addr         // the keys of hops, sorted
 }
 
-func newDesired() desired { return desired{hops: map[netip.Addr][]int{}} }
+func newPortsAndHops() portsAndHops { return portsAndHops{hops: map[netip.Addr][]int{}} }
 
-func (d *desired) addPort(idx int) {
+func (d *portsAndHops) addPort(idx int) {
 	i, found := slices.BinarySearch(d.ports, idx)
 	if !found {
 		d.ports = slices.Insert(slices.Clip(d.ports), i, idx)
 	}
 }
 
-func (d *desired) removePort(idx int) {
+func (d *portsAndHops) removePort(idx int) {
 	if i, found := slices.BinarySearch(d.ports, idx); found {
 		d.ports = append(slices.Clip(d.ports[:i]), d.ports[i+1:]...)
 	}
 }
 
 // addHop records that the LB behind port announces address a.
-func (d *desired) addHop(a netip.Addr, port int) {
+func (d *portsAndHops) addHop(a netip.Addr, port int) {
 	ports, known := d.hops[a]
 	if slices.Contains(ports, port) {
 		return
@@ -47,7 +48,7 @@ func (d *desired) addHop(a netip.Addr, port int) {
 }
 
 // removeHop withdraws address a of the LB behind port.
-func (d *desired) removeHop(a netip.Addr, port int) {
+func (d *portsAndHops) removeHop(a netip.Addr, port int) {
 	ports, known := d.hops[a]
 	if !known {
 		return
@@ -68,7 +69,7 @@ func (d *desired) removeHop(a netip.Addr, port int) {
 // drops it as soon as the link goes; an address announced on two ports is
 // not tied (the control plane removes it). It costs the number of
 // nexthops: the ports are shared, not copied.
-func (d *desired) state(bridge, vips []netip.Prefix) dataplane.State {
+func (d *portsAndHops) state(bridge, vips []netip.Prefix) dataplane.State {
 	s := dataplane.State{BridgeAddrs: bridge, Ports: d.ports, Nexthops: d.nexthops, VIPs: vips}
 	for a, ports := range d.hops {
 		if len(ports) != 1 {

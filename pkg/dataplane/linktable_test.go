@@ -71,8 +71,8 @@ func TestMonitorBurst(t *testing.T) {
 			opts := Options{}
 			if overrun {
 				// A tiny socket buffer, and a reader that cannot hand
-				// over more than one update while the monitor is held
-				// below: the socket overruns for sure, and the monitor
+				// over more than one update while the link table is held
+				// below: the socket overruns for sure, and the link table
 				// must re-subscribe and re-sync, synthesising the deletes
 				// it missed.
 				opts.ReceiveBuffer = 2048
@@ -126,10 +126,10 @@ func TestMonitorBurst(t *testing.T) {
 					}
 				}
 				return known == 2*n
-			}, 30*time.Second, 10*time.Millisecond, "the monitor sees every new link")
+			}, 30*time.Second, 10*time.Millisecond, "the link table sees every new link")
 
 			if overrun {
-				dp.pen.mu.Lock() // stalls the monitor in its internal subscriber
+				dp.pen.mu.Lock() // stalls the link table in its internal subscriber
 			}
 			ns.MustExec(t, "ip", "-batch", delFile)
 			ns.MustExec(t, "ip", "link", "del", "group", "7")
@@ -156,7 +156,7 @@ func TestMonitorBurst(t *testing.T) {
 				require.Positive(t, st.Resubscribes, "the socket overran")
 				require.Positive(t, synthesized, "deletes lost in the overrun come from the re-sync")
 			}
-			// The monitor's view agrees with the kernel.
+			// The link table's view agrees with the kernel.
 			for _, l := range dp.Links() {
 				require.False(t, strings.HasPrefix(l.Name, "bv") || strings.HasPrefix(l.Name, "bw"), "stale link %+v", l)
 			}
@@ -223,7 +223,7 @@ func TestLinkByName(t *testing.T) {
 }
 
 // A listing of the links that fails (interrupted dumps while links churn,
-// say) does not leave the link table empty as if synced: the monitor
+// say) does not leave the link table empty as if synced: the link table
 // subscribes and lists again, and the Dataplane starts once its table
 // holds the namespace's links (the interface monitor matches connections
 // on it, and the routes leave out the nexthops of links it says are gone).
