@@ -13,8 +13,8 @@
 // process's group; opening a socket otherwise fails with ErrNotPermitted.
 // A socket per family and link, bound to the link (SO_BINDTOIFINDEX, which
 // needs no capability on a socket not bound yet), so a probe leaves on the
-// peer's link whatever the routes say. The peer's kernel answers: an LB runs
-// nothing for it.
+// peer's link whatever the routes say (an IPv6 link-local peer needs its
+// link). The peer's kernel answers: an LB runs nothing for it.
 //
 // # Contract
 //
@@ -31,8 +31,9 @@
 //     comes within the longest hold-down of the previous return (a flapping
 //     peer), up to 32 times Settings.HoldDown.
 //   - The change callback (WithOnChange) gets the changes of one tick
-//     together, from the probing goroutine, in order; it must not block and
-//     must not call back into the Checker's Watch or Close.
+//     together, from the probing goroutine, in order; it must not block
+//     (the next tick waits for it) and must not call Close (which waits for
+//     that goroutine).
 //   - Watch replaces the set of peers; a peer kept keeps its state and
 //     counters, a peer added starts Up, a peer removed is forgotten without
 //     a change.
