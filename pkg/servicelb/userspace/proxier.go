@@ -20,8 +20,10 @@ import (
 	"github.com/causeway-net/causeway/pkg/servicelb/userspace/relay"
 )
 
-// ErrProxyOnLocalhost is returned by NewProxier for a loopback listen IP:
-// the kernel cannot redirect routed traffic to it.
+// ErrProxyOnLocalhost is returned by NewProxier and NewCustomProxier for a
+// loopback listen IP: any of 127.0.0.0/8 (the reference refuses 127.0.0.1
+// only) and ::1. The kernel drops a routed packet translated to a loopback
+// address, so such sockets would serve no client of the secondary network.
 var ErrProxyOnLocalhost = errors.New("cannot proxy on localhost")
 
 // TableName is the nftables (inet) table of the userspace provider.

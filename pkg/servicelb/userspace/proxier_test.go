@@ -3,6 +3,7 @@ package userspace
 import (
 	"bufio"
 	"context"
+	"net"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -15,11 +16,59 @@ import (
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/slbtest"
 )
 
+// TestNewProxierRefusesLoopback: every loopback listen IP is refused, not
+// only 127.0.0.1 and ::1 as in the reference (TestLoopbackListenIPUnreachable
+// shows why); other addresses are taken.
 func TestNewProxierRefusesLoopback(t *testing.T) {
-	for _, ip := range []string{"127.0.0.1", "::1"} {
+	for _, ip := range []string{"127.0.0.1", "::1", "127.0.0.2", "127.255.255.254", "::ffff:127.0.0.1"} {
 		_, err := NewProxier(servicelb.NewLoadBalancerRR(), netip.MustParseAddr(ip), servicelb.PortRange{}, time.Minute,
 			Options{NoRedirect: true})
 		require.ErrorIs(t, err, ErrProxyOnLocalhost, ip)
+		_, err = NewCustomProxier(servicelb.NewLoadBalancerRR(), netip.MustParseAddr(ip), servicelb.PortRange{}, time.Minute,
+			Options{NoRedirect: true}, NewProxySocket)
+		require.ErrorIs(t, err, ErrProxyOnLocalhost, ip)
+	}
+	for _, ip := range []string{"10.0.0.1", "fd00::1", "::"} {
+		p, err := NewProxier(servicelb.NewLoadBalancerRR(), netip.MustParseAddr(ip), servicelb.PortRange{}, time.Minute,
+			Options{NoRedirect: true})
+		require.NoError(t, err, ip)
+		require.NoError(t, p.Close())
+	}
+}
+
+// TestLoopbackListenIPUnreachable: routed clients cannot reach a socket on
+// any loopback address through the redirect rules (the kernel drops a
+// routed packet whose destination became a loopback address), 127.0.0.2 no
+// more than 127.0.0.1: hence ErrProxyOnLocalhost for all of 127.0.0.0/8.
+// The rules are written for such a listen IP past the refusal.
+func TestLoopbackListenIPUnreachable(t *testing.T) {
+	topo := slbtest.New(t, 0)
+	for _, ip := range []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), slbtest.Gateway4} {
+		var l net.Listener
+		require.NoError(t, topo.Proxy.Do(func() (err error) {
+			l, err = net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())
+			return err
+		}))
+		p := &Proxier{listenIP: ip, opts: Options{NetNS: topo.Proxy.Handle}}
+		svc := netip.AddrPortFrom(slbtest.ServiceIP4, 80)
+		require.NoError(t, p.writeRules([]redirect{{svc: svc, proto: servicelb.TCP, port: clientOf(l.Addr()).Port()}}))
+		// The kernel drops the SYNs: the dial can only time out. The
+		// control has all the time it may need.
+		wait := time.Second
+		if ip == slbtest.Gateway4 {
+			wait = closeGuard
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		c, err := topo.Client.DialTCP(ctx, svc)
+		cancel()
+		if ip == slbtest.Gateway4 {
+			require.NoError(t, err, "the control: a socket on the bridge address is reached")
+			_ = c.Close()
+		} else {
+			require.Error(t, err, "a routed client reached a socket on %s", ip)
+		}
+		_ = l.Close()
+		require.NoError(t, p.CleanupLeftovers())
 	}
 }
 
