@@ -3,7 +3,7 @@
 // table with one ECMP default route per family, the `from <VIP>` rules, the
 // namespace sysctls, the kernel's gratuitous ARP / unsolicited neighbour
 // advertisements for the bridge's addresses, conntrack clean-up and the link
-// monitor. Callers describe the desired State;
+// table. Callers describe the desired State;
 // the package computes the difference against what it owns and applies the
 // fewest netlink operations.
 //
@@ -75,7 +75,7 @@ type State struct {
 	// its load balancer is reached through. While a tied port does not exist
 	// in the kernel, its nexthops are left out of the ECMP route: when the
 	// port's link is deleted the Dataplane rewrites the route at once, from
-	// its link monitor, without waiting for the caller's next Apply (a
+	// its link table, without waiting for the caller's next Apply (a
 	// failover takes about a millisecond instead of a control-plane round
 	// trip). Nexthops without an entry are always in the route. Entries for
 	// addresses that are not in Nexthops are ignored.

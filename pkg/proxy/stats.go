@@ -41,8 +41,8 @@ func (p *Proxy) Stats() Stats {
 	defer p.mu.Unlock()
 	s := Stats{
 		Allocations: len(p.bridge),
-		Ports:       len(p.want.ports),
-		Nexthops:    len(p.want.nexthops),
+		Ports:       len(p.portsHops.ports),
+		Nexthops:    len(p.portsHops.nexthops),
 		VIPs:        len(p.vips),
 
 		IPAMErrors:        p.counters.ipamErrors,
@@ -121,7 +121,7 @@ func (p *Proxy) Snapshot() Snapshot {
 	for idx, id := range p.links {
 		st := p.conns[id]
 		s.Interfaces = append(s.Interfaces, InterfaceSnapshot{
-			Interface:     Interface{Index: idx, Name: st.linkName, Type: st.typ, ConnID: id},
+			Interface:     Interface{Index: idx, Name: st.linkName, Type: st.typ, ConnKey: id},
 			NeighborAddrs: slices.Clone(st.hops),
 		})
 	}
