@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/internal/clock"
+	"github.com/causeway-net/causeway/pkg/conntrackflush"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -97,6 +98,9 @@ type Options struct {
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
+	// Conntrack deletes the namespace's conntrack entries (nil: a
+	// conntrackflush.Flusher of the namespace); a test's fails.
+	Conntrack conntrackflush.Interface
 	// AnnounceCount is how many announcement rounds follow the setting or
 	// change of the bridge's address or MAC, or the join of a port
 	// (default DefaultAnnounceCount; negative disables them), and
@@ -165,7 +169,8 @@ type Dataplane struct {
 
 	linkTable *linkTable
 	ann       *announcer
-	ct        conntrackConn
+	ct        conntrackflush.Interface
+	ctFailing atomic.Bool // the last flush of removed VIPs and nexthops failed
 	pen       pending
 	// kick wakes the reconciler.
 	kick chan struct{}
@@ -224,6 +229,10 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 		dp.ns = netns.NsHandle(fd)
 	} else if dp.ns, err = callerNamespace(); err != nil {
 		return nil, err
+	}
+	dp.ct = opts.Conntrack
+	if dp.ct == nil {
+		dp.ct = conntrackflush.New(dp.ns)
 	}
 	dp.ctx, dp.cancel = context.WithCancel(context.Background())
 	defer func() {
@@ -466,7 +475,9 @@ func (dp *Dataplane) stop() bool {
 }
 
 func (dp *Dataplane) release() {
-	dp.ct.close()
+	if dp.ct != nil {
+		dp.ct.Close()
+	}
 	if dp.h != nil {
 		dp.h.Close()
 	}

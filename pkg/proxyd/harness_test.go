@@ -28,13 +28,13 @@ import (
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/config/file"
-	"github.com/causeway-net/causeway/pkg/config/nspserver"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
+	"github.com/causeway-net/causeway/pkg/nspd/configfile"
+	"github.com/causeway-net/causeway/pkg/nspd/nspserver"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
@@ -162,10 +162,10 @@ func newServices(tb testing.TB, nodeLength4 int) *env {
 	e.ipam = serveGRPC(tb, func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, ipam.NewServer(engine)) }, nil)
 
 	e.nsp = nspserver.New(quietLogger())
-	e.nsp.SetConfig(&file.Config{
-		Trenches: []file.Trench{{Name: trench}},
-		Conduits: []file.Conduit{{Name: conduit, Trench: trench}},
-		VIPs: []file.VIP{
+	e.nsp.SetConfig(&configfile.Config{
+		Trenches: []configfile.Trench{{Name: trench}},
+		Conduits: []configfile.Conduit{{Name: conduit, Trench: trench}},
+		VIPs: []configfile.VIP{
 			{Name: "vip-v4", Address: "20.0.0.1/32", Trench: trench},
 			{Name: "vip-v6", Address: "2001:db8::1/128", Trench: trench},
 		},

@@ -5,8 +5,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -21,7 +21,7 @@ type Dataplane interface {
 	// ends the subscription; Link and LinkByName read the one table of the
 	// namespace's links (the interface monitor's Links).
 	Subscribe() (<-chan dataplane.LinkEvent, func())
-	interfacemonitor.Links
+	connlink.Links
 	Snapshot() (dataplane.Snapshot, error)
 	// ReleaseLeftovers stops holding the kernel state found at start
 	// beside the applied one (dataplane.Options.HoldLeftovers).

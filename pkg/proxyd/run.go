@@ -11,14 +11,14 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"google.golang.org/grpc"
 
-	"github.com/causeway-net/causeway/pkg/config"
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 	"github.com/causeway-net/causeway/pkg/proxy"
+	"github.com/causeway-net/causeway/pkg/proxyd/vipsource"
 )
 
 // Daemon is a running proxy: its components (components.go), started in
@@ -35,9 +35,9 @@ type Daemon struct {
 	nsmDial   []grpc.DialOption
 	nsmServer []grpc.ServerOption
 	ipamCC    *grpc.ClientConn
-	vips      config.VIPSource
+	vips      vipsource.VIPSource
 	proxy     *proxy.Proxy
-	mon       *interfacemonitor.Monitor
+	mon       *connlink.Monitor
 	nsm       nsmClient
 	mesh      *fullmesh.FullMesh
 	ep        *endpoint.Endpoint

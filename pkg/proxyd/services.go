@@ -15,13 +15,11 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/causeway-net/causeway/pkg/config/file"
-	"github.com/causeway-net/causeway/pkg/config/services"
+	"github.com/causeway-net/causeway/internal/yamlfile"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
-	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
+	"github.com/causeway-net/causeway/pkg/servicelb/filesource"
 	"github.com/causeway-net/causeway/pkg/servicelb/provider"
-	"github.com/causeway-net/causeway/pkg/servicelb/userspace"
 )
 
 // serviceLB is the service load balancer of the daemon: the provider
@@ -40,7 +38,7 @@ type serviceLB struct {
 	retryAt atomic.Pointer[time.Time]
 
 	mu       sync.Mutex
-	file     *services.File // last good version (nil: none yet)
+	file     *filesource.File // last good version (nil: none yet)
 	loaded   time.Time
 	rejected *Rejection
 	accepted uint64
@@ -72,7 +70,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	ns := d.opts.serviceNetNS
 	if d.cfg.ServicesFile == "" {
 		if d.opts.dataplane == nil || ns > 0 {
-			if err := cleanupServices(ns); err != nil {
+			if err := provider.CleanupLeftovers(ns); err != nil {
 				log.Warn("service load balancer leftovers not removed", "error", err)
 			}
 		}
@@ -84,7 +82,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	}
 	s := &serviceLB{cfg: d.cfg, log: log, ns: ns, proxy: d.proxy, events: newEventCounter(log), changed: make(chan struct{}, 1)}
 	// The other provider's table, from a run configured otherwise.
-	if err := cleanupServices(ns); err != nil {
+	if err := provider.CleanupLeftovers(ns); err != nil {
 		return nil, err
 	}
 	s.provider, err = provider.New(provider.Config{
@@ -97,7 +95,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		return nil, err
 	}
 	d.services = s
-	f, err := services.LoadFor(d.cfg.ServicesFile, s.facts())
+	f, err := filesource.LoadFor(d.cfg.ServicesFile, s.facts())
 	if err == nil {
 		s.accept(f)
 	}
@@ -114,8 +112,8 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		s.feedLoop(ctx, targets, svcs, eps)
 	})
 	t.Go(func(ctx context.Context) {
-		err := file.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
-			file.WithLogger(log), file.WithRejectLog(s.logRejection), file.WithRejectHook(s.reject), file.WithRecoverHook(s.recovered))
+		err := yamlfile.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
+			yamlfile.WithLogger(log), yamlfile.WithRejectLog(s.logRejection), yamlfile.WithRejectHook(s.reject), yamlfile.WithRecoverHook(s.recovered))
 		if err != nil {
 			log.Error("services file watch stopped; the last good services stay", "error", err)
 		}
@@ -127,25 +125,20 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	}, nil
 }
 
-// cleanupServices removes both providers' tables from ns.
-func cleanupServices(ns netns.NsHandle) error {
-	return errors.Join(nftlb.CleanupLeftovers(ns), userspace.CleanupLeftovers(ns))
-}
-
 // facts are what the services may not collide with: the VIPs in force
 // and the bridge addresses.
-func (s *serviceLB) facts() services.Facts {
-	return services.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
+func (s *serviceLB) facts() filesource.Facts {
+	return filesource.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
 }
 
 // parse parses a version of the file for the watch: a version that
 // collides with the proxy's state is refused like any broken one.
-func (s *serviceLB) parse(data []byte) (*services.File, error) {
-	return services.ParseFor(data, s.facts())
+func (s *serviceLB) parse(data []byte) (*filesource.File, error) {
+	return filesource.ParseFor(data, s.facts())
 }
 
 // accept takes a new good version of the file (on the watch goroutine).
-func (s *serviceLB) accept(f *services.File) {
+func (s *serviceLB) accept(f *filesource.File) {
 	s.mu.Lock()
 	s.file, s.loaded, s.rejected = f, time.Now(), nil
 	s.accepted++
@@ -260,7 +253,7 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 // file broken since the start) it has no services, and the targets keep
 // the service routes they carry: a restart with a broken file does not
 // take the last good routes away from them.
-func (s *serviceLB) resolve() *services.File {
+func (s *serviceLB) resolve() *filesource.File {
 	s.mu.Lock()
 	f := s.file
 	s.mu.Unlock()
@@ -268,7 +261,7 @@ func (s *serviceLB) resolve() *services.File {
 	held := f == nil
 	if held {
 		s.proxy.HoldServiceRoutes()
-		f = &services.File{}
+		f = &filesource.File{}
 	} else {
 		var withdrawn []error
 		f, withdrawn = f.Resolve(s.facts())
@@ -325,7 +318,7 @@ type ServicesState struct {
 	// reason (userspace).
 	Ports  []servicelb.PortState                       `json:"ports"`
 	Events map[string]map[servicelb.EventReason]uint64 `json:"events,omitempty"`
-	Stats  *nftlb.Stats                                `json:"nftables,omitempty"`
+	Stats  *servicelb.SyncStats                        `json:"nftables,omitempty"`
 }
 
 func (s *serviceLB) state() *ServicesState {
@@ -337,8 +330,8 @@ func (s *serviceLB) state() *ServicesState {
 		st.Ports = in.PortStates()
 	}
 	st.Events = s.events.byPort()
-	if n, ok := s.provider.(*nftlb.Provider); ok {
-		stats := n.Stats()
+	if r, ok := s.provider.(servicelb.StatsReporter); ok {
+		stats := r.Stats()
 		st.Stats = &stats
 	}
 	return st

@@ -18,13 +18,13 @@ import (
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
-	"github.com/causeway-net/causeway/pkg/nsm/mtu"
-	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -50,7 +50,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 	dp, err := dataplane.New(ctx, dataplane.Options{NetNS: proxyNS.Handle, AnnounceCount: -1, Logger: quiet})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dp.Close()) }()
-	monitor := interfacemonitor.New(h, dp, interfacemonitor.WithLogger(quiet))
+	monitor := connlink.New(h, dp, connlink.WithLogger(quiet))
 	monCtx, stopMonitor := context.WithCancel(ctx)
 	monDone := make(chan error, 1)
 	linkEvents, unsubscribe := dp.Subscribe()
@@ -75,7 +75,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 			nsmsandbox.KernelServer(),
 			netnsurl.NewServer(proxyNS.Path()),
 			ipcontext.NewServer(setter, ipcontext.WithLogger(quiet)),
-			interfacemonitor.NewServer(monitor, interfacemonitor.WithLogger(quiet)),
+			connlink.NewServer(monitor, connlink.WithLogger(quiet)),
 			mtu.NewServer(mtu.WithMTU(1400)),
 		},
 	}, endpoint.WithAuthorizeServer(creds.AuthorizeServer()), endpoint.WithLogger(quiet))

@@ -26,13 +26,13 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext/ipcontextfake"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext/ipcontextfake"
-	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -85,7 +85,7 @@ type proxyUnderTest struct {
 	ep      *endpoint.Endpoint
 	setter  *ipcontextfake.Setter
 	handler *linkstest.Recorder
-	monitor *interfacemonitor.Monitor
+	monitor *connlink.Monitor
 	links   *linkstest.Table
 	names   *ifnames
 }
@@ -96,7 +96,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 	creds := credentials.Insecure(quiet, time.Hour)
 	p := &proxyUnderTest{setter: newTargetSetter(base), handler: &linkstest.Recorder{}, names: &ifnames{}}
 	p.links = linkstest.New()
-	p.monitor = interfacemonitor.New(p.handler, p.links, interfacemonitor.WithLogger(quiet))
+	p.monitor = connlink.New(p.handler, p.links, connlink.WithLogger(quiet))
 	ep, err := endpoint.Start(ctx, endpoint.Config{
 		Name:           name,
 		Service:        service,
@@ -108,7 +108,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 		Elements: []networkservice.NetworkServiceServer{
 			nsmsandbox.KernelServer(),
 			ipcontext.NewServer(p.setter, ipcontext.WithLogger(quiet)),
-			interfacemonitor.NewServer(p.monitor, interfacemonitor.WithLogger(quiet)),
+			connlink.NewServer(p.monitor, connlink.WithLogger(quiet)),
 			mtu.NewServer(mtu.WithMTU(1450)),
 			p.names,
 		},

@@ -31,13 +31,13 @@ import (
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/nsm/egress"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/egress"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext/ipcontextfake"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext/ipcontextfake"
-	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -127,14 +127,14 @@ func TestSandboxFullMesh(t *testing.T) {
 
 	handler := &linkstest.Recorder{}
 	links := linkstest.New()
-	monitor := interfacemonitor.New(handler, links, interfacemonitor.WithLogger(quiet))
+	monitor := connlink.New(handler, links, connlink.WithLogger(quiet))
 	var egressMu sync.Mutex
 	var egressReports []bool
 	pinner := fullmesh.NewPinner()
 	nsc := bed.proxyClient(ctx, true,
 		ipcontext.NewClient(&ipcontextfake.Setter{Type: proxy.LBConn, Subnet: netip.MustParsePrefix("172.16.1.0/24"), First: 10},
 			ipcontext.WithLogger(quiet)),
-		interfacemonitor.NewClient(monitor, interfacemonitor.WithLogger(quiet)),
+		connlink.NewClient(monitor, connlink.WithLogger(quiet)),
 		mtu.NewClient(mtu.WithMTU(1500)),
 		egress.NewClient(func(s bool) {
 			egressMu.Lock()

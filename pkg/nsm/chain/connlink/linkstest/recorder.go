@@ -1,0 +1,82 @@
+package linkstest
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/causeway-net/causeway/pkg/proxy"
+)
+
+// Recorder is an connlink.Handler that keeps what it is told, for
+// the test to read: each event rendered by Format, and the interfaces.
+type Recorder struct {
+	// Format renders an event (op is "created" or "deleted"); nil: the op
+	// and the link index ("created 7").
+	Format func(op string, i proxy.Interface) string
+
+	mu     sync.Mutex
+	events []string
+	taken  int
+	last   proxy.Interface
+	byName map[string][]string
+	ifaces map[string]proxy.Interface
+}
+
+func (r *Recorder) InterfaceCreated(i proxy.Interface) { r.add("created", i) }
+func (r *Recorder) InterfaceDeleted(i proxy.Interface) { r.add("deleted", i) }
+
+func (r *Recorder) add(op string, i proxy.Interface) {
+	ev := fmt.Sprintf("%s %d", op, i.Index)
+	if r.Format != nil {
+		ev = r.Format(op, i)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byName == nil {
+		r.byName, r.ifaces = map[string][]string{}, map[string]proxy.Interface{}
+	}
+	r.events = append(r.events, ev)
+	r.byName[i.Name] = append(r.byName[i.Name], ev)
+	r.ifaces[i.Name] = i
+	r.last = i
+}
+
+// Events are the events so far.
+func (r *Recorder) Events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.events...)
+}
+
+// Take returns the events since the last Take (nil when none).
+func (r *Recorder) Take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.taken == len(r.events) {
+		return nil
+	}
+	out := append([]string(nil), r.events[r.taken:]...)
+	r.taken = len(r.events)
+	return out
+}
+
+// Last is the interface of the latest event.
+func (r *Recorder) Last() proxy.Interface {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// Of returns the events of the interface called name.
+func (r *Recorder) Of(name string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.byName[name]...)
+}
+
+// Interface is the interface called name as its latest event told it.
+func (r *Recorder) Interface(name string) proxy.Interface {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ifaces[name]
+}
