@@ -209,7 +209,7 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 // link table: it reads it and follows its events, with no table or
 // goroutine of its own between the two.
 func (d *Daemon) startInterfaceMonitor(ctx context.Context) (func() error, error) {
-	d.mon = connlink.New(d.proxy, d.dp, connlink.WithLogger(d.log.With("subsystem", "interfacemonitor")))
+	d.mon = connlink.New(d.proxy, d.dp, connlink.WithLogger(d.log.With("subsystem", "connlink")))
 	events, unsubscribe := d.dp.Subscribe()
 	t := newTasks(ctx)
 	t.Go(func(ctx context.Context) {
