@@ -12,16 +12,17 @@ import (
 // delLink deletes a link (a variable so that tests can make it fail).
 var delLink = (*netlink.Handle).LinkDel
 
-// heldLinks are the ports held since New (Options.HoldLeftovers) and the
-// addresses each carried then: a connection that comes back on a new link
-// with one of those addresses supersedes the held port that had it.
-type heldLinks map[netip.Addr]int
+// addrLinks maps the addresses that the ports held since New
+// (Options.HoldLeftovers) carried then to their ports: a connection that
+// comes back on a new link with one of those addresses supersedes the held
+// port that had it.
+type addrLinks map[netip.Addr]int
 
-// readHeldLinksLocked records the addresses of the held ports (one address
-// dump, at start).
-func (dp *Dataplane) readHeldLinksLocked() error {
-	dp.heldAddrs = heldLinks{}
-	if dp.held == nil || len(dp.held.ports) == 0 {
+// readLeftoverAddrsLocked records the addresses of the held ports (one
+// address dump, at start).
+func (dp *Dataplane) readLeftoverAddrsLocked() error {
+	dp.leftoverAddrs = addrLinks{}
+	if dp.leftovers == nil || len(dp.leftovers.ports) == 0 {
 		return nil
 	}
 	dp.read()
@@ -34,8 +35,8 @@ func (dp *Dataplane) readHeldLinksLocked() error {
 		if !ok || ip.IsLinkLocalUnicast() {
 			continue
 		}
-		if _, held := slices.BinarySearch(dp.held.ports, a.LinkIndex); held {
-			dp.heldAddrs[ip.Unmap()] = a.LinkIndex
+		if _, held := slices.BinarySearch(dp.leftovers.ports, a.LinkIndex); held {
+			dp.leftoverAddrs[ip.Unmap()] = a.LinkIndex
 		}
 	}
 	return nil
@@ -55,11 +56,11 @@ func (dp *Dataplane) SupersedeHeld(index int, addrs []netip.Addr) ([]int, error)
 	var gone []int
 	var errs []error
 	for _, a := range addrs {
-		old, ok := dp.heldAddrs[a.Unmap()]
+		old, ok := dp.leftoverAddrs[a.Unmap()]
 		if !ok || old == index || slices.Contains(gone, old) {
 			continue
 		}
-		if err := dp.deleteHeldLocked(old); err != nil {
+		if err := dp.deleteLeftoverLocked(old); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -71,10 +72,10 @@ func (dp *Dataplane) SupersedeHeld(index int, addrs []netip.Addr) ([]int, error)
 	return gone, errors.Join(errs...)
 }
 
-// deleteHeldLocked deletes held port idx and stops holding it. If the link
-// cannot be deleted, it stays held (with its addresses), for a later
+// deleteLeftoverLocked deletes held port idx and stops holding it. If the
+// link cannot be deleted, it stays held (with its addresses), for a later
 // SupersedeHeld or ReleaseLeftovers to delete.
-func (dp *Dataplane) deleteHeldLocked(idx int) error {
+func (dp *Dataplane) deleteLeftoverLocked(idx int) error {
 	link, err := dp.h.LinkByIndex(idx)
 	switch {
 	case linkGone(err):
@@ -86,29 +87,29 @@ func (dp *Dataplane) deleteHeldLocked(idx int) error {
 			return err
 		}
 	}
-	for a, p := range dp.heldAddrs {
+	for a, p := range dp.leftoverAddrs {
 		if p == idx {
-			delete(dp.heldAddrs, a)
+			delete(dp.leftoverAddrs, a)
 		}
 	}
-	if dp.held != nil {
-		if i, ok := slices.BinarySearch(dp.held.ports, idx); ok {
-			h := *dp.held
+	if dp.leftovers != nil {
+		if i, ok := slices.BinarySearch(dp.leftovers.ports, idx); ok {
+			h := *dp.leftovers
 			h.ports = slices.Delete(slices.Clone(h.ports), i, i+1)
-			dp.held = &h
+			dp.leftovers = &h
 		}
 	}
 	return nil
 }
 
-// unclaimedHeldLocked are the held ports that want does not have.
-func (dp *Dataplane) unclaimedHeldLocked(want *desired) []int {
-	if dp.held == nil {
+// unclaimedLeftoversLocked are the held ports that goal does not have.
+func (dp *Dataplane) unclaimedLeftoversLocked(goal *spec) []int {
+	if dp.leftovers == nil {
 		return nil
 	}
 	var out []int
-	for _, p := range dp.held.ports {
-		if !want.wantsPort(p) {
+	for _, p := range dp.leftovers.ports {
+		if !goal.hasPort(p) {
 			out = append(out, p)
 		}
 	}
