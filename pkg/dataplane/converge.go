@@ -72,6 +72,7 @@ func (dp *Dataplane) convergeLocked(goal *spec, reread kinds) (kinds, error) {
 		if failed&kPorts == 0 {
 			joined, left, err := dp.applyPortsLocked(goal.ports)
 			note(kPorts, err)
+			note(kPorts, dp.applyHairpinLocked(goal.hairpin))
 			if left || reread&(kMTU|kPorts) != 0 {
 				note(kMTU, dp.syncMTULocked(nil, true))
 			} else if len(joined) > 0 {

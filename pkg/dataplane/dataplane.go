@@ -505,6 +505,7 @@ const (
 	opLinkSetMaster
 	opLinkSetNoMaster
 	opLinkSetMTU
+	opLinkSetHairpin
 	opAddrAdd
 	opAddrDel
 	opRouteReplace
@@ -515,7 +516,7 @@ const (
 )
 
 var opNames = [numOps]string{
-	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu",
+	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu", "link set hairpin",
 	"addr add", "addr del", "route replace", "route del", "rule add", "rule del",
 }
 

@@ -54,6 +54,7 @@ type spec struct {
 	vips         []netip.Prefix            // masked, sorted, unique
 	nexthopPorts map[netip.Addr]int
 	tiedPorts    map[int]struct{} // the ports of nexthopPorts
+	hairpin      []int            // sorted, unique: the ports in hairpin mode
 }
 
 // hasPrefix reports whether d has p as a VIP or, for a host prefix, as a
@@ -132,6 +133,7 @@ func normalize(s State) (*spec, error) {
 		d.vips = append(d.vips, p.Masked())
 	}
 	d.vips = sortSet(d.vips, comparePrefix)
+	d.hairpin = sortSet(slices.Clone(s.HairpinPorts), cmp.Compare[int])
 	for a, idx := range s.NexthopPorts {
 		d.nexthopPorts[a.Unmap().WithZone("")] = idx
 		d.tiedPorts[idx] = struct{}{}
@@ -195,6 +197,7 @@ func (d *spec) state() State {
 	s.Ports = slices.Clone(d.ports)
 	s.Nexthops = append(append(s.Nexthops, d.nexthops[v4]...), d.nexthops[v6]...)
 	s.VIPs = slices.Clone(d.vips)
+	s.HairpinPorts = slices.Clone(d.hairpin)
 	if len(d.nexthopPorts) > 0 {
 		s.NexthopPorts = make(map[netip.Addr]int, len(d.nexthopPorts))
 		for a, i := range d.nexthopPorts {
@@ -223,6 +226,15 @@ type portState struct {
 	absent bool
 	// mtu is the port's MTU when last seen (0: unknown).
 	mtu int
+	// hairpin: the Dataplane turned the port's hairpin mode on (a port
+	// found on an adopted bridge counts as off until goal says).
+	hairpin bool
+}
+
+// markAbsent records that the port's link does not exist: whatever was
+// set on it went with it.
+func (ps *portState) markAbsent() {
+	ps.absent, ps.enslaved, ps.hairpin = true, false, false
 }
 
 // routeState is the default route of one family in the table, as applied.

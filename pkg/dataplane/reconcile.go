@@ -365,7 +365,7 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 			continue
 		}
 		if ps, ok := m.ports.get(idx); ok && !ps.absent {
-			ps.absent, ps.enslaved = true, false
+			ps.markAbsent()
 			touched = true
 		} else if !ok && dp.goal.hasPort(idx) {
 			touched = true // a tied port outside Ports, say

@@ -80,4 +80,13 @@ type State struct {
 	// trip). Nexthops without an entry are always in the route. Entries for
 	// addresses that are not in Nexthops are ignored.
 	NexthopPorts map[netip.Addr]int `json:"nexthopPorts"`
+
+	// HairpinPorts are the ports whose hairpin mode is on: a frame may
+	// leave the bridge by the port it came in. The service load balancer's
+	// nftables provider needs it on the targets' ports, since a target may
+	// be the endpoint its own request is sent to. The Dataplane turns it
+	// off again on the ports it turned it on for once they leave this
+	// list; a port found in hairpin mode on an adopted bridge keeps it.
+	// Entries that are not Ports are ignored.
+	HairpinPorts []int `json:"hairpinPorts,omitempty"`
 }

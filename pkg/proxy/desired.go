@@ -14,23 +14,41 @@ import (
 // shares them while the model goes on changing.
 type desired struct {
 	ports    []int                // the links of the connections, sorted
+	targets  []int                // the links of the target connections, sorted
+	hairpin  bool                 // the targets' ports are in hairpin mode
 	hops     map[netip.Addr][]int // nexthop → the LB ports it is announced on
 	nexthops []netip.Addr         // the keys of hops, sorted
 }
 
 func newDesired() desired { return desired{hops: map[netip.Addr][]int{}} }
 
-func (d *desired) addPort(idx int) {
-	i, found := slices.BinarySearch(d.ports, idx)
-	if !found {
-		d.ports = slices.Insert(slices.Clip(d.ports), i, idx)
+// addPort adds the link of a connection (of a target's, with target).
+func (d *desired) addPort(idx int, target bool) {
+	d.ports = insertSorted(d.ports, idx)
+	if target {
+		d.targets = insertSorted(d.targets, idx)
 	}
 }
 
 func (d *desired) removePort(idx int) {
-	if i, found := slices.BinarySearch(d.ports, idx); found {
-		d.ports = append(slices.Clip(d.ports[:i]), d.ports[i+1:]...)
+	d.ports = deleteSorted(d.ports, idx)
+	d.targets = deleteSorted(d.targets, idx)
+}
+
+// insertSorted is xs with x added, a new slice if it changed.
+func insertSorted(xs []int, x int) []int {
+	if i, found := slices.BinarySearch(xs, x); !found {
+		return slices.Insert(slices.Clip(xs), i, x)
 	}
+	return xs
+}
+
+// deleteSorted is xs without x, a new slice if it changed.
+func deleteSorted(xs []int, x int) []int {
+	if i, found := slices.BinarySearch(xs, x); found {
+		return append(slices.Clip(xs[:i]), xs[i+1:]...)
+	}
+	return xs
 }
 
 // addHop records that the LB behind port announces address a.
@@ -70,6 +88,9 @@ func (d *desired) removeHop(a netip.Addr, port int) {
 // nexthops: the ports are shared, not copied.
 func (d *desired) state(bridge, vips []netip.Prefix) dataplane.State {
 	s := dataplane.State{BridgeAddrs: bridge, Ports: d.ports, Nexthops: d.nexthops, VIPs: vips}
+	if d.hairpin {
+		s.HairpinPorts = d.targets
+	}
 	for a, ports := range d.hops {
 		if len(ports) != 1 {
 			continue

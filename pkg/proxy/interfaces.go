@@ -43,7 +43,7 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 	p.unlinkLocked(st)
 	st.link, st.linkName = i.Index, i.Name
 	p.links[i.Index] = st.id
-	p.want.addPort(i.Index)
+	p.want.addPort(i.Index, i.Type == TargetConn)
 	p.refreshHopsLocked(st)
 	hops := slices.Clone(st.hops)
 	addrs := allocAddrs(st)

@@ -1,0 +1,16 @@
+package proxy
+
+// SetTargetHairpin turns the hairpin mode of the targets' bridge ports on
+// or off (through the dataplane state, like the ports themselves): the
+// service load balancer's nftables provider needs it while it has
+// services, since a target may be the endpoint of its own request, whose
+// reply then leaves the bridge by the port it came in.
+func (p *Proxy) SetTargetHairpin(on bool) {
+	p.mu.Lock()
+	changed := p.want.hairpin != on
+	p.want.hairpin = on
+	p.mu.Unlock()
+	if changed {
+		p.markDirty()
+	}
+}
