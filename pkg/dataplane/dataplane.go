@@ -319,6 +319,8 @@ func (dp *Dataplane) Apply(s State) error {
 		return ErrClosed
 	}
 	dp.applied = goal
+	dp.retireLinksLocked(s.Retired, goal)
+	dp.supersedeLeftoversLocked(s.Claims)
 	return dp.applyLocked(goal.withLeftovers(dp.leftovers))
 }
 

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -42,34 +41,33 @@ func (dp *Dataplane) readLeftoverAddrsLocked() error {
 	return nil
 }
 
-// SupersedeHeld deletes the held ports (see Options.HoldLeftovers) that
-// carried one of addrs, other than link index: a connection of the earlier
-// run came back on the new link index with its addresses, and its old link
-// (which no forwarder of this run knows) would hold them twice. It reports
-// the links deleted. Without a hold, it does nothing.
-func (dp *Dataplane) SupersedeHeld(index int, addrs []netip.Addr) ([]int, error) {
-	dp.mu.Lock()
-	defer dp.mu.Unlock()
-	if dp.closed {
-		return nil, ErrClosed
+// supersedeLeftoversLocked deletes the held ports (see
+// Options.HoldLeftovers) that carried one of the claimed addresses, other
+// than the claiming port: a connection of the earlier run came back on a
+// new link with its addresses, and its old link (which no forwarder of
+// this run knows) would hold them twice. A link that cannot be deleted
+// stays held (logged). Without a hold it does nothing.
+func (dp *Dataplane) supersedeLeftoversLocked(claims []Claim) {
+	if len(dp.leftoverAddrs) == 0 {
+		return
 	}
-	var gone []int
-	var errs []error
-	for _, a := range addrs {
-		old, ok := dp.leftoverAddrs[a.Unmap()]
-		if !ok || old == index || slices.Contains(gone, old) {
-			continue
+	for _, c := range claims {
+		var gone []int
+		for _, a := range c.Addrs {
+			old, ok := dp.leftoverAddrs[a.Unmap()]
+			if !ok || old == c.Port {
+				continue
+			}
+			if err := dp.deleteLeftoverLocked(old); err != nil {
+				dp.log.Warn("held link of an earlier run not superseded", "link", old, "by", c.Port, "error", err)
+				continue
+			}
+			gone = append(gone, old)
 		}
-		if err := dp.deleteLeftoverLocked(old); err != nil {
-			errs = append(errs, err)
-			continue
+		if len(gone) > 0 {
+			dp.log.Info("held links of an earlier run superseded", "links", gone, "by", c.Port)
 		}
-		gone = append(gone, old)
 	}
-	if len(gone) > 0 {
-		dp.log.Info("held links of an earlier run superseded", "links", gone, "by", index)
-	}
-	return gone, errors.Join(errs...)
 }
 
 // deleteLeftoverLocked deletes held port idx and stops holding it. If the

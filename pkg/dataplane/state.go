@@ -89,4 +89,33 @@ type State struct {
 	// list; a port found in hairpin mode on an adopted bridge keeps it.
 	// Entries that are not Ports are ignored.
 	HairpinPorts []int `json:"hairpinPorts,omitempty"`
+
+	// Retired are links that connections had before a heal moved them to
+	// new ones. Apply deletes each one that still exists under its name
+	// and is neither a port of the State nor the bridge: its forwarder, if
+	// it is gone, would not, and the connection's addresses would sit on
+	// two links. A request for this Apply only: later convergences do
+	// not repeat it, and a failure is logged, not returned.
+	Retired []LinkRef `json:"retired,omitempty"`
+	// Claims are the addresses of connections that came up on a port.
+	// While the leftovers of an earlier run are held
+	// (Options.HoldLeftovers), Apply deletes each held port that carried
+	// one of them, other than the claiming port: the connection came back
+	// on a new link, and its old one would carry its addresses twice. A
+	// held link that cannot be deleted stays held until ReleaseLeftovers.
+	// A request for this Apply only, like Retired.
+	Claims []Claim `json:"claims,omitempty"`
+}
+
+// LinkRef names a link: its index, and the name it had when the caller
+// knew it (an index that names another link now is not that link).
+type LinkRef struct {
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+}
+
+// Claim says that the connection on port Port holds the addresses Addrs.
+type Claim struct {
+	Port  int          `json:"port"`
+	Addrs []netip.Addr `json:"addrs"`
 }

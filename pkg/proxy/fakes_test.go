@@ -250,6 +250,19 @@ func (d *fakeDataplane) Apply(s dataplane.State) error {
 	return nil
 }
 
+// retired lists the State.Retired links of the applied states, in order.
+func (d *fakeDataplane) retired() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, s := range d.states {
+		for _, l := range s.Retired {
+			out = append(out, fmt.Sprintf("%d/%s", l.Index, l.Name))
+		}
+	}
+	return out
+}
+
 func (d *fakeDataplane) last() (dataplane.State, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

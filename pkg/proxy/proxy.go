@@ -35,6 +35,7 @@ type Proxy struct {
 	conns       map[string]*connState
 	links       map[int]string // link index → the key of the connection it belongs to
 	want        desired        // the ports and nexthops of the links
+	oneShot     oneShot        // the link requests of the next Apply
 	vipWanted   []netip.Prefix
 	vipRejected []error        // the entries of vipWanted rejected by the last validation
 	vips        []netip.Prefix // accepted, sorted

@@ -197,9 +197,6 @@ func (f *fakeDataplane) ReleaseLeftovers() error {
 	return nil
 }
 
-// SupersedeHeld has nothing to supersede: the fake holds nothing.
-func (f *fakeDataplane) SupersedeHeld(int, []netip.Addr) ([]int, error) { return nil, nil }
-
 // RemoveLink deletes a leftover link as the kernel would (with its event).
 func (f *fakeDataplane) RemoveLink(index int, name string) (bool, error) {
 	f.mu.Lock()
