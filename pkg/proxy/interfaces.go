@@ -140,3 +140,34 @@ func (p *Proxy) refreshHopsLocked(st *connState) bool {
 	st.hops = hops
 	return true
 }
+
+// InterfaceOf returns the interface of the connection of type t with key
+// key: its link, as last announced by InterfaceCreated and not deleted
+// since. The proxy is the one owner of which link is whose; the interface
+// monitor asks it.
+func (p *Proxy) InterfaceOf(t ConnType, key string) (Interface, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.conns[key]
+	if st == nil || st.typ != t || st.link == 0 {
+		return Interface{}, false
+	}
+	return st.iface(), true
+}
+
+// InterfaceAt returns the interface announced on link index and not
+// deleted since.
+func (p *Proxy) InterfaceAt(index int) (Interface, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, ok := p.links[index]
+	if !ok {
+		return Interface{}, false
+	}
+	return p.conns[id].iface(), true
+}
+
+// iface is the interface of st's link. p.mu must be held.
+func (st *connState) iface() Interface {
+	return Interface{Index: st.link, Name: st.linkName, Type: st.typ, ConnID: st.id}
+}

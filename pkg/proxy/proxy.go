@@ -33,7 +33,7 @@ type Proxy struct {
 	closed      bool
 	bridge      map[ipamv1.IPFamily]netip.Prefix
 	conns       map[string]*connState
-	links       map[int]string // link index → the key of the connection it belongs to
+	links       map[int]string // link index → the key of the connection it belongs to (see connState.link)
 	want        desired        // the ports and nexthops of the links
 	oneShot     oneShot        // the link requests of the next Apply
 	vipWanted   []netip.Prefix
