@@ -94,6 +94,12 @@ type Options struct {
 	// since a node may run with IPv6 disabled in its kernel, and the other
 	// way round.
 	SysctlFamilies SysctlFamilies
+	// BridgeNetfilter makes New turn net.bridge.bridge-nf-call-ip(6)tables
+	// on in the namespace, for the service load balancer's nftables
+	// provider: an endpoint's reply to a client on the same bridge
+	// (hairpin) then passes its connection tracking and gets its source
+	// turned back into the service's. It needs the br_netfilter module.
+	BridgeNetfilter bool
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
@@ -251,6 +257,12 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 	// Namespace-wide sysctls first, so the bridge inherits the defaults.
 	if _, serr := setSysctls(dp.ns, "", opts.SysctlFamilies.filter(globalSysctls())); serr != nil {
 		dp.sysctlErrs = append(dp.sysctlErrs, serr)
+	}
+	if opts.BridgeNetfilter {
+		if _, serr := setSysctls(dp.ns, "", bridgeNetfilterSysctls()); serr != nil {
+			dp.sysctlErrs = append(dp.sysctlErrs, fmt.Errorf("bridge netfilter needs the br_netfilter kernel module on the node "+
+				"(modprobe br_netfilter; persist it in /etc/modules-load.d/): %w", serr))
+		}
 	}
 	dp.ann = newAnnouncer(opts.AnnounceCount, opts.AnnounceInterval, clock.Real(), dp.announceRound)
 

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,4 +54,17 @@ func TestHairpinPorts(t *testing.T) {
 	snap, err := dp.Snapshot()
 	require.NoError(t, err)
 	require.Equal(t, []int{p2, late}, snap.Desired.HairpinPorts)
+}
+
+// BridgeNetfilter: New hands bridged frames to netfilter in the namespace
+// (the nftables service provider needs it) and Snapshot reports it.
+func TestBridgeNetfilter(t *testing.T) {
+	ns := testutil.NewNetNS(t, "bnf")
+	dp := newDP(t, ns, Options{BridgeNetfilter: true})
+	for _, key := range []string{"net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables"} {
+		require.Equal(t, "1", strings.TrimSpace(ns.MustExec(t, "sysctl", "-n", key)), key)
+	}
+	snap, err := dp.Snapshot()
+	require.NoError(t, err)
+	require.Equal(t, "1", snap.Sysctls["net.bridge.bridge-nf-call-iptables"])
 }

@@ -230,6 +230,9 @@ func (dp *Dataplane) snapshotDesiredLocked(s *Snapshot) {
 // could not set into s.
 func (dp *Dataplane) snapshotSysctlsLocked(s *Snapshot) {
 	readSysctls(dp.ns, "", dp.opts.SysctlFamilies.filter(globalSysctls()), s.Sysctls)
+	if dp.opts.BridgeNetfilter {
+		readSysctls(dp.ns, "", bridgeNetfilterSysctls(), s.Sysctls)
+	}
 	readSysctls(dp.ns, dp.opts.BridgeName, dp.opts.SysctlFamilies.filter(ownBridgeSysctls(dp.opts.BridgeName)), s.Sysctls)
 	for _, e := range dp.sysctlErrs {
 		s.SysctlErrors = append(s.SysctlErrors, e.Error())

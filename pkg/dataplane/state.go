@@ -1,11 +1,15 @@
 // Package dataplane owns everything Causeway does to the Linux kernel in the
-// proxy's network namespace: the bridge and its ports, the policy routing
-// table with one ECMP default route per family, the `from <VIP>` rules, the
-// namespace sysctls, the kernel's gratuitous ARP / unsolicited neighbour
-// advertisements for the bridge's addresses, conntrack clean-up and the link
-// monitor. Callers describe the desired State;
-// the package computes the difference against what it owns and applies the
-// fewest netlink operations.
+// proxy's network namespace: the bridge and its ports (and their hairpin
+// mode), the policy routing table with one ECMP default route per family,
+// the `from <VIP>` rules, the namespace sysctls (bridge netfilter included,
+// for the service load balancer), the kernel's gratuitous ARP / unsolicited
+// neighbour advertisements for the bridge's addresses, conntrack clean-up,
+// the deletion of links that connections left behind, and the link monitor.
+// Callers describe the desired State; the package computes the difference
+// against what it owns and applies the fewest netlink operations. The one
+// thing in the namespace it does not own is the service load balancer's
+// nftables table: its provider (pkg/servicelb/nftlb, pkg/servicelb/userspace)
+// creates, syncs and removes it.
 //
 // # Model
 //
@@ -26,7 +30,23 @@
 // periodic resync (Options.ResyncInterval) is the backstop for anything an
 // event could not tell. The conntrack entries of the VIPs and nexthops a
 // convergence removed are flushed at its end, in one pass over the table.
-// See docs/dataplane.md.
+//
+// Besides the convergence, the package changes the kernel in these places
+// only, each for something that is an act rather than a state to keep:
+// New sets the sysctls once (and a created bridge's); the start deletes
+// Meridio's leftovers once (meridio.go), objects without our protocol that
+// the convergence never looks at; Apply deletes, before it converges, the
+// links a State retires or whose addresses it claims from held leftovers
+// (links.go, held.go), and ReleaseLeftovers the held links nothing claimed:
+// a link that must go once is not a state to restore; RemoveLink deletes a
+// closed connection's leftover link at once, because its caller must know
+// it gone before it hands the addresses back; an announcement round sets
+// the bridge's MAC to its own value and puts back the permanent neighbour
+// entries the kernel flushes then (announce.go); moved nexthops' dynamic
+// neighbour entries, a cache, are deleted (neighbors.go); and conntrack
+// entries are flushed. All but the conntrack flush (entries, not owned
+// objects) run under the Dataplane's lock, as the convergence does. See
+// docs/dataplane.md.
 //
 // # Ownership
 //
