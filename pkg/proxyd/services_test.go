@@ -231,11 +231,9 @@ func TestDaemonServicesCollisions(t *testing.T) {
 	_, ok := servicePort(st, "shop/dns")
 	require.True(t, ok, "the other services stay")
 	require.Eventually(t, func() bool { return !strings.Contains(nftDispatch4(t, ns), "10.96.0.10") }, wait, tick, "out of the kernel")
-	// The debug state reads the proxy before the services: the VIP that
-	// the services saw may be newer than that snapshot of the proxy.
 	require.Eventually(t, func() bool {
 		return strings.Contains(sprint(debugState(t, cfg.DebugSocket).Proxy.State.VIPs), "10.96.0.10/32")
-	}, wait, tick, "the VIP is served")
+	}, wait, tick, "the VIP is served") // the services learn it apart from the proxy's model
 
 	setVIPs(vips)
 	require.Eventually(t, func() bool {

@@ -70,8 +70,10 @@ func fdClient(ctx context.Context, u *url.URL) registry.NetworkServiceEndpointRe
 }
 
 // listings runs n listings from 4 goroutines and counts those without the
-// endpoint; each listed endpoint must have come with its descriptor.
-func listings(t *testing.T, c registry.NetworkServiceEndpointRegistryClient, n int) (missed int) {
+// endpoint; with strict, each listed endpoint must have come with its
+// descriptor (without findretry, a listing the race broke may also come back
+// with the endpoint's own URL, and is counted as missed).
+func listings(t *testing.T, c registry.NetworkServiceEndpointRegistryClient, n int, strict bool) (missed int) {
 	t.Helper()
 	var missing atomic.Int32
 	var wg sync.WaitGroup
@@ -86,6 +88,10 @@ func listings(t *testing.T, c registry.NetworkServiceEndpointRegistryClient, n i
 					continue
 				}
 				if len(urls) != 1 || !strings.HasPrefix(urls[0], "unix:///proc/") {
+					if !strict {
+						missing.Add(1)
+						continue
+					}
 					t.Errorf("listed %v at %v, want the endpoint at a received descriptor", names, urls)
 				}
 			}
@@ -118,7 +124,7 @@ func TestListingsThroughDescriptorPassing(t *testing.T) {
 	const n = 400
 
 	start := time.Now()
-	missedPlain := listings(t, fdClient(ctx, u), n)
+	missedPlain := listings(t, fdClient(ctx, u), n, false)
 	plain := time.Since(start)
 
 	var retried atomic.Int32
@@ -126,7 +132,7 @@ func TestListingsThroughDescriptorPassing(t *testing.T) {
 		findretry.NewNetworkServiceEndpointRegistryClient(findretry.WithRetried(func(error) { retried.Add(1) })),
 		fdClient(ctx, u))
 	start = time.Now()
-	require.Zero(t, listings(t, wrapped, n), "every listing has the endpoint")
-	t.Logf("FIGURE: %d listings over grpcfd: %d without the endpoint without findretry (%s); with it none, %d listed again (%s)",
+	require.Zero(t, listings(t, wrapped, n, true), "every listing has the endpoint")
+	t.Logf("FIGURE: %d listings over grpcfd: %d without the endpoint at a descriptor without findretry (%s); with it none, %d listed again (%s)",
 		n, missedPlain, plain, retried.Load(), time.Since(start))
 }
