@@ -32,7 +32,8 @@ func routeKind(f family) kinds {
 	return kRoutes4
 }
 
-// convergeLocked is the only operation that changes the kernel: it makes
+// convergeLocked is the only operation that changes what the Dataplane owns
+// (the acts that are not state are listed in the package doc): it makes
 // what the Dataplane owns equal to goal. Start, Apply, repair after a
 // foreign change and Teardown all call it, with different desired states
 // (the adopted state, the applied one, the applied one again, the empty

@@ -14,10 +14,11 @@
 // # Model
 //
 // A Dataplane keeps an internal model of what it owns in the kernel, and
-// changes the kernel through one operation only: converge to a desired
-// state, with one diff per kind of object against the model, in one order
-// (bridge, addresses, ports and MTU, routes, rules, and the bridge's removal
-// for the empty state). Start converges to what it found (without the
+// changes what it owns through one operation only (the acts listed below
+// aside): converge to a desired state, with one diff per kind of object
+// against the model, in one order (bridge, addresses, ports with their
+// hairpin mode and MTU, routes, rules, and the bridge's removal for the
+// empty state). Start converges to what it found (without the
 // leftovers of an earlier run), Apply to the State it is given, a repair to
 // the applied state again after reading back what a kernel event showed
 // diverged, and Teardown to the empty state. An identical Apply issues no
