@@ -72,7 +72,7 @@ func (dp *Dataplane) supersedeLeftoversLocked(claims []Claim) {
 
 // deleteLeftoverLocked deletes held port idx and stops holding it. If the
 // link cannot be deleted, it stays held (with its addresses), for a later
-// SupersedeHeld or ReleaseLeftovers to delete.
+// claim (State.Claims) or ReleaseLeftovers to delete.
 func (dp *Dataplane) deleteLeftoverLocked(idx int) error {
 	link, err := dp.h.LinkByIndex(idx)
 	switch {
