@@ -8,8 +8,10 @@
 // Callers describe the desired State; the package computes the difference
 // against what it owns and applies the fewest netlink operations. The one
 // thing in the namespace it does not own is the service load balancer's
-// nftables table: its provider (pkg/servicelb/nftlb, pkg/servicelb/userspace)
-// creates, syncs and removes it.
+// nftables table, with the conntrack entries of the flows that table
+// translated: its provider (pkg/servicelb/nftlb, pkg/servicelb/userspace)
+// creates, syncs and removes the table, and flushes those entries (with
+// this package's FlushMatching).
 //
 // # Model
 //
