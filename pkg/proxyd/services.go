@@ -87,9 +87,6 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	s.provider, err = provider.New(provider.Config{
 		Provider: d.cfg.ServiceProvider, NetNS: ns, Logger: log, SyncPeriod: d.cfg.ServiceSyncPeriod,
 		PortRange: portRange, UDPIdleTimeout: d.cfg.ServiceUDPIdleTimeout, Recorder: s.events,
-		// Bridge netfilter, which the nftables provider needs since clients
-		// and endpoints are ports of the bridge, is the dataplane's
-		// (dataplane.Options.BridgeNetfilter).
 	})
 	if err != nil {
 		return nil, err
