@@ -14,8 +14,8 @@ import (
 // shares them while the model goes on changing.
 type desired struct {
 	ports    []int                // the links of the connections, sorted
-	targets  []int                // the links of the target connections, sorted
 	hairpin  bool                 // the targets' ports are in hairpin mode
+	targets  []int                // with hairpin, the links of the target connections, sorted
 	hops     map[netip.Addr][]int // nexthop → the LB ports it is announced on
 	nexthops []netip.Addr         // the keys of hops, sorted
 }
@@ -25,14 +25,26 @@ func newDesired() desired { return desired{hops: map[netip.Addr][]int{}} }
 // addPort adds the link of a connection (of a target's, with target).
 func (d *desired) addPort(idx int, target bool) {
 	d.ports = insertSorted(d.ports, idx)
-	if target {
+	if target && d.hairpin {
 		d.targets = insertSorted(d.targets, idx)
 	}
 }
 
 func (d *desired) removePort(idx int) {
 	d.ports = deleteSorted(d.ports, idx)
-	d.targets = deleteSorted(d.targets, idx)
+	if d.hairpin {
+		d.targets = deleteSorted(d.targets, idx)
+	}
+}
+
+// setHairpin turns the targets' hairpin mode on, with the links of the
+// target connections now (in any order), or off. The target list is kept
+// only while it is on: without services it costs nothing per event.
+func (d *desired) setHairpin(on bool, targets []int) {
+	d.hairpin, d.targets = on, nil
+	if on {
+		d.targets = slices.Sorted(slices.Values(targets))
+	}
 }
 
 // insertSorted is xs with x added, a new slice if it changed.

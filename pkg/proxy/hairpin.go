@@ -8,9 +8,23 @@ package proxy
 func (p *Proxy) SetTargetHairpin(on bool) {
 	p.mu.Lock()
 	changed := p.want.hairpin != on
-	p.want.hairpin = on
+	if changed {
+		p.want.setHairpin(on, p.targetLinksLocked())
+	}
 	p.mu.Unlock()
 	if changed {
 		p.markDirty()
 	}
+}
+
+// targetLinksLocked are the links of the target connections. p.mu must be
+// held.
+func (p *Proxy) targetLinksLocked() []int {
+	var out []int
+	for _, st := range p.conns {
+		if st.typ == TargetConn && st.link != 0 {
+			out = append(out, st.link)
+		}
+	}
+	return out
 }

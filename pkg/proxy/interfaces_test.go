@@ -189,6 +189,10 @@ func TestTargetHairpin(t *testing.T) {
 	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5, 7}) })
 	e.p.InterfaceDeleted(Interface{Index: 7})
 	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5}) })
+	e.link(t, targetConn("t3"), TargetConn, 11)
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5, 11}) })
 	e.p.SetTargetHairpin(false)
-	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.HairpinPorts) == 0 && len(s.Ports) == 2 })
+	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.HairpinPorts) == 0 && len(s.Ports) == 3 })
+	e.p.SetTargetHairpin(true)
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5, 11}) })
 }
