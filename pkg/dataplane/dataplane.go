@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/internal/clock"
+	"github.com/causeway-net/causeway/pkg/conntrackflush"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -103,6 +104,9 @@ type Options struct {
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
+	// Conntrack deletes the namespace's conntrack entries (nil: a
+	// conntrackflush.Flusher of the namespace); a test's fails.
+	Conntrack conntrackflush.Interface
 	// AnnounceCount is how many announcement rounds follow the setting or
 	// change of the bridge's address or MAC, or the join of a port
 	// (default DefaultAnnounceCount; negative disables them), and
@@ -169,10 +173,11 @@ type Dataplane struct {
 	table int
 	proto int
 
-	mon *monitor
-	ann *announcer
-	ct  conntrackConn
-	pen pending
+	linkTable *linkTable
+	ann       *announcer
+	ct        conntrackflush.Interface
+	ctFailing atomic.Bool // the last flush of removed VIPs and nexthops failed
+	pen       pending
 	// kick wakes the reconciler.
 	kick chan struct{}
 
@@ -204,7 +209,7 @@ type Dataplane struct {
 	started    bool    // New has returned
 
 	ctr counters
-	// bridgeIdx mirrors m.bridgeIndex for the monitors, which must not
+	// bridgeIdx mirrors m.bridgeIndex for the subscriptions, which must not
 	// take mu.
 	bridgeIdx atomic.Int64
 }
@@ -213,7 +218,7 @@ type Dataplane struct {
 // adopts the bridge (with its MAC) or creates it (with a random locally
 // administered MAC, or the one in Options.MACFile) and sets it up, removes
 // the routes and rules left by an earlier run (see Options.AdoptLeftovers),
-// and starts the link, address, route and rule monitors. ctx bounds the
+// and starts the link, address, route and rule subscriptions. ctx bounds the
 // start-up only; the Dataplane runs until Close or Teardown.
 //
 // Nothing else changes until the first Apply: the addresses and ports of an
@@ -240,12 +245,16 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 	} else if dp.ns, err = callerNamespace(); err != nil {
 		return nil, err
 	}
+	dp.ct = opts.Conntrack
+	if dp.ct == nil {
+		dp.ct = conntrackflush.New(dp.ns)
+	}
 	dp.ctx, dp.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			dp.cancel()
-			if dp.mon != nil {
-				dp.mon.closeSubscribers()
+			if dp.linkTable != nil {
+				dp.linkTable.closeSubscribers()
 			}
 			dp.wg.Wait()
 			dp.release()
@@ -268,16 +277,16 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 
 	// Subscribe before reading the kernel state, so that no change between
 	// the read and the subscription goes unseen.
-	dp.mon = newMonitor(dp.ns, dp.h, dp.log, opts.ReceiveBuffer)
-	dp.mon.internal = dp.onLinkEvent
-	dp.goRun(dp.mon.run)
+	dp.linkTable = newLinkTable(dp.ns, dp.h, dp.log, opts.ReceiveBuffer)
+	dp.linkTable.internal = dp.onLinkEvent
+	dp.goRun(dp.linkTable.run)
 	dp.goRun(dp.runAddrSubscription)
 	dp.goRun(dp.runRouteSubscription)
 	dp.goRun(dp.runRuleSubscription)
 	select {
-	case <-dp.mon.syncedCh:
+	case <-dp.linkTable.syncedCh:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the link monitor: %w", ctx.Err())
+		return nil, fmt.Errorf("waiting for the link table: %w", ctx.Err())
 	}
 
 	dp.mu.Lock()
@@ -414,21 +423,21 @@ func (dp *Dataplane) applyLocked(goal *spec) error {
 // Subscribe returns the link events of the namespace from now on, and a
 // function that ends the subscription (closing the channel). Each
 // subscriber has its own unbounded queue: a slow subscriber delays only
-// itself, never the monitor or other subscribers. The channel is also
+// itself, never the link table or other subscribers. The channel is also
 // closed by Close. See Links for the current links.
 func (dp *Dataplane) Subscribe() (<-chan LinkEvent, func()) {
-	return dp.mon.subscribe(&dp.wg)
+	return dp.linkTable.subscribe(&dp.wg)
 }
 
-// Links returns the link monitor's current view of the namespace's links,
+// Links returns the link table's current view of the namespace's links,
 // sorted by index (no kernel read).
-func (dp *Dataplane) Links() []Link { return dp.mon.list() }
+func (dp *Dataplane) Links() []Link { return dp.linkTable.list() }
 
-// Link returns the link monitor's view of link index (no kernel read).
-func (dp *Dataplane) Link(index int) (Link, bool) { return dp.mon.link(index) }
+// Link returns the link table's view of link index (no kernel read).
+func (dp *Dataplane) Link(index int) (Link, bool) { return dp.linkTable.link(index) }
 
-// LinkByName returns the link monitor's view of the link named name.
-func (dp *Dataplane) LinkByName(name string) (Link, bool) { return dp.mon.linkByName(name) }
+// LinkByName returns the link table's view of the link named name.
+func (dp *Dataplane) LinkByName(name string) (Link, bool) { return dp.linkTable.linkByName(name) }
 
 // BridgeIndex returns the bridge's interface index.
 func (dp *Dataplane) BridgeIndex() int {
@@ -483,13 +492,15 @@ func (dp *Dataplane) stop() bool {
 	dp.closed = true
 	dp.mu.Unlock()
 	dp.cancel()
-	dp.mon.closeSubscribers()
+	dp.linkTable.closeSubscribers()
 	dp.wg.Wait()
 	return true
 }
 
 func (dp *Dataplane) release() {
-	dp.ct.close()
+	if dp.ct != nil {
+		dp.ct.Close()
+	}
 	if dp.h != nil {
 		dp.h.Close()
 	}
@@ -568,7 +579,7 @@ type Stats struct {
 	Writes     uint64            `json:"writes"`
 	WritesByOp map[string]uint64 `json:"writesByOp"`
 	// Reads counts rtnetlink reads (gets and dumps) made by the Dataplane
-	// itself, not by its monitors' subscriptions.
+	// itself, not by its subscriptions.
 	Reads   uint64 `json:"reads"`
 	Applies uint64 `json:"applies"`
 	// Restores counts writes made to repair the kernel after it diverged
@@ -619,10 +630,10 @@ func (dp *Dataplane) Stats() Stats {
 		NeighborsForgotten: dp.ctr.neighForgotten.Load(),
 		NeighborsRestored:  dp.ctr.neighRestored.Load(),
 	}
-	if dp.mon != nil {
-		s.LinkEvents = dp.mon.events.Load()
-		s.LinkResyncs = dp.mon.resyncs.Load()
-		s.Resubscribes = dp.mon.resubscribes.Load()
+	if dp.linkTable != nil {
+		s.LinkEvents = dp.linkTable.events.Load()
+		s.LinkResyncs = dp.linkTable.resyncs.Load()
+		s.Resubscribes = dp.linkTable.resubscribes.Load()
 	}
 	s.Resubscribes += dp.ctr.ruleResubscribes.Load() + dp.ctr.routeResubscribes.Load() + dp.ctr.addrResubscribes.Load()
 	for i := range numOps {

@@ -60,7 +60,7 @@ type spec struct {
 // hasPrefix reports whether d has p as a VIP or, for a host prefix, as a
 // nexthop.
 func (d *spec) hasPrefix(p netip.Prefix) bool {
-	if _, ok := slices.BinarySearchFunc(d.vips, p, comparePrefix); ok {
+	if _, ok := slices.BinarySearchFunc(d.vips, p, netip.Prefix.Compare); ok {
 		return true
 	}
 	return p.IsSingleIP() && slices.Contains(d.nexthops[familyOf(p.Addr())], p.Addr())
@@ -132,7 +132,7 @@ func normalize(s State) (*spec, error) {
 		}
 		d.vips = append(d.vips, p.Masked())
 	}
-	d.vips = sortSet(d.vips, comparePrefix)
+	d.vips = sortSet(d.vips, netip.Prefix.Compare)
 	d.hairpin = sortSet(slices.Clone(s.HairpinPorts), cmp.Compare[int])
 	for a, idx := range s.NexthopPorts {
 		d.nexthopPorts[a.Unmap().WithZone("")] = idx
@@ -193,7 +193,7 @@ func (d *spec) state() State {
 	for p := range d.addrs {
 		s.BridgeAddrs = append(s.BridgeAddrs, p)
 	}
-	slices.SortFunc(s.BridgeAddrs, comparePrefix)
+	slices.SortFunc(s.BridgeAddrs, netip.Prefix.Compare)
 	s.Ports = slices.Clone(d.ports)
 	s.Nexthops = append(append(s.Nexthops, d.nexthops[v4]...), d.nexthops[v6]...)
 	s.VIPs = slices.Clone(d.vips)
@@ -207,13 +207,6 @@ func (d *spec) state() State {
 	return s
 }
 
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
-}
-
 // portState is what the Dataplane knows of one port it owns. The model
 // holds only settled ports: enslaved to the bridge, or known not to exist;
 // a wanted port missing from the model is one to enslave.
@@ -222,7 +215,7 @@ type portState struct {
 	// an adopted bridge).
 	enslaved bool
 	// absent: the link does not exist in the kernel (enslaving it failed
-	// with ENODEV, or the link monitor saw it deleted).
+	// with ENODEV, or the link table saw it deleted).
 	absent bool
 	// mtu is the port's MTU when last seen (0: unknown).
 	mtu int
@@ -264,7 +257,7 @@ func newModel() *model {
 func newPorts() *sortedMap[int, *portState] { return newSortedMap[int, *portState](cmp.Compare[int]) }
 
 func newRules() *sortedMap[netip.Prefix, struct{}] {
-	return newSortedMap[netip.Prefix, struct{}](comparePrefix)
+	return newSortedMap[netip.Prefix, struct{}](netip.Prefix.Compare)
 }
 
 // adopted is the desired state that keeps what the model holds: the
@@ -305,6 +298,6 @@ func (dp *Dataplane) portAbsentLocked(idx int) bool {
 	if ps, ok := dp.m.ports.get(idx); ok {
 		return ps.absent
 	}
-	known, exists := dp.mon.linkExists(idx)
+	known, exists := dp.linkTable.linkExists(idx)
 	return known && !exists
 }

@@ -36,15 +36,6 @@ func callerNamespace() (netns.NsHandle, error) {
 	return cur, nil
 }
 
-// nsFD is ns as the NetNS of a mdlayher/netlink configuration, where 0 means
-// the current namespace.
-func nsFD(ns netns.NsHandle) int {
-	if !ns.IsOpen() {
-		return 0
-	}
-	return int(ns)
-}
-
 // sysctl is one setting the Dataplane enforces.
 type sysctl struct {
 	key   string // dotted, as sysctl(8) names it

@@ -123,7 +123,7 @@ func (dp *Dataplane) snapshotBridgeLocked(s *Snapshot) []error {
 			s.Bridge.Addrs = append(s.Bridge.Addrs, p)
 		}
 	}
-	slices.SortFunc(s.Bridge.Addrs, comparePrefix)
+	slices.SortFunc(s.Bridge.Addrs, netip.Prefix.Compare)
 	dp.read()
 	links, err := dp.h.LinkList()
 	if err != nil {
@@ -176,7 +176,7 @@ func (dp *Dataplane) routeSnapshot(f family, r *netlink.Route) RouteSnapshot {
 func (dp *Dataplane) nexthopSnapshot(gw []byte, idx int) NexthopSnapshot {
 	a, _ := netip.AddrFromSlice(gw)
 	nh := NexthopSnapshot{Via: a.Unmap(), Index: idx}
-	if l, ok := dp.mon.link(idx); ok {
+	if l, ok := dp.linkTable.link(idx); ok {
 		nh.Dev = l.Name
 	}
 	return nh

@@ -4,14 +4,14 @@
 // the `from <VIP>` rules, the namespace sysctls (bridge netfilter included,
 // for the service load balancer), the kernel's gratuitous ARP / unsolicited
 // neighbour advertisements for the bridge's addresses, conntrack clean-up,
-// the deletion of links that connections left behind, and the link monitor.
+// the deletion of links that connections left behind, and the link table.
 // Callers describe the desired State; the package computes the difference
 // against what it owns and applies the fewest netlink operations. The one
 // thing in the namespace it does not own is the service load balancer's
 // nftables table, with the conntrack entries of the flows that table
 // translated: its provider (pkg/servicelb/nftlb, pkg/servicelb/userspace)
 // creates, syncs and removes the table, and flushes those entries (with
-// this package's FlushMatching).
+// pkg/conntrackflush).
 //
 // # Model
 //
@@ -98,7 +98,7 @@ type State struct {
 	// its load balancer is reached through. While a tied port does not exist
 	// in the kernel, its nexthops are left out of the ECMP route: when the
 	// port's link is deleted the Dataplane rewrites the route at once, from
-	// its link monitor, without waiting for the caller's next Apply (a
+	// its link table, without waiting for the caller's next Apply (a
 	// failover takes about a millisecond instead of a control-plane round
 	// trip). Nexthops without an entry are always in the route. Entries for
 	// addresses that are not in Nexthops are ignored.

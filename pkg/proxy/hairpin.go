@@ -7,9 +7,9 @@ package proxy
 // reply then leaves the bridge by the port it came in.
 func (p *Proxy) SetTargetHairpin(on bool) {
 	p.mu.Lock()
-	changed := p.want.hairpin != on
+	changed := p.portsHops.hairpin != on
 	if changed {
-		p.want.setHairpin(on, p.targetLinksLocked())
+		p.portsHops.setHairpin(on, p.targetLinksLocked())
 	}
 	p.mu.Unlock()
 	if changed {

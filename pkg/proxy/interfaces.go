@@ -5,8 +5,8 @@ import (
 	"slices"
 )
 
-// InterfaceCreated records the kernel link of a connection (i.ConnID is its
-// key, see ConnKey): the link becomes a bridge port, and for an LB
+// InterfaceCreated records the kernel link of a connection (i.ConnKey names
+// it, see ConnKey): the link becomes a bridge port, and for an LB
 // connection the LB's addresses the proxy allocated ("-src") become ECMP
 // nexthops tied to it. Nothing but the link comes from the event: the
 // addresses are the proxy's own allocation records, and a refresh that
@@ -20,13 +20,13 @@ import (
 // once, and gets its nexthops when they are. The dataplane ignores ports
 // whose link no longer exists.
 func (p *Proxy) InterfaceCreated(i Interface) {
-	log := p.log.With("index", i.Index, "name", i.Name, "type", i.Type.String(), "connID", i.ConnID)
-	if i.Index <= 0 || i.ConnID == "" || (i.Type != TargetConn && i.Type != LBConn) {
+	log := p.log.With("index", i.Index, "name", i.Name, "type", i.Type.String(), "connKey", i.ConnKey)
+	if i.Index <= 0 || i.ConnKey == "" || (i.Type != TargetConn && i.Type != LBConn) {
 		log.Warn("interface create ignored: no index, no connection or unknown type")
 		return
 	}
 	p.mu.Lock()
-	st := p.conns[i.ConnID]
+	st := p.conns[i.ConnKey]
 	if st != nil && st.link == i.Index {
 		p.mu.Unlock()
 		log.Debug("interface create repeated")
@@ -37,14 +37,14 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 		p.dropIdleLocked(p.conns[other])
 	}
 	if st == nil {
-		st = &connState{id: i.ConnID, typ: i.Type, allocs: map[childKey]netip.Prefix{}}
-		p.conns[i.ConnID] = st
+		st = &connState{id: i.ConnKey, typ: i.Type, allocs: map[childKey]netip.Prefix{}}
+		p.conns[i.ConnKey] = st
 	}
 	replaced, replacedName := st.link, st.linkName
 	p.unlinkLocked(st)
 	st.link, st.linkName = i.Index, i.Name
 	p.links[i.Index] = st.id
-	p.want.addPort(i.Index, i.Type == TargetConn)
+	p.portsHops.addPort(i.Index, i.Type == TargetConn)
 	p.refreshHopsLocked(st)
 	p.oneShot.add(replaced, replacedName, i.Index, allocAddrs(st))
 	hops := slices.Clone(st.hops)
@@ -64,10 +64,10 @@ func allocAddrs(st *connState) []netip.Addr {
 
 // InterfaceDeleted removes a connection's port and nexthops. The connection
 // is the one whose link is i.Index (the kernel's delete knows that), whatever
-// i.ConnID says. Deleting an unknown link is a no-op.
+// i.ConnKey says. Deleting an unknown link is a no-op.
 func (p *Proxy) InterfaceDeleted(i Interface) {
 	if i.Index <= 0 {
-		p.log.Warn("interface delete ignored: no index", "name", i.Name, "connID", i.ConnID)
+		p.log.Warn("interface delete ignored: no index", "name", i.Name, "connKey", i.ConnKey)
 		return
 	}
 	p.mu.Lock()
@@ -96,9 +96,9 @@ func (p *Proxy) unlinkLocked(st *connState) {
 		return
 	}
 	for _, a := range st.hops {
-		p.want.removeHop(a, st.link)
+		p.portsHops.removeHop(a, st.link)
 	}
-	p.want.removePort(st.link)
+	p.portsHops.removePort(st.link)
 	delete(p.links, st.link)
 	st.lastLink, st.lastName = st.link, st.linkName
 	st.link, st.linkName, st.hops = 0, "", nil
@@ -131,11 +131,11 @@ func (p *Proxy) refreshHopsLocked(st *connState) bool {
 	}
 	for _, a := range st.hops {
 		if !slices.Contains(hops, a) {
-			p.want.removeHop(a, st.link)
+			p.portsHops.removeHop(a, st.link)
 		}
 	}
 	for _, a := range hops {
-		p.want.addHop(a, st.link)
+		p.portsHops.addHop(a, st.link)
 	}
 	st.hops = hops
 	return true
@@ -169,5 +169,5 @@ func (p *Proxy) InterfaceAt(index int) (Interface, bool) {
 
 // iface is the interface of st's link. p.mu must be held.
 func (st *connState) iface() Interface {
-	return Interface{Index: st.link, Name: st.linkName, Type: st.typ, ConnID: st.id}
+	return Interface{Index: st.link, Name: st.linkName, Type: st.typ, ConnKey: st.id}
 }

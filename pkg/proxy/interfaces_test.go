@@ -36,7 +36,7 @@ func (e *testEnv) link(t *testing.T, conn *networkservice.Connection, typ ConnTy
 	require.NoError(t, e.p.SetIPContext(t.Context(), conn, typ))
 	key, err := ConnKey(conn, typ)
 	require.NoError(t, err)
-	e.p.InterfaceCreated(Interface{Index: index, Name: key, Type: typ, ConnID: key})
+	e.p.InterfaceCreated(Interface{Index: index, Name: key, Type: typ, ConnKey: key})
 }
 
 // moveChild makes the fake IPAM answer another address for the child
@@ -84,14 +84,14 @@ func TestInterfaceEventsDuplicatesAndDisorder(t *testing.T) {
 	e.p.InterfaceDeleted(Interface{Index: 42})
 	// Double create (client and server monitors both report it).
 	e.link(t, lb1, LBConn, 10)
-	e.p.InterfaceCreated(Interface{Index: 10, Name: "lb1", Type: LBConn, ConnID: "lb1"})
+	e.p.InterfaceCreated(Interface{Index: 10, Name: "lb1", Type: LBConn, ConnKey: "lb1"})
 	e.link(t, lb2, LBConn, 11)
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 2 && len(s.Nexthops) == 4 })
 	require.Equal(t, []int{10, 11}, s.Ports)
 
 	// The NSM close reports the delete with metadata, then the kernel with
 	// the index only: one removal.
-	e.p.InterfaceDeleted(Interface{Index: 10, Name: "lb1", Type: LBConn, ConnID: "lb1"})
+	e.p.InterfaceDeleted(Interface{Index: 10, Name: "lb1", Type: LBConn, ConnKey: "lb1"})
 	e.p.InterfaceDeleted(Interface{Index: 10})
 	s = e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 1 })
 	require.Equal(t, []int{11}, s.Ports)
@@ -110,15 +110,15 @@ func TestInterfaceEventsDuplicatesAndDisorder(t *testing.T) {
 	require.Equal(t, map[netip.Addr]int{moved[0]: 11, moved[1]: 11}, s.NexthopPorts)
 
 	// A heal that moves lb2 to another link: the old port goes.
-	e.p.InterfaceCreated(Interface{Index: 12, Name: "lb2b", Type: LBConn, ConnID: "lb2"})
+	e.p.InterfaceCreated(Interface{Index: 12, Name: "lb2b", Type: LBConn, ConnKey: "lb2"})
 	s = e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[12]" })
 	require.Equal(t, map[netip.Addr]int{moved[0]: 12, moved[1]: 12}, s.NexthopPorts)
 
 	// Events without an index, a connection or with an unknown type are
 	// ignored.
-	e.p.InterfaceCreated(Interface{Name: "x", Type: LBConn, ConnID: "lb2"})
+	e.p.InterfaceCreated(Interface{Name: "x", Type: LBConn, ConnKey: "lb2"})
 	e.p.InterfaceCreated(Interface{Index: 3, Name: "x", Type: LBConn})
-	e.p.InterfaceCreated(Interface{Index: 3, Name: "x", Type: ConnType(9), ConnID: "lb2"})
+	e.p.InterfaceCreated(Interface{Index: 3, Name: "x", Type: ConnType(9), ConnKey: "lb2"})
 	e.p.InterfaceDeleted(Interface{Name: "lb2b"})
 	require.Equal(t, 1, e.p.Stats().Ports)
 	require.Equal(t, []int{12}, e.p.Snapshot().State.Ports)
@@ -128,7 +128,7 @@ func TestInterfaceEventsDuplicatesAndDisorder(t *testing.T) {
 // once; its addresses, when set, change nothing in the dataplane state.
 func TestLinkBeforeIPContext(t *testing.T) {
 	e := newTestEnv(t)
-	e.p.InterfaceCreated(Interface{Index: 5, Name: "nsm-t", Type: TargetConn, ConnID: "t1"})
+	e.p.InterfaceCreated(Interface{Index: 5, Name: "nsm-t", Type: TargetConn, ConnKey: "t1"})
 	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[5]" })
 	require.NoError(t, e.p.SetIPContext(t.Context(), targetConn("t1"), TargetConn))
 	require.Equal(t, 1, e.p.Stats().Connections)
@@ -139,8 +139,8 @@ func TestLinkBeforeIPContext(t *testing.T) {
 
 // An address announced on two ports is a nexthop tied to neither; once one
 // port goes it is tied to the other.
-func TestDesiredNexthopOnTwoPorts(t *testing.T) {
-	d := newDesired()
+func TestPortsAndHopsNexthopOnTwoPorts(t *testing.T) {
+	d := newPortsAndHops()
 	a := netip.MustParseAddr("172.16.0.5")
 	d.addPort(10, false)
 	d.addPort(11, false)
@@ -160,8 +160,8 @@ func TestDesiredNexthopOnTwoPorts(t *testing.T) {
 }
 
 // The slices of a State handed to the dataplane never change afterwards.
-func TestDesiredStateIsNotChangedByLaterEvents(t *testing.T) {
-	d := newDesired()
+func TestPortsAndHopsStateIsNotChangedByLaterEvents(t *testing.T) {
+	d := newPortsAndHops()
 	for _, i := range []int{3, 1, 2} {
 		d.addPort(i, false)
 	}

@@ -55,7 +55,7 @@ func TestKernelProxyWithRealDataplane(t *testing.T) {
 	ns.MustExec(t, "ip", "link", "set", "nsm-lb0", "up")
 	ns.MustExec(t, "ip", "link", "set", "lb-peer0", "up")
 	idx := ns.LinkIndex(t, "nsm-lb0")
-	p.InterfaceCreated(Interface{Index: idx, Name: "nsm-lb0", Type: LBConn, ConnID: conn.GetId()})
+	p.InterfaceCreated(Interface{Index: idx, Name: "nsm-lb0", Type: LBConn, ConnKey: conn.GetId()})
 	eventually("port", []string{"ip", "link", "show", "nsm-lb0"}, func(s string) bool {
 		return strings.Contains(s, "master bridge0")
 	})
@@ -111,7 +111,7 @@ func TestKernelHealRemovesReplacedLink(t *testing.T) {
 		ns.MustExec(t, "ip", "link", "add", name, "type", "veth", "peer", "name", name+"-p")
 		ns.MustExec(t, "ip", "addr", "add", own, "dev", name)
 		ns.MustExec(t, "ip", "link", "set", name, "up")
-		p.InterfaceCreated(Interface{Index: ns.LinkIndex(t, name), Name: name, Type: LBConn, ConnID: conn.GetId()})
+		p.InterfaceCreated(Interface{Index: ns.LinkIndex(t, name), Name: name, Type: LBConn, ConnKey: conn.GetId()})
 	}
 	announce("nsm-lb0")
 	announce("nsm-lb1")

@@ -34,7 +34,7 @@ type Proxy struct {
 	bridge      map[ipamv1.IPFamily]netip.Prefix
 	conns       map[string]*connState
 	links       map[int]string // link index → the key of the connection it belongs to (see connState.link)
-	want        desired        // the ports and nexthops of the links
+	portsHops   portsAndHops   // the ports and nexthops of the links
 	oneShot     oneShot        // the link requests of the next Apply
 	vipWanted   []netip.Prefix
 	vipRejected []error        // the entries of vipWanted rejected by the last validation
@@ -89,17 +89,17 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
-		cfg:      cfg,
-		log:      cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
-		subnets:  map[ipamv1.IPFamily]*ipamv1.Subnet{},
-		bridge:   map[ipamv1.IPFamily]netip.Prefix{},
-		conns:    map[string]*connState{},
-		links:    map[int]string{},
-		want:     newDesired(),
-		dirty:    make(chan struct{}, 1),
-		force:    make(chan struct{}),
-		owed:     map[string]struct{}{},
-		owedKick: make(chan struct{}, 1),
+		cfg:       cfg,
+		log:       cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
+		subnets:   map[ipamv1.IPFamily]*ipamv1.Subnet{},
+		bridge:    map[ipamv1.IPFamily]netip.Prefix{},
+		conns:     map[string]*connState{},
+		links:     map[int]string{},
+		portsHops: newPortsAndHops(),
+		dirty:     make(chan struct{}, 1),
+		force:     make(chan struct{}),
+		owed:      map[string]struct{}{},
+		owedKick:  make(chan struct{}, 1),
 	}
 	for _, f := range cfg.Families {
 		p.subnets[f] = &ipamv1.Subnet{

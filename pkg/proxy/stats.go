@@ -41,8 +41,8 @@ func (p *Proxy) Stats() Stats {
 	defer p.mu.Unlock()
 	s := Stats{
 		Allocations: len(p.bridge),
-		Ports:       len(p.want.ports),
-		Nexthops:    len(p.want.nexthops),
+		Ports:       len(p.portsHops.ports),
+		Nexthops:    len(p.portsHops.nexthops),
 		VIPs:        len(p.vips),
 
 		IPAMErrors:        p.counters.ipamErrors,

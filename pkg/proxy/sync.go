@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 
+	"github.com/causeway-net/causeway/internal/backoff"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
@@ -10,7 +11,7 @@ import (
 // held. It shares the model's ports, nexthops and VIPs (which are replaced,
 // never changed in place) and costs the number of nexthops.
 func (p *Proxy) desiredStateLocked() dataplane.State {
-	s := p.want.state(p.bridgePrefixesLocked(), p.vips)
+	s := p.portsHops.state(p.bridgePrefixesLocked(), p.vips)
 	p.oneShot.into(&s)
 	return s
 }
@@ -36,7 +37,7 @@ func (p *Proxy) syncLoop(ctx context.Context) {
 			p.counters.applyErrors++
 			p.mu.Unlock()
 			p.log.Error("dataplane apply failed, will retry", "error", err)
-			if !sleep(ctx.Done(), p.cfg.RetryInterval) {
+			if !backoff.Sleep(ctx, p.cfg.RetryInterval) {
 				return
 			}
 			p.markDirty()

@@ -35,8 +35,9 @@ type Interface struct {
 	Name  string
 	// Type is the connection's type.
 	Type ConnType
-	// ConnID is the key of the connection the link belongs to (ConnKey).
-	ConnID string
+	// ConnKey is the key of the connection the link belongs to (see
+	// ConnKey); debug dumps keep its earlier name.
+	ConnKey string `json:"ConnID"`
 }
 
 // MarshalText makes ConnType readable in JSON dumps.

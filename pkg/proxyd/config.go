@@ -1,10 +1,10 @@
 // Package proxyd assembles the proxy daemon: it reads the NSM_* environment,
 // and starts and stops the proxy's components (health, dataplane, IPAM and
-// NSP clients, the proxy state machine, the full-mesh NSM client, the NSE and
-// the VIP source) in a fixed order. cmd/proxy only hands Load, Run and Debug
-// to internal/daemon's main; Start returns the running Daemon instead, and
-// the Options replace the kernel dataplane, the credentials and the NSM gRPC
-// options (for tests).
+// NSP clients, the proxy state machine, the full-mesh NSM client, the NSE,
+// the VIP source of sub-package vipsource) in a fixed order. cmd/proxy only
+// hands Load, Run and Debug to internal/daemon's main; Start returns the
+// running Daemon instead, and the Options replace the kernel dataplane, the
+// credentials and the NSM gRPC options (for tests).
 package proxyd
 
 import (
@@ -59,7 +59,7 @@ type Config struct {
 	// one built from NSPServiceName, Trench, Namespace and NSPServicePort.
 	NSPService string `default:"" desc:"new: NSP address used as is, instead of the one built from the three above" envconfig:"NSP_SERVICE"`
 	// VIPFile, when set, takes the VIPs from this watched YAML file
-	// instead of the NSP (config.FileSource).
+	// instead of the NSP (vipsource.FileSource).
 	VIPFile        string `default:"" desc:"new: take the VIPs from this watched YAML file (the 'nsp' format) instead of the NSP; missing or invalid at start, it is waited for (no VIPs known until then); a later deletion or broken edit keeps the last good VIPs (logged)" envconfig:"VIP_FILE"`
 	BridgeName     string `default:"bridge0" desc:"new: bridge name" envconfig:"BRIDGE_NAME"`
 	BridgeMACFile  string `default:"" desc:"new: file that keeps the bridge MAC when the bridge itself is re-created (new pod)" envconfig:"BRIDGE_MAC_FILE"`

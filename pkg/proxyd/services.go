@@ -12,15 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vishvananda/netns"
-
-	"github.com/causeway-net/causeway/pkg/config/file"
-	"github.com/causeway-net/causeway/pkg/config/services"
+	"github.com/causeway-net/causeway/internal/yamlfile"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
-	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
+	"github.com/causeway-net/causeway/pkg/servicelb/filesource"
 	"github.com/causeway-net/causeway/pkg/servicelb/provider"
-	"github.com/causeway-net/causeway/pkg/servicelb/userspace"
 )
 
 // serviceLB is the service load balancer of the daemon: the provider
@@ -37,7 +33,7 @@ type serviceLB struct {
 	changed chan struct{} // capacity 1: the file changed
 
 	mu       sync.Mutex
-	file     *services.File // last good version (nil: none yet)
+	file     *filesource.File // last good version (nil: none yet)
 	loaded   time.Time
 	rejected *Rejection
 	accepted uint64
@@ -69,7 +65,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	ns := d.opts.serviceNetNS
 	if d.cfg.ServicesFile == "" {
 		if d.opts.dataplane == nil || ns > 0 {
-			if err := cleanupServices(ns); err != nil {
+			if err := provider.CleanupLeftovers(ns); err != nil {
 				log.Warn("service load balancer leftovers not removed", "error", err)
 			}
 		}
@@ -81,7 +77,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	}
 	s := &serviceLB{cfg: d.cfg, log: log, proxy: d.proxy, events: newEventCounter(log), changed: make(chan struct{}, 1)}
 	// The other provider's table, from a run configured otherwise.
-	if err := cleanupServices(ns); err != nil {
+	if err := provider.CleanupLeftovers(ns); err != nil {
 		return nil, err
 	}
 	s.provider, err = provider.New(provider.Config{
@@ -92,7 +88,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		return nil, err
 	}
 	d.services = s
-	f, err := services.LoadFor(d.cfg.ServicesFile, s.facts())
+	f, err := filesource.LoadFor(d.cfg.ServicesFile, s.facts())
 	if err == nil {
 		s.accept(f)
 	}
@@ -109,8 +105,8 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		s.feedLoop(ctx, targets, svcs, eps)
 	})
 	t.Go(func(ctx context.Context) {
-		err := file.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
-			file.WithLogger(log), file.WithRejectLog(s.logRejection), file.WithRejectHook(s.reject), file.WithRecoverHook(s.recovered))
+		err := yamlfile.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
+			yamlfile.WithLogger(log), yamlfile.WithRejectLog(s.logRejection), yamlfile.WithRejectHook(s.reject), yamlfile.WithRecoverHook(s.recovered))
 		if err != nil {
 			log.Error("services file watch stopped; the last good services stay", "error", err)
 		}
@@ -122,25 +118,20 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	}, nil
 }
 
-// cleanupServices removes both providers' tables from ns.
-func cleanupServices(ns netns.NsHandle) error {
-	return errors.Join(nftlb.CleanupLeftovers(ns), userspace.CleanupLeftovers(ns))
-}
-
 // facts are what the services may not collide with: the VIPs in force
 // and the bridge addresses.
-func (s *serviceLB) facts() services.Facts {
-	return services.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
+func (s *serviceLB) facts() filesource.Facts {
+	return filesource.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
 }
 
 // parse parses a version of the file for the watch: a version that
 // collides with the proxy's state is refused like any broken one.
-func (s *serviceLB) parse(data []byte) (*services.File, error) {
-	return services.ParseFor(data, s.facts())
+func (s *serviceLB) parse(data []byte) (*filesource.File, error) {
+	return filesource.ParseFor(data, s.facts())
 }
 
 // accept takes a new good version of the file (on the watch goroutine).
-func (s *serviceLB) accept(f *services.File) {
+func (s *serviceLB) accept(f *filesource.File) {
 	s.mu.Lock()
 	s.file, s.loaded, s.rejected = f, time.Now(), nil
 	s.accepted++
@@ -231,7 +222,7 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 // file broken since the start) it has no services, and the targets keep
 // the service routes they carry: a restart with a broken file does not
 // take the last good routes away from them.
-func (s *serviceLB) resolve() *services.File {
+func (s *serviceLB) resolve() *filesource.File {
 	s.mu.Lock()
 	f := s.file
 	s.mu.Unlock()
@@ -239,7 +230,7 @@ func (s *serviceLB) resolve() *services.File {
 	held := f == nil
 	if held {
 		s.proxy.HoldServiceRoutes()
-		f = &services.File{}
+		f = &filesource.File{}
 	} else {
 		var withdrawn []error
 		f, withdrawn = f.Resolve(s.facts())
@@ -296,7 +287,7 @@ type ServicesState struct {
 	// reason (userspace).
 	Ports  []servicelb.PortState                       `json:"ports"`
 	Events map[string]map[servicelb.EventReason]uint64 `json:"events,omitempty"`
-	Stats  *nftlb.Stats                                `json:"nftables,omitempty"`
+	Stats  *servicelb.SyncStats                        `json:"nftables,omitempty"`
 }
 
 func (s *serviceLB) state() *ServicesState {
@@ -308,8 +299,8 @@ func (s *serviceLB) state() *ServicesState {
 		st.Ports = in.PortStates()
 	}
 	st.Events = s.events.byPort()
-	if n, ok := s.provider.(*nftlb.Provider); ok {
-		stats := n.Stats()
+	if r, ok := s.provider.(servicelb.StatsReporter); ok {
+		stats := r.Stats()
 		st.Stats = &stats
 	}
 	return st

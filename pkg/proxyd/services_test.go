@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/pkg/nspd/configfile"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 	"github.com/causeway-net/causeway/pkg/servicelb"
@@ -231,11 +231,11 @@ func TestDaemonServicesCollisions(t *testing.T) {
 	require.Contains(t, msg, `services[1] "shop/dns" (line 7): ip fd00::1 is the proxy's own address on the bridge`)
 
 	// A VIP onto the service IP of shop/web: the VIP wins.
-	vips := []file.VIP{{Name: "vip-v4", Address: "20.0.0.1/32", Trench: trench}, {Name: "vip-v6", Address: "2001:db8::1/128", Trench: trench}}
-	setVIPs := func(vips []file.VIP) {
-		e.nsp.SetConfig(&file.Config{Trenches: []file.Trench{{Name: trench}}, Conduits: []file.Conduit{{Name: conduit, Trench: trench}}, VIPs: vips})
+	vips := []configfile.VIP{{Name: "vip-v4", Address: "20.0.0.1/32", Trench: trench}, {Name: "vip-v6", Address: "2001:db8::1/128", Trench: trench}}
+	setVIPs := func(vips []configfile.VIP) {
+		e.nsp.SetConfig(&configfile.Config{Trenches: []configfile.Trench{{Name: trench}}, Conduits: []configfile.Conduit{{Name: conduit, Trench: trench}}, VIPs: vips})
 	}
-	setVIPs(append(slices.Clone(vips), file.VIP{Name: "taken", Address: "10.96.0.10/32", Trench: trench}))
+	setVIPs(append(slices.Clone(vips), configfile.VIP{Name: "taken", Address: "10.96.0.10/32", Trench: trench}))
 	var st proxyd.DebugState
 	require.Eventually(t, func() bool {
 		st = debugState(t, cfg.DebugSocket)

@@ -9,7 +9,6 @@ package nftlb
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,50 +40,6 @@ type Options struct {
 	SyncPeriod    time.Duration
 }
 
-// Stats describe the syncs so far.
-type Stats struct {
-	Syncs            uint64
-	LastObjects      int // objects (table, chains, rules, sets, elements, deletions) sent by the last sync
-	TotalObjects     uint64
-	LastDuration     time.Duration
-	LastKernel       time.Duration // of LastDuration, the transaction's round trip to the kernel
-	ConntrackFlushed uint64
-}
-
-// statsJSON is Stats as -debug shows it: lower camel keys, durations as
-// text.
-type statsJSON struct {
-	Syncs            uint64 `json:"syncs"`
-	LastObjects      int    `json:"lastObjects"`
-	TotalObjects     uint64 `json:"totalObjects"`
-	LastDuration     string `json:"lastDuration"`
-	LastKernel       string `json:"lastKernel"`
-	ConntrackFlushed uint64 `json:"conntrackFlushed"`
-}
-
-// MarshalJSON renders the stats for -debug.
-func (s Stats) MarshalJSON() ([]byte, error) {
-	return json.Marshal(statsJSON{s.Syncs, s.LastObjects, s.TotalObjects, s.LastDuration.String(), s.LastKernel.String(), s.ConntrackFlushed})
-}
-
-// UnmarshalJSON reads what MarshalJSON wrote (a -debug client's side).
-func (s *Stats) UnmarshalJSON(b []byte) error {
-	var w statsJSON
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	last, err := time.ParseDuration(w.LastDuration)
-	if err != nil {
-		return fmt.Errorf("lastDuration: %w", err)
-	}
-	kernel, err := time.ParseDuration(w.LastKernel)
-	if err != nil {
-		return fmt.Errorf("lastKernel: %w", err)
-	}
-	*s = Stats{w.Syncs, w.LastObjects, w.TotalObjects, last, kernel, w.ConntrackFlushed}
-	return nil
-}
-
 // Provider programs the kernel from services and endpoints.
 type Provider struct {
 	opts   Options
@@ -100,7 +55,7 @@ type Provider struct {
 	hairpin map[netip.Addr]bool // endpoint addresses in the hairpin sets (with applied)
 	inputs  inputs              // what applied was computed from
 	ids     ids
-	stats   Stats
+	stats   servicelb.SyncStats
 	stale   kernel.StaleFlows // UDP flows to flush, a failed flush's kept
 }
 
@@ -168,8 +123,8 @@ func (p *Provider) syncOnce() {
 	}
 }
 
-// Stats returns the figures of the syncs so far.
-func (p *Provider) Stats() Stats {
+// Stats returns the figures of the syncs so far (servicelb.StatsReporter).
+func (p *Provider) Stats() servicelb.SyncStats {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	return p.stats

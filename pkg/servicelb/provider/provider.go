@@ -1,8 +1,10 @@
 // Package provider builds the service load balancer Provider that the
-// configuration names (servicelb.ProviderUserspace or ProviderNftables).
+// configuration names (servicelb.ProviderUserspace or ProviderNftables) and
+// removes what either left behind (CleanupLeftovers).
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -46,4 +48,10 @@ func New(cfg Config) (servicelb.Provider, error) {
 	}
 	return nil, fmt.Errorf("unknown service load balancer provider %q (want %q or %q)",
 		cfg.Provider, servicelb.ProviderUserspace, servicelb.ProviderNftables)
+}
+
+// CleanupLeftovers removes the tables of both providers from ns, whichever
+// ran there before.
+func CleanupLeftovers(ns netns.NsHandle) error {
+	return errors.Join(nftlb.CleanupLeftovers(ns), userspace.CleanupLeftovers(ns))
 }

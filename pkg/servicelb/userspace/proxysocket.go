@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/causeway-net/causeway/internal/backoff"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/userspace/relay"
 )
@@ -115,12 +116,8 @@ func TryConnectEndpoints(ctx context.Context, svc servicelb.ServicePortName, cli
 	info *ServiceInfo, lb servicelb.LoadBalancer) (net.Conn, netip.AddrPort, error) {
 	reset := false
 	for i, timeout := range dialTimeouts {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, netip.AddrPort{}, ctx.Err()
-			case <-time.After(relay.RetryPause(i)):
-			}
+		if i > 0 && !backoff.Sleep(ctx, relay.RetryPause(i)) {
+			return nil, netip.AddrPort{}, ctx.Err()
 		}
 		ep, err := lb.NextEndpoint(svc, client.Addr(), reset)
 		if err != nil {
