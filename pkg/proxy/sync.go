@@ -7,11 +7,13 @@ import (
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
-// desiredStateLocked is the dataplane state of the model. p.mu must be
-// held. It shares the model's ports, nexthops and VIPs (which are replaced,
+// desiredStateLocked is the dataplane state of the model, without the
+// nexthops found down (SetNexthopsDown). p.mu must be held. It shares the model's ports, nexthops and VIPs (which are replaced,
 // never changed in place) and costs the number of nexthops.
 func (p *Proxy) desiredStateLocked() dataplane.State {
-	return p.portsHops.state(p.bridgePrefixesLocked(), p.vips)
+	s := p.portsHops.state(p.bridgePrefixesLocked(), p.vips)
+	s.Nexthops = routedNexthops(s.Nexthops, p.hopsDown)
+	return s
 }
 
 // syncLoop is the only caller of the dataplane: it applies the desired state
