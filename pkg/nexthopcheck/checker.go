@@ -19,6 +19,8 @@ type Checker struct {
 	peers map[Peer]*probe
 	socks map[sockKey]*echoSocket
 	pkt   []byte // send buffer
+	// sockErr is the last error of opening the sockets, as logged.
+	sockErr string
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -123,11 +125,26 @@ func (c *Checker) syncSocketsLocked() error {
 		}
 		c.socks[k].sizeFor(n)
 	}
-	if err := errors.Join(errs...); err != nil {
-		c.o.log.Warn("nexthop check: probe sockets", "error", err)
-		return err
+	err := errors.Join(errs...)
+	c.logSocketErrorLocked(err)
+	return err
+}
+
+// logSocketErrorLocked logs the sockets' error when it changes (a Watch
+// that fails the same way again is not logged again).
+func (c *Checker) logSocketErrorLocked(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
 	}
-	return nil
+	switch {
+	case msg == c.sockErr:
+	case err != nil:
+		c.o.log.Warn("nexthop check: probe sockets; their peers are unchecked", "error", err)
+	default:
+		c.o.log.Info("nexthop check: probe sockets open")
+	}
+	c.sockErr = msg
 }
 
 // run ticks until Close.

@@ -72,6 +72,13 @@ func (s Settings) withDefaults() (Settings, error) {
 	return s, nil
 }
 
+// Validate checks the settings as New does (zero fields take their
+// defaults).
+func (s Settings) Validate() error {
+	_, err := s.withDefaults()
+	return err
+}
+
 // DetectionTime is the longest time from a peer's last answer to its Down:
 // the lost probes, each given one interval, plus the wait for the first of
 // them.
