@@ -1,6 +1,7 @@
 package nexthopcheck
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -95,4 +96,16 @@ func TestSettingsDefaultsAndErrors(t *testing.T) {
 	require.ErrorContains(t, err, "failures before down -1")
 	require.ErrorContains(t, err, "successes before up -1")
 	require.ErrorContains(t, err, "hold-down -1ns")
+}
+
+func TestStateReadsBackFromJSON(t *testing.T) {
+	for _, st := range []State{Unchecked, Up, Down} {
+		b, err := json.Marshal(Status{State: st})
+		require.NoError(t, err)
+		var back Status
+		require.NoError(t, json.Unmarshal(b, &back))
+		require.Equal(t, st, back.State)
+	}
+	var st State
+	require.Error(t, st.UnmarshalText([]byte("sideways")))
 }

@@ -57,6 +57,17 @@ func (s State) String() string {
 // MarshalText makes a State read as its name in JSON.
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
+// UnmarshalText reads a State's name back (-debug's reader).
+func (s *State) UnmarshalText(b []byte) error {
+	for _, st := range []State{Unchecked, Up, Down} {
+		if st.String() == string(b) {
+			*s = st
+			return nil
+		}
+	}
+	return fmt.Errorf("nexthop state %q: not up, down or unchecked", b)
+}
+
 // Change is one peer's move to another state.
 type Change struct {
 	Peer  Peer
