@@ -36,6 +36,7 @@ func (d *Daemon) components() []component {
 		{"IPAM client", d.startIPAMClient},
 		{"VIP source", d.startVIPSource},
 		{"proxy", d.startProxy},
+		{"nexthop check", d.startNexthopCheck},
 		{"services", d.startServices},
 		{"interface monitor", d.startInterfaceMonitor},
 		{"NSM client", d.startNSMClient},

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
@@ -42,6 +43,7 @@ type Daemon struct {
 	mesh      *fullmesh.FullMesh
 	ep        *endpoint.Endpoint
 	services  *serviceLB // nil when NSM_SERVICES_FILE is unset
+	hopCheck  *nexthopcheck.Checker
 
 	registered *firstTime // the endpoint's first registration
 	vipsKnown  *firstTime // the VIP source's first list
