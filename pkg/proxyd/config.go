@@ -87,6 +87,15 @@ type Config struct {
 	NexthopCheckFailures  int           `default:"8" desc:"new: probes lost in a row that take an LB nexthop out of its route (detection: this many intervals, plus up to one)" envconfig:"NEXTHOP_CHECK_FAILURES"`
 	NexthopCheckSuccesses int           `default:"5" desc:"new: probes answered in a row, after the hold-down, that put an LB nexthop back" envconfig:"NEXTHOP_CHECK_SUCCESSES"`
 	NexthopCheckHoldDown  time.Duration `default:"1s" desc:"new: least time an LB nexthop stays out once it answers again; doubled for each flap, up to 32 times" envconfig:"NEXTHOP_CHECK_HOLD_DOWN"`
+	TargetCheckInterval   time.Duration `default:"0s" desc:"new: time between two echo probes of a target, for the report only (-debug, metrics, a log line per change; nothing is taken from a target); the other NSM_NEXTHOP_CHECK_* settings apply; 0 turns it off" envconfig:"TARGET_CHECK_INTERVAL"`
+}
+
+// TargetCheck is the settings of the datapath check of the targets, and
+// whether it is on.
+func (c *Config) TargetCheck() (nexthopcheck.Settings, bool) {
+	s := c.NexthopCheck()
+	s.Interval = c.TargetCheckInterval
+	return s, !c.NexthopCheckOff && c.TargetCheckInterval > 0
 }
 
 // NexthopCheck is the settings of the datapath check of the LB nexthops.
@@ -240,6 +249,11 @@ func (c *Config) Validate() error {
 			c.NexthopCheckInterval, c.NexthopCheckFailures, c.NexthopCheckSuccesses, c.NexthopCheckHoldDown)
 	} else if err := c.NexthopCheck().Validate(); err != nil {
 		bad("NEXTHOP_CHECK_*", "%v", err)
+	}
+	if s, on := c.TargetCheck(); on {
+		if err := s.Validate(); err != nil {
+			bad("TARGET_CHECK_INTERVAL", "%v", err)
+		}
 	}
 	return errors.Join(errs...)
 }

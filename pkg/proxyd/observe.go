@@ -36,6 +36,9 @@ type DebugState struct {
 	// NexthopCheck is the datapath check of each LB nexthop
 	// (docs/dataplane.md).
 	NexthopCheck []nexthopcheck.Status `json:"nexthopCheck,omitempty"`
+	// TargetCheck is the datapath check of each target (report only; with
+	// NSM_TARGET_CHECK_INTERVAL).
+	TargetCheck []nexthopcheck.Status `json:"targetCheck,omitempty"`
 	// Goroutines is the process's goroutine count (a leak shows as growth
 	// across the events a long-running proxy sees).
 	Goroutines int `json:"goroutines"`
@@ -88,6 +91,9 @@ func (d *Daemon) debugState() DebugState {
 	if d.hopCheck != nil {
 		st.NexthopCheck = d.hopCheck.Statuses()
 	}
+	if d.targetCheck != nil {
+		st.TargetCheck = d.targetCheck.Statuses()
+	}
 	snap, err := d.dp.Snapshot()
 	st.Dataplane = &snap
 	if err != nil {
@@ -107,7 +113,10 @@ func (d *Daemon) startMetrics(ctx context.Context) (func() error, error) {
 		reg.MustRegister(d.services)
 	}
 	if d.hopCheck != nil {
-		reg.MustRegister(nexthopMetrics{d.hopCheck})
+		reg.MustRegister(newCheckMetrics(d.hopCheck, "nexthop", "out of its route unless the last of its family"))
+	}
+	if d.targetCheck != nil {
+		reg.MustRegister(newCheckMetrics(d.targetCheck, "target", "reported only"))
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
