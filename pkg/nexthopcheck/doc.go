@@ -24,7 +24,8 @@
 //     then sends the next one. A probe therefore has one interval to be
 //     answered, and a late tick (a busy machine) gives it more, never less.
 //   - A peer starts Up. It goes Down after Settings.FailuresBeforeDown lost
-//     probes in a row. It comes back Up once it has answered
+//     probes in a row; an interval in which a late answer (to an earlier
+//     probe) came counts as answered, since the peer is alive. It comes back Up once it has answered
 //     Settings.SuccessesBeforeUp probes in a row and the hold-down has
 //     passed since it started answering again; a run of FailuresBeforeDown
 //     losses restarts the hold-down. The hold-down doubles for each down that

@@ -15,7 +15,10 @@ type probe struct {
 	seq      uint16
 	pending  bool // a request was sent and is not judged yet
 	answered bool // the pending request got its reply
-	sentAt   time.Time
+	// heard: an answer to an earlier request came since the last
+	// judgement (late, but the peer is alive).
+	heard  bool
+	sentAt time.Time
 
 	sent, replies, lost, late uint64
 	rtt                       time.Duration
@@ -55,17 +58,7 @@ func (c *Checker) collectLocked(now time.Time) {
 			if p == nil || !bytes.Equal(r.payload, c.token) {
 				return
 			}
-			switch {
-			case p.pending && r.seq == p.seq && !p.answered:
-				p.answered = true
-				at := r.at
-				if at.IsZero() {
-					at = now
-				}
-				p.rtt = at.Sub(p.sentAt)
-			case r.seq != p.seq:
-				p.late++
-			}
+			p.hear(r, now)
 		})
 		if err == nil {
 			err = s.readDrops()
@@ -79,19 +72,42 @@ func (c *Checker) collectLocked(now time.Time) {
 	}
 }
 
+// hear records an answer: the pending request's, or a late one.
+func (p *probe) hear(r reply, now time.Time) {
+	switch {
+	case p.pending && r.seq == p.seq && !p.answered:
+		p.answered = true
+		at := r.at
+		if at.IsZero() {
+			at = now
+		}
+		p.rtt = at.Sub(p.sentAt)
+	case r.seq != p.seq:
+		p.late++
+		p.heard = true
+	}
+}
+
 // judge records the outcome of p's pending probe; it reports a change of
-// state, which it logs.
+// state, which it logs. A probe without its answer is lost, but the
+// interval counts as answered when a late answer came in it: the peer is
+// alive, and slow answers (a loaded machine, a queue) are no reason to
+// take it out of a route.
 func (c *Checker) judge(p *probe, now time.Time) bool {
 	if !p.pending {
 		return false
 	}
-	p.pending = false
-	var changed bool
+	alive := p.answered || p.heard
+	p.pending, p.heard = false, false
 	if p.answered {
 		p.replies++
-		changed = p.h.answered(now, c.s)
 	} else {
 		p.lost++
+	}
+	var changed bool
+	if alive {
+		changed = p.h.answered(now, c.s)
+	} else {
 		changed = p.h.lost(now, c.s)
 	}
 	if changed {

@@ -28,8 +28,8 @@ type Settings struct {
 	// Interval is the time between two probes of a peer, and the time a
 	// probe has to be answered.
 	Interval time.Duration
-	// FailuresBeforeDown is how many probes in a row must be lost for an
-	// Up peer to go Down.
+	// FailuresBeforeDown is how many probes in a row must be lost, without
+	// a late answer to an earlier one either, for an Up peer to go Down.
 	FailuresBeforeDown int
 	// SuccessesBeforeUp is how many probes in a row a Down peer must
 	// answer, after the hold-down, to come back Up.
