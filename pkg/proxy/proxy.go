@@ -33,14 +33,17 @@ type Proxy struct {
 	closed      bool
 	bridge      map[ipamv1.IPFamily]netip.Prefix
 	conns       map[string]*connState
-	links       map[int]string      // link index → the key of the connection it belongs to (see connState.link)
-	portsHops   portsAndHops        // the ports and nexthops of the links
-	oneShot     oneShot             // the link requests of the next Apply
-	hopsDown    map[netip.Addr]bool // nexthops the datapath check found down (SetNexthopsDown)
+	links       map[int]string // link index → the key of the connection it belongs to (see connState.link)
+	portsHops   portsAndHops   // the ports and nexthops of the links
+	oneShot     oneShot        // the link requests of the next Apply
 	vipWanted   []netip.Prefix
 	vipRejected []error        // the entries of vipWanted rejected by the last validation
 	vips        []netip.Prefix // accepted, sorted
 	counters    counters
+
+	// hopsDown are the nexthops the datapath check found down
+	// (SetNexthopsDown), left out of the desired state's routes.
+	hopsDown map[netip.Addr]bool
 
 	dirty chan struct{} // capacity 1: a sync is due
 	watch watchers      // WatchTargets subscribers, signalled with every sync request

@@ -30,21 +30,23 @@ type Daemon struct {
 	opts options
 
 	// Set by the components as they start, for those after them.
-	health      *health.Checker
-	dp          Dataplane
-	creds       *credentials.Credentials
-	nsmDial     []grpc.DialOption
-	nsmServer   []grpc.ServerOption
-	ipamCC      *grpc.ClientConn
-	vips        vipsource.VIPSource
-	proxy       *proxy.Proxy
-	mon         *connlink.Monitor
-	nsm         nsmClient
-	mesh        *fullmesh.FullMesh
-	ep          *endpoint.Endpoint
-	services    *serviceLB // nil when NSM_SERVICES_FILE is unset
-	hopCheck    *nexthopcheck.Checker
-	targetCheck *nexthopcheck.Checker // nil unless NSM_TARGET_CHECK_INTERVAL
+	health    *health.Checker
+	dp        Dataplane
+	creds     *credentials.Credentials
+	nsmDial   []grpc.DialOption
+	nsmServer []grpc.ServerOption
+	ipamCC    *grpc.ClientConn
+	vips      vipsource.VIPSource
+	proxy     *proxy.Proxy
+	mon       *connlink.Monitor
+	nsm       nsmClient
+	mesh      *fullmesh.FullMesh
+	ep        *endpoint.Endpoint
+	services  *serviceLB // nil when NSM_SERVICES_FILE is unset
+
+	// The datapath checks (nexthopcheck.go): the LB nexthops'; the
+	// targets', nil unless NSM_TARGET_CHECK_INTERVAL.
+	hopCheck, targetCheck *nexthopcheck.Checker
 
 	registered *firstTime // the endpoint's first registration
 	vipsKnown  *firstTime // the VIP source's first list
