@@ -12,9 +12,7 @@ import (
 
 // One series per peer and kind; an unchecked peer reads -1.
 func TestCheckMetricsPerPeer(t *testing.T) {
-	c, err := nexthopcheck.New(nexthopcheck.Settings{Off: true})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, c.Close()) }()
+	c := offChecker(t)
 	require.NoError(t, c.Watch([]nexthopcheck.Peer{{Addr: netip.MustParseAddr("172.16.0.2")}, {Addr: netip.MustParseAddr("fd00::2")}}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCheckMetrics(c, "nexthop", "out of its route"), newCheckMetrics(c, "target", "reported only"))

@@ -12,9 +12,7 @@ import (
 // A feed watches the addresses on the bridge again only when they or the
 // bridge's index changed.
 func TestCheckFeedWatchesChanges(t *testing.T) {
-	c, err := nexthopcheck.New(nexthopcheck.Settings{Off: true})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, c.Close()) }()
+	c := offChecker(t)
 	addrs := []netip.Addr{netip.MustParseAddr("172.16.0.2"), netip.MustParseAddr("fd00::2")}
 	watches := 0
 	f := &checkFeed{c: c, addrs: func() []netip.Addr { return addrs }, after: func() { watches++ }}
@@ -37,4 +35,13 @@ func TestDownOf(t *testing.T) {
 		{Peer: nexthopcheck.Peer{Addr: a}, State: nexthopcheck.Up},
 		{Peer: nexthopcheck.Peer{Addr: b}, State: nexthopcheck.Down},
 	}))
+}
+
+// offChecker is a check that accepts peers and probes nothing, closed with
+// t.
+func offChecker(t *testing.T) *nexthopcheck.Checker {
+	c, err := nexthopcheck.New(nexthopcheck.Settings{Off: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
 }
