@@ -14,8 +14,8 @@ import (
 // tells the proxy those found down, which leave their family's route
 // through the desired state (docs/dataplane.md). With
 // NSM_TARGET_CHECK_INTERVAL, a second check watches the targets, for the
-// report only. It comes after the proxy. Its stop ends the feeding, closes
-// the checks and gives every nexthop back.
+// report only. It comes after the proxy. Its stop ends the feeding and
+// closes the checks.
 func (d *Daemon) startNexthopCheck(ctx context.Context) (func() error, error) {
 	// The callback reads hops.c: it is called only after a Watch, which
 	// comes after hops.c is set (and the Checker's lock orders the two).
@@ -65,7 +65,8 @@ func (d *Daemon) startNexthopCheck(ctx context.Context) (func() error, error) {
 		for _, f := range feeds {
 			errs = append(errs, f.c.Close())
 		}
-		d.proxy.SetNexthopsDown(nil)
+		// The proxy stops next: the routes stay as the last check left
+		// them (a dead LB is not put back for the next run to adopt).
 		return errors.Join(errs...)
 	}, nil
 }
