@@ -56,13 +56,49 @@ func TestLBDatapathBroken(t *testing.T) {
 // cutOff drops everything lb's namespace receives; the returned function
 // mends it.
 func cutOff(t *testing.T, l *labrun.Lab, lb string) func() {
+	return lbPrerouting(t, l, lb, "drop")
+}
+
+// lbPrerouting puts rule first in lb's namespace's prerouting (a table of
+// its own); the returned function deletes the table.
+func lbPrerouting(t *testing.T, l *labrun.Lab, lb, rule string) func() {
 	t.Helper()
 	nft := func(rules string) {
 		out, err := exec.Command("nsenter", "--net="+l.NetNSPath(lb), "nft", rules).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
-	nft("add table inet cutoff; add chain inet cutoff pre { type filter hook prerouting priority -300; }; add rule inet cutoff pre drop")
+	nft("add table inet cutoff; add chain inet cutoff pre { type filter hook prerouting priority -300; }; add rule inet cutoff pre " + rule)
 	return func() { nft("delete table inet cutoff") }
+}
+
+// TestLBDatapathLossy: 5 % random loss of everything an LB receives, for
+// 30 s, takes no nexthop out of the routes.
+func TestLBDatapathLossy(t *testing.T) {
+	l := newLab(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lbA := l.LBs()[0]
+	aAddrs := lbAddrsOf(t, ctx, l, lbA)
+	requireCheck(t, ctx, l, aAddrs, nexthopcheck.Up)
+	mend := lbPrerouting(t, l, lbA, "numgen random mod 100 < 5 drop")
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(poll) {
+		nh, err := lbNexthops(ctx, l)
+		require.NoError(t, err)
+		for _, a := range aAddrs {
+			require.Contains(t, nh, a, "LB-A's nexthop stays under 5 %% loss")
+		}
+	}
+	mend()
+	st, err := proxyState(ctx, l)
+	require.NoError(t, err)
+	var sent, lost uint64
+	for _, s := range st.NexthopCheck {
+		if slices.ContainsFunc(aAddrs, func(a netip.Addr) bool { return a.String() == s.Addr }) {
+			require.Zero(t, s.Downs, "%s", s.Addr)
+			sent, lost = sent+s.Sent, lost+s.Lost
+		}
+	}
+	t.Logf("FIGURE: 5 %% loss on LB-A for 30 s: %d of %d probes lost over its lifetime, no withdrawal", lost, sent)
 }
 
 // waitNexthops waits until the proxy routes over every one of want.
