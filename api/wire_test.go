@@ -1,7 +1,8 @@
 // Package api_test proves that the generated API stays wire-compatible with
 // Meridio's ipam.v1 and nsp.v1: every message is encoded and compared with
-// bytes built field by field from the contract in DESIGN.md, so a renumbered
-// or retyped field fails, and every full gRPC method name is checked.
+// bytes built field by field from Meridio's field numbers and types, so a
+// renumbered or retyped field fails, and every full gRPC method name is
+// checked.
 package api_test
 
 import (

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/labrun"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 )
 
 func runCmd(args []string) int {

@@ -19,10 +19,10 @@ import (
 	"github.com/vishvananda/netlink"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
-	"github.com/causeway-net/causeway/pkg/nsm/fdsend"
-	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/sendfd"
 )
 
 // lbNSEExpiration is the NSMgr's registration lifetime in the LB loss test:
@@ -105,7 +105,7 @@ func (b *bed) startFragileLB(name string) *fragileLB {
 	ep := endpoint.NewServer(ctx, gen, endpoint.WithName(name), endpoint.WithAdditionalFunctionality(
 		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()}),
 		netnsurl.NewServer(l.ns.Path()),
-		fdsend.NewServer(),
+		sendfd.NewServer(),
 	))
 	var err error
 	l.srv, err = nsmcp.Serve(filepath.Join(b.dir, name+".sock"), ep.Register)

@@ -12,7 +12,7 @@ import (
 
 // TestProxyLinksNoPolicyEngine: the shipped proxy binary links neither the
 // Open Policy Agent nor the SDK's authorize packages that bring it (about
-// 9 MiB of resident memory; pkg/nsm/authorize decides instead).
+// 9 MiB of resident memory; pkg/nsm/sdkreplacement/authorize decides instead).
 func TestProxyLinksNoPolicyEngine(t *testing.T) {
 	bin := testutil.BuildBinaries(t, "./cmd/proxy")["proxy"]
 	out, err := exec.Command(testutil.GoTool(), "version", "-m", bin).CombinedOutput()

@@ -3,6 +3,6 @@
 // reach the binaries' module; it knows the binaries only through the
 // configuration reference they generate (deployments/config-reference.json)
 // and through the proxy's own parser of the services file
-// (pkg/config/services, from the main module by its replace directive), which
+// (pkg/servicelb/filesource, from the main module by its replace directive), which
 // reads the services ConfigMaps the chart renders.
 package helmtest

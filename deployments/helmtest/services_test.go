@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/causeway-net/causeway/pkg/config/services"
+	"github.com/causeway-net/causeway/pkg/servicelb/filesource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/action"
@@ -18,7 +18,7 @@ import (
 
 // servicesExample is the proxy's own example services file
 // (docs/servicelb.md), used as a conduit's servicesFile value.
-const servicesExample = "../../pkg/config/services/testdata/example.yaml"
+const servicesExample = "../../pkg/servicelb/filesource/testdata/example.yaml"
 
 // bridgeNFSysctls are what the init container adds for the nftables
 // provider (the proxy sets them too; the kubelet's /proc/sys is read-only
@@ -99,9 +99,9 @@ func TestServicesRender(t *testing.T) {
 // for key.
 func checkRoundTrip(t *testing.T, content string, values map[string]any) {
 	t.Helper()
-	got, err := services.Parse([]byte(content))
+	got, err := filesource.Parse([]byte(content))
 	require.NoError(t, err, "the proxy's parser refuses the ConfigMap:\n%s", content)
-	want, err := services.Load(servicesExample)
+	want, err := filesource.Load(servicesExample)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 	back := map[string]any{}
@@ -219,7 +219,7 @@ func checkProxyServices(t *testing.T, m *manifests, spec corev1.PodSpec, c corev
 	if e["NSM_SERVICES_FILE"] == "" {
 		return
 	}
-	_, err := services.Parse([]byte(servicesFileOf(t, m, spec, e)))
+	_, err := filesource.Parse([]byte(servicesFileOf(t, m, spec, e)))
 	require.NoError(t, err, "%s: the proxy's parser refuses its services file", c.Name)
 }
 

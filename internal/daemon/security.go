@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/causeway-net/causeway/internal/plaintext"
+	"github.com/causeway-net/causeway/internal/insecurewarning"
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
@@ -74,7 +74,7 @@ func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) 
 	}
 	release = closeCreds
 	if cfg.Insecure {
-		stopWarning := plaintext.Start(logger, cfg.insecureEnv(), cfg.Plaintext)
+		stopWarning := insecurewarning.Start(logger, cfg.insecureEnv(), cfg.Plaintext)
 		release = func() { stopWarning(); closeCreds() }
 	} else {
 		logger.Info("using SPIFFE mTLS")

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/causeway-net/causeway/pkg/lab/vethfwd"
+	"github.com/causeway-net/causeway/pkg/forwarder"
 )
 
 // LinkChange is what a kernel forwarder does for one connection: once the
@@ -44,7 +44,7 @@ func (l *linkObserver) Request(ctx context.Context, r *networkservice.NetworkSer
 	}
 	ch := LinkChange{
 		Endpoint:       conn.GetNetworkServiceEndpointName(),
-		ClientIfName:   vethfwd.NSCInterfaceName(ctx),
+		ClientIfName:   forwarder.NSCInterfaceName(ctx),
 		EndpointIfName: kernelmech.ToMechanism(conn.GetMechanism()).GetInterfaceName(),
 	}
 	if segs := conn.GetPath().GetPathSegments(); len(segs) > 0 {

@@ -23,7 +23,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/sirupsen/logrus"
 
-	"github.com/causeway-net/causeway/pkg/lab/vethfwd"
+	"github.com/causeway-net/causeway/pkg/forwarder"
 )
 
 // Quiet silences the SDK's logs (and the standard logger, which backs the
@@ -73,7 +73,7 @@ func NewDomain(ctx context.Context, t *testing.T, opts ...Option) *sandbox.Domai
 	)}
 	client := []networkservice.NetworkServiceClient{kernel.NewClient()}
 	if o.links != nil {
-		server = append(server, vethfwd.NewStashServer())
+		server = append(server, forwarder.NewStashServer())
 		client = append(client, &linkObserver{report: o.links})
 	}
 	b := sandbox.NewBuilder(ctx, t).

@@ -10,12 +10,12 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/recvfd"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 
-	"github.com/causeway-net/causeway/pkg/lab/vethfwd"
-	"github.com/causeway-net/causeway/pkg/nsm/dumpretry"
+	"github.com/causeway-net/causeway/pkg/forwarder"
+	"github.com/causeway-net/causeway/pkg/forwarder/dumpretry"
 )
 
 // NewVethDomain builds a one-node sandbox on unix sockets whose forwarder
-// is the lab's veth forwarder (pkg/lab/vethfwd): it really connects the two
+// is Causeway's veth forwarder (pkg/forwarder): it really connects the two
 // sides with a veth pair, one end in the client's namespace and the other in
 // the endpoint's (named and placed as the kernel mechanisms say), and
 // programs the IP context on both ends with sdk-kernel. Needs root.
@@ -24,20 +24,20 @@ func NewVethDomain(ctx context.Context, t *testing.T) *sandbox.Domain {
 	servers := append([]networkservice.NetworkServiceServer{
 		dumpretry.NewServer(), // an interrupted netlink dump is retried, not failed
 		recvfd.NewServer(),
-	}, vethfwd.ServerElements()...)
+	}, forwarder.ServerElements()...)
 	return sandbox.NewBuilder(ctx, t).
 		UseUnixSockets().
 		SetNodeSetup(func(ctx context.Context, node *sandbox.Node, _ int) {
 			node.NewNSMgr(ctx, sandbox.UniqueName("nsmgr"), nil, sandbox.GenerateTestToken, nsmgr.NewServer)
 			node.NewForwarder(ctx, &registryapi.NetworkServiceEndpoint{
 				Name:                sandbox.UniqueName("vethfwd"),
-				NetworkServiceNames: []string{vethfwd.ServiceName},
+				NetworkServiceNames: []string{forwarder.ServiceName},
 				NetworkServiceLabels: map[string]*registryapi.NetworkServiceLabels{
-					vethfwd.ServiceName: {Labels: map[string]string{"p2p": "true"}},
+					forwarder.ServiceName: {Labels: map[string]string{"p2p": "true"}},
 				},
 			}, sandbox.GenerateTestToken,
 				sandbox.WithForwarderAdditionalFunctionalityServer(servers...),
-				sandbox.WithForwarderAdditionalFunctionalityClient(vethfwd.ClientElements()...),
+				sandbox.WithForwarderAdditionalFunctionalityClient(forwarder.ClientElements()...),
 			)
 		}).
 		Build()

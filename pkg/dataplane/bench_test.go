@@ -57,7 +57,7 @@ func benchApplyChange(b *testing.B, dp *Dataplane, from, to State) {
 
 // BenchmarkFailover measures, over at least 100 trials, the time from an LB
 // port's deletion in the kernel to the ECMP route without its nexthop: the
-// link monitor sees the port go and, the nexthop being tied to the port
+// link table sees the port go and, the nexthop being tied to the port
 // (State.NexthopPorts), the Dataplane rewrites the route itself. Reported:
 // p50/p99 from the kernel's delete notification to the route notification,
 // and from the start of the delete call.

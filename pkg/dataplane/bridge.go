@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/causeway-net/causeway/internal/setdiff"
 )
 
 // RandomMAC returns a random locally administered unicast MAC address.
@@ -217,7 +220,8 @@ func (dp *Dataplane) loadAddrsLocked() error {
 func (dp *Dataplane) applyAddrsLocked(target map[netip.Prefix]struct{}) error {
 	var errs []error
 	added := false
-	for _, p := range missing(target, dp.m.addrs) {
+	add, del := setdiff.Sorted(sortedPrefixes(target), sortedPrefixes(dp.m.addrs), netip.Prefix.Compare)
+	for _, p := range add {
 		a := &netlink.Addr{IPNet: prefixToIPNet(p)}
 		if p.Addr().Is6() {
 			a.Flags = unix.IFA_F_NODAD
@@ -230,7 +234,7 @@ func (dp *Dataplane) applyAddrsLocked(target map[netip.Prefix]struct{}) error {
 		dp.m.addrs[p] = struct{}{}
 		added = true
 	}
-	for _, p := range missing(dp.m.addrs, target) {
+	for _, p := range del {
 		a := &netlink.Addr{IPNet: prefixToIPNet(p)}
 		err := dp.write(opAddrDel, fmt.Sprintf("%s dev %s", p, dp.opts.BridgeName), func() error { return dp.h.AddrDel(dp.bridgeLink(), a) })
 		if err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) && !errors.Is(err, unix.ENOENT) {
@@ -245,23 +249,16 @@ func (dp *Dataplane) applyAddrsLocked(target map[netip.Prefix]struct{}) error {
 	return errors.Join(errs...)
 }
 
-// missing returns the prefixes of want that have lacks, sorted (only those
-// are sorted: an Apply that changes little costs little).
-func missing(want, have map[netip.Prefix]struct{}) []netip.Prefix {
-	var out []netip.Prefix
-	for p := range want {
-		if _, ok := have[p]; !ok {
-			out = append(out, p)
-		}
-	}
-	slices.SortFunc(out, comparePrefix)
-	return out
+// sortedPrefixes is the set s as a sorted list (a bridge has a few
+// addresses: sorting them costs nothing).
+func sortedPrefixes(s map[netip.Prefix]struct{}) []netip.Prefix {
+	return slices.SortedFunc(maps.Keys(s), netip.Prefix.Compare)
 }
 
 // ---- ports ----
 
 func (dp *Dataplane) portObject(idx int) string {
-	if l, ok := dp.mon.link(idx); ok {
+	if l, ok := dp.linkTable.link(idx); ok {
 		return fmt.Sprintf("port %d (%s)", idx, l.Name)
 	}
 	return fmt.Sprintf("port %d", idx)
@@ -293,7 +290,7 @@ func (dp *Dataplane) loadPortsLocked(adopt bool) error {
 }
 
 // refreshPortLocked reads one port back from the kernel (a link
-// notification disagreed with the model: the monitor's view may only lag
+// notification disagreed with the model: the link table's view may only lag
 // behind a write of ours), instead of listing every link.
 func (dp *Dataplane) refreshPortLocked(idx int) {
 	dp.read()
@@ -312,7 +309,7 @@ func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
 	}
 	switch {
 	case !exists:
-		ps.absent, ps.enslaved = true, false
+		ps.markAbsent()
 	case l.Attrs().MasterIndex == dp.m.bridgeIndex:
 		ps.absent, ps.enslaved, ps.mtu = false, true, l.Attrs().MTU
 	default:
@@ -322,16 +319,16 @@ func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
 
 // applyPortsLocked releases the ports no longer wanted and enslaves the
 // wanted ones that are not yet (the link of a port known to be absent is
-// left alone until the monitor sees it). It returns the ports it enslaved
+// left alone until the link table sees it). It returns the ports it enslaved
 // and whether one left the bridge.
 func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ error) {
-	add, del := diff(target, dp.m.ports)
+	add, del := dp.m.ports.diff(target)
 	var errs []error
 	gone := del[:0]
 	for _, idx := range del {
 		ps, _ := dp.m.ports.get(idx)
 		if ps.enslaved && !ps.absent {
-			if l, ok := dp.mon.link(idx); ok && l.MasterIndex != 0 && l.MasterIndex != dp.m.bridgeIndex {
+			if l, ok := dp.linkTable.link(idx); ok && l.MasterIndex != 0 && l.MasterIndex != dp.m.bridgeIndex {
 				// Someone moved it to another master: not ours to release.
 				gone = append(gone, idx)
 				continue
@@ -372,12 +369,12 @@ func (dp *Dataplane) applyPortsLocked(target []int) (joined []int, left bool, _ 
 
 // enslaveLocked enslaves link idx to the bridge and returns its settled
 // state: enslaved, or absent when the link does not exist (the link
-// monitor tells when it appears, so the next Apply does not retry).
+// table tells when it appears, so the next Apply does not retry).
 func (dp *Dataplane) enslaveLocked(idx int) (*portState, error) {
 	if idx == dp.m.bridgeIndex {
 		return nil, &OpError{Op: opLinkSetMaster.String(), Object: dp.portObject(idx), Err: errors.New("the bridge cannot be its own port")}
 	}
-	// No shortcut through the link monitor: a link just created may not
+	// No shortcut through the link table: a link just created may not
 	// be in its view yet.
 	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
 	err := dp.write(opLinkSetMaster, dp.portObject(idx), func() error { return dp.h.LinkSetMasterByIndex(link, dp.m.bridgeIndex) })
@@ -438,10 +435,10 @@ func (dp *Dataplane) syncMTULocked(joined []int, full bool) error {
 	return err
 }
 
-// portMTULocked is the MTU of port idx: the monitor's, or read (0 when the
+// portMTULocked is the MTU of port idx: the link table's, or read (0 when the
 // link cannot be read).
 func (dp *Dataplane) portMTULocked(idx int) int {
-	if l, ok := dp.mon.link(idx); ok {
+	if l, ok := dp.linkTable.link(idx); ok {
 		return l.MTU
 	}
 	dp.read()

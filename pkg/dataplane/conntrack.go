@@ -4,31 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/mdlayher/netlink"
 	"github.com/ti-mo/conntrack"
 )
-
-// conntrackConn is a lazily dialled conntrack connection in the namespace.
-type conntrackConn struct {
-	mu      sync.Mutex
-	conn    *conntrack.Conn
-	failing atomic.Bool // the last flush of removed VIPs and nexthops failed
-	// dial opens the connection (nil: conntrack.Dial); a test's fails.
-	dial func(*netlink.Config) (*conntrack.Conn, error)
-}
-
-func (c *conntrackConn) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn != nil {
-		_ = c.conn.Close()
-		c.conn = nil
-	}
-}
 
 // FlushConntrack deletes the conntrack entries that have addr as source or
 // destination of their original or reply direction (a removed target, LB or
@@ -79,18 +58,18 @@ func (q *flushQueue) add(disabled bool, ps ...netip.Prefix) {
 // take empties the queue and returns what is to flush, sorted, without the
 // prefixes that are wanted again (a VIP added back before its flush ran
 // keeps its connections).
-func (q *flushQueue) take(want *desired) []netip.Prefix {
+func (q *flushQueue) take(goal *spec) []netip.Prefix {
 	if len(q.due) == 0 {
 		return nil
 	}
 	var out []netip.Prefix
 	for p := range q.due {
-		if !want.wants(p) {
+		if !goal.hasPrefix(p) {
 			out = append(out, p)
 		}
 	}
 	q.due = nil
-	slices.SortFunc(out, comparePrefix)
+	slices.SortFunc(out, netip.Prefix.Compare)
 	return out
 }
 
@@ -112,7 +91,7 @@ func (dp *Dataplane) flushConntrackLogged(ps []netip.Prefix) bool {
 	n, err := dp.flushConntrack(ps, dp.wantedAgain(ps))
 	if err == nil {
 		dp.log.Debug("flushed conntrack entries of removed VIPs and nexthops", "prefixes", len(ps), "entries", n)
-		if dp.ct.failing.Swap(false) {
+		if dp.ctFailing.Swap(false) {
 			dp.log.Info("conntrack flush of removed VIPs and nexthops works again", "prefixes", ps, "entries", n)
 		}
 		return true
@@ -126,7 +105,7 @@ func (dp *Dataplane) flushConntrackLogged(ps []netip.Prefix) bool {
 	if closed {
 		return true
 	}
-	if !dp.ct.failing.Swap(true) {
+	if !dp.ctFailing.Swap(true) {
 		dp.log.Warn("conntrack flush of removed VIPs and nexthops failed, retrying", "prefixes", ps, "error", err)
 	} else {
 		dp.log.Debug("conntrack flush retry failed", "prefixes", ps, "error", err)
@@ -139,14 +118,14 @@ func (dp *Dataplane) flushConntrackLogged(ps []netip.Prefix) bool {
 // (read when the dump is done, right before the deletes).
 func (dp *Dataplane) wantedAgain(ps []netip.Prefix) func(*conntrack.Flow) bool {
 	return func(f *conntrack.Flow) bool {
-		want := dp.wanted.Load()
-		if want == nil {
+		goal := dp.goalShared.Load()
+		if goal == nil {
 			return false
 		}
 		for _, a := range []netip.Addr{f.TupleOrig.IP.SourceAddress, f.TupleOrig.IP.DestinationAddress,
 			f.TupleReply.IP.SourceAddress, f.TupleReply.IP.DestinationAddress} {
 			for _, p := range ps {
-				if p.Contains(a.Unmap()) && want.wants(p) {
+				if p.Contains(a.Unmap()) && goal.hasPrefix(p) {
 					return true
 				}
 			}
@@ -155,42 +134,9 @@ func (dp *Dataplane) wantedAgain(ps []netip.Prefix) func(*conntrack.Flow) bool {
 	}
 }
 
-// prefixMatcher tells whether an address is inside one of a set of
-// prefixes: host prefixes (the usual VIP, every nexthop) by one lookup,
-// the others one by one.
-type prefixMatcher struct {
-	hosts map[netip.Addr]struct{}
-	nets  []netip.Prefix
-}
-
-func newPrefixMatcher(ps []netip.Prefix) prefixMatcher {
-	m := prefixMatcher{hosts: make(map[netip.Addr]struct{}, len(ps))}
-	for _, p := range ps {
-		if p.IsSingleIP() {
-			m.hosts[p.Addr()] = struct{}{}
-		} else {
-			m.nets = append(m.nets, p)
-		}
-	}
-	return m
-}
-
-func (m *prefixMatcher) match(a netip.Addr) bool {
-	a = a.Unmap()
-	if _, ok := m.hosts[a]; ok {
-		return true
-	}
-	for _, p := range m.nets {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// flushConntrack dumps the table once (streamed, see ctdump.go), filters
-// it in process against all of ps, drops the entries keep wants kept (nil:
-// none), and deletes the others; it returns how many it deleted.
+// flushConntrack deletes the conntrack entries of ps, but those keep wants
+// kept (nil: none), through the namespace's flusher; it returns how many it
+// deleted.
 func (dp *Dataplane) flushConntrack(ps []netip.Prefix, keep func(*conntrack.Flow) bool) (int, error) {
 	dp.mu.Lock()
 	closed := dp.closed
@@ -198,34 +144,7 @@ func (dp *Dataplane) flushConntrack(ps []netip.Prefix, keep func(*conntrack.Flow
 	if closed {
 		return 0, ErrClosed
 	}
-	c := &dp.ct
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn == nil {
-		dial := c.dial
-		if dial == nil {
-			dial = conntrack.Dial
-		}
-		conn, err := dial(&netlink.Config{NetNS: nsFD(dp.ns)})
-		if err != nil {
-			return 0, fmt.Errorf("conntrack dial: %w", err)
-		}
-		c.conn = conn
-	}
-	m := newPrefixMatcher(ps)
-	flows, err := dumpMatching(dp.ns, entryFilter{addr: m.match})
-	if err != nil {
-		return 0, err
-	}
-	if keep != nil {
-		flows = slices.DeleteFunc(flows, func(f conntrack.Flow) bool { return keep(&f) })
-	}
-	n, err := deleteFlows(c.conn, flows)
+	n, err := dp.ct.Flush(ps, keep)
 	dp.ctr.ctDeleted.Add(uint64(n))
-	if err != nil {
-		// A delete failed: the socket may be broken; dial again next time.
-		_ = c.conn.Close()
-		c.conn = nil
-	}
 	return n, err
 }

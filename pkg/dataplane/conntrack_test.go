@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/conntrackflush"
 )
 
 // ctInsert creates a UDP conntrack entry in ns with the conntrack tool.
@@ -97,26 +99,22 @@ func ctCreateUDP(c *conntrack.Conn, src, dst netip.Addr, sport, dport uint16) er
 }
 
 // A flush that fails is not lost: the reconciler runs it again, without
-// waiting for another Apply.
+// waiting for another Apply. (That a Flusher dials again after a failed
+// delete is conntrackflush's test.)
 func TestConntrackFlushRetried(t *testing.T) {
 	ns := testutil.NewNetNS(t, "ct")
-	dp := newDP(t, ns, Options{})
+	ct := &conntrackflush.Fake{Fail: 1, Err: errors.New("broken conntrack socket"), Next: conntrackflush.New(ns.Handle)}
+	dp := newDP(t, ns, Options{Conntrack: ct})
 	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, VIPs: []netip.Prefix{mp("203.0.113.10/32")}}
 	require.NoError(t, dp.Apply(s))
 	ctInsert(t, ns, "203.0.113.10", "198.51.100.1", "1000", "53")
 
-	// A broken conntrack socket: the next flush's deletes fail.
-	broken := ctDial(t, ns)
-	require.NoError(t, broken.Close())
-	dp.ct.mu.Lock()
-	dp.ct.conn = broken
-	dp.ct.mu.Unlock()
-
 	s.VIPs = nil
 	require.NoError(t, dp.Apply(s))
 	require.Eventually(t, func() bool {
-		return !strings.Contains(ctList(t, ns), "203.0.113.10") && dp.Stats().ConntrackDeleted == 1 && !dp.ct.failing.Load()
+		return !strings.Contains(ctList(t, ns), "203.0.113.10") && dp.Stats().ConntrackDeleted == 1 && !dp.ctFailing.Load()
 	}, 10*time.Second, 20*time.Millisecond, "the failed flush is retried")
+	require.Len(t, ct.Flushes(), 2)
 }
 
 // A flush keeps the entries of a prefix that the applied state wants
@@ -144,30 +142,16 @@ func TestConntrackFlushKeepsWantedAgain(t *testing.T) {
 // when the reconciler woke for something else meanwhile.
 func TestConntrackFlushRetryOutlivesOtherWakes(t *testing.T) {
 	ns := testutil.NewNetNS(t, "ct")
-	dp := newDP(t, ns, Options{ResyncInterval: time.Hour})
+	// The Apply's flush and the reconciler's first retry fail.
+	ct := &conntrackflush.Fake{Fail: 2, Err: unix.ENOBUFS, Next: conntrackflush.New(ns.Handle)}
+	dp := newDP(t, ns, Options{ResyncInterval: time.Hour, Conntrack: ct})
 	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, VIPs: []netip.Prefix{mp("203.0.113.10/32")}}
 	require.NoError(t, dp.Apply(s))
 	ctInsert(t, ns, "203.0.113.10", "198.51.100.1", "1000", "53")
 
-	// The Apply's flush and the reconciler's first retry fail to dial.
-	failed := make(chan struct{}, 2)
-	dp.ct.mu.Lock()
-	if dp.ct.conn != nil {
-		_ = dp.ct.conn.Close()
-		dp.ct.conn = nil
-	}
-	dp.ct.dial = func(cfg *mdnetlink.Config) (*conntrack.Conn, error) {
-		if len(failed) < cap(failed) {
-			failed <- struct{}{}
-			return nil, unix.ENOBUFS
-		}
-		return conntrack.Dial(cfg)
-	}
-	dp.ct.mu.Unlock()
-
 	s.VIPs = nil
 	require.NoError(t, dp.Apply(s))
-	require.Eventually(t, func() bool { return len(failed) == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(ct.Flushes()) >= 2 }, 10*time.Second, time.Millisecond)
 	dp.wake() // a wake for something else during the retry's pause
 	require.Eventually(t, func() bool { return !strings.Contains(ctList(t, ns), "203.0.113.10") },
 		10*time.Second, 20*time.Millisecond, "the flush is retried after its pause")

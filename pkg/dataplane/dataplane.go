@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/internal/clock"
+	"github.com/causeway-net/causeway/pkg/conntrackflush"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -94,9 +95,26 @@ type Options struct {
 	// since a node may run with IPv6 disabled in its kernel, and the other
 	// way round.
 	SysctlFamilies SysctlFamilies
+	// BridgeNetfilter makes New turn net.bridge.bridge-nf-call-ip(6)tables
+	// on in the namespace, for the service load balancer's nftables
+	// provider: an endpoint's reply to a client on the same bridge
+	// (hairpin) then passes its connection tracking and gets its source
+	// turned back into the service's. It needs the br_netfilter module.
+	BridgeNetfilter bool
+	// EchoSockets makes New open ICMP echo ("ping") sockets to every group
+	// of the namespace (net.ipv4.ping_group_range, both families), which
+	// the datapath check of the LB nexthops probes through
+	// (pkg/nexthopcheck). It is not in PodSysctls (its value has a space):
+	// the chart's init container sets it on a line of its own. A failure
+	// is logged, not returned: the check then reports its peers
+	// unchecked.
+	EchoSockets bool
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
+	// Conntrack deletes the namespace's conntrack entries (nil: a
+	// conntrackflush.Flusher of the namespace); a test's fails.
+	Conntrack conntrackflush.Interface
 	// AnnounceCount is how many announcement rounds follow the setting or
 	// change of the bridge's address or MAC, or the join of a port
 	// (default DefaultAnnounceCount; negative disables them), and
@@ -163,10 +181,11 @@ type Dataplane struct {
 	table int
 	proto int
 
-	mon *monitor
-	ann *announcer
-	ct  conntrackConn
-	pen pending
+	linkTable *linkTable
+	ann       *announcer
+	ct        conntrackflush.Interface
+	ctFailing atomic.Bool // the last flush of removed VIPs and nexthops failed
+	pen       pending
 	// kick wakes the reconciler.
 	kick chan struct{}
 
@@ -174,22 +193,31 @@ type Dataplane struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu         sync.Mutex // guards everything below and serialises kernel writes
-	closed     bool
-	m          *model
-	want       *desired // the desired state: the adopted one until the first Apply
-	applied    bool     // Apply was called
-	given      *desired // the last applied state, before held leftovers are added
-	held       *desired // the leftovers held (HoldLeftovers) until ReleaseLeftovers
-	heldAddrs  heldLinks
-	flush      flushQueue
-	wanted     atomic.Pointer[desired] // dp.want, for the conntrack flush's last look
+	mu     sync.Mutex // guards everything below and serialises kernel writes
+	closed bool
+	m      *model
+	// goal is what convergence makes the kernel equal to: the adopted
+	// state until the first Apply, then the applied one with the
+	// leftovers added while they are held.
+	goal *spec
+	// applied is the last State given to Apply, normalised, without the
+	// held leftovers (nil before the first Apply).
+	applied *spec
+	// leftovers are what New adopted from an earlier run, held
+	// (Options.HoldLeftovers) until ReleaseLeftovers; leftoverAddrs the
+	// addresses their links carried.
+	leftovers     *spec
+	leftoverAddrs addrLinks
+	flush         flushQueue
+	// goalShared is goal, readable without mu: the conntrack flush's last
+	// look at what is wanted again.
+	goalShared atomic.Pointer[spec]
 	bridgeMAC  net.HardwareAddr
 	sysctlErrs []error // sysctls New could not set
 	started    bool    // New has returned
 
 	ctr counters
-	// bridgeIdx mirrors m.bridgeIndex for the monitors, which must not
+	// bridgeIdx mirrors m.bridgeIndex for the subscriptions, which must not
 	// take mu.
 	bridgeIdx atomic.Int64
 }
@@ -198,7 +226,7 @@ type Dataplane struct {
 // adopts the bridge (with its MAC) or creates it (with a random locally
 // administered MAC, or the one in Options.MACFile) and sets it up, removes
 // the routes and rules left by an earlier run (see Options.AdoptLeftovers),
-// and starts the link, address, route and rule monitors. ctx bounds the
+// and starts the link, address, route and rule subscriptions. ctx bounds the
 // start-up only; the Dataplane runs until Close or Teardown.
 //
 // Nothing else changes until the first Apply: the addresses and ports of an
@@ -225,12 +253,16 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 	} else if dp.ns, err = callerNamespace(); err != nil {
 		return nil, err
 	}
+	dp.ct = opts.Conntrack
+	if dp.ct == nil {
+		dp.ct = conntrackflush.New(dp.ns)
+	}
 	dp.ctx, dp.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			dp.cancel()
-			if dp.mon != nil {
-				dp.mon.closeSubscribers()
+			if dp.linkTable != nil {
+				dp.linkTable.closeSubscribers()
 			}
 			dp.wg.Wait()
 			dp.release()
@@ -243,20 +275,31 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 	if _, serr := setSysctls(dp.ns, "", opts.SysctlFamilies.filter(globalSysctls())); serr != nil {
 		dp.sysctlErrs = append(dp.sysctlErrs, serr)
 	}
+	if opts.BridgeNetfilter {
+		if _, serr := setSysctls(dp.ns, "", bridgeNetfilterSysctls()); serr != nil {
+			dp.sysctlErrs = append(dp.sysctlErrs, fmt.Errorf("bridge netfilter needs the br_netfilter kernel module on the node "+
+				"(modprobe br_netfilter; persist it in /etc/modules-load.d/): %w", serr))
+		}
+	}
+	if opts.EchoSockets {
+		if _, serr := setSysctls(dp.ns, "", echoSocketSysctls()); serr != nil {
+			dp.log.Warn("ICMP echo sockets not opened to the proxy: the datapath check of the nexthops will be off", "error", serr)
+		}
+	}
 	dp.ann = newAnnouncer(opts.AnnounceCount, opts.AnnounceInterval, clock.Real(), dp.announceRound)
 
 	// Subscribe before reading the kernel state, so that no change between
 	// the read and the subscription goes unseen.
-	dp.mon = newMonitor(dp.ns, dp.h, dp.log, opts.ReceiveBuffer)
-	dp.mon.internal = dp.onLinkEvent
-	dp.goRun(dp.mon.run)
+	dp.linkTable = newLinkTable(dp.ns, dp.h, dp.log, opts.ReceiveBuffer)
+	dp.linkTable.internal = dp.onLinkEvent
+	dp.goRun(dp.linkTable.run)
 	dp.goRun(dp.runAddrSubscription)
 	dp.goRun(dp.runRouteSubscription)
 	dp.goRun(dp.runRuleSubscription)
 	select {
-	case <-dp.mon.syncedCh:
+	case <-dp.linkTable.syncedCh:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the link monitor: %w", ctx.Err())
+		return nil, fmt.Errorf("waiting for the link table: %w", ctx.Err())
 	}
 
 	dp.mu.Lock()
@@ -300,7 +343,7 @@ func (dp *Dataplane) goRun(fn func(context.Context)) {
 // entries (unless Options.DisableConntrackFlush), once their rule or route
 // is gone, all in one pass over the conntrack table.
 func (dp *Dataplane) Apply(s State) error {
-	want, err := normalize(s)
+	goal, err := normalize(s)
 	if err != nil {
 		return err
 	}
@@ -309,8 +352,10 @@ func (dp *Dataplane) Apply(s State) error {
 		dp.mu.Unlock()
 		return ErrClosed
 	}
-	dp.given, dp.applied = want, true
-	return dp.applyLocked(want.withHeld(dp.held))
+	dp.applied = goal
+	dp.retireLinksLocked(s.Retired, goal)
+	dp.supersedeLeftoversLocked(s.Claims)
+	return dp.applyLocked(goal.withLeftovers(dp.leftovers))
 }
 
 // ReleaseLeftovers stops holding what New adopted (Options.HoldLeftovers):
@@ -325,21 +370,21 @@ func (dp *Dataplane) ReleaseLeftovers() error {
 		dp.mu.Unlock()
 		return ErrClosed
 	}
-	if dp.held == nil {
+	if dp.leftovers == nil {
 		dp.mu.Unlock()
 		return nil
 	}
-	want := dp.given
-	if want == nil {
-		want = dp.m.adopted(false)
+	goal := dp.applied
+	if goal == nil {
+		goal = dp.m.adopted(false)
 	}
 	// A held port that nothing claimed by now carried a connection of the
 	// earlier run that did not come back: its link goes, with its
 	// addresses, as a closed connection's would.
 	var errs []error
 	var deleted, kept []int
-	for _, p := range dp.unclaimedHeldLocked(want) {
-		if err := dp.deleteHeldLocked(p); err != nil {
+	for _, p := range dp.unclaimedLeftoversLocked(goal) {
+		if err := dp.deleteLeftoverLocked(p); err != nil {
 			errs = append(errs, err)
 			kept = append(kept, p)
 			continue
@@ -347,39 +392,39 @@ func (dp *Dataplane) ReleaseLeftovers() error {
 		deleted = append(deleted, p)
 	}
 	if len(kept) == 0 {
-		if dp.held.holdsNothing() && len(deleted) == 0 {
+		if dp.leftovers.holdsNothing() && len(deleted) == 0 {
 			dp.log.Debug("no leftovers of an earlier run to release")
 		} else {
 			dp.log.Info("leftovers of an earlier run released", "unclaimedLinksDeleted", deleted)
 		}
-		dp.held, dp.heldAddrs = nil, nil
-		return errors.Join(append(errs, dp.applyLocked(want))...)
+		dp.leftovers, dp.leftoverAddrs = nil, nil
+		return errors.Join(append(errs, dp.applyLocked(goal))...)
 	}
 	// Only the links that could not be deleted stay held, as they are;
 	// the next release deletes them.
-	dp.held = &desired{ports: kept}
+	dp.leftovers = &spec{ports: kept}
 	dp.log.Warn("leftovers of an earlier run released but for links that could not be deleted",
 		"unclaimedLinksDeleted", deleted, "stillHeld", kept)
-	return errors.Join(append(errs, dp.applyLocked(want.withHeld(dp.held)))...)
+	return errors.Join(append(errs, dp.applyLocked(goal.withLeftovers(dp.leftovers)))...)
 }
 
-// setWantLocked makes want the applied state. dp.mu must be held.
-func (dp *Dataplane) setWantLocked(want *desired) {
-	dp.want = want
-	dp.wanted.Store(want)
+// setGoalLocked makes goal what convergence aims at. dp.mu must be held.
+func (dp *Dataplane) setGoalLocked(goal *spec) {
+	dp.goal = goal
+	dp.goalShared.Store(goal)
 }
 
-// applyLocked converges to want and then, with dp.mu released, flushes
+// applyLocked converges to goal and then, with dp.mu released, flushes
 // the conntrack entries of what it removed. dp.mu must be held; it is
 // released.
-func (dp *Dataplane) applyLocked(want *desired) error {
-	prev := dp.want
-	moved := movedNexthops(prev, want)
-	dp.setWantLocked(want)
-	failed, err := dp.convergeLocked(want, 0)
+func (dp *Dataplane) applyLocked(goal *spec) error {
+	prev := dp.goal
+	moved := movedNexthops(prev, goal)
+	dp.setGoalLocked(goal)
+	failed, err := dp.convergeLocked(goal, 0)
 	dp.markStale(failed)
 	dp.forgetNeighborsLocked(moved)
-	due := dp.flush.take(want)
+	due := dp.flush.take(goal)
 	dp.mu.Unlock()
 	dp.ctr.applies.Add(1)
 	if !dp.flushConntrackLogged(due) {
@@ -391,21 +436,21 @@ func (dp *Dataplane) applyLocked(want *desired) error {
 // Subscribe returns the link events of the namespace from now on, and a
 // function that ends the subscription (closing the channel). Each
 // subscriber has its own unbounded queue: a slow subscriber delays only
-// itself, never the monitor or other subscribers. The channel is also
+// itself, never the link table or other subscribers. The channel is also
 // closed by Close. See Links for the current links.
 func (dp *Dataplane) Subscribe() (<-chan LinkEvent, func()) {
-	return dp.mon.subscribe(&dp.wg)
+	return dp.linkTable.subscribe(&dp.wg)
 }
 
-// Links returns the link monitor's current view of the namespace's links,
+// Links returns the link table's current view of the namespace's links,
 // sorted by index (no kernel read).
-func (dp *Dataplane) Links() []Link { return dp.mon.list() }
+func (dp *Dataplane) Links() []Link { return dp.linkTable.list() }
 
-// Link returns the link monitor's view of link index (no kernel read).
-func (dp *Dataplane) Link(index int) (Link, bool) { return dp.mon.link(index) }
+// Link returns the link table's view of link index (no kernel read).
+func (dp *Dataplane) Link(index int) (Link, bool) { return dp.linkTable.link(index) }
 
-// LinkByName returns the link monitor's view of the link named name.
-func (dp *Dataplane) LinkByName(name string) (Link, bool) { return dp.mon.linkByName(name) }
+// LinkByName returns the link table's view of the link named name.
+func (dp *Dataplane) LinkByName(name string) (Link, bool) { return dp.linkTable.linkByName(name) }
 
 // BridgeIndex returns the bridge's interface index.
 func (dp *Dataplane) BridgeIndex() int {
@@ -460,13 +505,15 @@ func (dp *Dataplane) stop() bool {
 	dp.closed = true
 	dp.mu.Unlock()
 	dp.cancel()
-	dp.mon.closeSubscribers()
+	dp.linkTable.closeSubscribers()
 	dp.wg.Wait()
 	return true
 }
 
 func (dp *Dataplane) release() {
-	dp.ct.close()
+	if dp.ct != nil {
+		dp.ct.Close()
+	}
 	if dp.h != nil {
 		dp.h.Close()
 	}
@@ -496,6 +543,7 @@ const (
 	opLinkSetMaster
 	opLinkSetNoMaster
 	opLinkSetMTU
+	opLinkSetHairpin
 	opAddrAdd
 	opAddrDel
 	opRouteReplace
@@ -506,7 +554,7 @@ const (
 )
 
 var opNames = [numOps]string{
-	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu",
+	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu", "link set hairpin",
 	"addr add", "addr del", "route replace", "route del", "rule add", "rule del",
 }
 
@@ -544,7 +592,7 @@ type Stats struct {
 	Writes     uint64            `json:"writes"`
 	WritesByOp map[string]uint64 `json:"writesByOp"`
 	// Reads counts rtnetlink reads (gets and dumps) made by the Dataplane
-	// itself, not by its monitors' subscriptions.
+	// itself, not by its subscriptions.
 	Reads   uint64 `json:"reads"`
 	Applies uint64 `json:"applies"`
 	// Restores counts writes made to repair the kernel after it diverged
@@ -595,10 +643,10 @@ func (dp *Dataplane) Stats() Stats {
 		NeighborsForgotten: dp.ctr.neighForgotten.Load(),
 		NeighborsRestored:  dp.ctr.neighRestored.Load(),
 	}
-	if dp.mon != nil {
-		s.LinkEvents = dp.mon.events.Load()
-		s.LinkResyncs = dp.mon.resyncs.Load()
-		s.Resubscribes = dp.mon.resubscribes.Load()
+	if dp.linkTable != nil {
+		s.LinkEvents = dp.linkTable.events.Load()
+		s.LinkResyncs = dp.linkTable.resyncs.Load()
+		s.Resubscribes = dp.linkTable.resubscribes.Load()
 	}
 	s.Resubscribes += dp.ctr.ruleResubscribes.Load() + dp.ctr.routeResubscribes.Load() + dp.ctr.addrResubscribes.Load()
 	for i := range numOps {

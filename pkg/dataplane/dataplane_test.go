@@ -28,7 +28,7 @@ func sortedAddrs(as ...netip.Addr) []netip.Addr {
 
 func sortedPfx(ps ...netip.Prefix) []netip.Prefix {
 	out := slices.Clone(ps)
-	slices.SortFunc(out, comparePrefix)
+	slices.SortFunc(out, netip.Prefix.Compare)
 	return out
 }
 
@@ -648,7 +648,7 @@ func TestCustomTableProtocolAndBridge(t *testing.T) {
 }
 
 // TestFreshPortIsEnslaved: a link created just before the Apply that wants
-// it (the link monitor may not have seen it yet) becomes a port at once,
+// it (the link table may not have seen it yet) becomes a port at once,
 // and the nexthop tied to it is in the route.
 func TestFreshPortIsEnslaved(t *testing.T) {
 	ns := testutil.NewNetNS(t, "fresh")
@@ -675,7 +675,7 @@ func TestFreshPortIsEnslaved(t *testing.T) {
 
 // TestBringUpReadsNoTables: ports added one Apply at a time (targets
 // coming up) cost no read of whole tables by the reconciler, even when the
-// link monitor's view lags behind the Dataplane's own writes: a port whose
+// link table's view lags behind the Dataplane's own writes: a port whose
 // notification disagrees is read back alone.
 func TestBringUpReadsNoTables(t *testing.T) {
 	ns := testutil.NewNetNS(t, "bring")

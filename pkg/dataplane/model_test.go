@@ -38,20 +38,6 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
-func TestDiff(t *testing.T) {
-	have := newSortedMap[int, struct{}](cmp.Compare[int])
-	have.merge([]int{1, 3, 5}, make([]struct{}, 3))
-	add, del := diff([]int{1, 2, 3, 4, 5}, have)
-	require.Equal(t, []int{2, 4}, add)
-	require.Empty(t, del)
-	add, del = diff([]int{2, 3, 7}, have)
-	require.Equal(t, []int{2, 7}, add)
-	require.Equal(t, []int{1, 5}, del)
-	add, del = diff(nil, have)
-	require.Empty(t, add)
-	require.Equal(t, []int{1, 3, 5}, del)
-}
-
 func TestSortedMap(t *testing.T) {
 	m := newSortedMap[int, string](cmp.Compare[int])
 	m.merge([]int{2, 4}, []string{"b", "d"})
@@ -84,16 +70,6 @@ func TestFlushQueue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []netip.Prefix{mp("192.0.2.11/32"), mp("198.51.100.1/32"), mp("203.0.113.10/32")}, q.take(next))
 	require.Empty(t, q.take(next), "taken once")
-}
-
-func TestPrefixMatcher(t *testing.T) {
-	m := newPrefixMatcher([]netip.Prefix{mp("203.0.113.10/32"), mp("2001:db8::/64"), mp("192.0.2.0/24")})
-	for a, want := range map[string]bool{
-		"203.0.113.10": true, "::ffff:203.0.113.10": true, "203.0.113.11": false,
-		"2001:db8::5": true, "2001:db8:1::5": false, "192.0.2.200": true, "192.0.3.1": false,
-	} {
-		require.Equal(t, want, m.match(ma(a)), a)
-	}
 }
 
 func TestParseRuleMsg(t *testing.T) {

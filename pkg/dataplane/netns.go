@@ -36,15 +36,6 @@ func callerNamespace() (netns.NsHandle, error) {
 	return cur, nil
 }
 
-// nsFD is ns as the NetNS of a mdlayher/netlink configuration, where 0 means
-// the current namespace.
-func nsFD(ns netns.NsHandle) int {
-	if !ns.IsOpen() {
-		return 0
-	}
-	return int(ns)
-}
-
 // sysctl is one setting the Dataplane enforces.
 type sysctl struct {
 	key   string // dotted, as sysctl(8) names it
@@ -69,6 +60,21 @@ func globalSysctls() []sysctl {
 		{"net.ipv6.conf.all.accept_dad", "0"},
 		{"net.ipv6.conf.default.accept_dad", "0"},
 	}
+}
+
+// bridgeNetfilterSysctls hand bridged frames to netfilter (see
+// Options.BridgeNetfilter); the keys exist once br_netfilter is loaded.
+func bridgeNetfilterSysctls() []sysctl {
+	return []sysctl{
+		{"net.bridge.bridge-nf-call-iptables", "1"},
+		{"net.bridge.bridge-nf-call-ip6tables", "1"},
+	}
+}
+
+// echoSocketSysctls open ICMP echo sockets to every group of the namespace
+// (see Options.EchoSockets). Only the proxy's pod shares the namespace.
+func echoSocketSysctls() []sysctl {
+	return []sysctl{{"net.ipv4.ping_group_range", "0 2147483647"}}
 }
 
 func bridgeSysctls(name string) []sysctl {
@@ -111,7 +117,8 @@ func setSysctls(ns netns.NsHandle, iface string, list []sysctl) (written int, er
 				p = ifacePath(s.key, iface)
 			}
 			cur, rerr := os.ReadFile(p)
-			if rerr == nil && strings.TrimSpace(string(cur)) == s.value {
+			// By fields: the kernel prints a pair with a tab.
+			if rerr == nil && strings.Join(strings.Fields(string(cur)), " ") == s.value {
 				continue
 			}
 			if werr := os.WriteFile(p, []byte(s.value+"\n"), 0o644); werr != nil {
@@ -153,7 +160,7 @@ func readSysctls(ns netns.NsHandle, iface string, list []sysctl, into map[string
 				into[s.key] = "error: " + err.Error()
 				continue
 			}
-			into[s.key] = strings.TrimSpace(string(b))
+			into[s.key] = strings.Join(strings.Fields(string(b)), " ")
 		}
 		return nil
 	})

@@ -14,7 +14,7 @@ import (
 // they are dropped and the whole kind is marked for a read instead.
 const maxPending = 8192
 
-// pending collects what the monitors saw, for the reconciler. The monitors
+// pending collects what the subscriptions saw, for the reconciler. They
 // only append here (never waiting for the Dataplane's lock); the reconciler
 // compares the notifications with the model under the lock.
 type pending struct {
@@ -58,7 +58,7 @@ func (dp *Dataplane) deferStale(k kinds) {
 	dp.pen.mu.Unlock()
 }
 
-// onLinkEvent is the link monitor's internal subscriber.
+// onLinkEvent is the link table's internal subscriber.
 func (dp *Dataplane) onLinkEvent(ev LinkEvent) {
 	p := &dp.pen
 	p.mu.Lock()
@@ -98,25 +98,39 @@ func enqueue[T any](dp *Dataplane, q *[]T, k kinds, u T) {
 	dp.wake()
 }
 
+// forcingBuffer subscribes with the receive buffer forced to the
+// configured size and, when that is refused (SO_RCVBUFFORCE needs
+// CAP_NET_ADMIN), again with the default buffer.
+func (dp *Dataplane) forcingBuffer(subscribe func(size int, force bool) error) error {
+	if err := subscribe(dp.opts.ReceiveBuffer, true); err == nil {
+		return nil
+	}
+	return subscribe(0, false)
+}
+
+// staleOnResubscribe is the resync of a subscription whose objects the
+// next convergence reads again: after the first subscription, the events
+// missed while none was open mark kinds stale.
+func (dp *Dataplane) staleOnResubscribe(k kinds) func(first bool) bool {
+	return func(first bool) bool {
+		if !first {
+			dp.markStale(k)
+		}
+		return true
+	}
+}
+
 func (dp *Dataplane) runAddrSubscription(ctx context.Context) {
 	runSubscription(ctx, "address", dp.log, 1024,
 		func(ch chan netlink.AddrUpdate, done chan struct{}, cb func(error)) error {
 			ns := dp.ns
-			err := netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
-				Namespace: &ns, ErrorCallback: cb,
-				ReceiveBufferSize: dp.opts.ReceiveBuffer, ReceiveBufferForceSize: true,
+			return dp.forcingBuffer(func(size int, force bool) error {
+				return netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
+					Namespace: &ns, ErrorCallback: cb, ReceiveBufferSize: size, ReceiveBufferForceSize: force,
+				})
 			})
-			if err != nil { // SO_RCVBUFFORCE needs CAP_NET_ADMIN
-				err = netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: cb})
-			}
-			return err
 		},
-		func(first bool) bool {
-			if !first {
-				dp.markStale(kAddrs)
-			}
-			return true
-		},
+		dp.staleOnResubscribe(kAddrs),
 		func(u netlink.AddrUpdate) {
 			dp.ctr.addrEvents.Add(1)
 			enqueue(dp, &dp.pen.addrs, kAddrs, u)
@@ -128,21 +142,13 @@ func (dp *Dataplane) runRouteSubscription(ctx context.Context) {
 	runSubscription(ctx, "route", dp.log, 1024,
 		func(ch chan netlink.RouteUpdate, done chan struct{}, cb func(error)) error {
 			ns := dp.ns
-			err := netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
-				Namespace: &ns, ErrorCallback: cb,
-				ReceiveBufferSize: dp.opts.ReceiveBuffer, ReceiveBufferForceSize: true,
+			return dp.forcingBuffer(func(size int, force bool) error {
+				return netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
+					Namespace: &ns, ErrorCallback: cb, ReceiveBufferSize: size, ReceiveBufferForceSize: force,
+				})
 			})
-			if err != nil { // SO_RCVBUFFORCE needs CAP_NET_ADMIN
-				err = netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: cb})
-			}
-			return err
 		},
-		func(first bool) bool {
-			if !first {
-				dp.markStale(kRoutes4 | kRoutes6)
-			}
-			return true
-		},
+		dp.staleOnResubscribe(kRoutes4|kRoutes6),
 		func(u netlink.RouteUpdate) {
 			if u.Route.Table != dp.table {
 				return
@@ -158,12 +164,7 @@ func (dp *Dataplane) runRuleSubscription(ctx context.Context) {
 		func(ch chan ruleEvent, done chan struct{}, cb func(error)) error {
 			return subscribeRules(dp.ns, dp.opts.ReceiveBuffer, ch, done, cb)
 		},
-		func(first bool) bool {
-			if !first {
-				dp.markStale(kRules)
-			}
-			return true
-		},
+		dp.staleOnResubscribe(kRules),
 		func(ev ruleEvent) {
 			if ev.table != dp.table {
 				return
@@ -184,7 +185,7 @@ const (
 	maxRepairInterval = 5 * time.Second
 )
 
-// reconcileLoop handles what the monitors queued and runs the periodic
+// reconcileLoop handles what the subscriptions queued and runs the periodic
 // backstop re-sync, repairing behind the rate limit above.
 func (dp *Dataplane) reconcileLoop(ctx context.Context) {
 	var tick <-chan time.Time
@@ -251,7 +252,7 @@ func (dp *Dataplane) Resync() error {
 		return ErrClosed
 	}
 	err := dp.repairLocked(kAll, true)
-	due := dp.flush.take(dp.want)
+	due := dp.flush.take(dp.goal)
 	dp.mu.Unlock()
 	if !dp.flushConntrackLogged(due) {
 		dp.wake() // the reconciler retries it
@@ -268,7 +269,7 @@ func (dp *Dataplane) repairLocked(reread kinds, diverged bool) error {
 		dp.ctr.reconciles.Add(1)
 	}
 	before := dp.ctr.writes.Load()
-	failed, err := dp.convergeLocked(dp.want, reread)
+	failed, err := dp.convergeLocked(dp.goal, reread)
 	if n := dp.ctr.writes.Load() - before; n > 0 && (reread != 0 || diverged) {
 		dp.ctr.restores.Add(n)
 		dp.log.Info("restored kernel state", "writes", n)
@@ -311,7 +312,7 @@ func (dp *Dataplane) reconcile(allowRead, allowFlush bool) (res reconcileResult)
 	}
 	defer func() {
 		if allowFlush {
-			res.flush = dp.flush.take(dp.want)
+			res.flush = dp.flush.take(dp.goal)
 		}
 	}()
 	touched, diverged := dp.linkEventsLocked(gone, back, chg, &stale, &res)
@@ -365,9 +366,9 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 			continue
 		}
 		if ps, ok := m.ports.get(idx); ok && !ps.absent {
-			ps.absent, ps.enslaved = true, false
+			ps.markAbsent()
 			touched = true
-		} else if !ok && dp.want.wantsPort(idx) {
+		} else if !ok && dp.goal.hasPort(idx) {
 			touched = true // a tied port outside Ports, say
 		}
 	}
@@ -375,12 +376,12 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 		if ps, ok := m.ports.get(idx); ok && ps.absent {
 			m.ports.remove(idx) // to enslave again
 			touched = true
-		} else if !ok && dp.want.wantsPort(idx) {
+		} else if !ok && dp.goal.hasPort(idx) {
 			touched = true
 		}
 	}
 	for idx := range chg {
-		l, ok := dp.mon.link(idx)
+		l, ok := dp.linkTable.link(idx)
 		if !ok {
 			continue
 		}
@@ -399,7 +400,7 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 			continue
 		}
 		if l.MasterIndex != m.bridgeIndex {
-			// The monitor's view may lag behind our own write: read this
+			// The link table's view may lag behind our own write: read this
 			// one link, not all of them.
 			dp.refreshPortLocked(idx)
 			if !m.ports.has(idx) {

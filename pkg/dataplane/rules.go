@@ -32,7 +32,7 @@ func (dp *Dataplane) rule(p netip.Prefix) *netlink.Rule {
 // applyRulesLocked adds the missing VIP rules and deletes the unwanted ones.
 func (dp *Dataplane) applyRulesLocked(target []netip.Prefix) error {
 	var errs []error
-	add, del := diff(target, dp.m.rules)
+	add, del := dp.m.rules.diff(target)
 	added := add[:0]
 	for _, p := range add {
 		r := dp.rule(p)
@@ -88,7 +88,7 @@ func (dp *Dataplane) loadRulesLocked() error {
 			errs = append(errs, err)
 		}
 	}
-	slices.SortFunc(keys, comparePrefix)
+	slices.SortFunc(keys, netip.Prefix.Compare)
 	dp.m.rules = newRules()
 	dp.m.rules.merge(keys, make([]struct{}, len(keys)))
 	return errors.Join(errs...)

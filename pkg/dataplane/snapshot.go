@@ -123,7 +123,7 @@ func (dp *Dataplane) snapshotBridgeLocked(s *Snapshot) []error {
 			s.Bridge.Addrs = append(s.Bridge.Addrs, p)
 		}
 	}
-	slices.SortFunc(s.Bridge.Addrs, comparePrefix)
+	slices.SortFunc(s.Bridge.Addrs, netip.Prefix.Compare)
 	dp.read()
 	links, err := dp.h.LinkList()
 	if err != nil {
@@ -176,7 +176,7 @@ func (dp *Dataplane) routeSnapshot(f family, r *netlink.Route) RouteSnapshot {
 func (dp *Dataplane) nexthopSnapshot(gw []byte, idx int) NexthopSnapshot {
 	a, _ := netip.AddrFromSlice(gw)
 	nh := NexthopSnapshot{Via: a.Unmap(), Index: idx}
-	if l, ok := dp.mon.link(idx); ok {
+	if l, ok := dp.linkTable.link(idx); ok {
 		nh.Dev = l.Name
 	}
 	return nh
@@ -208,12 +208,12 @@ func (dp *Dataplane) snapshotRulesLocked() ([]RuleSnapshot, error) {
 // snapshotDesiredLocked fills the desired state, the absent ports and the
 // effective nexthops into s.
 func (dp *Dataplane) snapshotDesiredLocked(s *Snapshot) {
-	if dp.held != nil {
-		h := dp.held.state()
+	if dp.leftovers != nil {
+		h := dp.leftovers.state()
 		s.Held = &h
 	}
-	if dp.applied {
-		st := dp.want.state()
+	if dp.applied != nil {
+		st := dp.goal.state()
 		s.Desired = &st
 		for idx, ps := range dp.m.ports.all() {
 			if ps.absent {
@@ -222,7 +222,7 @@ func (dp *Dataplane) snapshotDesiredLocked(s *Snapshot) {
 		}
 	}
 	for _, f := range families {
-		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.effectiveNexthopsLocked(dp.want, f)...)
+		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.effectiveNexthopsLocked(dp.goal, f)...)
 	}
 }
 
@@ -230,6 +230,12 @@ func (dp *Dataplane) snapshotDesiredLocked(s *Snapshot) {
 // could not set into s.
 func (dp *Dataplane) snapshotSysctlsLocked(s *Snapshot) {
 	readSysctls(dp.ns, "", dp.opts.SysctlFamilies.filter(globalSysctls()), s.Sysctls)
+	if dp.opts.BridgeNetfilter {
+		readSysctls(dp.ns, "", bridgeNetfilterSysctls(), s.Sysctls)
+	}
+	if dp.opts.EchoSockets {
+		readSysctls(dp.ns, "", echoSocketSysctls(), s.Sysctls)
+	}
 	readSysctls(dp.ns, dp.opts.BridgeName, dp.opts.SysctlFamilies.filter(ownBridgeSysctls(dp.opts.BridgeName)), s.Sysctls)
 	for _, e := range dp.sysctlErrs {
 		s.SysctlErrors = append(s.SysctlErrors, e.Error())

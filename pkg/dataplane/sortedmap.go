@@ -3,6 +3,8 @@ package dataplane
 import (
 	"iter"
 	"slices"
+
+	"github.com/causeway-net/causeway/internal/setdiff"
 )
 
 // sortedMap is the model's form of a set of owned objects: a map kept in
@@ -110,33 +112,6 @@ func (m *sortedMap[K, V]) all() iter.Seq2[K, V] {
 	}
 }
 
-// diff is the one comparison between a desired set and the model: want is
-// sorted by the model's order and unique. It returns the elements of want
-// that have lacks and those of have that want lacks, both sorted, in one
-// merge of the two lists.
-func diff[K any, V any](want []K, have *sortedMap[K, V]) (add, del []K) {
-	i, j := 0, 0
-	for i < len(want) || j < len(have.keys) {
-		switch {
-		case j == len(have.keys):
-			add = append(add, want[i:]...)
-			i = len(want)
-		case i == len(want):
-			del = append(del, have.keys[j:]...)
-			j = len(have.keys)
-		default:
-			switch c := have.cmp(want[i], have.keys[j]); {
-			case c < 0:
-				add = append(add, want[i])
-				i++
-			case c > 0:
-				del = append(del, have.keys[j])
-				j++
-			default:
-				i++
-				j++
-			}
-		}
-	}
-	return add, del
-}
+// diff compares want, sorted by the map's order and unique, with the
+// map's keys: what to add and what to remove (setdiff.Sorted).
+func (m *sortedMap[K, V]) diff(want []K) (add, del []K) { return setdiff.Sorted(want, m.keys, m.cmp) }

@@ -144,7 +144,7 @@ func TestListenUnixReplacesStaleSocket(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
-func TestMonitorConn(t *testing.T) {
+func TestReportConnState(t *testing.T) {
 	peer := testutil.ServeGRPC(t, "", nil)
 
 	c := New(WithLogger(quiet))
@@ -154,10 +154,10 @@ func TestMonitorConn(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); c.MonitorConn(ctx, conn, NSPCli) }()
+	go func() { defer close(done); c.ReportConnState(ctx, conn, NSPCli) }()
 	defer func() { cancel(); <-done }()
 
-	// The connection is idle (nothing called it); the monitor makes it
+	// The connection is idle (nothing called it); ReportConnState makes it
 	// connect, and the subservice and its probe serve.
 	require.Eventually(t, func() bool { return check(t, hc, Readiness) == "SERVING" }, waitFor, 20*time.Millisecond)
 	assert.Equal(t, "SERVING", check(t, hc, NSPCli))
@@ -204,7 +204,7 @@ func (l *closingListener) stop() {
 // warning naming the subservice, the target and the reason, however many
 // times gRPC retries; the subservice is not serving meanwhile. Once the
 // peer answers, one line says the connection is ready again.
-func TestMonitorConnLogsOutagesOnce(t *testing.T) {
+func TestReportConnStateLogsOutagesOnce(t *testing.T) {
 	peer := listenClosing(t)
 	addr := peer.lis.Addr().String()
 	c, log := loggedChecker()
@@ -215,7 +215,7 @@ func TestMonitorConnLogsOutagesOnce(t *testing.T) {
 		}))
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
-	defer monitor(c, conn)()
+	defer reportConnState(c, conn)()
 
 	line, _ := log.Wait(waitFor, nil, 0, LogConnFailing, "subservice", IPAMCli, "target", addr)
 	require.NotNil(t, line, log.String())
@@ -238,7 +238,7 @@ func TestMonitorConnLogsOutagesOnce(t *testing.T) {
 
 // TestMonitorConnLogsResolverError: a name that does not resolve is the
 // same single warning, with the resolver's reason.
-func TestMonitorConnLogsResolverError(t *testing.T) {
+func TestReportConnStateLogsResolverError(t *testing.T) {
 	built := make(chan struct{}, 1)
 	r := manual.NewBuilderWithScheme("test")
 	r.BuildCallback = func(resolver.Target, resolver.ClientConn, resolver.BuildOptions) { built <- struct{}{} }
@@ -247,7 +247,7 @@ func TestMonitorConnLogsResolverError(t *testing.T) {
 		grpc.WithResolvers(r))
 	require.NoError(t, err)
 	defer func() { _ = conn.Close() }()
-	defer monitor(c, conn)()
+	defer reportConnState(c, conn)()
 
 	conn.Connect()
 	select {
@@ -272,11 +272,11 @@ func loggedChecker() (*Checker, *testutil.JSONLog) {
 	return c, log
 }
 
-// monitor runs c.MonitorConn on conn for IPAMCli; the returned function
-// stops it and waits for it.
-func monitor(c *Checker, conn *grpc.ClientConn) (stop func()) {
+// reportConnState runs c.ReportConnState on conn for IPAMCli; the returned
+// function stops it and waits for it.
+func reportConnState(c *Checker, conn *grpc.ClientConn) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); c.MonitorConn(ctx, conn, IPAMCli) }()
+	go func() { defer close(done); c.ReportConnState(ctx, conn, IPAMCli) }()
 	return func() { cancel(); <-done }
 }

@@ -67,17 +67,17 @@ func (c *Checker) ServeUnix(ctx context.Context, path string) error {
 	return c.Serve(ctx, lis)
 }
 
-// IdleGrace is how long MonitorConn lets a connection sit idle before it asks
-// it to connect.
+// IdleGrace is how long ReportConnState lets a connection sit idle before
+// it asks it to connect.
 const IdleGrace = 3 * time.Second
 
-// MonitorConn drives subservice from the state of a gRPC client connection
-// until ctx is done or the connection is closed: SERVING exactly while the
-// connection is Ready. A connection left idle for IdleGrace is asked to
+// ReportConnState reports the state of a gRPC client connection as the
+// health of subservice until ctx is done or the connection is closed:
+// SERVING exactly while the connection is Ready. A connection left idle for IdleGrace is asked to
 // connect, so that an unused connection still reports its peer's health.
 // Its outages are logged once each (see connLog), so that a peer that is
 // down or mistyped is seen while it matters, not at the first call's end.
-func (c *Checker) MonitorConn(ctx context.Context, conn *grpc.ClientConn, subservice string) {
+func (c *Checker) ReportConnState(ctx context.Context, conn *grpc.ClientConn, subservice string) {
 	out := connLog{log: c.log.With("subservice", subservice, "target", conn.Target())}
 	for {
 		st := conn.GetState()
@@ -102,7 +102,7 @@ func (c *Checker) MonitorConn(ctx context.Context, conn *grpc.ClientConn, subser
 	}
 }
 
-// The lines of a monitored connection's outage.
+// The lines of a reported connection's outage.
 const (
 	LogConnFailing = "gRPC connection failing; retrying with backoff"
 	LogConnReady   = "gRPC connection ready again"
@@ -111,7 +111,7 @@ const (
 // reasonTimeout bounds the call that learns why a connection failed.
 const reasonTimeout = time.Second
 
-// connLog logs the outages of one monitored connection: a warning with the
+// connLog logs the outages of one reported connection: a warning with the
 // reason when it first fails (at start or after it was ready) and a line
 // when it is ready again. The retries in between are not logged: gRPC keeps
 // a failed connection in TRANSIENT_FAILURE while it retries, and a state

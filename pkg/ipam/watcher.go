@@ -6,7 +6,7 @@ import (
 	"time"
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
-	"github.com/causeway-net/causeway/pkg/config"
+	"github.com/causeway-net/causeway/pkg/nspwatch"
 )
 
 // ConduitSyncer receives the conduit lists of the configuration server
@@ -17,7 +17,7 @@ type ConduitSyncer interface {
 
 // ConduitWatcher follows nsp.v1.ConfigurationManager/WatchConduit for one
 // trench and hands every received list to the engine. The stream is
-// config.WatchConduits': it reconnects with exponential backoff (from
+// nspwatch.WatchConduits': it reconnects with exponential backoff (from
 // minBackoff up to MaxBackoff, reset after a received list) and keeps the
 // last list meanwhile. The watcher never drains anything on its own: an
 // unreachable server changes nothing.
@@ -43,7 +43,7 @@ func (w *ConduitWatcher) Run(ctx context.Context) {
 		maxBackoff = 5 * time.Second
 	}
 	established := false
-	config.WatchConduits(ctx, w.Client, &nspv1.Conduit{Trench: &nspv1.Trench{Name: w.Trench}},
+	nspwatch.WatchConduits(ctx, w.Client, &nspv1.Conduit{Trench: &nspv1.Trench{Name: w.Trench}},
 		func(cs []*nspv1.Conduit) {
 			names := w.ours(cs)
 			if !established {
@@ -54,7 +54,7 @@ func (w *ConduitWatcher) Run(ctx context.Context) {
 				log.Info("conduit list applied", "draining", ch.Draining, "revived", ch.Revived, "removed", ch.Removed, "conduits", names)
 			}
 		},
-		config.WithLogger(log.With("trench", w.Trench)), config.WithBackoff(minBackoff, maxBackoff))
+		nspwatch.WithLogger(log.With("trench", w.Trench)), nspwatch.WithBackoff(minBackoff, maxBackoff))
 }
 
 // ours returns the names of the conduits of the watcher's trench. The

@@ -1,8 +1,12 @@
 // Package lab is the root of the building blocks of Causeway's local lab: the
 // sub-packages hold the network namespace topology and run state (topo), the
-// in-process NSM control plane with its veth forwarder (nsmcp, vethfwd), the
-// target publication directory (pubdir) and the load balancer and target
-// stubs (lbstub, targetstub) that cmd/lab and the end-to-end tests assemble.
+// directory of target addresses (targetaddrs), the load balancer and target
+// stubs (lbstub, targetstub) and the traffic checks (traffic) that cmd/lab
+// and the end-to-end tests assemble; labrun assembles them into a lab and
+// labtest is the test bed their tests share. The lab's
+// NSM control plane is internal/nsmcp, with the veth forwarder of
+// pkg/forwarder. Only cmd/lab, test/e2e and the lab's own packages import
+// the lab.
 //
 // Wiring, in the order cmd/lab brings a lab up:
 //

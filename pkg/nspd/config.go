@@ -1,7 +1,9 @@
 // Package nspd assembles the configuration server daemon: its NSP_*
 // configuration and the start/stop order of the configuration file watch,
 // the nsp.v1.ConfigurationManager and health gRPC server, and the metrics
-// server. cmd/nsp only calls Load and Run.
+// server. cmd/nsp only calls Load and Run. Its parts are the sub-packages
+// configfile (the file's model, parsing and watch) and nspserver (the gRPC
+// service over the configuration in force).
 package nspd
 
 import (

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/causeway-net/causeway/pkg/config/nspserver"
+	"github.com/causeway-net/causeway/pkg/nspd/nspserver"
 )
 
 // metrics holds the server's Prometheus metrics and serves them in the text

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/causeway-net/causeway/pkg/config/nspserver"
+	"github.com/causeway-net/causeway/pkg/nspd/nspserver"
 )
 
 func TestMetricsExposition(t *testing.T) {

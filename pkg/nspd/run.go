@@ -16,8 +16,9 @@ import (
 
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
-	"github.com/causeway-net/causeway/pkg/config/file"
-	"github.com/causeway-net/causeway/pkg/config/nspserver"
+	"github.com/causeway-net/causeway/internal/yamlfile"
+	"github.com/causeway-net/causeway/pkg/nspd/configfile"
+	"github.com/causeway-net/causeway/pkg/nspd/nspserver"
 )
 
 // Run serves the configuration file over nsp.v1.ConfigurationManager and
@@ -27,7 +28,7 @@ import (
 // order: probes fail, watch streams and the file watch end, calls in flight
 // get cfg.GracePeriod, then the metrics server stops.
 func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
-	initial, err := file.Load(cfg.ConfigFile)
+	initial, err := configfile.Load(cfg.ConfigFile)
 	if err != nil {
 		return fmt.Errorf("initial configuration (fix the file; nothing is served without one): %w", err)
 	}
@@ -72,11 +73,11 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	wctx, cancelWatch := context.WithCancel(ctx)
 	defer cancelWatch()
 	go func() {
-		err := file.Watch(wctx, cfg.ConfigFile, initial, func(c *file.Config) {
+		err := configfile.Watch(wctx, cfg.ConfigFile, initial, func(c *configfile.Config) {
 			nsp.SetConfig(c)
 			m.applied.Inc()
-		}, file.WithLogger(logger), file.WithPollInterval(cfg.ConfigPollInterval),
-			file.WithRejectHook(func(error) { m.rejected.Inc() }))
+		}, yamlfile.WithLogger(logger), yamlfile.WithPollInterval(cfg.ConfigPollInterval),
+			yamlfile.WithRejectHook(func(error) { m.rejected.Inc() }))
 		if err != nil {
 			errc <- fmt.Errorf("config watch: %w", err)
 		}

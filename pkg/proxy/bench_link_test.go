@@ -16,10 +16,10 @@ func benchLink(b *testing.B, p *Proxy, index int, conn *networkservice.Connectio
 
 func benchRelink(p *Proxy, index int, conn *networkservice.Connection, t ConnType) {
 	key, _ := ConnKey(conn, t)
-	p.InterfaceCreated(Interface{Index: index, Name: "x", Type: t, ConnID: key})
+	p.InterfaceCreated(Interface{Index: index, Name: "x", Type: t, ConnKey: key})
 }
 
 func benchUnlink(p *Proxy, index int, conn *networkservice.Connection, t ConnType) {
 	key, _ := ConnKey(conn, t)
-	p.InterfaceDeleted(Interface{Index: index, Type: t, ConnID: key})
+	p.InterfaceDeleted(Interface{Index: index, Type: t, ConnKey: key})
 }

@@ -53,7 +53,7 @@ func BenchmarkSetIPContext(b *testing.B) {
 			b.Run(be.name+"/"+mode, func(b *testing.B) {
 				p, err := New(context.Background(), Config{
 					Conduit: "conduit-a", Trench: "trench-a", Node: "bench",
-					IPAM: be.ipam(b), Dataplane: &fakeDataplane{}, Logger: testLogger(),
+					IPAM: be.ipam(b), Dataplane: newFakeDataplane(), Logger: testLogger(),
 				})
 				require.NoError(b, err)
 				p.serialFamilies = mode == "meridio"

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/backoff"
 )
 
 // bridgeChild is the IPAM child name of the bridge address.
@@ -34,7 +35,7 @@ func (p *Proxy) allocateBridge(ctx context.Context) error {
 		default:
 			p.log.Debug("bridge address allocation failed again", "error", lastErr, "failedTries", failed+1)
 		}
-		if !sleep(ctx.Done(), p.cfg.RetryInterval) {
+		if !backoff.Sleep(ctx, p.cfg.RetryInterval) {
 			return fmt.Errorf("allocate bridge addresses: %w (last error: %v)", ctx.Err(), lastErr)
 		}
 	}

@@ -30,7 +30,7 @@ func TestNewRetriesBridgeWithoutDuplicates(t *testing.T) {
 		}
 		return nil
 	})
-	dp := &fakeDataplane{}
+	dp := newFakeDataplane()
 	p, err := New(context.Background(), Config{
 		Conduit: "c", Trench: "t", Node: "n", IPAM: serveIPAM(t, ipam), Dataplane: dp,
 		RetryInterval: time.Millisecond, Logger: testLogger(), Clock: &fakeClock{},
@@ -57,7 +57,7 @@ func TestNewGivesUpWhenContextEnds(t *testing.T) {
 		cancel()
 	}()
 	_, err := New(ctx, Config{
-		Conduit: "c", Trench: "t", IPAM: serveIPAM(t, ipam), Dataplane: &fakeDataplane{},
+		Conduit: "c", Trench: "t", IPAM: serveIPAM(t, ipam), Dataplane: newFakeDataplane(),
 		RetryInterval: time.Millisecond, Logger: testLogger(),
 	})
 	require.ErrorIs(t, err, context.Canceled)
@@ -68,7 +68,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	require.ErrorContains(t, err, "no IPAM client")
 	require.ErrorContains(t, err, "no dataplane")
 	_, err = New(context.Background(), Config{Conduit: "c", Trench: "t", IPAM: ipamv1.NewIpamClient(nil),
-		Dataplane: &fakeDataplane{}, Families: []ipamv1.IPFamily{7}})
+		Dataplane: newFakeDataplane(), Families: []ipamv1.IPFamily{7}})
 	require.ErrorContains(t, err, "unknown IP family")
 }
 
@@ -152,7 +152,7 @@ func TestBridgeAllocationReportsASilentIPAM(t *testing.T) {
 	})
 	var log testutil.JSONLog
 	p, err := New(context.Background(), Config{
-		Conduit: "c", Trench: "t", Node: "n", IPAM: serveIPAM(t, ipam), Dataplane: &fakeDataplane{},
+		Conduit: "c", Trench: "t", Node: "n", IPAM: serveIPAM(t, ipam), Dataplane: newFakeDataplane(),
 		RetryInterval: time.Millisecond, IPAMTimeout: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})

@@ -22,7 +22,9 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	"github.com/causeway-net/causeway/internal/clock"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 )
 
 // fakeIPAM is a small IPAM server: each (trench, conduit, node, family) gets
@@ -197,75 +199,39 @@ func (f *fakeIPAM) dropNodes() {
 func serveIPAM(t testing.TB, srv ipamv1.IpamServer, opts ...grpc.ServerOption) ipamv1.IpamClient {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
-	s := grpc.NewServer(opts...)
-	ipamv1.RegisterIpamServer(s, srv)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = s.Serve(lis)
-	}()
+	testutil.ServeGRPCOn(t, lis, func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, srv) }, opts...)
 	cc, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = cc.Close()
-		s.Stop()
-		<-served
-	})
+	t.Cleanup(func() { _ = cc.Close() })
 	return ipamv1.NewIpamClient(cc)
 }
 
-// fakeDataplane records the states it is given.
-type fakeDataplane struct {
-	mu       sync.Mutex
-	states   []dataplane.State
-	failNext int // fail that many Apply calls
-	// gate, if set, holds each Apply until it yields; entered gets a value
-	// when an Apply starts waiting.
-	gate     chan struct{}
-	entered  chan struct{}
-	inApply  int
-	maxApply int
-}
+// fakeDataplane is the project's fake dataplane with the wait the proxy's
+// tests make on it.
+type fakeDataplane struct{ *dataplanefake.Dataplane }
 
-func (d *fakeDataplane) Apply(s dataplane.State) error {
-	d.mu.Lock()
-	d.inApply++
-	d.maxApply = max(d.maxApply, d.inApply)
-	gate, entered := d.gate, d.entered
-	d.mu.Unlock()
-	if gate != nil {
-		entered <- struct{}{}
-		<-gate
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.inApply--
-	if d.failNext > 0 {
-		d.failNext--
-		return errors.New("injected apply failure")
-	}
-	d.states = append(d.states, s)
-	return nil
-}
+func newFakeDataplane() fakeDataplane { return fakeDataplane{&dataplanefake.Dataplane{}} }
 
-func (d *fakeDataplane) last() (dataplane.State, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.states) == 0 {
-		return dataplane.State{}, false
+// retired lists the State.Retired links of the applied states, in order.
+func (d fakeDataplane) retired() []string {
+	var out []string
+	for _, s := range d.States() {
+		for _, l := range s.Retired {
+			out = append(out, fmt.Sprintf("%d/%s", l.Index, l.Name))
+		}
 	}
-	return d.states[len(d.states)-1], true
+	return out
 }
 
 // waitState waits until the last applied state satisfies ok.
-func (d *fakeDataplane) waitState(t *testing.T, ok func(dataplane.State) bool) dataplane.State {
+func (d fakeDataplane) waitState(t *testing.T, ok func(dataplane.State) bool) dataplane.State {
 	t.Helper()
 	var s dataplane.State
 	require.Eventually(t, func() bool {
 		var have bool
-		s, have = d.last()
+		s, have = d.Last()
 		return have && ok(s)
 	}, waitFor, tick, "dataplane never reached the expected state")
 	return s

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
@@ -35,7 +36,7 @@ func (e *testEnv) link(t *testing.T, conn *networkservice.Connection, typ ConnTy
 	require.NoError(t, e.p.SetIPContext(t.Context(), conn, typ))
 	key, err := ConnKey(conn, typ)
 	require.NoError(t, err)
-	e.p.InterfaceCreated(Interface{Index: index, Name: key, Type: typ, ConnID: key})
+	e.p.InterfaceCreated(Interface{Index: index, Name: key, Type: typ, ConnKey: key})
 }
 
 // moveChild makes the fake IPAM answer another address for the child
@@ -83,14 +84,14 @@ func TestInterfaceEventsDuplicatesAndDisorder(t *testing.T) {
 	e.p.InterfaceDeleted(Interface{Index: 42})
 	// Double create (client and server monitors both report it).
 	e.link(t, lb1, LBConn, 10)
-	e.p.InterfaceCreated(Interface{Index: 10, Name: "lb1", Type: LBConn, ConnID: "lb1"})
+	e.p.InterfaceCreated(Interface{Index: 10, Name: "lb1", Type: LBConn, ConnKey: "lb1"})
 	e.link(t, lb2, LBConn, 11)
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 2 && len(s.Nexthops) == 4 })
 	require.Equal(t, []int{10, 11}, s.Ports)
 
 	// The NSM close reports the delete with metadata, then the kernel with
 	// the index only: one removal.
-	e.p.InterfaceDeleted(Interface{Index: 10, Name: "lb1", Type: LBConn, ConnID: "lb1"})
+	e.p.InterfaceDeleted(Interface{Index: 10, Name: "lb1", Type: LBConn, ConnKey: "lb1"})
 	e.p.InterfaceDeleted(Interface{Index: 10})
 	s = e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 1 })
 	require.Equal(t, []int{11}, s.Ports)
@@ -109,15 +110,15 @@ func TestInterfaceEventsDuplicatesAndDisorder(t *testing.T) {
 	require.Equal(t, map[netip.Addr]int{moved[0]: 11, moved[1]: 11}, s.NexthopPorts)
 
 	// A heal that moves lb2 to another link: the old port goes.
-	e.p.InterfaceCreated(Interface{Index: 12, Name: "lb2b", Type: LBConn, ConnID: "lb2"})
+	e.p.InterfaceCreated(Interface{Index: 12, Name: "lb2b", Type: LBConn, ConnKey: "lb2"})
 	s = e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[12]" })
 	require.Equal(t, map[netip.Addr]int{moved[0]: 12, moved[1]: 12}, s.NexthopPorts)
 
 	// Events without an index, a connection or with an unknown type are
 	// ignored.
-	e.p.InterfaceCreated(Interface{Name: "x", Type: LBConn, ConnID: "lb2"})
+	e.p.InterfaceCreated(Interface{Name: "x", Type: LBConn, ConnKey: "lb2"})
 	e.p.InterfaceCreated(Interface{Index: 3, Name: "x", Type: LBConn})
-	e.p.InterfaceCreated(Interface{Index: 3, Name: "x", Type: ConnType(9), ConnID: "lb2"})
+	e.p.InterfaceCreated(Interface{Index: 3, Name: "x", Type: ConnType(9), ConnKey: "lb2"})
 	e.p.InterfaceDeleted(Interface{Name: "lb2b"})
 	require.Equal(t, 1, e.p.Stats().Ports)
 	require.Equal(t, []int{12}, e.p.Snapshot().State.Ports)
@@ -127,7 +128,7 @@ func TestInterfaceEventsDuplicatesAndDisorder(t *testing.T) {
 // once; its addresses, when set, change nothing in the dataplane state.
 func TestLinkBeforeIPContext(t *testing.T) {
 	e := newTestEnv(t)
-	e.p.InterfaceCreated(Interface{Index: 5, Name: "nsm-t", Type: TargetConn, ConnID: "t1"})
+	e.p.InterfaceCreated(Interface{Index: 5, Name: "nsm-t", Type: TargetConn, ConnKey: "t1"})
 	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[5]" })
 	require.NoError(t, e.p.SetIPContext(t.Context(), targetConn("t1"), TargetConn))
 	require.Equal(t, 1, e.p.Stats().Connections)
@@ -138,11 +139,11 @@ func TestLinkBeforeIPContext(t *testing.T) {
 
 // An address announced on two ports is a nexthop tied to neither; once one
 // port goes it is tied to the other.
-func TestDesiredNexthopOnTwoPorts(t *testing.T) {
-	d := newDesired()
+func TestPortsAndHopsNexthopOnTwoPorts(t *testing.T) {
+	d := newPortsAndHops()
 	a := netip.MustParseAddr("172.16.0.5")
-	d.addPort(10)
-	d.addPort(11)
+	d.addPort(10, false)
+	d.addPort(11, false)
 	d.addHop(a, 10)
 	d.addHop(a, 11)
 	d.addHop(a, 11)
@@ -159,18 +160,39 @@ func TestDesiredNexthopOnTwoPorts(t *testing.T) {
 }
 
 // The slices of a State handed to the dataplane never change afterwards.
-func TestDesiredStateIsNotChangedByLaterEvents(t *testing.T) {
-	d := newDesired()
+func TestPortsAndHopsStateIsNotChangedByLaterEvents(t *testing.T) {
+	d := newPortsAndHops()
 	for _, i := range []int{3, 1, 2} {
-		d.addPort(i)
+		d.addPort(i, false)
 	}
 	d.addHop(netip.MustParseAddr("10.0.0.2"), 1)
 	s := d.state(nil, nil)
-	d.addPort(0)
+	d.addPort(0, false)
 	d.removePort(2)
 	d.addHop(netip.MustParseAddr("10.0.0.1"), 3)
 	d.removeHop(netip.MustParseAddr("10.0.0.2"), 1)
 	require.Equal(t, []int{1, 2, 3}, s.Ports)
 	require.Equal(t, "[10.0.0.2]", sprint(s.Nexthops))
 	require.Equal(t, []int{0, 1, 3}, d.ports)
+}
+
+// The targets' ports, and only theirs, are in hairpin mode while the
+// service load balancer asks for it.
+func TestTargetHairpin(t *testing.T) {
+	e := newTestEnv(t)
+	e.link(t, targetConn("t1"), TargetConn, 7)
+	e.link(t, lbConn("lb1"), LBConn, 9)
+	e.link(t, targetConn("t2"), TargetConn, 5)
+	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 3 })
+	require.Empty(t, s.HairpinPorts, "off until asked")
+	e.p.SetTargetHairpin(true)
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5, 7}) })
+	e.p.InterfaceDeleted(Interface{Index: 7})
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5}) })
+	e.link(t, targetConn("t3"), TargetConn, 11)
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5, 11}) })
+	e.p.SetTargetHairpin(false)
+	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.HairpinPorts) == 0 && len(s.Ports) == 3 })
+	e.p.SetTargetHairpin(true)
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5, 11}) })
 }

@@ -159,13 +159,13 @@ func (p *Proxy) allocateOrKeep(ctx context.Context, id string, t ConnType, prior
 	switch {
 	case err == nil:
 		if renewal {
-			p.paid(id)
+			p.renewalDone(id)
 		}
 		return got, nil
 	case renewal && ctx.Err() == nil && ipamUnreachable(err):
 		log.Warn("the IPAM does not answer: the connection keeps the addresses it holds, their leases are renewed once it does",
 			"error", err)
-		p.owe(id)
+		p.deferRenewal(id)
 		return keepHeld(prior, got), nil
 	}
 	p.rollback(id, t, prior, inUse, got, failed, log)

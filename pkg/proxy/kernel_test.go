@@ -55,7 +55,7 @@ func TestKernelProxyWithRealDataplane(t *testing.T) {
 	ns.MustExec(t, "ip", "link", "set", "nsm-lb0", "up")
 	ns.MustExec(t, "ip", "link", "set", "lb-peer0", "up")
 	idx := ns.LinkIndex(t, "nsm-lb0")
-	p.InterfaceCreated(Interface{Index: idx, Name: "nsm-lb0", Type: LBConn, ConnID: conn.GetId()})
+	p.InterfaceCreated(Interface{Index: idx, Name: "nsm-lb0", Type: LBConn, ConnKey: conn.GetId()})
 	eventually("port", []string{"ip", "link", "show", "nsm-lb0"}, func(s string) bool {
 		return strings.Contains(s, "master bridge0")
 	})
@@ -92,16 +92,7 @@ func TestKernelProxyWithRealDataplane(t *testing.T) {
 // and the new link is its port.
 func TestKernelHealRemovesReplacedLink(t *testing.T) {
 	ns := testutil.NewNetNS(t, "proxy")
-	dp, err := dataplane.New(context.Background(), dataplane.Options{NetNS: ns.Handle, Logger: testLogger()})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, dp.Close()) }()
-	p, err := New(context.Background(), Config{
-		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1",
-		IPAM: serveIPAM(t, ipam.NewServer(realEngine(t, memory.New()))), Dataplane: dp, Links: dp,
-		RetryInterval: time.Millisecond, Logger: testLogger(),
-	})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, p.Close(context.Background())) }()
+	p := kernelProxy(t, ns)
 
 	conn := lbConn("proxy-lb-1")
 	require.NoError(t, p.SetIPContext(context.Background(), conn, LBConn))
@@ -111,7 +102,7 @@ func TestKernelHealRemovesReplacedLink(t *testing.T) {
 		ns.MustExec(t, "ip", "link", "add", name, "type", "veth", "peer", "name", name+"-p")
 		ns.MustExec(t, "ip", "addr", "add", own, "dev", name)
 		ns.MustExec(t, "ip", "link", "set", name, "up")
-		p.InterfaceCreated(Interface{Index: ns.LinkIndex(t, name), Name: name, Type: LBConn, ConnID: conn.GetId()})
+		p.InterfaceCreated(Interface{Index: ns.LinkIndex(t, name), Name: name, Type: LBConn, ConnKey: conn.GetId()})
 	}
 	announce("nsm-lb0")
 	announce("nsm-lb1")
@@ -119,7 +110,7 @@ func TestKernelHealRemovesReplacedLink(t *testing.T) {
 		out, _ := ns.Exec("ip", "-o", "addr")
 		return strings.Count(out, " "+own+" ") == 1 && strings.Contains(out, "nsm-lb1    inet "+own)
 	}, waitFor, 20*time.Millisecond, "the proxy's address is on the new link only")
-	_, err = ns.Exec("ip", "link", "show", "nsm-lb0-p")
+	_, err := ns.Exec("ip", "link", "show", "nsm-lb0-p")
 	require.Error(t, err, "the old pair is gone, both ends")
 	require.Eventually(t, func() bool {
 		route, _ := ns.Exec("ip", "route", "show", "table", "1")

@@ -33,12 +33,17 @@ type Proxy struct {
 	closed      bool
 	bridge      map[ipamv1.IPFamily]netip.Prefix
 	conns       map[string]*connState
-	links       map[int]string // link index → the key of the connection it belongs to
-	want        desired        // the ports and nexthops of the links
+	links       map[int]string // link index → the key of the connection it belongs to (see connState.link)
+	portsHops   portsAndHops   // the ports and nexthops of the links
+	oneShot     oneShot        // the link requests of the next Apply
 	vipWanted   []netip.Prefix
 	vipRejected []error        // the entries of vipWanted rejected by the last validation
 	vips        []netip.Prefix // accepted, sorted
 	counters    counters
+
+	// hopsDown are the nexthops the datapath check found down
+	// (SetNexthopsDown), left out of the desired state's routes.
+	hopsDown map[netip.Addr]bool
 
 	dirty chan struct{} // capacity 1: a sync is due
 	watch watchers      // WatchTargets subscribers, signalled with every sync request
@@ -88,17 +93,17 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
-		cfg:      cfg,
-		log:      cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
-		subnets:  map[ipamv1.IPFamily]*ipamv1.Subnet{},
-		bridge:   map[ipamv1.IPFamily]netip.Prefix{},
-		conns:    map[string]*connState{},
-		links:    map[int]string{},
-		want:     newDesired(),
-		dirty:    make(chan struct{}, 1),
-		force:    make(chan struct{}),
-		owed:     map[string]struct{}{},
-		owedKick: make(chan struct{}, 1),
+		cfg:       cfg,
+		log:       cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
+		subnets:   map[ipamv1.IPFamily]*ipamv1.Subnet{},
+		bridge:    map[ipamv1.IPFamily]netip.Prefix{},
+		conns:     map[string]*connState{},
+		links:     map[int]string{},
+		portsHops: newPortsAndHops(),
+		dirty:     make(chan struct{}, 1),
+		force:     make(chan struct{}),
+		owed:      map[string]struct{}{},
+		owedKick:  make(chan struct{}, 1),
 	}
 	for _, f := range cfg.Families {
 		p.subnets[f] = &ipamv1.Subnet{

@@ -19,14 +19,14 @@ func TestMain(m *testing.M) {
 // fake clock.
 type testEnv struct {
 	ipam *fakeIPAM
-	dp   *fakeDataplane
+	dp   fakeDataplane
 	clk  *fakeClock
 	p    *Proxy
 }
 
 func newTestEnv(t *testing.T, mod ...func(*Config)) *testEnv {
 	t.Helper()
-	e := &testEnv{ipam: newFakeIPAM(), dp: &fakeDataplane{}, clk: &fakeClock{}}
+	e := &testEnv{ipam: newFakeIPAM(), dp: newFakeDataplane(), clk: &fakeClock{}}
 	cfg := Config{
 		Conduit:       "conduit-a",
 		Trench:        "trench-a",

@@ -26,7 +26,7 @@ import (
 type realEnv struct {
 	engine *ipam.Engine
 	hook   *callHook
-	dp     *fakeDataplane
+	dp     fakeDataplane
 	clk    *fakeClock
 	p      *Proxy
 }
@@ -53,7 +53,7 @@ func engineOn(t testing.TB, st store.Store, v4 ipam.FamilyConfig) *ipam.Engine {
 
 func newRealEnv(t *testing.T) *realEnv {
 	t.Helper()
-	e := &realEnv{engine: realEngine(t, memory.New()), hook: &callHook{}, dp: &fakeDataplane{}, clk: &fakeClock{}}
+	e := &realEnv{engine: realEngine(t, memory.New()), hook: &callHook{}, dp: newFakeDataplane(), clk: &fakeClock{}}
 	client := serveIPAM(t, ipam.NewServer(e.engine), e.hook.option())
 	p, err := New(context.Background(), Config{
 		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1",
@@ -158,7 +158,7 @@ func TestRealIPAMForcedReleaseOnClose(t *testing.T) {
 	engine := realEngine(t, memory.New())
 	client := serveIPAM(t, ipam.NewServer(engine))
 	p, err := New(context.Background(), Config{
-		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1", IPAM: client, Dataplane: &fakeDataplane{},
+		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1", IPAM: client, Dataplane: newFakeDataplane(),
 		RetryInterval: time.Millisecond, Logger: testLogger(),
 	})
 	require.NoError(t, err)
@@ -187,7 +187,7 @@ func TestRealIPAMCancelledReleaseOvertakenByTheReRequest(t *testing.T) {
 	clk := &fakeClock{}
 	p, err := New(context.Background(), Config{
 		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1", IPAM: serveIPAM(t, ipam.NewServer(engine), late),
-		Dataplane: &fakeDataplane{}, RetryInterval: time.Millisecond, Logger: testLogger(), Clock: clk,
+		Dataplane: newFakeDataplane(), RetryInterval: time.Millisecond, Logger: testLogger(), Clock: clk,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close(context.Background())) })
@@ -221,7 +221,7 @@ func TestRealIPAMCancelledAllocateOvertakenByTheRollback(t *testing.T) {
 	})
 	p, err := New(context.Background(), Config{
 		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1", IPAM: serveIPAM(t, ipam.NewServer(engine), late),
-		Dataplane: &fakeDataplane{}, RetryInterval: time.Millisecond, Logger: testLogger(), Clock: &fakeClock{},
+		Dataplane: newFakeDataplane(), RetryInterval: time.Millisecond, Logger: testLogger(), Clock: &fakeClock{},
 		Families: []ipamv1.IPFamily{ipamv1.IPFamily_IPV4},
 	})
 	require.NoError(t, err)

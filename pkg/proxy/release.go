@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/causeway-net/causeway/internal/backoff"
 )
 
 // pendingRelease is a scheduled or running release of some children of one
@@ -70,7 +72,7 @@ func (p *Proxy) removeLeftoverLink(ctx context.Context, id string, log *slog.Log
 			return true
 		}
 		log.Warn("leftover link of a closed connection not removed, retrying", "index", index, "name", name, "error", err)
-		if !sleep(ctx.Done(), p.cfg.RetryInterval) {
+		if !backoff.Sleep(ctx, p.cfg.RetryInterval) {
 			log.Info("address release stopped", "reason", ctx.Err())
 			return false
 		}
@@ -138,7 +140,7 @@ func (p *Proxy) runRelease(ctx context.Context, id string, pr *pendingRelease) {
 				return
 			}
 			log.Warn("address release failed, retrying", "error", err)
-			if !sleep(ctx.Done(), p.cfg.RetryInterval) {
+			if !backoff.Sleep(ctx, p.cfg.RetryInterval) {
 				log.Info("address release stopped", "reason", ctx.Err())
 				return
 			}

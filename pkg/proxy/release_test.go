@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
 const releaseDelay = 20 * time.Second
@@ -105,7 +105,7 @@ func TestUnsetAndCloseDoNotBlockOnHungIPAM(t *testing.T) {
 	clk := &fakeClock{}
 	client := serveIPAM(t, ipam)
 	p, err := New(context.Background(), Config{
-		Conduit: "c", Trench: "t", Node: "n", IPAM: client, Dataplane: &fakeDataplane{},
+		Conduit: "c", Trench: "t", Node: "n", IPAM: client, Dataplane: newFakeDataplane(),
 		RetryInterval: time.Millisecond, Logger: testLogger(), Clock: clk,
 	})
 	require.NoError(t, err)
@@ -142,7 +142,7 @@ func TestCloseForcesPendingReleasesInParallel(t *testing.T) {
 	const n = 4
 	ipam := newFakeIPAM()
 	p, err := New(context.Background(), Config{
-		Conduit: "c", Trench: "t", Node: "n", IPAM: serveIPAM(t, ipam), Dataplane: &fakeDataplane{},
+		Conduit: "c", Trench: "t", Node: "n", IPAM: serveIPAM(t, ipam), Dataplane: newFakeDataplane(),
 		ReleaseDelay: time.Hour, RetryInterval: time.Millisecond, Logger: testLogger(), Clock: &fakeClock{},
 	})
 	require.NoError(t, err)
@@ -294,8 +294,6 @@ func (l *leftoverLinks) RemoveLink(index int, name string) (bool, error) {
 	return true, nil
 }
 
-func (l *leftoverLinks) SupersedeHeld(int, []netip.Addr) ([]int, error) { return nil, nil }
-
 // newLinksEnv is a test proxy whose leftover links go to a leftoverLinks.
 func newLinksEnv(t *testing.T) (*testEnv, *leftoverLinks) {
 	t.Helper()
@@ -320,10 +318,10 @@ func TestReleaseRemovesLeftoverLinkFirst(t *testing.T) {
 	links.ipam = e.ipam
 	conn := lbConn("lb-1")
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
-	e.p.InterfaceCreated(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnID: "lb-1"})
+	e.p.InterfaceCreated(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnKey: "lb-1"})
 	// The Close withdraws the interface (the monitor forgets it) whether
 	// or not the forwarder removed the link.
-	e.p.InterfaceDeleted(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnID: "lb-1"})
+	e.p.InterfaceDeleted(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnKey: "lb-1"})
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, LBConn))
 	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick)
 	calls, _ := links.seen()
@@ -342,12 +340,12 @@ func TestRelinkedConnectionRemovesNothing(t *testing.T) {
 	e, links := newLinksEnv(t)
 	conn := targetConn("t1")
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
-	e.p.InterfaceCreated(Interface{Index: 7, Name: "t0", Type: TargetConn, ConnID: "t1"})
-	e.p.InterfaceDeleted(Interface{Index: 7, Name: "t0", Type: TargetConn, ConnID: "t1"})
+	e.p.InterfaceCreated(Interface{Index: 7, Name: "t0", Type: TargetConn, ConnKey: "t1"})
+	e.p.InterfaceDeleted(Interface{Index: 7, Name: "t0", Type: TargetConn, ConnKey: "t1"})
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), conn, TargetConn))
 	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick)
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
-	e.p.InterfaceCreated(Interface{Index: 9, Name: "t0", Type: TargetConn, ConnID: "t1"})
+	e.p.InterfaceCreated(Interface{Index: 9, Name: "t0", Type: TargetConn, ConnKey: "t1"})
 	e.clk.Advance(time.Hour)
 	require.Equal(t, uint64(1), e.p.Stats().ReleasesCancelled)
 	calls, _ := links.seen()
@@ -421,37 +419,36 @@ func supersededPair(t *testing.T, e *testEnv) (old, healed *networkservice.Conne
 	return old, healed
 }
 
-// A heal that moves a connection to a new link deletes the link it had:
-// its forwarder may be gone, and the connection's addresses would be on
-// two links. A link that another connection took is not the healed one's
-// to delete, and a delete that fails changes nothing else.
-func TestHealedConnectionRemovesReplacedLink(t *testing.T) {
-	e, links := newLinksEnv(t)
+// A connection healed onto a new link hands its old link to the dataplane
+// to delete (State.Retired), in the Apply that makes the new link a port,
+// once: a failed Apply hands it again, a successful one drops it.
+func TestHealedConnectionRetiresReplacedLink(t *testing.T) {
+	e := newTestEnv(t)
 	e.link(t, lbConn("lb-1"), LBConn, 7)
 	e.link(t, targetConn("t1"), TargetConn, 8)
-	calls, _ := links.seen()
-	require.Empty(t, calls, "a first link replaces nothing")
+	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[7 8]" })
+	require.Empty(t, e.dp.retired(), "a first link replaces nothing")
 
-	e.p.InterfaceCreated(Interface{Index: 9, Name: "lb0b", Type: LBConn, ConnID: "lb-1"})
-	calls, _ = links.seen()
-	require.Equal(t, []string{"7/lb-1"}, calls)
+	e.p.InterfaceCreated(Interface{Index: 9, Name: "lb0b", Type: LBConn, ConnKey: "lb-1"})
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 9]" })
 	require.Len(t, s.Nexthops, 2)
+	require.Equal(t, []string{"7/lb-1"}, e.dp.retired(), "with the Apply that makes the new link a port")
+	require.Equal(t, 9, s.Claims[len(s.Claims)-1].Port, "which claims the connection's addresses for it")
 
 	// lb-2 is announced on t1's link (taking it), then t1 heals: t1's old
 	// link is lb-2's now and stays.
 	e.link(t, lbConn("lb-2"), LBConn, 8)
-	e.p.InterfaceCreated(Interface{Index: 10, Name: "t0b", Type: TargetConn, ConnID: "t1"})
-	calls, _ = links.seen()
-	require.Equal(t, []string{"7/lb-1"}, calls, "a link claimed by another connection is left")
+	e.p.InterfaceCreated(Interface{Index: 10, Name: "t0b", Type: TargetConn, ConnKey: "t1"})
+	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 9 10]" })
+	require.Equal(t, []string{"7/lb-1"}, e.dp.retired(), "a link claimed by another connection is left")
 
-	links.mu.Lock()
-	links.failures = 1
-	links.mu.Unlock()
-	e.p.InterfaceCreated(Interface{Index: 11, Name: "lb0c", Type: LBConn, ConnID: "lb-1"})
-	calls, _ = links.seen()
-	require.Equal(t, []string{"7/lb-1", "9/lb0b"}, calls)
+	e.dp.FailNext(1)
+	e.p.InterfaceCreated(Interface{Index: 11, Name: "lb0c", Type: LBConn, ConnKey: "lb-1"})
 	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 10 11]" })
+	require.Equal(t, []string{"7/lb-1", "9/lb0b"}, e.dp.retired(), "handed again after the failed Apply, once")
+	e.p.InterfaceCreated(Interface{Index: 12, Name: "t0c", Type: TargetConn, ConnKey: "t1"})
+	s = e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 11 12]" })
+	require.Equal(t, []dataplane.LinkRef{{Index: 10, Name: "t0b"}}, s.Retired, "only what is new")
 }
 
 // A release that a re-request cancelled removes no link, even when the
@@ -462,8 +459,8 @@ func TestCancelledReleaseRemovesNoLink(t *testing.T) {
 	e, links := newLinksEnv(t)
 	conn := lbConn("lb-1")
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
-	e.p.InterfaceCreated(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnID: "lb-1"})
-	e.p.InterfaceDeleted(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnID: "lb-1"})
+	e.p.InterfaceCreated(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnKey: "lb-1"})
+	e.p.InterfaceDeleted(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnKey: "lb-1"})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

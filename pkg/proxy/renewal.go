@@ -77,9 +77,9 @@ func keepHeld(held, got map[childKey]netip.Prefix) map[childKey]netip.Prefix {
 	return out
 }
 
-// owe records that the leases of id are owed a renewal and wakes the owed
-// loop.
-func (p *Proxy) owe(id string) {
+// deferRenewal records that the leases of id are owed a renewal the IPAM
+// could not give now, and wakes the owed loop.
+func (p *Proxy) deferRenewal(id string) {
 	p.mu.Lock()
 	p.owed[id] = struct{}{}
 	p.counters.renewalsDeferred++
@@ -90,8 +90,9 @@ func (p *Proxy) owe(id string) {
 	}
 }
 
-// paid records that the leases of id are renewed (or released).
-func (p *Proxy) paid(id string) {
+// renewalDone records that the leases of id are renewed (or released): no
+// renewal is owed any more.
+func (p *Proxy) renewalDone(id string) {
 	p.mu.Lock()
 	delete(p.owed, id)
 	p.mu.Unlock()
@@ -151,7 +152,7 @@ func (p *Proxy) renewOwedID(ctx context.Context, id string) {
 	}
 	p.mu.Unlock()
 	if !p.holdsAll(held, id) {
-		p.paid(id)
+		p.renewalDone(id)
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, p.cfg.IPAMTimeout)
@@ -168,6 +169,6 @@ func (p *Proxy) renewOwedID(ctx context.Context, id string) {
 				"family", k.Family.String(), "child", k.Name, "held", held[k], "answered", a)
 		}
 	}
-	p.paid(id)
+	p.renewalDone(id)
 	log.Info("deferred lease renewal done")
 }

@@ -3,14 +3,19 @@ package proxy
 import (
 	"context"
 
+	"github.com/causeway-net/causeway/internal/backoff"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
-// desiredStateLocked is the dataplane state of the model. p.mu must be
-// held. It shares the model's ports, nexthops and VIPs (which are replaced,
-// never changed in place) and costs the number of nexthops.
+// desiredStateLocked is the dataplane state of the model, without the
+// nexthops found down (SetNexthopsDown). p.mu must be held. It shares the
+// model's ports, nexthops and VIPs (which are replaced, never changed in
+// place) and costs the number of nexthops.
 func (p *Proxy) desiredStateLocked() dataplane.State {
-	return p.want.state(p.bridgePrefixesLocked(), p.vips)
+	s := p.portsHops.state(p.bridgePrefixesLocked(), p.vips)
+	p.oneShot.into(&s)
+	s.Nexthops = routedNexthops(s.Nexthops, p.hopsDown)
+	return s
 }
 
 // syncLoop is the only caller of the dataplane: it applies the desired state
@@ -34,7 +39,7 @@ func (p *Proxy) syncLoop(ctx context.Context) {
 			p.counters.applyErrors++
 			p.mu.Unlock()
 			p.log.Error("dataplane apply failed, will retry", "error", err)
-			if !sleep(ctx.Done(), p.cfg.RetryInterval) {
+			if !backoff.Sleep(ctx, p.cfg.RetryInterval) {
 				return
 			}
 			p.markDirty()
@@ -42,6 +47,7 @@ func (p *Proxy) syncLoop(ctx context.Context) {
 		}
 		p.mu.Lock()
 		p.counters.applies++
+		p.oneShot.done(state)
 		p.mu.Unlock()
 		p.log.Debug("dataplane state applied", "bridge", state.BridgeAddrs, "ports", state.Ports,
 			"nexthops", state.Nexthops, "vips", state.VIPs)

@@ -17,31 +17,28 @@ func TestDataplaneAppliesAreSerializedAndCoalesced(t *testing.T) {
 	e := newTestEnv(t)
 	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.BridgeAddrs) == 2 })
 	gate := make(chan struct{})
-	e.dp.mu.Lock()
-	e.dp.gate, e.dp.entered = gate, make(chan struct{}, 10)
-	e.dp.mu.Unlock()
+	entered := make(chan struct{}, 10)
+	e.dp.Gate(gate, entered)
 
 	lb := lbConn("lb")
 	require.NoError(t, e.p.SetIPContext(t.Context(), lb, LBConn))
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")}))
-	<-e.dp.entered // the first Apply is running
+	<-entered // the first Apply is running
 	require.NoError(t, e.p.SetVIPs([]netip.Prefix{netip.MustParsePrefix("20.0.0.2/32")}))
-	e.p.InterfaceCreated(Interface{Index: 4, Name: "lb", Type: LBConn, ConnID: "lb"})
-	e.p.InterfaceCreated(Interface{Index: 5, Name: "tg", Type: TargetConn, ConnID: "tg"})
+	e.p.InterfaceCreated(Interface{Index: 4, Name: "lb", Type: LBConn, ConnKey: "lb"})
+	e.p.InterfaceCreated(Interface{Index: 5, Name: "tg", Type: TargetConn, ConnKey: "tg"})
 	e.p.InterfaceDeleted(Interface{Index: 5})
 	gate <- struct{}{} // finish the first
-	<-e.dp.entered     // one more, with everything
+	<-entered          // one more, with everything
 	gate <- struct{}{}
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 1 })
 	require.Equal(t, "[20.0.0.2/32]", sprint(s.VIPs))
 	require.Equal(t, lbSide(t, lb), s.Nexthops)
 
-	e.dp.mu.Lock()
-	defer e.dp.mu.Unlock()
-	require.Len(t, e.dp.states, 3, "initial, first change, coalesced rest")
-	require.Equal(t, 1, e.dp.maxApply)
-	require.Empty(t, e.dp.entered)
-	e.dp.gate = nil
+	require.Len(t, e.dp.States(), 3, "initial, first change, coalesced rest")
+	require.Equal(t, 1, e.dp.MaxConcurrentApplies())
+	require.Empty(t, entered)
+	e.dp.Gate(nil, nil)
 }
 
 func TestStatsAndSnapshot(t *testing.T) {
@@ -49,8 +46,8 @@ func TestStatsAndSnapshot(t *testing.T) {
 	require.NoError(t, e.p.SetIPContext(t.Context(), lbConn("lb-1"), LBConn))
 	require.NoError(t, e.p.SetIPContext(t.Context(), targetConn("t1"), TargetConn))
 	require.NoError(t, e.p.UnsetIPContext(t.Context(), lbConn("gone"), LBConn))
-	e.p.InterfaceCreated(Interface{Index: 3, Name: "nsm-lb", Type: LBConn, ConnID: "lb-1"})
-	require.Error(t, e.p.SetVIPStrings([]string{"20.0.0.1/32", "bad"}))
+	e.p.InterfaceCreated(Interface{Index: 3, Name: "nsm-lb", Type: LBConn, ConnKey: "lb-1"})
+	require.Error(t, e.p.SetVIPs(prefixes("20.0.0.1/32", "0.0.0.0/0")))
 
 	st := e.p.Stats()
 	require.Equal(t, 2, st.Connections)

@@ -26,16 +26,18 @@ func (t ConnType) String() string {
 }
 
 // Interface is the kernel link of an NSM connection in the proxy's
-// namespace, what the interface monitor knows and the proxy does not: the
-// connection's addresses are the proxy's own.
+// namespace, as the interface monitor matched it (the connection's
+// addresses are the proxy's own). The proxy keeps the Interface of each
+// connection (InterfaceOf, InterfaceAt); the monitor asks it.
 type Interface struct {
 	// Index and Name identify the link in the proxy's namespace.
 	Index int
 	Name  string
 	// Type is the connection's type.
 	Type ConnType
-	// ConnID is the key of the connection the link belongs to (ConnKey).
-	ConnID string
+	// ConnKey is the key of the connection the link belongs to (see
+	// ConnKey); debug dumps keep its earlier name.
+	ConnKey string `json:"ConnID"`
 }
 
 // MarshalText makes ConnType readable in JSON dumps.

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/setdiff"
 )
 
 // SetVIPs sets the VIPs whose traffic from the targets is routed to the load
@@ -49,41 +49,6 @@ func (p *Proxy) VIPs() []netip.Prefix {
 	return slices.Clone(p.vips)
 }
 
-// SetVIPStrings parses VIPs given as strings ("20.0.0.1/32", or a bare
-// address meaning a host prefix) and sets them like SetVIPs; unparsable
-// entries are rejected the same way as invalid ones.
-func (p *Proxy) SetVIPStrings(vips []string) error {
-	parsed, perrs := ParseVIPs(vips)
-	for _, err := range perrs {
-		p.log.Warn("VIP rejected", "error", err)
-	}
-	p.mu.Lock()
-	p.counters.vipRejected += uint64(len(perrs))
-	p.mu.Unlock()
-	err := p.SetVIPs(parsed)
-	if len(perrs) > 0 {
-		return errors.Join(append(perrs, err)...)
-	}
-	return err
-}
-
-// ParseVIPs parses VIP strings; it returns the parsable ones and one error
-// per entry that is not.
-func ParseVIPs(vips []string) ([]netip.Prefix, []error) {
-	var out []netip.Prefix
-	var errs []error
-	for _, s := range vips {
-		s = strings.TrimSpace(s)
-		pfx, ok := parsePrefixOrAddr(s)
-		if !ok {
-			errs = append(errs, fmt.Errorf("VIP %q: not an address or prefix", s))
-			continue
-		}
-		out = append(out, pfx)
-	}
-	return out, errs
-}
-
 // revalidateVIPsLocked recomputes the accepted VIPs from the wanted ones and
 // the current bridge prefixes (on a new list or a new bridge address), in
 // O(V log V). p.mu must be held. It reports whether the accepted set
@@ -105,14 +70,14 @@ func (p *Proxy) revalidateVIPsLocked() (bool, []error) {
 		}
 		accepted = append(accepted, v.Masked())
 	}
-	slices.SortFunc(accepted, comparePrefix)
+	slices.SortFunc(accepted, netip.Prefix.Compare)
 	accepted = slices.Compact(accepted)
 	p.vipRejected = errs
 	p.reportRejectedLocked(errs)
 	if slices.Equal(accepted, p.vips) {
 		return false, errs
 	}
-	added, removed := sortedDifference(accepted, p.vips), sortedDifference(p.vips, accepted)
+	added, removed := setdiff.Sorted(accepted, p.vips, netip.Prefix.Compare)
 	for _, v := range added {
 		p.log.Info("VIP added", "vip", v)
 	}
@@ -129,22 +94,6 @@ func (p *Proxy) reportRejectedLocked(errs []error) {
 		p.log.Warn("VIP rejected", "error", err)
 	}
 	p.counters.vipRejected += uint64(len(errs))
-}
-
-// sortedDifference returns the elements of a that b lacks; both are sorted
-// by comparePrefix and unique (one merge).
-func sortedDifference(a, b []netip.Prefix) []netip.Prefix {
-	var out []netip.Prefix
-	j := 0
-	for _, v := range a {
-		for j < len(b) && comparePrefix(b[j], v) < 0 {
-			j++
-		}
-		if j == len(b) || b[j] != v {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // servesFamilyOf reports whether the proxy serves the family of a.
@@ -169,11 +118,4 @@ func validateVIP(v netip.Prefix, bridge []netip.Prefix) error {
 		}
 	}
 	return nil
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
 }

@@ -54,14 +54,12 @@ func newTargetBed(b *testing.B, n int) *targetBed {
 	cfg.ListenOn = ""
 	tb := &targetBed{ctx: e.ctx, ports: make(chan []int, 1)}
 	tb.d, tb.dp = e.start(b, cfg)
-	tb.dp.mu.Lock()
-	tb.dp.onApply = func(s dataplane.State) {
+	tb.dp.OnApply(func(s dataplane.State) {
 		select {
 		case tb.ports <- s.Ports:
 		default: // nobody waits: the port is not timed
 		}
-	}
-	tb.dp.mu.Unlock()
+	})
 	for i := range n {
 		tb.conns = append(tb.conns, tb.connect(b, i))
 	}
@@ -98,7 +96,7 @@ func (tb *targetBed) connect(b *testing.B, i int) *benchTarget {
 		PathSegments: []*networkservice.PathSegment{{Id: segs[len(segs)-1].GetId()}},
 	})
 	require.NoError(b, err)
-	idx := tb.dp.addLink(t.ifName)
+	idx := tb.dp.AddLink(t.ifName)
 	tb.waitPort(b, idx)
 	return t
 }
@@ -124,7 +122,7 @@ func (tb *targetBed) disconnect(b *testing.B, t *benchTarget) {
 	defer cancel()
 	_, err := t.nsc.Close(ctx, t.conn)
 	require.NoError(b, err)
-	tb.dp.delLink(t.ifName)
+	tb.dp.DelLink(t.ifName)
 	t.stop()
 	require.NoError(b, t.cc.Close())
 }

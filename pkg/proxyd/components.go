@@ -14,13 +14,15 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
-	"github.com/causeway-net/causeway/internal/plaintext"
-	"github.com/causeway-net/causeway/pkg/config"
+	"github.com/causeway-net/causeway/internal/insecurewarning"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
+	"github.com/causeway-net/causeway/pkg/nspwatch"
 	"github.com/causeway-net/causeway/pkg/proxy"
+	"github.com/causeway-net/causeway/pkg/proxyd/vipsource"
+	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
 // components are the daemon's parts in their start order, which follows
@@ -34,6 +36,7 @@ func (d *Daemon) components() []component {
 		{"IPAM client", d.startIPAMClient},
 		{"VIP source", d.startVIPSource},
 		{"proxy", d.startProxy},
+		{"nexthop check", d.startNexthopCheck},
 		{"services", d.startServices},
 		{"interface monitor", d.startInterfaceMonitor},
 		{"NSM client", d.startNSMClient},
@@ -73,7 +76,7 @@ func (d *Daemon) startHealth(ctx context.Context) (func() error, error) {
 	return t.stop, nil
 }
 
-// startDataplane creates the bridge, sysctls, table and link monitor (or
+// startDataplane creates the bridge, sysctls, table and link table (or
 // takes the one WithDataplane gave). Its stop closes it; the kernel keeps
 // the bridge, its addresses and the VIP rules.
 func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
@@ -87,6 +90,10 @@ func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
 			AdoptLeftovers: true,
 			HoldLeftovers:  true,
 			SysctlFamilies: d.cfg.SysctlFamilies(),
+			// The nftables service provider's clients and endpoints are
+			// ports of the bridge (docs/servicelb.md).
+			BridgeNetfilter: d.cfg.ServicesFile != "" && d.cfg.ServiceProvider == servicelb.ProviderNftables,
+			EchoSockets:     !d.cfg.NexthopCheckOff,
 		})
 		if err != nil {
 			return nil, err
@@ -135,7 +142,7 @@ func (d *Daemon) warnPlaintext(ctx context.Context, next func() error) func() er
 		return next
 	}
 	t := newTasks(ctx)
-	t.Go(func(ctx context.Context) { plaintext.Warn(ctx, d.log, variable, what, plaintext.Interval) })
+	t.Go(func(ctx context.Context) { insecurewarning.Warn(ctx, d.log, variable, what, insecurewarning.Interval) })
 	return func() error {
 		_ = t.stop()
 		return next()
@@ -158,7 +165,7 @@ func (d *Daemon) startIPAMClient(ctx context.Context) (func() error, error) {
 func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
 	log := d.log.With("subsystem", "vips")
 	if d.cfg.VIPFile != "" {
-		d.vips = config.NewFileSource(d.cfg.VIPFile, d.cfg.Trench, log)
+		d.vips = vipsource.NewFileSource(d.cfg.VIPFile, d.cfg.Trench, log)
 		d.health.SetServing(health.NSPCli, true)
 		return noStop, nil
 	}
@@ -166,8 +173,8 @@ func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
 	if err != nil {
 		return nil, fmt.Errorf("NSP %s: %w", d.cfg.NSPAddress(), err)
 	}
-	d.vips = config.NewNSPSource(cc, d.cfg.Trench, config.WithLogger(log),
-		config.WithBackoff(250*time.Millisecond, d.cfg.GRPCMaxBackoff))
+	d.vips = vipsource.NewNSPSource(cc, d.cfg.Trench, nspwatch.WithLogger(log),
+		nspwatch.WithBackoff(250*time.Millisecond, d.cfg.GRPCMaxBackoff))
 	return d.monitorConn(ctx, cc, health.NSPCli), nil
 }
 
@@ -175,7 +182,7 @@ func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
 // ends that and closes cc.
 func (d *Daemon) monitorConn(ctx context.Context, cc *grpc.ClientConn, sub string) func() error {
 	t := newTasks(ctx)
-	t.Go(func(ctx context.Context) { d.health.MonitorConn(ctx, cc, sub) })
+	t.Go(func(ctx context.Context) { d.health.ReportConnState(ctx, cc, sub) })
 	return func() error {
 		_ = t.stop()
 		_ = cc.Close()
@@ -205,15 +212,15 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 }
 
 // startInterfaceMonitor starts the interface monitor on the dataplane's
-// link monitor: it reads the dataplane's table of links and follows its
-// events, with no table or goroutine of its own between the two.
+// link table: it reads it and follows its events, with no table or
+// goroutine of its own between the two.
 func (d *Daemon) startInterfaceMonitor(ctx context.Context) (func() error, error) {
-	d.mon = interfacemonitor.New(d.proxy, d.dp, interfacemonitor.WithLogger(d.log.With("subsystem", "interfacemonitor")))
+	d.mon = connlink.New(d.proxy, d.dp, connlink.WithLogger(d.log.With("subsystem", "connlink")))
 	events, unsubscribe := d.dp.Subscribe()
 	t := newTasks(ctx)
 	t.Go(func(ctx context.Context) {
 		defer unsubscribe()
-		if err := d.mon.Run(ctx, events); err != nil && !errors.Is(err, interfacemonitor.ErrSourceClosed) {
+		if err := d.mon.Run(ctx, events); err != nil && !errors.Is(err, connlink.ErrSourceClosed) {
 			d.log.Error("interface monitor stopped", "error", err)
 		}
 	})

@@ -28,12 +28,13 @@ import (
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/config/file"
-	"github.com/causeway-net/causeway/pkg/config/nspserver"
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
+	"github.com/causeway-net/causeway/pkg/nspd/configfile"
+	"github.com/causeway-net/causeway/pkg/nspd/nspserver"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
@@ -62,173 +63,16 @@ func quietLogger() *slog.Logger {
 }
 
 // fakeDataplane stands in for the kernel: it records the applied states
-// and plays the link monitor for the links the test (or the sandbox
+// and plays the link table for the links the test (or the sandbox
 // forwarder, through kernel) creates and deletes.
-type fakeDataplane struct {
-	mu       sync.Mutex
-	states   []dataplane.State
-	links    map[string]dataplane.Link // by name
-	byIndex  map[int]string            // link index → name
-	next     int
-	subs     map[int]chan dataplane.LinkEvent
-	subID    int
-	closed   bool
-	releases int // ReleaseLeftovers calls
-	// onApply, when set, sees every applied state (under the fake's lock).
-	onApply func(dataplane.State)
-}
+type fakeDataplane = dataplanefake.Dataplane
 
-func newFakeDataplane() *fakeDataplane {
-	return &fakeDataplane{links: map[string]dataplane.Link{}, byIndex: map[int]string{}, next: 10,
-		subs: map[int]chan dataplane.LinkEvent{}}
-}
+func newFakeDataplane() *fakeDataplane { return &dataplanefake.Dataplane{} }
 
-func (f *fakeDataplane) Apply(s dataplane.State) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.states = append(f.states, s)
-	if f.onApply != nil {
-		f.onApply(s)
-	}
-	return nil
-}
-
-func (f *fakeDataplane) Subscribe() (<-chan dataplane.LinkEvent, func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	// Large enough for any test: link events are never dropped.
-	ch := make(chan dataplane.LinkEvent, 1024)
-	if f.closed {
-		close(ch)
-		return ch, func() {}
-	}
-	f.subID++
-	id := f.subID
-	f.subs[id] = ch
-	return ch, func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if c, ok := f.subs[id]; ok {
-			delete(f.subs, id)
-			close(c)
-		}
-	}
-}
-
-func (f *fakeDataplane) Link(index int) (dataplane.Link, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.links[f.byIndex[index]]
-	return l, ok && l.Index == index
-}
-
-func (f *fakeDataplane) LinkByName(name string) (dataplane.Link, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.links[name]
-	return l, ok
-}
-
-func (f *fakeDataplane) Snapshot() (dataplane.Snapshot, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var s dataplane.Snapshot
-	if n := len(f.states); n > 0 {
-		last := f.states[n-1]
-		s.Desired = &last
-	}
-	for _, l := range f.links {
-		s.Ports = append(s.Ports, l)
-	}
-	return s, nil
-}
-
-func (f *fakeDataplane) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.closed {
-		f.closed = true
-		for id, c := range f.subs {
-			delete(f.subs, id)
-			close(c)
-		}
-	}
-	return nil
-}
-
-func (f *fakeDataplane) emitLocked(ev dataplane.LinkEvent) {
-	for _, c := range f.subs {
-		c <- ev
-	}
-}
-
-// addLink creates a link and returns its index.
-func (f *fakeDataplane) addLink(name string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if l, ok := f.links[name]; ok {
-		return l.Index
-	}
-	f.next++
-	l := dataplane.Link{Index: f.next, Name: name, Kind: "veth", Up: true, OperState: "up"}
-	f.links[name] = l
-	f.byIndex[l.Index] = name
-	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkAdded, Link: l})
-	return l.Index
-}
-
-func (f *fakeDataplane) delLink(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.links[name]
-	if !ok {
-		return
-	}
-	delete(f.links, name)
-	delete(f.byIndex, l.Index)
-	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l})
-}
-
-// ReleaseLeftovers counts the releases (the fake holds nothing).
-func (f *fakeDataplane) ReleaseLeftovers() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.releases++
-	return nil
-}
-
-// SupersedeHeld has nothing to supersede: the fake holds nothing.
-func (f *fakeDataplane) SupersedeHeld(int, []netip.Addr) ([]int, error) { return nil, nil }
-
-// RemoveLink deletes a leftover link as the kernel would (with its event).
-func (f *fakeDataplane) RemoveLink(index int, name string) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.links[name]
-	if !ok || l.Index != index {
-		return false, nil
-	}
-	delete(f.links, name)
-	delete(f.byIndex, l.Index)
-	f.emitLocked(dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l})
-	return true, nil
-}
-
-func (f *fakeDataplane) linkIndex(name string) (int, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.links[name]
-	return l.Index, ok
-}
-
-// last is the last applied state.
-func (f *fakeDataplane) last() dataplane.State {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.states) == 0 {
-		return dataplane.State{}
-	}
-	return f.states[len(f.states)-1]
+// lastState is the last state dp applied (the zero State before any).
+func lastState(dp *fakeDataplane) dataplane.State {
+	s, _ := dp.Last()
+	return s
 }
 
 // fakeKernel routes the forwarder's link changes to the fake dataplane of the
@@ -262,9 +106,9 @@ func (k *fakeKernel) observe(ch nsmsandbox.LinkChange) {
 		return
 	}
 	if ch.Deleted {
-		dp.delLink(name)
+		dp.DelLink(name)
 	} else {
-		dp.addLink(name)
+		dp.AddLink(name)
 	}
 }
 
@@ -318,10 +162,10 @@ func newServices(tb testing.TB, nodeLength4 int) *env {
 	e.ipam = serveGRPC(tb, func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, ipam.NewServer(engine)) }, nil)
 
 	e.nsp = nspserver.New(quietLogger())
-	e.nsp.SetConfig(&file.Config{
-		Trenches: []file.Trench{{Name: trench}},
-		Conduits: []file.Conduit{{Name: conduit, Trench: trench}},
-		VIPs: []file.VIP{
+	e.nsp.SetConfig(&configfile.Config{
+		Trenches: []configfile.Trench{{Name: trench}},
+		Conduits: []configfile.Conduit{{Name: conduit, Trench: trench}},
+		VIPs: []configfile.VIP{
 			{Name: "vip-v4", Address: "20.0.0.1/32", Trench: trench},
 			{Name: "vip-v6", Address: "2001:db8::1/128", Trench: trench},
 		},

@@ -19,15 +19,15 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/causeway-net/causeway/pkg/health"
-	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/backoff"
-	"github.com/causeway-net/causeway/pkg/nsm/egress"
+	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/chain/backoff"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/egress"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/keepmechanism"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/liveness"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
-	"github.com/causeway-net/causeway/pkg/nsm/keepmech"
-	"github.com/causeway-net/causeway/pkg/nsm/liveness"
-	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/registryclient"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
@@ -79,7 +79,7 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 		// A heal that starts because the NSMgr went away (or came back
 		// without its memory) re-requests as is instead of closing first:
 		// the LB ports, nexthops and addresses stay while NSM is away
-		// (see pkg/nsm/liveness).
+		// (see pkg/nsm/chain/liveness).
 		client.WithHealClient(heal.NewClient(ctx, d.nsm.nsmgr.HealOptions(func(c *networkservice.Connection) bool {
 			key, err := proxy.ConnKey(c, proxy.LBConn)
 			return err == nil && d.mon.Lost(proxy.LBConn, key)
@@ -91,7 +91,7 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 			nsmbackoff.NewClient(),
 			d.nsm.nsmgr.NewClient(),
 			kernel.NewClient(),
-			interfacemonitor.NewClient(d.mon),
+			connlink.NewClient(d.mon),
 			ipcontext.NewClient(d.proxy, ipcontext.WithLogger(d.log.With("subsystem", "ipcontext"))),
 			mtu.NewClient(mtu.WithMTU(uint32(d.cfg.MTU))),
 			egress.NewClient(func(serving bool) { d.health.SetServing(health.Egress, serving) }),
@@ -107,7 +107,7 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 func (d *Daemon) startFullMesh(ctx context.Context) (func() error, error) {
 	d.mesh = fullmesh.New(d.cfg.Name, d.cfg.NetworkServiceName, d.nsm.nsc, d.nsm.registry,
 		fullmesh.WithPinner(d.nsm.pinner),
-		fullmesh.WithRecovery(d.nsm.nsmgr.Monitor()),
+		fullmesh.WithRecovery(d.nsm.nsmgr.ConnStates()),
 		// A removed LB's nexthops go at once; its Close may wait seconds
 		// behind a heal retry toward the dead LB.
 		fullmesh.WithWithdraw(func(c *networkservice.Connection) {
@@ -142,9 +142,9 @@ func (d *Daemon) startEndpoint(ctx context.Context) (func() error, error) {
 		DialOptions:    d.nsmDial,
 		ServerOptions:  d.nsmServer,
 		Elements: []networkservice.NetworkServiceServer{
-			keepmech.NewServer(),
+			keepmechanism.NewServer(),
 			mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()}),
-			interfacemonitor.NewServer(d.mon),
+			connlink.NewServer(d.mon),
 			ipcontext.NewServer(d.proxy, ipcontext.WithLogger(d.log.With("subsystem", "ipcontext"))),
 			mtu.NewServer(mtu.WithMTU(uint32(d.cfg.MTU))),
 		},

@@ -5,13 +5,13 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
 // Dataplane is what the daemon uses of pkg/dataplane: the proxy's Apply and
-// conntrack flush, the link monitor (feeding the interface monitor), the
+// conntrack flush, the link table (feeding the interface monitor), the
 // kernel snapshot of -debug, and Close. *dataplane.Dataplane is the
 // production one; tests inject a fake with WithDataplane.
 type Dataplane interface {
@@ -21,7 +21,7 @@ type Dataplane interface {
 	// ends the subscription; Link and LinkByName read the one table of the
 	// namespace's links (the interface monitor's Links).
 	Subscribe() (<-chan dataplane.LinkEvent, func())
-	interfacemonitor.Links
+	connlink.Links
 	Snapshot() (dataplane.Snapshot, error)
 	// ReleaseLeftovers stops holding the kernel state found at start
 	// beside the applied one (dataplane.Options.HoldLeftovers).

@@ -11,14 +11,15 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"google.golang.org/grpc"
 
-	"github.com/causeway-net/causeway/pkg/config"
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nexthopcheck"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 	"github.com/causeway-net/causeway/pkg/proxy"
+	"github.com/causeway-net/causeway/pkg/proxyd/vipsource"
 )
 
 // Daemon is a running proxy: its components (components.go), started in
@@ -35,13 +36,17 @@ type Daemon struct {
 	nsmDial   []grpc.DialOption
 	nsmServer []grpc.ServerOption
 	ipamCC    *grpc.ClientConn
-	vips      config.VIPSource
+	vips      vipsource.VIPSource
 	proxy     *proxy.Proxy
-	mon       *interfacemonitor.Monitor
+	mon       *connlink.Monitor
 	nsm       nsmClient
 	mesh      *fullmesh.FullMesh
 	ep        *endpoint.Endpoint
 	services  *serviceLB // nil when NSM_SERVICES_FILE is unset
+
+	// The datapath checks (nexthopcheck.go): the LB nexthops'; the
+	// targets', nil unless NSM_TARGET_CHECK_INTERVAL.
+	hopCheck, targetCheck *nexthopcheck.Checker
 
 	registered *firstTime // the endpoint's first registration
 	vipsKnown  *firstTime // the VIP source's first list
@@ -58,7 +63,7 @@ type Daemon struct {
 
 // Run starts the proxy and blocks until ctx ends or a vital component
 // fails, then shuts down and returns. The start-up order follows Meridio's
-// proxy: health, dataplane and link monitor, IPAM and NSP connections, the
+// proxy: health, dataplane and its link table, IPAM and NSP connections, the
 // proxy state machine (which waits for its bridge addresses), the full mesh
 // toward the load balancers, the endpoint for the targets, and the VIPs.
 // opts are for tests; the production daemon uses none.

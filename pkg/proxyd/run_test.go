@@ -64,9 +64,9 @@ func TestRunDeploymentShape(t *testing.T) {
 	}, wait, tick)
 	require.Len(t, l.Open(), 1)
 	require.Eventually(t, func() bool {
-		s := dp.last()
+		s := lastState(dp)
 		return len(s.Nexthops) == 2 && len(s.Ports) == 1 && sprint(s.VIPs) == "[20.0.0.1/32]"
-	}, wait, tick, "last state %+v", dp.last())
+	}, wait, tick, "last state %+v", lastState(dp))
 
 	nsc := e.targetClient(sendfd.NewClient())
 	rctx, rcancel := context.WithTimeout(e.ctx, wait)
@@ -77,11 +77,11 @@ func TestRunDeploymentShape(t *testing.T) {
 	require.Equal(t, []string{"172.16.0.1/24", "fd00::1/64"}, target.GetContext().GetIpContext().GetExtraPrefixes())
 	requireOnePerSubnet(t, mustPrefixes(t, target.GetContext().GetIpContext().GetSrcIpAddrs()),
 		nodeSubnets(mustPrefixes(t, []string{"172.16.0.1/24", "fd00::1/64"})))
-	require.Eventually(t, func() bool { return len(dp.last().Ports) == 2 }, wait, tick)
+	require.Eventually(t, func() bool { return len(lastState(dp).Ports) == 2 }, wait, tick)
 
 	// An edit of the VIP file reaches the dataplane.
 	writeVIPs(t, cfg.VIPFile, "30.0.0.0/24")
-	require.Eventually(t, func() bool { return sprint(dp.last().VIPs) == "[30.0.0.0/24]" }, wait, tick)
+	require.Eventually(t, func() bool { return sprint(lastState(dp).VIPs) == "[30.0.0.0/24]" }, wait, tick)
 
 	st := debugState(t, cfg.DebugSocket)
 	require.Equal(t, "[30.0.0.0/24]", sprint(st.Proxy.WantedVIPs))
@@ -113,9 +113,7 @@ func TestStartFailsWithoutIPAM(t *testing.T) {
 	require.Nil(t, d)
 	require.NoFileExists(t, cfg.HealthSocket)
 	require.Equal(t, healthpb.HealthCheckResponse_UNKNOWN, healthStatus(t, cfg.HealthSocket, health.Readiness))
-	dp.mu.Lock()
-	require.True(t, dp.closed, "the dataplane is closed")
-	dp.mu.Unlock()
+	require.True(t, dp.Closed(), "the dataplane is closed")
 }
 
 // TestVIPFileMissingAtStart: a proxy whose NSM_VIP_FILE does not exist yet
@@ -143,20 +141,18 @@ func TestVIPFileMissingAtStart(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, log.String())
 	require.Equal(t, 1, log.Count(missing))
 	require.Zero(t, log.Count("VIP source stopped"), log.String())
-	dp.mu.Lock()
-	require.Zero(t, dp.releases, "no VIPs known: the leftovers stay held")
-	dp.mu.Unlock()
+	require.Zero(t, dp.Releases(), "no VIPs known: the leftovers stay held")
 
 	writeVIPs(t, cfg.VIPFile, "20.0.0.1/32")
-	require.Eventually(t, func() bool { return sprint(dp.last().VIPs) == "[20.0.0.1/32]" }, wait, tick, "last state %+v", dp.last())
+	require.Eventually(t, func() bool { return sprint(lastState(dp).VIPs) == "[20.0.0.1/32]" }, wait, tick, "last state %+v", lastState(dp))
 
 	require.NoError(t, os.Remove(cfg.VIPFile))
 	_, i = log.Wait(wait, nil, i, "VIP file removed; keeping the last good VIPs until it is back")
 	require.GreaterOrEqual(t, i, 0, log.String())
-	require.Equal(t, "[20.0.0.1/32]", sprint(dp.last().VIPs))
+	require.Equal(t, "[20.0.0.1/32]", sprint(lastState(dp).VIPs))
 
 	writeVIPs(t, cfg.VIPFile, "30.0.0.0/24")
-	require.Eventually(t, func() bool { return sprint(dp.last().VIPs) == "[30.0.0.0/24]" }, wait, tick, "last state %+v", dp.last())
+	require.Eventually(t, func() bool { return sprint(lastState(dp).VIPs) == "[30.0.0.0/24]" }, wait, tick, "last state %+v", lastState(dp))
 }
 
 // TestIPAMUnreachableIsLogged: with NSM_IPAM_SERVICE pointing where nothing

@@ -109,8 +109,9 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 		lbAddrs[name] = addrsOf(lbSide)
 		// The forwarder created the proxy's end of the connection.
 		ifname := kernelmech.ToMechanism(conn.GetMechanism()).GetInterfaceName()
-		require.Eventually(t, func() bool { _, ok := dp.linkIndex(ifname); return ok }, wait, tick)
-		ports[name], _ = dp.linkIndex(ifname)
+		require.Eventually(t, func() bool { _, ok := dp.LinkByName(ifname); return ok }, wait, tick)
+		l, _ := dp.LinkByName(ifname)
+		ports[name] = l.Index
 	}
 
 	// Once the link events arrived, the dataplane routes over the three
@@ -140,10 +141,10 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 		return true
 	}
 	require.Eventually(t, func() bool {
-		s := dp.last()
+		s := lastState(dp)
 		return hopsOK(s, "lb-1", "lb-2", "lb-3") && sprint(s.VIPs) == "[20.0.0.1/32 2001:db8::1/128]" &&
 			sprint(s.BridgeAddrs) == sprint(bridge)
-	}, wait, tick, "last state %+v", dp.last())
+	}, wait, tick, "last state %+v", lastState(dp))
 
 	// A target of this node gets its addresses and the bridge as gateways.
 	nsc := e.targetClient()
@@ -167,8 +168,8 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 		}
 	}
 	// The target's link is a bridge port; it brings no nexthop.
-	require.Eventually(t, func() bool { return len(dp.last().Ports) == 4 }, wait, tick)
-	require.True(t, hopsOK(dp.last(), "lb-1", "lb-2", "lb-3"))
+	require.Eventually(t, func() bool { return len(lastState(dp).Ports) == 4 }, wait, tick)
+	require.True(t, hopsOK(lastState(dp), "lb-1", "lb-2", "lb-3"))
 
 	// Ready: IPAM and NSP connected, the endpoint answers, an LB is
 	// connected.
@@ -184,7 +185,7 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 	require.Equal(t, node, st.Proxy.Node)
 	require.Len(t, st.Proxy.Interfaces, 4)
 	require.NotNil(t, st.Dataplane.Desired)
-	require.Equal(t, sprint(dp.last().Nexthops), sprint(st.Dataplane.Desired.Nexthops))
+	require.Equal(t, sprint(lastState(dp).Nexthops), sprint(st.Dataplane.Desired.Nexthops))
 	var ids []string
 	for _, c := range st.Proxy.Connections {
 		ids = append(ids, c.ID)
@@ -200,9 +201,9 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := d.LBConnections()["lb-2"]; return !ok }, wait, tick)
 	require.Eventually(t, func() bool { return len(lbs["lb-2"].Open()) == 0 }, wait, tick)
 	require.Eventually(t, func() bool {
-		s := dp.last()
+		s := lastState(dp)
 		return hopsOK(s, "lb-1", "lb-3") && !slices.Contains(s.Ports, ports["lb-2"]) && len(s.Ports) == 3
-	}, wait, tick, "last state %+v", dp.last())
+	}, wait, tick, "last state %+v", lastState(dp))
 	require.Len(t, lbs["lb-1"].Open(), 1)
 	require.Len(t, lbs["lb-3"].Open(), 1)
 
@@ -242,7 +243,7 @@ func TestDaemonTargetAddressLifecycle(t *testing.T) {
 	requireOnePerSubnet(t, mustPrefixes(t, src), subnets)
 	requireOnePerSubnet(t, mustPrefixes(t, dst), subnets)
 	require.Equal(t, []string{"172.16.0.1/24", "fd00::1/64"}, ipc.GetExtraPrefixes())
-	require.Eventually(t, func() bool { return len(dp1.last().Ports) == 1 }, wait, tick)
+	require.Eventually(t, func() bool { return len(lastState(dp1).Ports) == 1 }, wait, tick)
 
 	// A refresh keeps them.
 	conn, err = nsc.Request(rctx, targetRequest("", conn))
@@ -253,7 +254,7 @@ func TestDaemonTargetAddressLifecycle(t *testing.T) {
 	// Closed and reconnected within the delay: the release is cancelled.
 	_, err = nsc.Close(rctx, conn)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(dp1.last().Ports) == 0 }, wait, tick, "the closed link leaves the bridge")
+	require.Eventually(t, func() bool { return len(lastState(dp1).Ports) == 0 }, wait, tick, "the closed link leaves the bridge")
 	conn, err = nsc.Request(rctx, targetRequest("target-1", nil))
 	require.NoError(t, err)
 	require.Equal(t, src, conn.GetContext().GetIpContext().GetSrcIpAddrs())
@@ -309,7 +310,7 @@ func TestDaemonTargetAddressLifecycle(t *testing.T) {
 	}, wait, tick)
 	require.Equal(t, src2, healed.GetContext().GetIpContext().GetSrcIpAddrs())
 	require.Equal(t, dst2, healed.GetContext().GetIpContext().GetDstIpAddrs())
-	require.Eventually(t, func() bool { return len(dp2.last().Ports) == 1 }, wait, tick)
+	require.Eventually(t, func() bool { return len(lastState(dp2).Ports) == 1 }, wait, tick)
 	_, err = nsc.Close(rctx, healed)
 	require.NoError(t, err)
 }

@@ -10,18 +10,13 @@ import (
 	"reflect"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netns"
-
-	"github.com/causeway-net/causeway/pkg/config/file"
-	"github.com/causeway-net/causeway/pkg/config/services"
+	"github.com/causeway-net/causeway/internal/yamlfile"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
-	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
+	"github.com/causeway-net/causeway/pkg/servicelb/filesource"
 	"github.com/causeway-net/causeway/pkg/servicelb/provider"
-	"github.com/causeway-net/causeway/pkg/servicelb/userspace"
 )
 
 // serviceLB is the service load balancer of the daemon: the provider
@@ -31,16 +26,14 @@ import (
 type serviceLB struct {
 	cfg      *Config
 	log      *slog.Logger
-	ns       netns.NsHandle
 	proxy    *proxy.Proxy
 	provider servicelb.Provider
 	events   *eventCounter
 
 	changed chan struct{} // capacity 1: the file changed
-	retryAt atomic.Pointer[time.Time]
 
 	mu       sync.Mutex
-	file     *services.File // last good version (nil: none yet)
+	file     *filesource.File // last good version (nil: none yet)
 	loaded   time.Time
 	rejected *Rejection
 	accepted uint64
@@ -72,7 +65,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	ns := d.opts.serviceNetNS
 	if d.cfg.ServicesFile == "" {
 		if d.opts.dataplane == nil || ns > 0 {
-			if err := cleanupServices(ns); err != nil {
+			if err := provider.CleanupLeftovers(ns); err != nil {
 				log.Warn("service load balancer leftovers not removed", "error", err)
 			}
 		}
@@ -82,22 +75,20 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &serviceLB{cfg: d.cfg, log: log, ns: ns, proxy: d.proxy, events: newEventCounter(log), changed: make(chan struct{}, 1)}
+	s := &serviceLB{cfg: d.cfg, log: log, proxy: d.proxy, events: newEventCounter(log), changed: make(chan struct{}, 1)}
 	// The other provider's table, from a run configured otherwise.
-	if err := cleanupServices(ns); err != nil {
+	if err := provider.CleanupLeftovers(ns); err != nil {
 		return nil, err
 	}
 	s.provider, err = provider.New(provider.Config{
 		Provider: d.cfg.ServiceProvider, NetNS: ns, Logger: log, SyncPeriod: d.cfg.ServiceSyncPeriod,
 		PortRange: portRange, UDPIdleTimeout: d.cfg.ServiceUDPIdleTimeout, Recorder: s.events,
-		// Clients and endpoints are ports of the bridge (docs/servicelb.md).
-		BridgeNetfilter: true,
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.services = s
-	f, err := services.LoadFor(d.cfg.ServicesFile, s.facts())
+	f, err := filesource.LoadFor(d.cfg.ServicesFile, s.facts())
 	if err == nil {
 		s.accept(f)
 	}
@@ -114,8 +105,8 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		s.feedLoop(ctx, targets, svcs, eps)
 	})
 	t.Go(func(ctx context.Context) {
-		err := file.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
-			file.WithLogger(log), file.WithRejectLog(s.logRejection), file.WithRejectHook(s.reject), file.WithRecoverHook(s.recovered))
+		err := yamlfile.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
+			yamlfile.WithLogger(log), yamlfile.WithRejectLog(s.logRejection), yamlfile.WithRejectHook(s.reject), yamlfile.WithRecoverHook(s.recovered))
 		if err != nil {
 			log.Error("services file watch stopped; the last good services stay", "error", err)
 		}
@@ -127,25 +118,20 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	}, nil
 }
 
-// cleanupServices removes both providers' tables from ns.
-func cleanupServices(ns netns.NsHandle) error {
-	return errors.Join(nftlb.CleanupLeftovers(ns), userspace.CleanupLeftovers(ns))
-}
-
 // facts are what the services may not collide with: the VIPs in force
 // and the bridge addresses.
-func (s *serviceLB) facts() services.Facts {
-	return services.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
+func (s *serviceLB) facts() filesource.Facts {
+	return filesource.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
 }
 
 // parse parses a version of the file for the watch: a version that
 // collides with the proxy's state is refused like any broken one.
-func (s *serviceLB) parse(data []byte) (*services.File, error) {
-	return services.ParseFor(data, s.facts())
+func (s *serviceLB) parse(data []byte) (*filesource.File, error) {
+	return filesource.ParseFor(data, s.facts())
 }
 
 // accept takes a new good version of the file (on the watch goroutine).
-func (s *serviceLB) accept(f *services.File) {
+func (s *serviceLB) accept(f *filesource.File) {
 	s.mu.Lock()
 	s.file, s.loaded, s.rejected = f, time.Now(), nil
 	s.accepted++
@@ -155,17 +141,6 @@ func (s *serviceLB) accept(f *services.File) {
 	default:
 	}
 }
-
-// retry asks the feed loop for another round soon (a target port was not
-// ready for its hairpin mode).
-func (s *serviceLB) retry() {
-	at := time.Now().Add(hairpinRetry)
-	s.retryAt.Store(&at)
-}
-
-// hairpinRetry is how soon the hairpin mode of a target port that is not a
-// bridge port yet is tried again.
-const hairpinRetry = 200 * time.Millisecond
 
 // reject records a refused version; the last good one stays in force.
 func (s *serviceLB) reject(err error) {
@@ -206,18 +181,12 @@ func (s *serviceLB) recovered() {
 // feedLoop hands the provider the services and endpoints again whenever
 // the file or the connected targets change, until ctx ends.
 func (s *serviceLB) feedLoop(ctx context.Context, targets <-chan struct{}, svcs []servicelb.Service, eps []servicelb.Endpoints) {
-	retry := time.NewTimer(time.Hour)
-	defer retry.Stop()
 	for {
-		if at := s.retryAt.Swap(nil); at != nil {
-			retry.Reset(time.Until(*at))
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.changed:
 		case <-targets:
-		case <-retry.C:
 		}
 		svcs, eps = s.feed(svcs, eps)
 	}
@@ -231,17 +200,10 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 	if f.UsesTargets() {
 		addrs = s.proxy.TargetAddrs()
 	}
-	// A target may be an endpoint by address too: every target port gets
-	// hairpin mode while there are services.
-	if s.cfg.ServiceProvider == servicelb.ProviderNftables && len(f.Services) > 0 {
-		pending, err := setHairpin(s.ns, targetLinks(s.proxy))
-		if err != nil {
-			s.log.Warn("hairpin mode of the target ports", "error", err)
-		}
-		if pending {
-			s.retry()
-		}
-	}
+	// A target may be an endpoint by address too: with the nftables
+	// provider every target port is in hairpin mode while there are
+	// services (the dataplane sets it, as it enslaves the port).
+	s.proxy.SetTargetHairpin(s.cfg.ServiceProvider == servicelb.ProviderNftables && len(f.Services) > 0)
 	svcs, eps := f.ServiceList(), f.EndpointList(addrs)
 	// Endpoints first: a new service port starts with its endpoints.
 	if lastEps == nil || !reflect.DeepEqual(eps, lastEps) {
@@ -260,7 +222,7 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 // file broken since the start) it has no services, and the targets keep
 // the service routes they carry: a restart with a broken file does not
 // take the last good routes away from them.
-func (s *serviceLB) resolve() *services.File {
+func (s *serviceLB) resolve() *filesource.File {
 	s.mu.Lock()
 	f := s.file
 	s.mu.Unlock()
@@ -268,7 +230,7 @@ func (s *serviceLB) resolve() *services.File {
 	held := f == nil
 	if held {
 		s.proxy.HoldServiceRoutes()
-		f = &services.File{}
+		f = &filesource.File{}
 	} else {
 		var withdrawn []error
 		f, withdrawn = f.Resolve(s.facts())
@@ -325,7 +287,7 @@ type ServicesState struct {
 	// reason (userspace).
 	Ports  []servicelb.PortState                       `json:"ports"`
 	Events map[string]map[servicelb.EventReason]uint64 `json:"events,omitempty"`
-	Stats  *nftlb.Stats                                `json:"nftables,omitempty"`
+	Stats  *servicelb.SyncStats                        `json:"nftables,omitempty"`
 }
 
 func (s *serviceLB) state() *ServicesState {
@@ -337,8 +299,8 @@ func (s *serviceLB) state() *ServicesState {
 		st.Ports = in.PortStates()
 	}
 	st.Events = s.events.byPort()
-	if n, ok := s.provider.(*nftlb.Provider); ok {
-		stats := n.Stats()
+	if r, ok := s.provider.(servicelb.StatsReporter); ok {
+		stats := r.Stats()
 		st.Stats = &stats
 	}
 	return st

@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/config/file"
+	"github.com/causeway-net/causeway/pkg/nspd/configfile"
+	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
@@ -101,6 +102,21 @@ func testDaemonServices(t *testing.T, provider, table string) {
 		web, _ := servicePort(debugState(t, cfg.DebugSocket), "shop/web:http")
 		return slices.Equal(web.Endpoints, []netip.AddrPort{want})
 	}, wait, tick, "the connected target is the endpoint")
+	// With the nftables provider the target's port is in hairpin mode (a
+	// target may be its own endpoint): the dataplane's State says so.
+	require.Eventually(t, func() bool {
+		st := debugState(t, cfg.DebugSocket)
+		var targets []int
+		for _, i := range st.Proxy.Interfaces {
+			if i.Type == proxy.TargetConn {
+				targets = append(targets, i.Index)
+			}
+		}
+		if provider == servicelb.ProviderUserspace {
+			targets = nil
+		}
+		return len(st.Proxy.Interfaces) > 0 && slices.Equal(st.Proxy.State.HairpinPorts, targets)
+	}, wait, tick, "hairpin mode on the target ports with nftables only")
 
 	// A broken edit: refused with the entry and the reason; the services stay.
 	writeFile(t, cfg.ServicesFile, strings.Replace(servicesYAML, "protocol: udp", "protocol: sctp", 1))
@@ -215,11 +231,11 @@ func TestDaemonServicesCollisions(t *testing.T) {
 	require.Contains(t, msg, `services[1] "shop/dns" (line 7): ip fd00::1 is the proxy's own address on the bridge`)
 
 	// A VIP onto the service IP of shop/web: the VIP wins.
-	vips := []file.VIP{{Name: "vip-v4", Address: "20.0.0.1/32", Trench: trench}, {Name: "vip-v6", Address: "2001:db8::1/128", Trench: trench}}
-	setVIPs := func(vips []file.VIP) {
-		e.nsp.SetConfig(&file.Config{Trenches: []file.Trench{{Name: trench}}, Conduits: []file.Conduit{{Name: conduit, Trench: trench}}, VIPs: vips})
+	vips := []configfile.VIP{{Name: "vip-v4", Address: "20.0.0.1/32", Trench: trench}, {Name: "vip-v6", Address: "2001:db8::1/128", Trench: trench}}
+	setVIPs := func(vips []configfile.VIP) {
+		e.nsp.SetConfig(&configfile.Config{Trenches: []configfile.Trench{{Name: trench}}, Conduits: []configfile.Conduit{{Name: conduit, Trench: trench}}, VIPs: vips})
 	}
-	setVIPs(append(slices.Clone(vips), file.VIP{Name: "taken", Address: "10.96.0.10/32", Trench: trench}))
+	setVIPs(append(slices.Clone(vips), configfile.VIP{Name: "taken", Address: "10.96.0.10/32", Trench: trench}))
 	var st proxyd.DebugState
 	require.Eventually(t, func() bool {
 		st = debugState(t, cfg.DebugSocket)

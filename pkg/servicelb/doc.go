@@ -3,5 +3,6 @@
 // events carry), the user-space round-robin LoadBalancer with ClientIP
 // affinity, the proxy PortAllocator, the event Recorder, the rate-limited
 // sync runner and the Provider interface that the kernel paths implement
-// (sub-packages userspace and nftlb).
+// (sub-packages userspace and nftlb, chosen by provider). Its source of
+// services is the services file (sub-package filesource).
 package servicelb

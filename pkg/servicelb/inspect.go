@@ -42,3 +42,10 @@ type Inspector interface {
 	// PortStates lists the service ports served, sorted by Service.
 	PortStates() []PortState
 }
+
+// StatsReporter is implemented by providers that count their syncs
+// (nftables).
+type StatsReporter interface {
+	// Stats returns the figures of the syncs so far.
+	Stats() SyncStats
+}

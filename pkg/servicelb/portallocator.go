@@ -28,34 +28,42 @@ type PortRange struct {
 	Size int
 }
 
-// Empty reports whether r holds no port.
+// Empty reports whether r holds no port: the zero value, and "0-0" (port
+// 0, as kube-proxy reads it), both the kernel's choice.
 func (r PortRange) Empty() bool { return r.Base <= 0 || r.Size <= 0 }
 
+// String is r as ParsePortRange reads it back: "first-last", "0-0" for port
+// 0, "" for the zero value.
 func (r PortRange) String() string {
-	if r.Empty() {
+	if r.Size <= 0 {
 		return ""
 	}
 	return fmt.Sprintf("%d-%d", r.Base, r.Base+r.Size-1)
 }
 
-// ParsePortRange parses "first-last" or a single port; "" and "0-0" are the
-// empty range.
+// ParsePortRange parses "first-last" or a single port with kube-proxy's
+// syntax: blanks around the whole are ignored, blanks around the dash are
+// not numbers. "" is the zero value; "0" and "0-0" are port 0 (both empty:
+// the kernel's choice). A range from 0 to another port is refused.
 func ParsePortRange(s string) (PortRange, error) {
 	s = strings.TrimSpace(s)
-	if s == "" || s == "0" || s == "0-0" {
+	if s == "" {
 		return PortRange{}, nil
 	}
 	lo, hi, found := strings.Cut(s, "-")
 	if !found {
 		hi = lo
 	}
-	first, err1 := strconv.Atoi(strings.TrimSpace(lo))
-	last, err2 := strconv.Atoi(strings.TrimSpace(hi))
+	first, err1 := strconv.Atoi(lo)
+	last, err2 := strconv.Atoi(hi)
 	if err := errors.Join(err1, err2); err != nil {
 		return PortRange{}, fmt.Errorf("port range %q: %w", s, err)
 	}
+	if first == 0 && last == 0 {
+		return PortRange{Size: 1}, nil
+	}
 	if first < 1 || last > 65535 || last < first {
-		return PortRange{}, fmt.Errorf("port range %q: want 1 <= first <= last <= 65535", s)
+		return PortRange{}, fmt.Errorf("port range %q: want 1 <= first <= last <= 65535, or 0-0", s)
 	}
 	return PortRange{Base: first, Size: last - first + 1}, nil
 }

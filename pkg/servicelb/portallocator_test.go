@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestParsePortRange: the syntax of kube-proxy's --proxy-port-range; every
+// range read prints as a string that reads back the same.
 func TestParsePortRange(t *testing.T) {
 	for _, tc := range []struct {
 		in      string
@@ -15,21 +17,37 @@ func TestParsePortRange(t *testing.T) {
 		wantErr bool
 	}{
 		{"", PortRange{}, false},
-		{"0-0", PortRange{}, false},
+		{"0-0", PortRange{0, 1}, false}, // the kernel's choice, as ""
+		{"0", PortRange{0, 1}, false},
 		{"30000-30009", PortRange{30000, 10}, false},
+		{" 30000-30009 ", PortRange{30000, 10}, false},
 		{"5000", PortRange{5000, 1}, false},
+		{"65535", PortRange{65535, 1}, false},
+		{"100 - 200", PortRange{}, true}, // no blanks around the dash
+		{"100 -200", PortRange{}, true},
+		{"100- 200", PortRange{}, true},
+		{"-100", PortRange{}, true},
+		{"100-", PortRange{}, true},
 		{"10-5", PortRange{}, true},
 		{"1-70000", PortRange{}, true},
+		{"70000", PortRange{}, true},
+		{"0-5", PortRange{}, true}, // kube-proxy: the kernel's choice; here refused
 		{"a-b", PortRange{}, true},
 	} {
 		got, err := ParsePortRange(tc.in)
 		if tc.wantErr {
-			assert.Error(t, err, tc.in)
+			assert.Error(t, err, "%q", tc.in)
 			continue
 		}
-		require.NoError(t, err, tc.in)
-		assert.Equal(t, tc.want, got, tc.in)
+		require.NoError(t, err, "%q", tc.in)
+		assert.Equal(t, tc.want, got, "%q", tc.in)
+		again, err := ParsePortRange(got.String())
+		require.NoError(t, err, "%q printed as %q", tc.in, got.String())
+		assert.Equal(t, got, again, "%q printed as %q", tc.in, got.String())
 	}
+	assert.Equal(t, "0-0", PortRange{0, 1}.String())
+	assert.Equal(t, "", PortRange{}.String())
+	assert.True(t, PortRange{0, 1}.Empty(), "0-0 holds no port")
 }
 
 func TestPortAllocator(t *testing.T) {

@@ -3,6 +3,8 @@ package servicelb
 import (
 	"context"
 	"time"
+
+	"github.com/causeway-net/causeway/internal/backoff"
 )
 
 // SyncRunner runs a function on request, never more often than once per
@@ -38,12 +40,8 @@ func (r *SyncRunner) Run(ctx context.Context) {
 	}
 	last := time.Time{}
 	for {
-		if wait := r.minInterval - time.Since(last); !last.IsZero() && wait > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
+		if wait := r.minInterval - time.Since(last); !last.IsZero() && wait > 0 && !backoff.Sleep(ctx, wait) {
+			return
 		}
 		// Requests made until now are served by this run.
 		select {

@@ -245,7 +245,7 @@ func lbNeighbors(ctx context.Context, l *labrun.Lab) (map[string][]netip.Addr, e
 	m := map[string][]netip.Addr{}
 	for _, i := range st.Proxy.Interfaces {
 		if i.Type.String() == "lb" {
-			m[i.ConnID] = append(m[i.ConnID], i.NeighborAddrs...)
+			m[i.ConnKey] = append(m[i.ConnKey], i.NeighborAddrs...)
 		}
 	}
 	return m, nil

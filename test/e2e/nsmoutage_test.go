@@ -71,7 +71,7 @@ func TestNSMOutage(t *testing.T) {
 			t.Logf("FIGURE: NSM outage of %v: all checks green %v after the control plane started again", outage,
 				green.Sub(started).Round(time.Millisecond))
 			// The restarted NSMgr knows no connection: that must not tear
-			// one down (pkg/nsm/liveness). Every connection is re-requested
+			// one down (pkg/nsm/chain/liveness). Every connection is re-requested
 			// as it is, and the same links carry it.
 			back := readProxyKernel(t, l, table)
 			require.Equal(t, before.Ports, back.Ports, "no target connection was replaced when NSM came back")
@@ -114,7 +114,7 @@ func lbLinks(t *testing.T, ctx context.Context, l *labrun.Lab) map[string]int {
 	m := map[string]int{}
 	for _, i := range st.Proxy.Interfaces {
 		if i.Type.String() == "lb" {
-			m[i.ConnID] = i.Index
+			m[i.ConnKey] = i.Index
 		}
 	}
 	return m

@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 )
 
 // flowsPerCheck is how many flows a traffic check opens: with three targets
@@ -66,7 +66,7 @@ func (l *Lab) Check(ctx context.Context) (Report, error) {
 	bridgeAddrs, _ := linkPrefixes(l.NetNSPath("proxy"), bridgeIf)
 
 	// Targets: addresses and gateways.
-	pubs, _ := pubdir.Read(l.TargetsDir())
+	pubs, _ := targetaddrs.Read(l.TargetsDir())
 	for _, t := range targets {
 		ok, detail := l.checkTarget(t, pubs[t], bridgeAddrs, vips)
 		r.add("target "+t+" addresses and gateways", ok, "%s", detail)

@@ -16,9 +16,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
@@ -406,7 +406,7 @@ func (l *Lab) StartLB(name string) error {
 	// Route through the LB only once it reaches targets (as its BGP
 	// announcement would come), so that new flows are not black-holed
 	// while the proxy connects to it.
-	if pubs, err := pubdir.Read(l.TargetsDir()); err == nil && len(pubs) > 0 {
+	if pubs, err := targetaddrs.Read(l.TargetsDir()); err == nil && len(pubs) > 0 {
 		if err := l.waitLog(name, lbstub.ReadyMessage, startTimeout); err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
@@ -321,13 +321,13 @@ func (l *Lab) ProxyDebug(ctx context.Context) ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-// TargetsDir is the publication directory of the targets (see pubdir).
+// TargetsDir is the publication directory of the targets (see targetaddrs).
 func (l *Lab) TargetsDir() string { return l.run.Path("targets") }
 
 // TargetAddrs are the addresses the proxy handed out to the target, as it
 // published them, with the prefix length of its NSM interface.
 func (l *Lab) TargetAddrs(name string) []netip.Prefix {
-	pubs, err := pubdir.Read(l.TargetsDir())
+	pubs, err := targetaddrs.Read(l.TargetsDir())
 	if err != nil {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
@@ -97,7 +97,7 @@ func (l *Lab) Status(w io.Writer) (down []string, err error) {
 	}
 
 	fmt.Fprintln(w, "\nTARGETS (published addresses)")
-	pubs, _ := pubdir.Read(l.TargetsDir())
+	pubs, _ := targetaddrs.Read(l.TargetsDir())
 	for _, t := range st.Targets {
 		fmt.Fprintf(w, "  %s: %v\n", t, pubs[t])
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 )
 
 // Deadline bounds a bed's context: far above what any stub test takes, it

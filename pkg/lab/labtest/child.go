@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
 )
 
 // childEnv names a copy of a test binary a child and carries its

@@ -11,8 +11,8 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/internal/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
@@ -139,11 +139,11 @@ func (l *LB) run(ctx context.Context) {
 const ReadyMessage = "lb stub ready"
 
 func (l *LB) sync() (bool, error) {
-	pubs, err := pubdir.Read(l.cfg.TargetsDir)
+	pubs, err := targetaddrs.Read(l.cfg.TargetsDir)
 	if err != nil {
 		return false, err
 	}
-	return syncRoutes(l.ns, l.cfg.VIPs, pubdir.Addrs(pubs))
+	return syncRoutes(l.ns, l.cfg.VIPs, targetaddrs.Addrs(pubs))
 }
 
 // Stop unregisters the NSE, stops the route loop and removes the VIP routes.

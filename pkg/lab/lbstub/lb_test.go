@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
@@ -91,8 +91,8 @@ func TestLBStubRoutesFollowTargets(t *testing.T) {
 	require.NoError(t, topo.AddRoute(prxNS.Path(), netip.MustParsePrefix("10.0.0.0/24"), netip.MustParseAddr("172.16.1.3")))
 
 	t1, t2 := netip.MustParseAddr("172.16.1.10"), netip.MustParseAddr("172.16.1.11")
-	require.NoError(t, pubdir.Publish(targets, "t1", []netip.Addr{t1, netip.MustParseAddr("fd00:1::10")}))
-	require.NoError(t, pubdir.Publish(targets, "off-link", []netip.Addr{netip.MustParseAddr("10.9.9.9")}))
+	require.NoError(t, targetaddrs.Publish(targets, "t1", []netip.Addr{t1, netip.MustParseAddr("fd00:1::10")}))
+	require.NoError(t, targetaddrs.Publish(targets, "off-link", []netip.Addr{netip.MustParseAddr("10.9.9.9")}))
 	require.Eventually(t, func() bool { return slices.Equal(vipGateways(t, lbNS), []string{"172.16.1.10"}) },
 		20*time.Second, 100*time.Millisecond)
 	require.Eventually(t, func() bool {
@@ -100,7 +100,7 @@ func TestLBStubRoutesFollowTargets(t *testing.T) {
 		return err == nil
 	}, 20*time.Second, 200*time.Millisecond, "external host reaches the VIP through the LB")
 
-	require.NoError(t, pubdir.Publish(targets, "t2", []netip.Addr{t2, netip.MustParseAddr("fd00:1::11")}))
+	require.NoError(t, targetaddrs.Publish(targets, "t2", []netip.Addr{t2, netip.MustParseAddr("fd00:1::11")}))
 	require.Eventually(t, func() bool {
 		return slices.Equal(vipGateways(t, lbNS), []string{"172.16.1.10", "172.16.1.11"})
 	}, 20*time.Second, 100*time.Millisecond, "multipath over both targets")
@@ -108,12 +108,12 @@ func TestLBStubRoutesFollowTargets(t *testing.T) {
 		return slices.Equal(gatewaysTo(t, lbNS, "2001:db8::1"), []string{"fd00:1::10", "fd00:1::11"})
 	}, 20*time.Second, 100*time.Millisecond, "IPv6 multipath over both targets")
 
-	require.NoError(t, pubdir.Withdraw(targets, "t1"))
+	require.NoError(t, targetaddrs.Withdraw(targets, "t1"))
 	require.Eventually(t, func() bool {
 		return slices.Equal(vipGateways(t, lbNS), []string{"172.16.1.11"}) &&
 			slices.Equal(gatewaysTo(t, lbNS, "2001:db8::1"), []string{"fd00:1::11"})
 	}, 20*time.Second, 100*time.Millisecond)
-	require.NoError(t, pubdir.Withdraw(targets, "t2"))
+	require.NoError(t, targetaddrs.Withdraw(targets, "t2"))
 	require.Eventually(t, func() bool { return len(vipGateways(t, lbNS)) == 0 && len(gatewaysTo(t, lbNS, "2001:db8::1")) == 0 },
 		20*time.Second, 100*time.Millisecond, "no targets, no route")
 

@@ -15,11 +15,11 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 )
 
 // TestLBStubAsProcess runs the LB stub the way the lab does: as its own
@@ -43,7 +43,7 @@ func TestLBStubAsProcess(t *testing.T) {
 		return err == nil
 	}, 20*time.Second, 200*time.Millisecond, "the LB process's end of the veth answers")
 
-	require.NoError(t, pubdir.Publish(targets, "t1", []netip.Addr{netip.MustParseAddr("172.16.1.10")}))
+	require.NoError(t, targetaddrs.Publish(targets, "t1", []netip.Addr{netip.MustParseAddr("172.16.1.10")}))
 	require.Eventually(t, func() bool { return slices.Equal(vipGateways(t, lbNS), []string{"172.16.1.10"}) },
 		20*time.Second, 100*time.Millisecond, "the LB process routes the VIP to the target")
 

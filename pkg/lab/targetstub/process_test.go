@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
@@ -29,7 +29,7 @@ func TestTargetStubAsProcess(t *testing.T) {
 	})
 
 	require.Eventually(t, func() bool {
-		pubs, err := pubdir.Read(pubDir)
+		pubs, err := targetaddrs.Read(pubDir)
 		return err == nil && len(pubs["target-p"]) == 2
 	}, 30*time.Second, 100*time.Millisecond, "the target process publishes its addresses")
 
@@ -44,7 +44,7 @@ func TestTargetStubAsProcess(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, <-exited)
 	exited <- nil
-	pubs, err := pubdir.Read(pubDir)
+	pubs, err := targetaddrs.Read(pubDir)
 	require.NoError(t, err)
 	require.Empty(t, pubs)
 	require.Eventually(t, func() bool {

@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/causeway-net/causeway/pkg/dataplane"
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 )
 
 // publishClient republishes the target's own addresses after every
@@ -47,7 +47,7 @@ func (p *publishClient) Request(ctx context.Context, request *networkservice.Net
 	}
 	addrs := ownAddrs(conn, p.vips)
 	if len(addrs) > 0 && p.dir != "" {
-		if perr := pubdir.Publish(p.dir, p.name, addrs); perr != nil {
+		if perr := targetaddrs.Publish(p.dir, p.name, addrs); perr != nil {
 			slog.Warn("publish target addresses", "target", p.name, "error", perr)
 		}
 	}
@@ -103,7 +103,7 @@ func (p *publishClient) Close(ctx context.Context, conn *networkservice.Connecti
 	p.mu.Unlock()
 	p.wg.Wait()
 	if p.dir != "" {
-		if err := pubdir.Withdraw(p.dir, p.name); err != nil {
+		if err := targetaddrs.Withdraw(p.dir, p.name); err != nil {
 			slog.Warn("withdraw target addresses", "target", p.name, "error", err)
 		}
 	}

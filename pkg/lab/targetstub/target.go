@@ -14,8 +14,8 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/internal/nsmcp"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 )
 
 // DefaultInterfaceName is the target's NSM interface unless configured.
@@ -40,7 +40,7 @@ type Config struct {
 	// of the target (the target as an endpoint of the proxy's service load
 	// balancer); 0: none.
 	ServicePort int
-	// PublishDir is where the target publishes its address (see pubdir);
+	// PublishDir is where the target publishes its address (see targetaddrs);
 	// empty disables publishing.
 	PublishDir string
 	// InterfaceName of the NSM interface (default DefaultInterfaceName).
@@ -164,7 +164,7 @@ func (t *Target) Stop(ctx context.Context) error {
 	var err error
 	t.once.Do(func() {
 		if t.cfg.PublishDir != "" {
-			err = pubdir.Withdraw(t.cfg.PublishDir, t.cfg.Name)
+			err = targetaddrs.Withdraw(t.cfg.PublishDir, t.cfg.Name)
 		}
 		if _, cerr := t.client.Close(ctx, t.Connection()); cerr != nil && err == nil {
 			err = fmt.Errorf("target %s: close: %w", t.cfg.Name, cerr)

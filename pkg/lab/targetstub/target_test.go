@@ -15,9 +15,9 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
+	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
-	"github.com/causeway-net/causeway/pkg/lab/nsmcp"
-	"github.com/causeway-net/causeway/pkg/lab/pubdir"
+	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
@@ -81,7 +81,7 @@ func TestTargetStub(t *testing.T) {
 
 	own := []netip.Addr{netip.MustParseAddr("172.16.1.5"), netip.MustParseAddr("fd00:1::5")}
 	require.Equal(t, own, tgt.Addrs())
-	pubs, err := pubdir.Read(pubDir)
+	pubs, err := targetaddrs.Read(pubDir)
 	require.NoError(t, err)
 	require.Equal(t, map[string][]netip.Addr{"target-a": own}, pubs)
 
@@ -130,7 +130,7 @@ func TestTargetStub(t *testing.T) {
 
 	// The target leaves: publication withdrawn, interface gone.
 	require.NoError(t, tgt.Stop(ctx))
-	pubs, err = pubdir.Read(pubDir)
+	pubs, err = targetaddrs.Read(pubDir)
 	require.NoError(t, err)
 	require.Empty(t, pubs)
 	_, err = h.LinkByName(targetstub.DefaultInterfaceName)

@@ -20,7 +20,7 @@ import (
 	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
 )
 
 // Source provides the workload's SVID and the trust bundles
@@ -161,7 +161,7 @@ func (c *Credentials) NSMServerOptions() []grpc.ServerOption {
 }
 
 // AuthorizeServer is the NSE authorization element: the SDK's default
-// policies (pkg/nsm/authorize) with SPIFFE, anything in insecure mode.
+// policies (pkg/nsm/sdkreplacement/authorize) with SPIFFE, anything in insecure mode.
 func (c *Credentials) AuthorizeServer() networkservice.NetworkServiceServer {
 	if c.source == nil {
 		return authorize.NewServer(authorize.Any())

@@ -13,8 +13,8 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
 	"google.golang.org/grpc"
 
-	"github.com/causeway-net/causeway/pkg/nsm/connmonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/expiry"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/expiry"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/monitorconnection"
 )
 
 // nseChain is the endpoint's NetworkService chain and its MonitorConnection
@@ -25,16 +25,16 @@ type nseChain struct {
 }
 
 // newChain assembles the SDK's endpoint chain (the elements and order of
-// its chains/endpoint.NewServer) with connmonitor in place of the SDK's
+// its chains/endpoint.NewServer) with monitorconnection in place of the SDK's
 // monitor server, which clones every event once per monitor stream (see
-// package connmonitor), and expiry in place of its timeout server, which
+// package monitorconnection), and expiry in place of its timeout server, which
 // holds a goroutine per connection (see package expiry), followed by
-// elements. The MonitorConnection service is connmonitor's, unchecked (the
+// elements. The MonitorConnection service is monitorconnection's, unchecked (the
 // SDK endpoint's monitor authorization with authorize.Any(), which this
 // endpoint always used, passes every caller).
 func newChain(ctx context.Context, name string, tokens TokenGenerator, auth networkservice.NetworkServiceServer,
 	elements []networkservice.NetworkServiceServer) *nseChain {
-	mon := connmonitor.New(ctx)
+	mon := monitorconnection.New(ctx)
 	return &nseChain{
 		NetworkServiceServer: chain.NewNetworkServiceServer(append([]networkservice.NetworkServiceServer{
 			updatepath.NewServer(name),

@@ -19,9 +19,9 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"google.golang.org/grpc"
 
-	"github.com/causeway-net/causeway/pkg/nsm/authorize"
-	"github.com/causeway-net/causeway/pkg/nsm/fdsend"
 	"github.com/causeway-net/causeway/pkg/nsm/registration"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/sendfd"
 )
 
 // TokenGenerator is the NSM token generator (token.GeneratorFunc).
@@ -118,7 +118,7 @@ func (e *Endpoint) serve(ctx context.Context) error {
 	if auth == nil {
 		auth = authorize.NewServer()
 	}
-	elements := append(append([]networkservice.NetworkServiceServer{}, e.cfg.Elements...), fdsend.NewServer())
+	elements := append(append([]networkservice.NetworkServiceServer{}, e.cfg.Elements...), sendfd.NewServer())
 	nse := newChain(ctx, e.cfg.Name, e.cfg.TokenGenerator, auth, elements)
 	e.server = grpc.NewServer(append(leanServerOptions(), e.cfg.ServerOptions...)...)
 	nse.register(e.server)

@@ -18,13 +18,13 @@ import (
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
-	"github.com/causeway-net/causeway/pkg/nsm/mtu"
-	"github.com/causeway-net/causeway/pkg/nsm/netnsurl"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -44,13 +44,13 @@ func TestKernelTargetToProxy(t *testing.T) {
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
-	setter := &targetSetter{base: 10, addrs: map[string][2]string{}}
+	setter := newTargetSetter(10)
 	h := &linkstest.Recorder{}
 	// The proxy's dataplane holds the namespace's one table of links.
 	dp, err := dataplane.New(ctx, dataplane.Options{NetNS: proxyNS.Handle, AnnounceCount: -1, Logger: quiet})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dp.Close()) }()
-	monitor := interfacemonitor.New(h, dp, interfacemonitor.WithLogger(quiet))
+	monitor := connlink.New(h, dp, connlink.WithLogger(quiet))
 	monCtx, stopMonitor := context.WithCancel(ctx)
 	monDone := make(chan error, 1)
 	linkEvents, unsubscribe := dp.Subscribe()
@@ -75,7 +75,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 			nsmsandbox.KernelServer(),
 			netnsurl.NewServer(proxyNS.Path()),
 			ipcontext.NewServer(setter, ipcontext.WithLogger(quiet)),
-			interfacemonitor.NewServer(monitor, interfacemonitor.WithLogger(quiet)),
+			connlink.NewServer(monitor, connlink.WithLogger(quiet)),
 			mtu.NewServer(mtu.WithMTU(1400)),
 		},
 	}, endpoint.WithAuthorizeServer(creds.AuthorizeServer()), endpoint.WithLogger(quiet))
@@ -105,7 +105,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 	require.True(t, strings.HasPrefix(events[0], "created "))
 	require.Equal(t, proxy.TargetConn, created.Type)
 	require.Equal(t, proxyNS.LinkIndex(t, created.Name), created.Index)
-	require.Equal(t, conn.GetPath().GetPathSegments()[0].GetId(), created.ConnID, "the target connection's key")
+	require.Equal(t, conn.GetPath().GetPathSegments()[0].GetId(), created.ConnKey, "the target connection's key")
 	require.Contains(t, proxyNS.MustExec(t, "ip", "-o", "addr", "show", "dev", created.Name), "inet 172.16.0.11/24")
 
 	targetNS.MustExec(t, "ping", "-c", "1", "-W", "5", "172.16.0.11")

@@ -32,8 +32,8 @@ type Config struct {
 	// ServerOptions are used for the endpoint's gRPC server (credentials).
 	ServerOptions []grpc.ServerOption
 	// Elements are the proxy's own server elements, placed after the SDK's
-	// endpoint chain (typically mechanisms, ipcontext, interfacemonitor,
-	// mtu). The package appends its file sender (pkg/nsm/fdsend).
+	// endpoint chain (typically mechanisms, ipcontext, connlink,
+	// mtu). The package appends its file sender (pkg/nsm/sdkreplacement/sendfd).
 	Elements []networkservice.NetworkServiceServer
 }
 
@@ -103,7 +103,7 @@ func WithoutNodeMatch() Option {
 }
 
 // WithAuthorizeServer sets the endpoint's authorization element (default:
-// the SDK's default policies, authorize.NewServer() of pkg/nsm/authorize;
+// the SDK's default policies, authorize.NewServer() of pkg/nsm/sdkreplacement/authorize;
 // use authorize.Any() with insecure credentials).
 func WithAuthorizeServer(a networkservice.NetworkServiceServer) Option {
 	return func(o *options) { o.authorize = a }

@@ -2,9 +2,9 @@ package endpoint_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,12 +26,13 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext/ipcontextfake"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
-	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -42,51 +43,12 @@ func TestMain(m *testing.M) {
 
 const service = "proxy.conduit-a.trench-a.ns"
 
-// targetSetter plays the proxy: each target connection gets a -src address
-// (the target's), a -dst address (the proxy side) and the bridge as gateway.
-type targetSetter struct {
-	base   int
-	mu     sync.Mutex
-	addrs  map[string][2]string
-	sets   int
-	unsets int
-}
-
-func (s *targetSetter) SetIPContext(_ context.Context, conn *networkservice.Connection, t proxy.ConnType) error {
-	if t != proxy.TargetConn {
-		return fmt.Errorf("unexpected type %v", t)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sets++
-	a, ok := s.addrs[conn.GetId()]
-	if !ok {
-		n := s.base + 2*len(s.addrs)
-		a = [2]string{fmt.Sprintf("172.16.0.%d/24", n), fmt.Sprintf("172.16.0.%d/24", n+1)}
-		s.addrs[conn.GetId()] = a
-	}
-	if conn.GetContext() == nil {
-		conn.Context = &networkservice.ConnectionContext{}
-	}
-	conn.GetContext().IpContext = &networkservice.IPContext{
-		SrcIpAddrs:    []string{a[0]},
-		DstIpAddrs:    []string{a[1]},
-		ExtraPrefixes: []string{"172.16.0.1/24"},
-	}
-	return nil
-}
-
-func (s *targetSetter) UnsetIPContext(context.Context, *networkservice.Connection, proxy.ConnType) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unsets++
-	return nil
-}
-
-func (s *targetSetter) counts() (int, int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sets, s.unsets
+// newTargetSetter plays the proxy: each target connection gets a -src
+// address (the target's), a -dst address (the proxy side), from host base
+// on, and the bridge as gateway.
+func newTargetSetter(base int) *ipcontextfake.Setter {
+	return &ipcontextfake.Setter{Type: proxy.TargetConn, Subnet: netip.MustParsePrefix("172.16.0.0/24"), First: base,
+		Gateways: []string{"172.16.0.1/24"}}
 }
 
 // ifnames records the interface name the forwarder will give the proxy's
@@ -121,9 +83,9 @@ func (r *ifnames) last() string {
 
 type proxyUnderTest struct {
 	ep      *endpoint.Endpoint
-	setter  *targetSetter
+	setter  *ipcontextfake.Setter
 	handler *linkstest.Recorder
-	monitor *interfacemonitor.Monitor
+	monitor *connlink.Monitor
 	links   *linkstest.Table
 	names   *ifnames
 }
@@ -132,9 +94,9 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
-	p := &proxyUnderTest{setter: &targetSetter{base: base, addrs: map[string][2]string{}}, handler: &linkstest.Recorder{}, names: &ifnames{}}
+	p := &proxyUnderTest{setter: newTargetSetter(base), handler: &linkstest.Recorder{}, names: &ifnames{}}
 	p.links = linkstest.New()
-	p.monitor = interfacemonitor.New(p.handler, p.links, interfacemonitor.WithLogger(quiet))
+	p.monitor = connlink.New(p.handler, p.links, connlink.WithLogger(quiet))
 	ep, err := endpoint.Start(ctx, endpoint.Config{
 		Name:           name,
 		Service:        service,
@@ -146,7 +108,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 		Elements: []networkservice.NetworkServiceServer{
 			nsmsandbox.KernelServer(),
 			ipcontext.NewServer(p.setter, ipcontext.WithLogger(quiet)),
-			interfacemonitor.NewServer(p.monitor, interfacemonitor.WithLogger(quiet)),
+			connlink.NewServer(p.monitor, connlink.WithLogger(quiet)),
 			mtu.NewServer(mtu.WithMTU(1450)),
 			p.names,
 		},
@@ -201,14 +163,14 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	events, last := proxyA.handler.Events(), proxyA.handler.Last()
 	require.Equal(t, []string{"created 42"}, events)
 	require.Equal(t, proxy.TargetConn, last.Type)
-	require.Equal(t, connA.GetPath().GetPathSegments()[0].GetId(), last.ConnID, "the target connection's key")
+	require.Equal(t, connA.GetPath().GetPathSegments()[0].GetId(), last.ConnKey, "the target connection's key")
 
 	// A refresh keeps the addresses and releases nothing.
 	refreshed, err := nsc.Request(rctx, &networkservice.NetworkServiceRequest{Connection: connA.Clone()})
 	require.NoError(t, err)
 	require.Equal(t, ipc.GetSrcIpAddrs(), refreshed.GetContext().GetIpContext().GetSrcIpAddrs())
 	require.Equal(t, ipc.GetDstIpAddrs(), refreshed.GetContext().GetIpContext().GetDstIpAddrs())
-	sets, unsets := proxyA.setter.counts()
+	sets, unsets := proxyA.setter.Counts()
 	require.Equal(t, 2, sets)
 	require.Equal(t, 0, unsets)
 	events = proxyA.handler.Events()
@@ -216,7 +178,7 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 
 	_, err = nsc.Close(rctx, refreshed)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { _, u := proxyA.setter.counts(); return u == 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { _, u := proxyA.setter.Counts(); return u == 1 }, 20*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool {
 		ev := proxyA.handler.Events()
 		return len(ev) == 2 && ev[1] == "deleted 42"
@@ -264,7 +226,7 @@ func TestUnixSocketEndpoint(t *testing.T) {
 
 	_, err = nsc.Close(rctx, conn)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { _, u := p.setter.counts(); return u == 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { _, u := p.setter.Counts(); return u == 1 }, 20*time.Second, 20*time.Millisecond)
 
 	require.NoError(t, p.ep.Stop(ctx))
 	require.NoFileExists(t, socket, "stop removes the socket directory")

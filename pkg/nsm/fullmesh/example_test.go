@@ -12,12 +12,12 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/egress"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
-	"github.com/causeway-net/causeway/pkg/nsm/egress"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
-	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 )
 
 // Example shows how the proxy wires its full mesh toward the load
@@ -28,9 +28,9 @@ func Example() {
 	defer cancel()
 	var (
 		nsmgr   = &url.URL{Scheme: "unix", Path: "/var/lib/networkservicemesh/nsm.io.sock"}
-		setter  ipcontext.Setter          // the *proxy.Proxy
-		monitor *interfacemonitor.Monitor // shared with the endpoint's chain
-		report  = func(serving bool) {}   // the Egress health service
+		setter  ipcontext.Setter        // the *proxy.Proxy
+		monitor *connlink.Monitor       // shared with the endpoint's chain
+		report  = func(serving bool) {} // the Egress health service
 	)
 	creds := credentials.Insecure(slog.Default(), 10*time.Minute) // or FromWorkloadAPI
 
@@ -46,7 +46,7 @@ func Example() {
 			kernel.NewClient(),
 			// Before ipcontext, so that on Close the interface (and its
 			// nexthop) is withdrawn before the addresses are released.
-			interfacemonitor.NewClient(monitor),
+			connlink.NewClient(monitor),
 			ipcontext.NewClient(setter),
 			mtu.NewClient(mtu.WithMTU(1500)),
 			egress.NewClient(report),

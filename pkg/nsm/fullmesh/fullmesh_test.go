@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
+	"github.com/causeway-net/causeway/internal/registryfake"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 )
 
@@ -29,7 +30,7 @@ const (
 )
 
 type harness struct {
-	reg    *fakeRegistry
+	reg    *registryfake.Registry
 	client *fakeClient
 	pinner *fullmesh.Pinner
 	mesh   *fullmesh.FullMesh
@@ -37,7 +38,7 @@ type harness struct {
 	done   chan error
 }
 
-func start(t *testing.T, reg *fakeRegistry, client *fakeClient, opts ...fullmesh.Option) *harness {
+func start(t *testing.T, reg *registryfake.Registry, client *fakeClient, opts ...fullmesh.Option) *harness {
 	t.Helper()
 	h := &harness{reg: reg, client: client, pinner: fullmesh.NewPinner(), done: make(chan error, 1)}
 	opts = append([]fullmesh.Option{
@@ -90,7 +91,7 @@ func assertEqual(a, b []string) bool {
 
 func TestOneConnectionPerEndpoint(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	for _, n := range []string{"lb-1", "lb-2"} {
 		_, _ = reg.Register(ctx, lb(n, time.Time{}))
 	}
@@ -129,7 +130,7 @@ func TestOneConnectionPerEndpoint(t *testing.T) {
 
 func TestUnregisterClosesAndReRegisterReconnects(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
 	_, _ = reg.Register(ctx, lb("lb-2", time.Time{}))
 	h := start(t, reg, client)
@@ -149,7 +150,7 @@ func TestUnregisterClosesAndReRegisterReconnects(t *testing.T) {
 // connection, returns.
 func TestWithdrawComesBeforeASlowClose(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
 	withdrawn := make(chan string, 4)
 	h := start(t, reg, client, fullmesh.WithWithdraw(func(c *networkservice.Connection) { withdrawn <- c.GetId() }))
@@ -180,7 +181,7 @@ func TestWithdrawComesBeforeASlowClose(t *testing.T) {
 // new connection.
 func TestFlappingEndpointWaitsForTheFirstClose(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
 	h := start(t, reg, client)
 	h.requireOpen(t, id("lb-1"))
@@ -203,6 +204,9 @@ func TestFlappingEndpointWaitsForTheFirstClose(t *testing.T) {
 		"a Request of the id while its Close is in flight")
 
 	unblock.Do(func() { close(slow) })
+	// The first connection is listed open until its Close ends: wait for
+	// that end, then for the last member's Request.
+	require.Eventually(t, func() bool { return client.closeCount(id("lb-1")) == 1 }, wait, tick)
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
 	require.Empty(t, client.overlapping())
 	require.Equal(t, 1, client.closeCount(id("lb-1")))
@@ -212,14 +216,14 @@ func TestFlappingEndpointWaitsForTheFirstClose(t *testing.T) {
 
 func TestExpiredRegistrationIsEvicted(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	_, _ = reg.Register(ctx, lb("lb-short", time.Now().Add(300*time.Millisecond)))
 	_, _ = reg.Register(ctx, lb("lb-long", time.Now().Add(time.Hour)))
 	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, 0))
 	h.requireOpen(t, id("lb-long"), id("lb-short"))
 
 	// The registry loses lb-short without telling anyone.
-	reg.remove("lb-short", false)
+	reg.LoseDelete("lb-short")
 	h.requireOpen(t, id("lb-long"))
 	require.Equal(t, 1, client.closeCount(id("lb-short")))
 	require.Equal(t, 0, client.closeCount(id("lb-long")))
@@ -227,7 +231,7 @@ func TestExpiredRegistrationIsEvicted(t *testing.T) {
 
 func TestRefreshPostponesExpiry(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(300*time.Millisecond)))
 	_, _ = reg.Register(ctx, lb("lb-2", time.Now().Add(300*time.Millisecond)))
 	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, 0))
@@ -240,23 +244,23 @@ func TestRefreshPostponesExpiry(t *testing.T) {
 
 func TestWatchReconnectResyncs(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
 	_, _ = reg.Register(ctx, lb("lb-2", time.Time{}))
 	// An endpoint missing from the listing is dropped after the relist
 	// grace (its expiry is unknown here).
 	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, time.Hour), fullmesh.WithRelistGrace(100*time.Millisecond))
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
-	require.Equal(t, 1, reg.watchCount())
+	require.Equal(t, 1, reg.Counts().Watches)
 
-	reg.setDown(true)
+	reg.SetDown(true)
 	// While the watch is down, lb-1 goes away and lb-3 comes.
-	reg.remove("lb-1", false)
-	_, _ = reg.Register(ctx, lb("lb-3", time.Time{}))
-	reg.setDown(false)
+	reg.LoseDelete("lb-1")
+	reg.Put(lb("lb-3", time.Time{}))
+	reg.SetDown(false)
 
 	h.requireOpen(t, id("lb-2"), id("lb-3"))
-	require.GreaterOrEqual(t, reg.watchCount(), 2)
+	require.GreaterOrEqual(t, reg.Counts().Watches, 2)
 	require.Equal(t, 0, client.closeCount(id("lb-2")), "listed endpoints keep their connection")
 
 	// The new watch delivers events again.
@@ -270,18 +274,17 @@ func TestWatchReconnectResyncs(t *testing.T) {
 // has expired.
 func TestEmptyRegistryAfterReconnectFillsAgain(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	expires := time.Now().Add(1500 * time.Millisecond)
 	_, _ = reg.Register(ctx, lb("lb-1", expires))
 	_, _ = reg.Register(ctx, lb("lb-2", expires))
 	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, time.Hour))
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
 
-	reg.setDown(true)
-	reg.remove("lb-1", false)
-	reg.remove("lb-2", false)
-	reg.setDown(false)
-	require.Eventually(t, func() bool { return reg.watchCount() >= 2 }, 10*time.Second, 10*time.Millisecond, "the watch reconnects")
+	reg.SetDown(true)
+	reg.Forget()
+	reg.SetDown(false)
+	require.Eventually(t, func() bool { return reg.Counts().Watches >= 2 }, 10*time.Second, 10*time.Millisecond, "the watch reconnects")
 	time.Sleep(200 * time.Millisecond)
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
 
@@ -298,19 +301,19 @@ func TestEmptyRegistryAfterReconnectFillsAgain(t *testing.T) {
 // registry's return, and drops only the one that never comes back.
 func TestRegistryBackAfterExpiryKeepsReregisteringEndpoints(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	const lifetime = time.Second
 	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(lifetime)))
 	_, _ = reg.Register(ctx, lb("lb-2", time.Now().Add(lifetime)))
 	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, time.Hour))
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
 
-	reg.setDown(true)
-	reg.remove("lb-1", false)
-	reg.remove("lb-2", false)
+	reg.SetDown(true)
+	reg.LoseDelete("lb-1")
+	reg.LoseDelete("lb-2")
 	time.Sleep(lifetime + 500*time.Millisecond) // both registrations have expired
-	reg.setDown(false)
-	require.Eventually(t, func() bool { return reg.watchCount() >= 2 }, 10*time.Second, 10*time.Millisecond, "the watch reconnects")
+	reg.SetDown(false)
+	require.Eventually(t, func() bool { return reg.Counts().Watches >= 2 }, 10*time.Second, 10*time.Millisecond, "the watch reconnects")
 	time.Sleep(200 * time.Millisecond) // ten expiry checks pass
 	require.Equal(t, 0, client.closeCount(id("lb-1")), "an endpoint is not dropped while it may still register again")
 	require.Equal(t, 0, client.closeCount(id("lb-2")), "an endpoint is not dropped while it may still register again")
@@ -323,7 +326,7 @@ func TestRegistryBackAfterExpiryKeepsReregisteringEndpoints(t *testing.T) {
 
 func TestFailedRequestsAreRetried(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	client.failures = 3
 	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
 	h := start(t, reg, client)
@@ -333,7 +336,7 @@ func TestFailedRequestsAreRetried(t *testing.T) {
 
 func TestDeleteDuringRequestClosesAfterwards(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	gate := make(chan struct{})
 	client.gate = gate
 	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
@@ -348,7 +351,7 @@ func TestDeleteDuringRequestClosesAfterwards(t *testing.T) {
 
 func TestPinnerRestoresEndpointName(t *testing.T) {
 	p := fullmesh.NewPinner()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	_, _ = reg.Register(context.Background(), lb("lb-1", time.Time{}))
 	h := start(t, reg, client, fullmesh.WithPinner(p))
 	h.requireOpen(t, id("lb-1"))

@@ -119,11 +119,11 @@ func WithPinner(p *Pinner) Option {
 
 // WithRecovery makes the mesh look, before the first Request to an
 // endpoint, for a connection with the same id left in the NSMgr by a
-// previous run of the proxy (through the NSMgr's connection monitor), and
-// request that connection again with reselect, so that the forwarder
-// replaces its interfaces instead of leaving stale ones behind.
-func WithRecovery(monitor networkservice.MonitorConnectionClient) Option {
-	return func(o *options) { o.recovery = monitor }
+// previous run of the proxy (asking states, the NSMgr's MonitorConnection
+// service), and request that connection again with reselect, so that the
+// forwarder replaces its interfaces instead of leaving stale ones behind.
+func WithRecovery(states networkservice.MonitorConnectionClient) Option {
+	return func(o *options) { o.recovery = states }
 }
 
 // WithLogger sets the logger.

@@ -2,51 +2,22 @@ package fullmesh_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 
+	"github.com/causeway-net/causeway/internal/connstatesfake"
+	"github.com/causeway-net/causeway/internal/registryfake"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 )
 
-// fakeMonitor answers MonitorConnections with the connections it holds
-// whose first path segment is the selected id.
-type fakeMonitor struct {
-	mu    sync.Mutex
-	conns []*networkservice.Connection
-	asked []string
-}
-
-type monitorStream struct {
-	grpc.ClientStream
-	ev *networkservice.ConnectionEvent
-}
-
-func (s *monitorStream) Recv() (*networkservice.ConnectionEvent, error) { return s.ev, nil }
-
-func (f *fakeMonitor) MonitorConnections(_ context.Context, sel *networkservice.MonitorScopeSelector, _ ...grpc.CallOption) (networkservice.MonitorConnection_MonitorConnectionsClient, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	id := sel.GetPathSegments()[0].GetId()
-	f.asked = append(f.asked, id)
-	ev := &networkservice.ConnectionEvent{Type: networkservice.ConnectionEventType_INITIAL_STATE_TRANSFER, Connections: map[string]*networkservice.Connection{}}
-	for _, c := range f.conns {
-		if c.GetPath().GetPathSegments()[0].GetId() == id {
-			ev.Connections[c.GetPath().GetPathSegments()[1].GetId()] = c.Clone()
-		}
-	}
-	return &monitorStream{ev: ev}, nil
-}
-
 func TestRecoveryReselectsLeftoverConnection(t *testing.T) {
 	ctx := context.Background()
-	reg, client := newFakeRegistry(), newFakeClient()
+	reg, client := registryfake.New(), newFakeClient()
 	// The NSMgr still has lb-1's connection from the proxy's previous run.
-	mon := &fakeMonitor{conns: []*networkservice.Connection{{
+	mon := connstatesfake.New(&networkservice.Connection{
 		Id:                         "nsmgr-side-id",
 		NetworkService:             "lb",
 		NetworkServiceEndpointName: "lb-1",
@@ -55,7 +26,7 @@ func TestRecoveryReselectsLeftoverConnection(t *testing.T) {
 		Path: &networkservice.Path{Index: 1, PathSegments: []*networkservice.PathSegment{
 			{Id: id("lb-1"), Name: "proxy-a"}, {Id: "nsmgr-side-id", Name: "nsmgr"},
 		}},
-	}}}
+	})
 	_, _ = reg.Register(ctx, lb("lb-1", time.Time{}))
 	_, _ = reg.Register(ctx, lb("lb-2", time.Time{}))
 	h := start(t, reg, client, fullmesh.WithRecovery(mon))
@@ -81,7 +52,5 @@ func TestRecoveryReselectsLeftoverConnection(t *testing.T) {
 			t.Fatalf("unexpected request %v", c)
 		}
 	}
-	mon.mu.Lock()
-	require.ElementsMatch(t, []string{id("lb-1"), id("lb-2")}, mon.asked)
-	mon.mu.Unlock()
+	require.ElementsMatch(t, []string{id("lb-1"), id("lb-2")}, mon.Asked())
 }

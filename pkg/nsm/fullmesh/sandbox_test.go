@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"sync"
 	"testing"
@@ -30,46 +31,17 @@ import (
 
 	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/nsm/egress"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/egress"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext/ipcontextfake"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor"
-	"github.com/causeway-net/causeway/pkg/nsm/interfacemonitor/linkstest"
-	"github.com/causeway-net/causeway/pkg/nsm/ipcontext"
-	"github.com/causeway-net/causeway/pkg/nsm/mtu"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
 const lbService = "conduit-a.trench-a.ns"
-
-// lbSetter plays the proxy on the LB side: the proxy gets a -dst address
-// (Src), the LB a -src address (Dst).
-type lbSetter struct {
-	mu    sync.Mutex
-	addrs map[string][2]string
-}
-
-func (s *lbSetter) SetIPContext(_ context.Context, conn *networkservice.Connection, t proxy.ConnType) error {
-	if t != proxy.LBConn {
-		return fmt.Errorf("unexpected type %v", t)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.addrs[conn.GetId()]
-	if !ok {
-		n := 10 + 2*len(s.addrs)
-		a = [2]string{fmt.Sprintf("172.16.1.%d/24", n), fmt.Sprintf("172.16.1.%d/24", n+1)}
-		s.addrs[conn.GetId()] = a
-	}
-	if conn.GetContext() == nil {
-		conn.Context = &networkservice.ConnectionContext{}
-	}
-	conn.GetContext().IpContext = &networkservice.IPContext{SrcIpAddrs: []string{a[0]}, DstIpAddrs: []string{a[1]}}
-	return nil
-}
-
-func (s *lbSetter) UnsetIPContext(context.Context, *networkservice.Connection, proxy.ConnType) error {
-	return nil
-}
 
 // meshBed is a sandbox domain of one node where the LB network service is
 // registered.
@@ -155,13 +127,14 @@ func TestSandboxFullMesh(t *testing.T) {
 
 	handler := &linkstest.Recorder{}
 	links := linkstest.New()
-	monitor := interfacemonitor.New(handler, links, interfacemonitor.WithLogger(quiet))
+	monitor := connlink.New(handler, links, connlink.WithLogger(quiet))
 	var egressMu sync.Mutex
 	var egressReports []bool
 	pinner := fullmesh.NewPinner()
 	nsc := bed.proxyClient(ctx, true,
-		ipcontext.NewClient(&lbSetter{addrs: map[string][2]string{}}, ipcontext.WithLogger(quiet)),
-		interfacemonitor.NewClient(monitor, interfacemonitor.WithLogger(quiet)),
+		ipcontext.NewClient(&ipcontextfake.Setter{Type: proxy.LBConn, Subnet: netip.MustParsePrefix("172.16.1.0/24"), First: 10},
+			ipcontext.WithLogger(quiet)),
+		connlink.NewClient(monitor, connlink.WithLogger(quiet)),
 		mtu.NewClient(mtu.WithMTU(1500)),
 		egress.NewClient(func(s bool) {
 			egressMu.Lock()
@@ -203,7 +176,7 @@ func TestSandboxFullMesh(t *testing.T) {
 		index[nse] = 20 + i
 		monitor.HandleLinkEvent(links.Set(index[nse], ifname[nse]))
 		require.Equal(t, []string{fmt.Sprintf("created %d", index[nse])}, handler.Of(ifname[nse]))
-		require.Equal(t, conns[nse].GetId(), handler.Interface(ifname[nse]).ConnID, "the link is matched to its connection")
+		require.Equal(t, conns[nse].GetId(), handler.Interface(ifname[nse]).ConnKey, "the link is matched to its connection")
 	}
 
 	// lb-2 is unregistered: its connection is closed and its interface withdrawn.

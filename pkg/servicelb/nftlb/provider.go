@@ -9,7 +9,6 @@ package nftlb
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,55 +38,6 @@ type Options struct {
 	// MinSyncPeriod rate-limits Sync; SyncPeriod is the periodic resync.
 	MinSyncPeriod time.Duration
 	SyncPeriod    time.Duration
-	// BridgeNetfilter turns on net.bridge.bridge-nf-call-ip(6)tables in the
-	// namespace, so that an endpoint's reply to a client on the same bridge
-	// (hairpin) passes our connection tracking and gets its source turned
-	// back into the service IP:port. It needs the br_netfilter module.
-	BridgeNetfilter bool
-}
-
-// Stats describe the syncs so far.
-type Stats struct {
-	Syncs            uint64
-	LastObjects      int // objects (table, chains, rules, sets, elements, deletions) sent by the last sync
-	TotalObjects     uint64
-	LastDuration     time.Duration
-	LastKernel       time.Duration // of LastDuration, the transaction's round trip to the kernel
-	ConntrackFlushed uint64
-}
-
-// statsJSON is Stats as -debug shows it: lower camel keys, durations as
-// text.
-type statsJSON struct {
-	Syncs            uint64 `json:"syncs"`
-	LastObjects      int    `json:"lastObjects"`
-	TotalObjects     uint64 `json:"totalObjects"`
-	LastDuration     string `json:"lastDuration"`
-	LastKernel       string `json:"lastKernel"`
-	ConntrackFlushed uint64 `json:"conntrackFlushed"`
-}
-
-// MarshalJSON renders the stats for -debug.
-func (s Stats) MarshalJSON() ([]byte, error) {
-	return json.Marshal(statsJSON{s.Syncs, s.LastObjects, s.TotalObjects, s.LastDuration.String(), s.LastKernel.String(), s.ConntrackFlushed})
-}
-
-// UnmarshalJSON reads what MarshalJSON wrote (a -debug client's side).
-func (s *Stats) UnmarshalJSON(b []byte) error {
-	var w statsJSON
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	last, err := time.ParseDuration(w.LastDuration)
-	if err != nil {
-		return fmt.Errorf("lastDuration: %w", err)
-	}
-	kernel, err := time.ParseDuration(w.LastKernel)
-	if err != nil {
-		return fmt.Errorf("lastKernel: %w", err)
-	}
-	*s = Stats{w.Syncs, w.LastObjects, w.TotalObjects, last, kernel, w.ConntrackFlushed}
-	return nil
 }
 
 // Provider programs the kernel from services and endpoints.
@@ -105,14 +55,18 @@ type Provider struct {
 	hairpin map[netip.Addr]bool // endpoint addresses in the hairpin sets (with applied)
 	inputs  inputs              // what applied was computed from
 	ids     ids
-	stats   Stats
+	stats   servicelb.SyncStats
 	stale   kernel.StaleFlows // UDP flows to flush, a failed flush's kept
 }
 
 var _ servicelb.Provider = (*Provider)(nil)
 
-// New returns a provider; it removes what a previous process left and, if
-// asked, turns bridge netfilter on.
+// New returns a provider; it removes what a previous process left. Clients
+// and endpoints that are ports of one bridge need bridge netfilter in the
+// namespace (an endpoint's reply to a client on the same bridge then passes
+// our connection tracking and gets its source turned back into the service
+// IP:port): the proxy's dataplane turns it on
+// (dataplane.Options.BridgeNetfilter), not the provider.
 func New(opts Options) (*Provider, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -130,13 +84,6 @@ func New(opts Options) (*Provider, error) {
 	p.runner = servicelb.NewSyncRunner(p.syncOnce, opts.MinSyncPeriod, opts.SyncPeriod)
 	if err := p.CleanupLeftovers(); err != nil {
 		return nil, fmt.Errorf("nftables provider: %w", err)
-	}
-	if opts.BridgeNetfilter {
-		for _, key := range []string{"net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables"} {
-			if err := kernel.SetSysctl(opts.NetNS, key, "1"); err != nil {
-				return nil, fmt.Errorf("nftables provider: bridge netfilter needs the br_netfilter kernel module on the node (modprobe br_netfilter; persist it in /etc/modules-load.d/): %w", err)
-			}
-		}
 	}
 	return p, nil
 }
@@ -176,8 +123,8 @@ func (p *Provider) syncOnce() {
 	}
 }
 
-// Stats returns the figures of the syncs so far.
-func (p *Provider) Stats() Stats {
+// Stats returns the figures of the syncs so far (servicelb.StatsReporter).
+func (p *Provider) Stats() servicelb.SyncStats {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
 	return p.stats

@@ -1,8 +1,10 @@
 // Package provider builds the service load balancer Provider that the
-// configuration names (servicelb.ProviderUserspace or ProviderNftables).
+// configuration names (servicelb.ProviderUserspace or ProviderNftables) and
+// removes what either left behind (CleanupLeftovers).
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -30,9 +32,6 @@ type Config struct {
 	UDPIdleTimeout time.Duration
 	MaxUDPClients  int
 	Recorder       servicelb.Recorder
-
-	// nftables
-	BridgeNetfilter bool
 }
 
 // New returns the configured provider.
@@ -45,8 +44,14 @@ func New(cfg Config) (servicelb.Provider, error) {
 		})
 	case servicelb.ProviderNftables:
 		return nftlb.New(nftlb.Options{NetNS: cfg.NetNS, Logger: cfg.Logger, MinSyncPeriod: cfg.MinSyncPeriod,
-			SyncPeriod: cfg.SyncPeriod, BridgeNetfilter: cfg.BridgeNetfilter})
+			SyncPeriod: cfg.SyncPeriod})
 	}
 	return nil, fmt.Errorf("unknown service load balancer provider %q (want %q or %q)",
 		cfg.Provider, servicelb.ProviderUserspace, servicelb.ProviderNftables)
+}
+
+// CleanupLeftovers removes the tables of both providers from ns, whichever
+// ran there before.
+func CleanupLeftovers(ns netns.NsHandle) error {
+	return errors.Join(nftlb.CleanupLeftovers(ns), userspace.CleanupLeftovers(ns))
 }

@@ -20,8 +20,10 @@ import (
 	"github.com/causeway-net/causeway/pkg/servicelb/userspace/relay"
 )
 
-// ErrProxyOnLocalhost is returned by NewProxier for a loopback listen IP:
-// the kernel cannot redirect routed traffic to it.
+// ErrProxyOnLocalhost is returned by NewProxier and NewCustomProxier for a
+// loopback listen IP: any of 127.0.0.0/8 (the reference refuses 127.0.0.1
+// only) and ::1. The kernel drops a routed packet translated to a loopback
+// address, so such sockets would serve no client of the secondary network.
 var ErrProxyOnLocalhost = errors.New("cannot proxy on localhost")
 
 // TableName is the nftables (inet) table of the userspace provider.
@@ -85,7 +87,8 @@ type Proxier struct {
 
 	mu       sync.Mutex
 	services map[servicelb.ServicePortName]*servicePort
-	stale    []kernel.StaleUDP // removed UDP service ports, flushed after the rules
+	retired  map[*servicePort]struct{} // closed sockets whose connections go on
+	stale    []kernel.StaleUDP         // removed UDP service ports, flushed after the rules
 	closed   bool
 	loops    sync.WaitGroup
 
@@ -148,6 +151,7 @@ func NewCustomProxier(lb servicelb.LoadBalancer, listenIP netip.Addr, portRange 
 		opts:       opts,
 		log:        opts.Logger.With("provider", servicelb.ProviderUserspace),
 		services:   make(map[servicelb.ServicePortName]*servicePort),
+		retired:    make(map[*servicePort]struct{}),
 	}
 	p.runner = servicelb.NewSyncRunner(p.syncOnce, opts.MinSyncPeriod, syncPeriod)
 	if !opts.NoRedirect {
@@ -243,11 +247,16 @@ func (p *Proxier) startLocked(pi servicelb.ServicePortInfo) error {
 	return nil
 }
 
-// stopLocked closes sp's socket (its loop ends on its own) and forgets it.
+// stopLocked closes sp's socket (its loop ends on its own) and forgets its
+// service port. A socket whose connections outlive it is kept, retired,
+// until they ended (pruneLocked) or Close.
 func (p *Proxier) stopLocked(name servicelb.ServicePortName, sp *servicePort) {
 	_ = sp.socket.Close()
 	p.alloc.Release(sp.socket.ListenPort())
 	delete(p.services, name)
+	if _, ok := sp.socket.(ConnectionCloser); ok {
+		p.retired[sp] = struct{}{}
+	}
 	if sp.info.Protocol == servicelb.UDP {
 		p.stale = append(p.stale, kernel.StaleUDP{Service: sp.info.Addr()})
 	}
@@ -298,6 +307,7 @@ func (p *Proxier) SyncNow() error {
 	}
 	stale := p.stale
 	p.stale = nil
+	p.pruneLocked()
 	p.mu.Unlock()
 
 	var errs []error
@@ -325,6 +335,23 @@ func (p *Proxier) SyncNow() error {
 		p.log.Info("conntrack entries of removed UDP service ports flushed", "count", n)
 	}
 	return errors.Join(errs...)
+}
+
+// pruneLocked forgets the retired sockets whose loop returned and whose
+// connections all ended (none can start any more).
+func (p *Proxier) pruneLocked() {
+	for sp := range p.retired {
+		select {
+		case <-sp.done:
+		default:
+			continue
+		}
+		cc := sp.socket.(ConnectionCloser)
+		if cc.Connections() == 0 {
+			cc.CloseConnections() // waits for the goroutines' last steps
+			delete(p.retired, sp)
+		}
+	}
 }
 
 // Port returns the bound port of svc's socket (0 when it has none).
@@ -369,8 +396,10 @@ func CleanupLeftovers(ns netns.NsHandle) error {
 	return nil
 }
 
-// Close closes every socket and the connections they relay, waits for their
-// loops, and removes the kernel rules.
+// Close closes every socket and every connection they relay, those of
+// service ports removed earlier included, and waits for their goroutines;
+// it does not wait for any client to hang up. Then it removes the kernel
+// rules.
 func (p *Proxier) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -378,16 +407,14 @@ func (p *Proxier) Close() error {
 		return nil
 	}
 	p.closed = true
-	var socks []ProxySocket
 	for name, sp := range p.services {
-		socks = append(socks, sp.socket)
 		p.stopLocked(name, sp)
 	}
+	retired := p.retired
+	p.retired = nil
 	p.mu.Unlock()
-	for _, s := range socks {
-		if cc, ok := s.(ConnectionCloser); ok {
-			cc.CloseConnections()
-		}
+	for sp := range retired {
+		sp.socket.(ConnectionCloser).CloseConnections()
 	}
 	p.loops.Wait()
 	var errs []error

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/causeway-net/causeway/internal/backoff"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/userspace/relay"
 )
@@ -52,18 +53,25 @@ type ProxySocket interface {
 	// Close stops accepting. TCP connections in flight continue; UDP flows
 	// end.
 	Close() error
-	// ProxyLoop serves until Close, then returns once its own goroutines
-	// have ended.
+	// ProxyLoop serves until Close and returns then. Goroutines of the
+	// socket that outlive it (those of TCP connections in flight) are the
+	// socket's: it implements ConnectionCloser.
 	ProxyLoop(svc servicelb.ServicePortName, info *ServiceInfo, lb servicelb.LoadBalancer)
 	// ListenPort is the port asked for at construction (0: the kernel's
 	// choice).
 	ListenPort() int
 }
 
-// ConnectionCloser is implemented by sockets that can abort the
-// connections they relay (used when the proxier shuts down).
+// ConnectionCloser is implemented by sockets whose connections outlive
+// Close. The proxier keeps such a socket after its service port went,
+// until its connections ended, and closes them at its own Close.
 type ConnectionCloser interface {
+	// CloseConnections aborts the relayed connections and pending dials
+	// and returns once they ended. It may be called at any time, and more
+	// than once.
 	CloseConnections()
+	// Connections is the number of connections being relayed or dialled.
+	Connections() int
 }
 
 // ProxySocketFunc opens the socket of a service port on ip:port.
@@ -115,12 +123,8 @@ func TryConnectEndpoints(ctx context.Context, svc servicelb.ServicePortName, cli
 	info *ServiceInfo, lb servicelb.LoadBalancer) (net.Conn, netip.AddrPort, error) {
 	reset := false
 	for i, timeout := range dialTimeouts {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, netip.AddrPort{}, ctx.Err()
-			case <-time.After(relay.RetryPause(i)):
-			}
+		if i > 0 && !backoff.Sleep(ctx, relay.RetryPause(i)) {
+			return nil, netip.AddrPort{}, ctx.Err()
 		}
 		ep, err := lb.NextEndpoint(svc, client.Addr(), reset)
 		if err != nil {

@@ -2,6 +2,7 @@ package userspace
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 
@@ -32,6 +33,22 @@ func (r redirect) compare(o redirect) int {
 
 const servicesChain = "services"
 
+// firstPackets matches the first packet of a connection (conntrack state
+// new or related): every packet that the kernel passes through a NAT chain.
+// The match changes nothing there; it is there because a ct expression
+// keeps connection tracking on in the namespace. Without one, removing the
+// last redirect rule switched tracking off, and the packets of connections
+// that removed service ports still relay were no longer translated to their
+// socket (the kernel found no route to the service IP).
+func firstPackets() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binary.NativeEndian.AppendUint32(nil, expr.CtStateBitNEW|expr.CtStateBitRELATED), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+	}
+}
+
 // writeRules replaces the table's rules with rules in one transaction: the
 // table and its two base chains (routed traffic at prerouting, local traffic
 // at output) jump to one chain with a rule per service port. With a
@@ -51,7 +68,7 @@ func (p *Proxier) writeRules(rules []redirect) error {
 		ch := c.AddChain(&nftables.Chain{Name: hook.name, Table: t, Type: nftables.ChainTypeNAT,
 			Hooknum: hook.hook, Priority: nftables.ChainPriorityNATDest})
 		c.FlushChain(ch)
-		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{kernel.Jump(servicesChain)}})
+		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(firstPackets(), kernel.Jump(servicesChain))})
 	}
 	c.FlushChain(svc)
 	specific := !p.listenIP.IsUnspecified()

@@ -30,14 +30,18 @@ func setListenerKeepAlive(_, _ string, c syscall.RawConn) error {
 	return nil
 }
 
+// tcpSocket owns its connections' goroutines: they outlive ProxyLoop
+// (which returns when the listener closes) until they end or
+// CloseConnections.
 type tcpSocket struct {
 	l    *net.TCPListener
 	port int
 
-	ctx    context.Context
+	ctx    context.Context // cancelled by CloseConnections
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the connections' goroutines
 	mu     sync.Mutex
+	active int // the connections' goroutines (dials included)
 	conns  map[*net.TCPConn]struct{}
 }
 
@@ -50,14 +54,45 @@ func (s *tcpSocket) Addr() net.Addr  { return s.l.Addr() }
 func (s *tcpSocket) ListenPort() int { return s.port }
 func (s *tcpSocket) Close() error    { return s.l.Close() }
 
-// CloseConnections aborts every relayed connection and pending dial.
+// Connections is the number of connections being relayed or dialled.
+func (s *tcpSocket) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
+}
+
+// CloseConnections aborts every relayed connection and pending dial, and
+// returns once their goroutines ended. Connections accepted afterwards are
+// closed at once.
 func (s *tcpSocket) CloseConnections() {
 	s.cancel()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for c := range s.conns {
 		_ = c.Close()
 	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// start counts a connection's goroutine in; it reports false once
+// CloseConnections began (under mu, so that no goroutine is added while
+// CloseConnections waits).
+func (s *tcpSocket) start() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return false
+	}
+	s.active++
+	s.wg.Add(1)
+	return true
+}
+
+func (s *tcpSocket) end() {
+	s.mu.Lock()
+	s.active--
+	s.mu.Unlock()
+	s.wg.Done()
 }
 
 // track registers the pair in, out for CloseConnections; it reports false
@@ -82,12 +117,13 @@ func (s *tcpSocket) untrack(in, out *net.TCPConn) {
 	delete(s.conns, out)
 }
 
-// ProxyLoop accepts until Close; each connection is dialled and relayed in
-// its own goroutine, so a slow endpoint never delays the next client. An
+// ProxyLoop accepts until Close and returns then, as the reference's loop
+// does: the connections in flight go on, owned by the socket, until they
+// end or CloseConnections. Each connection is dialled and relayed in its
+// own goroutine, so a slow endpoint never delays the next client. An
 // accept error (even "too many open files") is reported and the loop goes
 // on after a short pause.
 func (s *tcpSocket) ProxyLoop(svc servicelb.ServicePortName, info *ServiceInfo, lb servicelb.LoadBalancer) {
-	defer s.wg.Wait()
 	for {
 		c, err := s.l.AcceptTCP()
 		if err != nil {
@@ -98,9 +134,12 @@ func (s *tcpSocket) ProxyLoop(svc servicelb.ServicePortName, info *ServiceInfo, 
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		s.wg.Add(1)
+		if !s.start() {
+			_ = c.Close()
+			continue
+		}
 		go func() {
-			defer s.wg.Done()
+			defer s.end()
 			s.serve(c, svc, info, lb)
 		}()
 	}

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
-	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/conntrackflush"
 )
 
 // StaleUDP names conntrack entries that must go: UDP flows whose original
@@ -57,7 +57,7 @@ func FlushUDP(ns netns.NsHandle, stale []StaleUDP) (int, error) {
 		}
 		return false
 	}
-	return dataplane.FlushMatching(ns, c, serviceAddr, func(f *conntrack.Flow) bool {
+	return conntrackflush.FlushMatching(ns, c, serviceAddr, func(f *conntrack.Flow) bool {
 		for _, s := range stale {
 			if s.match(f) {
 				return true

@@ -1,0 +1,84 @@
+package nsmcp
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/heal"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
+	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
+	"github.com/networkservicemesh/sdk/pkg/tools/token"
+	"google.golang.org/grpc"
+
+	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/chain/backoff"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/liveness"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
+)
+
+// ClientConfig describes a kernel-mechanism NSC of the lab.
+type ClientConfig struct {
+	// Name of the client (its path segment name).
+	Name string
+	// NSMgrURL is the NSMgr it requests through.
+	NSMgrURL *url.URL
+	// InterfaceName is the name of its kernel interface (at most 15 chars).
+	InterfaceName string
+	// NetNSPath, when set, is the namespace the interface goes to (default:
+	// the namespace of the process).
+	NetNSPath string
+	// Elements run before the kernel mechanism.
+	Elements []networkservice.NetworkServiceClient
+	// TokenLifetime of the client's tokens (default DefaultTokenLifetime).
+	TokenLifetime time.Duration
+}
+
+// NewClient returns the SDK client chain (begin, refresh, heal, ...) with a
+// kernel mechanism and sendfd, dialing the NSMgr with the lab's credentials.
+// ctx bounds refresh and heal. Failed tries of a connection are spaced out
+// (pkg/nsm/chain/backoff) before they reach cfg.Elements: while the NSMgr is away
+// heal re-requests as fast as the dial to its missing socket fails, which
+// kept a lab target at half a core for the whole outage.
+func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServiceClient {
+	gen := TokenGenerator(cfg.Name, cfg.TokenLifetime)
+	healOpts, nsmgrElements := healOptions(ctx, cfg.NSMgrURL, gen)
+	elements := append(append(append([]networkservice.NetworkServiceClient{nsmbackoff.NewClient()}, nsmgrElements...), cfg.Elements...),
+		kernel.NewClient(kernel.WithInterfaceName(cfg.InterfaceName)),
+		netnsurl.NewClient(cfg.NetNSPath),
+		sendfd.NewClient(),
+	)
+	return client.NewClient(ctx,
+		client.WithName(cfg.Name),
+		client.WithClientURL(cfg.NSMgrURL),
+		client.WithDialOptions(DialOptions(gen)...),
+		client.WithDialTimeout(5*time.Second),
+		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
+		client.WithHealClient(heal.NewClient(ctx, healOpts...)),
+		client.WithAdditionalFunctionality(elements...),
+	)
+}
+
+// healOptions are the heal check's options on a connection monitor of the
+// NSMgr (pkg/nsm/chain/liveness), closed when ctx ends, and the chain element
+// that records the NSMgr run of each connection. If the monitor cannot be
+// made, the check asks nothing and keeps the data path.
+func healOptions(ctx context.Context, nsmgrURL *url.URL, gen token.GeneratorFunc) ([]heal.Option, []networkservice.NetworkServiceClient) {
+	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(nsmgrURL), DialOptions(gen)...)
+	if err != nil {
+		return liveness.HealOptions(liveness.Check(failingMonitor{err}, kernelLinkLost, nil)), nil
+	}
+	context.AfterFunc(ctx, func() { _ = nsmgr.Close() })
+	return nsmgr.HealOptions(kernelLinkLost), []networkservice.NetworkServiceClient{nsmgr.NewClient()}
+}
+
+// failingMonitor answers nothing: the heal check then keeps the data path.
+type failingMonitor struct{ err error }
+
+func (f failingMonitor) MonitorConnections(context.Context, *networkservice.MonitorScopeSelector, ...grpc.CallOption) (networkservice.MonitorConnection_MonitorConnectionsClient, error) {
+	return nil, f.err
+}

@@ -1,0 +1,216 @@
+package nsmcp_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/golang/protobuf/ptypes/empty"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+
+	"github.com/causeway-net/causeway/internal/nsmcp"
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// ipContextServer is a fake NSE element handing out a fixed IP context.
+type ipContextServer struct{}
+
+func (ipContextServer) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
+	c := r.GetConnection()
+	if c.GetContext() == nil {
+		c.Context = &networkservice.ConnectionContext{}
+	}
+	c.Context.MTU = 1400
+	c.Context.IpContext = &networkservice.IPContext{
+		SrcIpAddrs: []string{"10.80.0.2/24"},
+		DstIpAddrs: []string{"10.80.0.1/24"},
+		SrcRoutes:  []*networkservice.Route{{Prefix: "20.0.0.0/24", NextHop: "10.80.0.1"}},
+	}
+	return next.Server(ctx).Request(ctx, r)
+}
+
+func (ipContextServer) Close(ctx context.Context, c *networkservice.Connection) (*empty.Empty, error) {
+	return next.Server(ctx).Close(ctx, c)
+}
+
+func linkIn(t *testing.T, ns *testutil.NetNS, name string) (netlink.Link, error) {
+	t.Helper()
+	h, err := netlink.NewHandleAt(ns.Handle)
+	require.NoError(t, err)
+	defer h.Close()
+	return h.LinkByName(name)
+}
+
+func addrsOf(t *testing.T, ns *testutil.NetNS, name string) []string {
+	t.Helper()
+	h, err := netlink.NewHandleAt(ns.Handle)
+	require.NoError(t, err)
+	defer h.Close()
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return nil
+	}
+	addrs, err := h.AddrList(l, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	var out []string
+	for _, a := range addrs {
+		out = append(out, a.IPNet.String())
+	}
+	return out
+}
+
+// TestVethForwarderKernelE2E runs the real control plane, an NSE in one
+// namespace and an NSC in another: the forwarder must join them with a veth
+// carrying the IP context, keep it on refresh and remove it on Close.
+func TestVethForwarderKernelE2E(t *testing.T) {
+	nscNS := testutil.NewNetNS(t, "nsc")
+	nseNS := testutil.NewNetNS(t, "nse")
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir, Name: "t"})
+	require.NoError(t, err)
+	defer cp.Stop()
+
+	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+		Name:       "nse-1",
+		Service:    "svc",
+		NSMgrURL:   cp.NSMgrURL,
+		SocketPath: filepath.Join(dir, "nse.sock"),
+		NetNSPath:  nseNS.Path(),
+		Elements:   []networkservice.NetworkServiceServer{ipContextServer{}},
+	})
+	require.NoError(t, err)
+	defer nse.Stop()
+
+	clientCtx, clientCancel := context.WithCancel(ctx)
+	defer clientCancel()
+	nsc := nsmcp.NewClient(clientCtx, nsmcp.ClientConfig{
+		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
+	})
+	reqCtx, reqCancel := context.WithTimeout(ctx, time.Minute)
+	conn, err := nsc.Request(reqCtx, &networkservice.NetworkServiceRequest{
+		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
+	})
+	reqCancel()
+	require.NoError(t, err)
+	require.Equal(t, "nsm0", conn.GetMechanism().GetParameters()["name"])
+
+	nscLink, err := linkIn(t, nscNS, "nsm0")
+	require.NoError(t, err, "veth end in the NSC namespace")
+	require.Equal(t, "veth", nscLink.Type())
+	require.Equal(t, 1400, nscLink.Attrs().MTU)
+	require.Contains(t, addrsOf(t, nscNS, "nsm0"), "10.80.0.2/24")
+
+	// The NSE end: the one veth in the NSE namespace, with the Dst address.
+	h, err := netlink.NewHandleAt(nseNS.Handle)
+	require.NoError(t, err)
+	defer h.Close()
+	links, err := h.LinkList()
+	require.NoError(t, err)
+	var nseName string
+	for _, l := range links {
+		if l.Type() == "veth" {
+			nseName = l.Attrs().Name
+		}
+	}
+	require.NotEmpty(t, nseName)
+	require.Contains(t, addrsOf(t, nseNS, nseName), "10.80.0.1/24")
+
+	// The route the NSE asked for on the NSC side.
+	nh, err := netlink.NewHandleAt(nscNS.Handle)
+	require.NoError(t, err)
+	defer nh.Close()
+	_, dst, _ := net.ParseCIDR("20.0.0.0/24")
+	routes, err := nh.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: dst}, netlink.RT_FILTER_DST)
+	require.NoError(t, err)
+	require.Len(t, routes, 1)
+	require.Equal(t, "10.80.0.1", routes[0].Gw.String())
+
+	if !assert.Eventually(t, func() bool {
+		_, err := nscNS.Exec("ping", "-c1", "-W1", "10.80.0.1")
+		return err == nil
+	}, 20*time.Second, 200*time.Millisecond, "ping over the veth") {
+		for _, ns := range []*testutil.NetNS{nscNS, nseNS} {
+			out, _ := ns.Exec("sh", "-c", "ip -d addr; ip route; ip neigh; ip rule")
+			t.Logf("%s:\n%s", ns.Name, out)
+		}
+		t.FailNow()
+	}
+
+	// Refresh: same pair, not recreated.
+	reqCtx, reqCancel = context.WithTimeout(ctx, time.Minute)
+	conn, err = nsc.Request(reqCtx, &networkservice.NetworkServiceRequest{Connection: conn.Clone()})
+	reqCancel()
+	require.NoError(t, err)
+	again, err := linkIn(t, nscNS, "nsm0")
+	require.NoError(t, err)
+	require.Equal(t, nscLink.Attrs().Index, again.Attrs().Index, "refresh must keep the veth")
+	require.Contains(t, addrsOf(t, nscNS, "nsm0"), "10.80.0.2/24")
+
+	closeCtx, closeCancel := context.WithTimeout(ctx, time.Minute)
+	_, err = nsc.Close(closeCtx, conn)
+	closeCancel()
+	require.NoError(t, err)
+	_, err = linkIn(t, nscNS, "nsm0")
+	require.Error(t, err, "Close must remove the NSC end")
+	_, err = linkIn(t, nseNS, nseName)
+	require.Error(t, err, "Close must remove the NSE end")
+
+	clientCancel()
+	nse.Stop()
+	cp.Stop()
+}
+
+// TestVethForwarderReplacesLeftover: a veth left in the NSC namespace under
+// the requested name (an earlier forwarder run died) is replaced, not reused
+// and not fatal.
+func TestVethForwarderReplacesLeftover(t *testing.T) {
+	nscNS := testutil.NewNetNS(t, "nsc")
+	nseNS := testutil.NewNetNS(t, "nse")
+	nscNS.MustExec(t, "ip", "link", "add", "nsm0", "type", "veth", "peer", "name", "stale0")
+	stale, err := linkIn(t, nscNS, "nsm0")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
+	require.NoError(t, err)
+	defer cp.Stop()
+	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
+		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
+	})
+	require.NoError(t, err)
+	defer nse.Stop()
+	clientCtx, clientCancel := context.WithCancel(ctx)
+	defer clientCancel()
+	nsc := nsmcp.NewClient(clientCtx, nsmcp.ClientConfig{Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path()})
+	conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{
+		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
+	})
+	require.NoError(t, err)
+	fresh, err := linkIn(t, nscNS, "nsm0")
+	require.NoError(t, err)
+	require.NotEqual(t, stale.Attrs().Index, fresh.Attrs().Index, "the leftover must be replaced")
+	_, err = linkIn(t, nscNS, "stale0")
+	require.Error(t, err, "the leftover's peer went with it")
+	require.Eventually(t, func() bool {
+		_, err := nscNS.Exec("ping", "-c1", "-W1", "10.80.0.1")
+		return err == nil
+	}, 20*time.Second, 200*time.Millisecond)
+	_, err = nsc.Close(ctx, conn)
+	require.NoError(t, err)
+	clientCancel()
+	nse.Stop()
+	cp.Stop()
+}

@@ -1,0 +1,146 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
+	"google.golang.org/grpc"
+
+	"github.com/networkservicemesh/sdk-kernel/pkg/kernel/networkservice/connectioncontextkernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/client"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/connect"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/discover"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/recvfd"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanismtranslation"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/null"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/roundrobin"
+	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
+	registryrecvfd "github.com/networkservicemesh/sdk/pkg/registry/common/recvfd"
+	"github.com/networkservicemesh/sdk/pkg/registry/core/chain"
+	"github.com/networkservicemesh/sdk/pkg/tools/token"
+
+	"github.com/causeway-net/causeway/pkg/forwarder/dumpretry"
+	"github.com/causeway-net/causeway/pkg/forwarder/findretry"
+)
+
+// ServiceName is the network service forwarders register under; the NSMgr
+// looks forwarders up by it.
+const ServiceName = "forwarder"
+
+// Config says how the forwarder reaches its NSMgr.
+type Config struct {
+	// Name is the forwarder's NSE name.
+	Name string
+	// NSMgrURL is the NSMgr's (unix socket) URL, for discovery and to reach NSEs.
+	NSMgrURL *url.URL
+	// DialOptions must pass file descriptors (grpcfd) and carry tokens.
+	DialOptions []grpc.DialOption
+	// TokenGenerator signs the forwarder's path segments.
+	TokenGenerator token.GeneratorFunc
+	// DialTimeout bounds dials toward the NSMgr (default 5s).
+	DialTimeout time.Duration
+}
+
+// Forwarder is the veth forwarder endpoint. Register it on a gRPC server on a
+// unix socket (FD passing needs one) and register that URL with the NSMgr.
+type Forwarder struct {
+	endpoint.Endpoint
+}
+
+// New builds the forwarder chain. ctx bounds its lifetime.
+//
+// Server side: dumpretry (runs the rest again after an interrupted netlink
+// dump), recvfd, discover (its registry listings run again when they
+// break, see findretry), roundrobin, mechanisms{KERNEL: accept as
+// is}, connectioncontextkernel (programs the NSC end), stash (remembers the
+// NSC end). Client side: mechanism translation, kernel mechanism,
+// connectioncontextkernel (programs the NSE end), veth (creates the pair once
+// the NSE has answered), recvfd.
+func New(ctx context.Context, cfg Config) (*Forwarder, error) {
+	if cfg.NSMgrURL == nil {
+		return nil, fmt.Errorf("forwarder: NSMgr URL is required")
+	}
+	if cfg.TokenGenerator == nil {
+		return nil, fmt.Errorf("forwarder: token generator is required")
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	nsClient := registryclient.NewNetworkServiceRegistryClient(ctx,
+		registryclient.WithClientURL(cfg.NSMgrURL),
+		registryclient.WithDialOptions(cfg.DialOptions...),
+		registryclient.WithDialTimeout(cfg.DialTimeout))
+	nseClient := registryclient.NewNetworkServiceEndpointRegistryClient(ctx,
+		registryclient.WithClientURL(cfg.NSMgrURL),
+		registryclient.WithDialOptions(cfg.DialOptions...),
+		registryclient.WithDialTimeout(cfg.DialTimeout),
+		// NSE URLs come back as inode:// with the socket passed by fd.
+		registryclient.WithNSEAdditionalFunctionality(registryrecvfd.NewNetworkServiceEndpointRegistryClient()))
+	// discover takes a listing that broke for a whole one (and fails the
+	// request with "candidates not found"): list again until it is whole.
+	nseClient = chain.NewNetworkServiceEndpointRegistryClient(
+		findretry.NewNetworkServiceEndpointRegistryClient(findretry.WithRetried(func(err error) {
+			slog.Info("registry listing broke, listing again", "forwarder", cfg.Name, "error", err)
+		})),
+		nseClient)
+
+	connectNSE := connect.NewServer(client.NewClient(ctx,
+		client.WithName(cfg.Name),
+		client.WithAdditionalFunctionality(
+			append([]networkservice.NetworkServiceClient{mechanismtranslation.NewClient()}, ClientElements()...)...,
+		),
+		client.WithDialOptions(cfg.DialOptions...),
+		client.WithDialTimeout(cfg.DialTimeout),
+		client.WithoutRefresh(),
+	))
+	servers := []networkservice.NetworkServiceServer{
+		// A request that lost the race of its address listing with
+		// another connection's is run again, not failed.
+		dumpretry.NewServer(),
+		recvfd.NewServer(),
+		discover.NewServer(nsClient, nseClient),
+		roundrobin.NewServer(),
+	}
+	servers = append(append(servers, ServerElements()...), connectNSE)
+	f := &Forwarder{}
+	f.Endpoint = endpoint.NewServer(ctx, cfg.TokenGenerator,
+		endpoint.WithName(cfg.Name),
+		endpoint.WithAdditionalFunctionality(servers...),
+	)
+	return f, nil
+}
+
+// ServerElements are the forwarder's own server-side elements, which follow
+// discovery and endpoint selection: mechanisms{KERNEL: accept as is},
+// connectioncontextkernel (programs the NSC end), stash (remembers the NSC
+// end for the client side).
+func ServerElements() []networkservice.NetworkServiceServer {
+	return []networkservice.NetworkServiceServer{
+		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{
+			kernelmech.MECHANISM: null.NewServer(),
+		}),
+		connectioncontextkernel.NewServer(),
+		stashServer{},
+	}
+}
+
+// ClientElements are the forwarder's own client-side elements, which follow
+// mechanism translation: kernel mechanism, connectioncontextkernel (programs
+// the NSE end), veth (creates the pair once the NSE has answered), recvfd.
+// A test's NSM sandbox builds its forwarder from ServerElements and these.
+func ClientElements() []networkservice.NetworkServiceClient {
+	return []networkservice.NetworkServiceClient{
+		kernel.NewClient(),
+		connectioncontextkernel.NewClient(),
+		newVethClient(),
+		recvfd.NewClient(),
+	}
+}

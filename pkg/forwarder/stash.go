@@ -1,0 +1,61 @@
+package forwarder
+
+import (
+	"context"
+
+	"github.com/golang/protobuf/ptypes/empty"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/metadata"
+)
+
+// nscMechanismKey is the server metadata key under which the NSC side's
+// kernel mechanism is kept for the veth client element.
+type nscMechanismKey struct{}
+
+// stashServer records the NSC side's kernel mechanism (already turned into a
+// local file:// netns URL by recvfd) in the connection's server metadata. The
+// forwarder's client chain shares that metadata, so the veth element can see
+// both sides at once.
+type stashServer struct{}
+
+func (stashServer) Request(ctx context.Context, request *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
+	if mech := kernelmech.ToMechanism(request.GetConnection().GetMechanism()); mech != nil {
+		metadata.Map(ctx, false).Store(nscMechanismKey{}, end{netnsURL: mech.GetNetNSURL(), name: mech.GetInterfaceName()})
+	}
+	return next.Server(ctx).Request(ctx, request)
+}
+
+func (stashServer) Close(ctx context.Context, conn *networkservice.Connection) (*empty.Empty, error) {
+	return next.Server(ctx).Close(ctx, conn)
+}
+
+// NewStashServer returns the element that records the NSC side's kernel
+// mechanism (ServerElements has one); a test's forwarder that plays the
+// kernel itself uses it with NSCInterfaceName.
+func NewStashServer() networkservice.NetworkServiceServer { return stashServer{} }
+
+// NSCInterfaceName is, in the forwarder's client chain, the NSC side's
+// interface name that the stash element recorded ("" when none).
+func NSCInterfaceName(ctx context.Context) string {
+	e, _ := loadNSCEnd(ctx)
+	return e.name
+}
+
+// end is one side of a veth pair as its kernel mechanism describes it.
+type end struct {
+	netnsURL string
+	name     string
+}
+
+// loadNSCEnd returns the NSC side stashServer stored, if any.
+func loadNSCEnd(ctx context.Context) (end, bool) {
+	v, ok := metadata.Map(ctx, false).Load(nscMechanismKey{})
+	if !ok {
+		return end{}, false
+	}
+	e, ok := v.(end)
+	return e, ok
+}
