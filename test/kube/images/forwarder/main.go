@@ -1,5 +1,5 @@
 // Command forwarder is the test cluster's NSM forwarder: the project's veth
-// forwarder (neither VPP nor Open vSwitch's kernel module exists here), one
+// forwarder (pkg/forwarder) (neither VPP nor Open vSwitch's kernel module exists here), one
 // per node, served on NSM_SOCKET (default
 // /var/lib/networkservicemesh/forwarder.sock) and registered with the
 // node's NSMgr at NSM_CONNECT_TO. It reaches the clients' and endpoints'
@@ -16,7 +16,7 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/registry"
 	registryrecvfd "github.com/networkservicemesh/sdk/pkg/registry/common/recvfd"
 
-	"github.com/causeway-net/causeway/pkg/lab/vethfwd"
+	"github.com/causeway-net/causeway/pkg/forwarder"
 	"github.com/causeway-net/causeway/pkg/nsm/registration"
 	"github.com/causeway-net/causeway/test/kube/nsmpod"
 )
@@ -29,7 +29,7 @@ func main() {
 			return fmt.Errorf("NSM_CONNECT_TO: %w", err)
 		}
 		dial := p.Creds.NSMDialOptions()
-		fwd, err := vethfwd.New(ctx, vethfwd.Config{Name: name, NSMgrURL: mgr, DialOptions: dial, TokenGenerator: p.Creds.TokenGenerator()})
+		fwd, err := forwarder.New(ctx, forwarder.Config{Name: name, NSMgrURL: mgr, DialOptions: dial, TokenGenerator: p.Creds.TokenGenerator()})
 		if err != nil {
 			return err
 		}
@@ -40,9 +40,9 @@ func main() {
 		reg := registration.Clients(ctx, mgr, dial, 5*time.Second, registryrecvfd.NewNetworkServiceEndpointRegistryClient())
 		k, err := registration.Start(ctx, reg, nil, &registry.NetworkServiceEndpoint{
 			Name:                name,
-			NetworkServiceNames: []string{vethfwd.ServiceName},
+			NetworkServiceNames: []string{forwarder.ServiceName},
 			NetworkServiceLabels: map[string]*registry.NetworkServiceLabels{
-				vethfwd.ServiceName: {Labels: map[string]string{"p2p": "true"}},
+				forwarder.ServiceName: {Labels: map[string]string{"p2p": "true"}},
 			},
 			Url: (&url.URL{Scheme: "unix", Path: sock}).String(),
 		})
