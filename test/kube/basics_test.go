@@ -99,6 +99,7 @@ func TestDefaultStorageClass(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	c.recycleVolumes(t)
 	claims := c.client.CoreV1().PersistentVolumeClaims("default")
 	claim, err := claims.Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "claim-"},
@@ -112,7 +113,11 @@ func TestDefaultStorageClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = claims.Delete(context.Background(), claim.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = claims.Delete(context.Background(), claim.Name, metav1.DeleteOptions{})
+		c.waitClaimGone(t, "default", claim.Name)
+		c.recycleVolumes(t)
+	})
 	const user = 10005
 	if out, err := c.runProbe(ctx, t, probePod{
 		args:   []string{"-write", "/data/file"},

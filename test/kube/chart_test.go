@@ -51,6 +51,7 @@ func (c *cluster) installChart(ctx context.Context, t *testing.T) {
 	if tag == "" {
 		t.Fatal("CAUSEWAY_IMAGE_TAG names the images to install (make test-kube sets it)")
 	}
+	c.recycleVolumes(t)
 	registerSPIFFE(t, chartNamespace, "proxy-"+chartRelease, "ipam-"+chartRelease, "nsp-"+chartRelease)
 	busybox := c.image(ctx, t, "busybox")
 	repo, btag, _ := strings.Cut(busybox, ":")
@@ -66,6 +67,8 @@ func (c *cluster) installChart(ctx context.Context, t *testing.T) {
 		// A test that failed before its own uninstall leaves nothing either.
 		_ = exec.Command(helmPath, "uninstall", chartRelease, "--namespace", chartNamespace, "--wait", "--ignore-not-found",
 			"--kubeconfig", kubeconfigPath()).Run()
+		c.waitClaimGone(t, chartNamespace, "ipam-data-ipam-"+chartRelease+"-0")
+		c.recycleVolumes(t)
 	})
 }
 
