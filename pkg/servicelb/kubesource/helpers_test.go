@@ -2,6 +2,8 @@ package kubesource
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"sync"
@@ -11,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
@@ -74,8 +78,14 @@ func (r *recorder) endpoints() map[servicelb.ServicePortName][]netip.AddrPort {
 // first delivery.
 func start(t *testing.T, client *fake.Clientset) (*Source, *recorder) {
 	t.Helper()
+	return startWith(t, client, testLogger(t))
+}
+
+// startWith is start logging to log.
+func startWith(t *testing.T, client *fake.Clientset, log *slog.Logger) (*Source, *recorder) {
+	t.Helper()
 	rec := &recorder{}
-	src, err := New(client, proxyName, rec, WithLogger(testLogger(t)))
+	src, err := New(client, proxyName, rec, WithLogger(log))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -143,3 +153,9 @@ func keys[K comparable, V any](m map[K]V) []K {
 }
 
 func equalAddrs(a, b []netip.AddrPort) bool { return slices.Equal(a, b) }
+
+type runtimeObject = runtime.Object
+
+var errAPIDown = errors.New("connection refused")
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

@@ -20,6 +20,9 @@ type entry struct {
 	parts     []familyPart
 	endpoints []servicelb.Endpoints
 	problems  []string
+	// svcSlots and epSlots are where the parts' services and endpoints
+	// sit in the tracker's lists.
+	svcSlots, epSlots []int
 }
 
 // tracker holds the entries and whether services or endpoints changed
@@ -31,6 +34,8 @@ type tracker struct {
 	entries  map[types.NamespacedName]*entry
 	svcDirty bool
 	epDirty  bool
+	svcs     flatList[servicelb.Service]
+	eps      flatList[servicelb.Endpoints]
 }
 
 func newTracker(log *slog.Logger) *tracker {
@@ -54,6 +59,11 @@ func (t *tracker) setService(key types.NamespacedName, svc *corev1.Service) {
 		t.log.Warn("service partly not served", "service", key.String(), "problems", problems)
 	}
 	e.problems = problems
+	svcs := make([]servicelb.Service, 0, len(e.parts))
+	for _, p := range e.parts {
+		svcs = append(svcs, p.service)
+	}
+	t.svcs.replace(&e.svcSlots, svcs)
 	t.svcDirty = true
 	t.recompute(key, e)
 }
@@ -86,23 +96,24 @@ func (t *tracker) recompute(key types.NamespacedName, e *entry) {
 	t.epDirty = true
 	publishNotReady := e.svc != nil && e.svc.Spec.PublishNotReadyAddresses
 	e.endpoints = endpointsOf(e.parts, e.slices, publishNotReady)
+	t.eps.replace(&e.epSlots, e.endpoints)
 	if e.svc == nil && len(e.slices) == 0 {
 		delete(t.entries, key)
 	}
 }
 
-// snapshot assembles the model's lists; changedSvcs and changedEps say
-// which changed since the last snapshot.
+// snapshot returns the model's lists that changed since the last
+// snapshot (nil for the other), and which did.
 func (t *tracker) snapshot() (svcs []servicelb.Service, eps []servicelb.Endpoints, changedSvcs, changedEps bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	changedSvcs, changedEps = t.svcDirty, t.epDirty
 	t.svcDirty, t.epDirty = false, false
-	for _, e := range t.entries {
-		for _, p := range e.parts {
-			svcs = append(svcs, p.service)
-		}
-		eps = append(eps, e.endpoints...)
+	if changedSvcs {
+		svcs = t.svcs.clone()
+	}
+	if changedEps {
+		eps = t.eps.clone()
 	}
 	return svcs, eps, changedSvcs, changedEps
 }
