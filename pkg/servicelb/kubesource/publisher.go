@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 )
 
 // Publisher writes the EndpointSlices of this proxy's targets: one per
@@ -24,7 +23,7 @@ import (
 // Publish computes every wanted slice (cost: Services × this node's
 // targets) and writes only the ones that differ from what it wrote last.
 type Publisher struct {
-	client kubernetes.Interface
+	client Client
 	name   string
 	node   string
 	log    *slog.Logger
@@ -35,7 +34,7 @@ type Publisher struct {
 }
 
 // NewPublisher returns the publisher of node's slices for the proxy name.
-func NewPublisher(client kubernetes.Interface, name, node string, opts ...Option) (*Publisher, error) {
+func NewPublisher(client Client, name, node string, opts ...Option) (*Publisher, error) {
 	if client == nil || name == "" || node == "" {
 		return nil, errors.New("kubesource: a publisher needs a client, a proxy name and a node name")
 	}

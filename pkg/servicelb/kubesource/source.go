@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
@@ -24,7 +23,7 @@ type Handler interface {
 // Source feeds a Handler with the Services of one proxy name and their
 // endpoints from the API server (see the package comment).
 type Source struct {
-	client  kubernetes.Interface
+	client  Client
 	name    string
 	handler Handler
 	log     *slog.Logger
@@ -54,7 +53,7 @@ type Stats struct {
 
 // New returns a source of the Services labelled with ProxyNameLabel=name,
 // delivering to h; Run starts it.
-func New(client kubernetes.Interface, name string, h Handler, opts ...Option) (*Source, error) {
+func New(client Client, name string, h Handler, opts ...Option) (*Source, error) {
 	if client == nil || h == nil {
 		return nil, errors.New("kubesource: client and handler are required")
 	}
