@@ -309,7 +309,7 @@ func (dp *Dataplane) settlePortLocked(idx int, l netlink.Link, exists bool) {
 	}
 	switch {
 	case !exists:
-		ps.absent, ps.enslaved = true, false
+		ps.markAbsent()
 	case l.Attrs().MasterIndex == dp.m.bridgeIndex:
 		ps.absent, ps.enslaved, ps.mtu = false, true, l.Attrs().MTU
 	default:

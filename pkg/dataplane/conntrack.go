@@ -58,13 +58,13 @@ func (q *flushQueue) add(disabled bool, ps ...netip.Prefix) {
 // take empties the queue and returns what is to flush, sorted, without the
 // prefixes that are wanted again (a VIP added back before its flush ran
 // keeps its connections).
-func (q *flushQueue) take(want *desired) []netip.Prefix {
+func (q *flushQueue) take(goal *spec) []netip.Prefix {
 	if len(q.due) == 0 {
 		return nil
 	}
 	var out []netip.Prefix
 	for p := range q.due {
-		if !want.wants(p) {
+		if !goal.hasPrefix(p) {
 			out = append(out, p)
 		}
 	}
@@ -118,14 +118,14 @@ func (dp *Dataplane) flushConntrackLogged(ps []netip.Prefix) bool {
 // (read when the dump is done, right before the deletes).
 func (dp *Dataplane) wantedAgain(ps []netip.Prefix) func(*conntrack.Flow) bool {
 	return func(f *conntrack.Flow) bool {
-		want := dp.wanted.Load()
-		if want == nil {
+		goal := dp.goalShared.Load()
+		if goal == nil {
 			return false
 		}
 		for _, a := range []netip.Addr{f.TupleOrig.IP.SourceAddress, f.TupleOrig.IP.DestinationAddress,
 			f.TupleReply.IP.SourceAddress, f.TupleReply.IP.DestinationAddress} {
 			for _, p := range ps {
-				if p.Contains(a.Unmap()) && want.wants(p) {
+				if p.Contains(a.Unmap()) && goal.hasPrefix(p) {
 					return true
 				}
 			}

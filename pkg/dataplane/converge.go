@@ -32,8 +32,9 @@ func routeKind(f family) kinds {
 	return kRoutes4
 }
 
-// convergeLocked is the only operation that changes the kernel: it makes
-// what the Dataplane owns equal to want. Start, Apply, repair after a
+// convergeLocked is the only operation that changes what the Dataplane owns
+// (the acts that are not state are listed in the package doc): it makes
+// what the Dataplane owns equal to goal. Start, Apply, repair after a
 // foreign change and Teardown all call it, with different desired states
 // (the adopted state, the applied one, the applied one again, the empty
 // one) and with the kinds to read back first (reread). The order is the
@@ -42,7 +43,7 @@ func routeKind(f family) kinds {
 // bridge's removal last. Each kind is diffed against the model and only the
 // difference is written. It returns the kinds that failed (the reconciler
 // reads them back and retries) and the errors.
-func (dp *Dataplane) convergeLocked(want *desired, reread kinds) (kinds, error) {
+func (dp *Dataplane) convergeLocked(goal *spec, reread kinds) (kinds, error) {
 	var failed kinds
 	var errs []error
 	note := func(k kinds, err error) {
@@ -51,7 +52,7 @@ func (dp *Dataplane) convergeLocked(want *desired, reread kinds) (kinds, error) 
 			errs = append(errs, err)
 		}
 	}
-	if !want.noBridge && (reread&kBridge != 0 || dp.m.bridgeIndex == 0) {
+	if !goal.noBridge && (reread&kBridge != 0 || dp.m.bridgeIndex == 0) {
 		old := dp.m.bridgeIndex
 		if err := dp.ensureBridgeLocked(); err != nil {
 			return kAll, err // nothing lives without the bridge
@@ -62,16 +63,17 @@ func (dp *Dataplane) convergeLocked(want *desired, reread kinds) (kinds, error) 
 	}
 	dp.readLocked(reread&^kBridge, false, note)
 
-	if want.noBridge {
+	if goal.noBridge {
 		// Its addresses and ports go with the bridge.
 		dp.m.addrs, dp.m.ports = map[netip.Prefix]struct{}{}, newPorts()
 	} else {
 		if failed&kAddrs == 0 {
-			note(kAddrs, dp.applyAddrsLocked(want.addrs))
+			note(kAddrs, dp.applyAddrsLocked(goal.addrs))
 		}
 		if failed&kPorts == 0 {
-			joined, left, err := dp.applyPortsLocked(want.ports)
+			joined, left, err := dp.applyPortsLocked(goal.ports)
 			note(kPorts, err)
+			note(kPorts, dp.applyHairpinLocked(goal.hairpin))
 			if left || reread&(kMTU|kPorts) != 0 {
 				note(kMTU, dp.syncMTULocked(nil, true))
 			} else if len(joined) > 0 {
@@ -81,29 +83,29 @@ func (dp *Dataplane) convergeLocked(want *desired, reread kinds) (kinds, error) 
 	}
 	for _, f := range families {
 		if k := routeKind(f); failed&k == 0 {
-			note(k, dp.convergeRouteLocked(want, f))
+			note(k, dp.convergeRouteLocked(goal, f))
 		}
 	}
 	if failed&kRules == 0 {
-		note(kRules, dp.applyRulesLocked(want.vips))
+		note(kRules, dp.applyRulesLocked(goal.vips))
 	}
-	if want.noBridge {
+	if goal.noBridge {
 		note(kBridge, dp.removeBridgeLocked())
 	}
 	return failed, errors.Join(errs...)
 }
 
-// convergeRouteLocked makes the default route of family f go over want's
+// convergeRouteLocked makes the default route of family f go over goal's
 // effective nexthops, and queues the conntrack flush of the nexthops that
 // left the route because they are no longer wanted (not those only left
 // out while their port is absent).
-func (dp *Dataplane) convergeRouteLocked(want *desired, f family) error {
+func (dp *Dataplane) convergeRouteLocked(goal *spec, f family) error {
 	old := dp.m.routes[f].nexthops
-	if err := dp.applyRouteLocked(f, dp.effectiveNexthopsLocked(want, f)); err != nil {
+	if err := dp.applyRouteLocked(f, dp.effectiveNexthopsLocked(goal, f)); err != nil {
 		return err
 	}
 	for _, a := range old {
-		if !slices.Contains(want.nexthops[f], a) {
+		if !slices.Contains(goal.nexthops[f], a) {
 			dp.flush.add(dp.opts.DisableConntrackFlush, netip.PrefixFrom(a, a.BitLen()))
 		}
 	}
@@ -157,14 +159,14 @@ func (dp *Dataplane) startLocked() error {
 			leftovers++
 		}
 	}
-	dp.setWantLocked(dp.m.adopted(dp.opts.AdoptLeftovers))
+	dp.setGoalLocked(dp.m.adopted(dp.opts.AdoptLeftovers))
 	if dp.opts.AdoptLeftovers && dp.opts.HoldLeftovers {
-		dp.held = dp.want
-		if err := dp.readHeldLinksLocked(); err != nil {
+		dp.leftovers = dp.goal
+		if err := dp.readLeftoverAddrsLocked(); err != nil {
 			return err
 		}
 	}
-	if _, err := dp.convergeLocked(dp.want, 0); err != nil {
+	if _, err := dp.convergeLocked(dp.goal, 0); err != nil {
 		return fmt.Errorf("remove leftovers: %w", err)
 	}
 	if leftovers > 0 && !dp.opts.AdoptLeftovers {

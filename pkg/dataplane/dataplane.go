@@ -95,6 +95,12 @@ type Options struct {
 	// since a node may run with IPv6 disabled in its kernel, and the other
 	// way round.
 	SysctlFamilies SysctlFamilies
+	// BridgeNetfilter makes New turn net.bridge.bridge-nf-call-ip(6)tables
+	// on in the namespace, for the service load balancer's nftables
+	// provider: an endpoint's reply to a client on the same bridge
+	// (hairpin) then passes its connection tracking and gets its source
+	// turned back into the service's. It needs the br_netfilter module.
+	BridgeNetfilter bool
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
@@ -179,16 +185,25 @@ type Dataplane struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu         sync.Mutex // guards everything below and serialises kernel writes
-	closed     bool
-	m          *model
-	want       *desired // the desired state: the adopted one until the first Apply
-	applied    bool     // Apply was called
-	given      *desired // the last applied state, before held leftovers are added
-	held       *desired // the leftovers held (HoldLeftovers) until ReleaseLeftovers
-	heldAddrs  heldLinks
-	flush      flushQueue
-	wanted     atomic.Pointer[desired] // dp.want, for the conntrack flush's last look
+	mu     sync.Mutex // guards everything below and serialises kernel writes
+	closed bool
+	m      *model
+	// goal is what convergence makes the kernel equal to: the adopted
+	// state until the first Apply, then the applied one with the
+	// leftovers added while they are held.
+	goal *spec
+	// applied is the last State given to Apply, normalised, without the
+	// held leftovers (nil before the first Apply).
+	applied *spec
+	// leftovers are what New adopted from an earlier run, held
+	// (Options.HoldLeftovers) until ReleaseLeftovers; leftoverAddrs the
+	// addresses their links carried.
+	leftovers     *spec
+	leftoverAddrs addrLinks
+	flush         flushQueue
+	// goalShared is goal, readable without mu: the conntrack flush's last
+	// look at what is wanted again.
+	goalShared atomic.Pointer[spec]
 	bridgeMAC  net.HardwareAddr
 	sysctlErrs []error // sysctls New could not set
 	started    bool    // New has returned
@@ -252,6 +267,12 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 	if _, serr := setSysctls(dp.ns, "", opts.SysctlFamilies.filter(globalSysctls())); serr != nil {
 		dp.sysctlErrs = append(dp.sysctlErrs, serr)
 	}
+	if opts.BridgeNetfilter {
+		if _, serr := setSysctls(dp.ns, "", bridgeNetfilterSysctls()); serr != nil {
+			dp.sysctlErrs = append(dp.sysctlErrs, fmt.Errorf("bridge netfilter needs the br_netfilter kernel module on the node "+
+				"(modprobe br_netfilter; persist it in /etc/modules-load.d/): %w", serr))
+		}
+	}
 	dp.ann = newAnnouncer(opts.AnnounceCount, opts.AnnounceInterval, clock.Real(), dp.announceRound)
 
 	// Subscribe before reading the kernel state, so that no change between
@@ -309,7 +330,7 @@ func (dp *Dataplane) goRun(fn func(context.Context)) {
 // entries (unless Options.DisableConntrackFlush), once their rule or route
 // is gone, all in one pass over the conntrack table.
 func (dp *Dataplane) Apply(s State) error {
-	want, err := normalize(s)
+	goal, err := normalize(s)
 	if err != nil {
 		return err
 	}
@@ -318,8 +339,10 @@ func (dp *Dataplane) Apply(s State) error {
 		dp.mu.Unlock()
 		return ErrClosed
 	}
-	dp.given, dp.applied = want, true
-	return dp.applyLocked(want.withHeld(dp.held))
+	dp.applied = goal
+	dp.retireLinksLocked(s.Retired, goal)
+	dp.supersedeLeftoversLocked(s.Claims)
+	return dp.applyLocked(goal.withLeftovers(dp.leftovers))
 }
 
 // ReleaseLeftovers stops holding what New adopted (Options.HoldLeftovers):
@@ -334,21 +357,21 @@ func (dp *Dataplane) ReleaseLeftovers() error {
 		dp.mu.Unlock()
 		return ErrClosed
 	}
-	if dp.held == nil {
+	if dp.leftovers == nil {
 		dp.mu.Unlock()
 		return nil
 	}
-	want := dp.given
-	if want == nil {
-		want = dp.m.adopted(false)
+	goal := dp.applied
+	if goal == nil {
+		goal = dp.m.adopted(false)
 	}
 	// A held port that nothing claimed by now carried a connection of the
 	// earlier run that did not come back: its link goes, with its
 	// addresses, as a closed connection's would.
 	var errs []error
 	var deleted, kept []int
-	for _, p := range dp.unclaimedHeldLocked(want) {
-		if err := dp.deleteHeldLocked(p); err != nil {
+	for _, p := range dp.unclaimedLeftoversLocked(goal) {
+		if err := dp.deleteLeftoverLocked(p); err != nil {
 			errs = append(errs, err)
 			kept = append(kept, p)
 			continue
@@ -356,39 +379,39 @@ func (dp *Dataplane) ReleaseLeftovers() error {
 		deleted = append(deleted, p)
 	}
 	if len(kept) == 0 {
-		if dp.held.holdsNothing() && len(deleted) == 0 {
+		if dp.leftovers.holdsNothing() && len(deleted) == 0 {
 			dp.log.Debug("no leftovers of an earlier run to release")
 		} else {
 			dp.log.Info("leftovers of an earlier run released", "unclaimedLinksDeleted", deleted)
 		}
-		dp.held, dp.heldAddrs = nil, nil
-		return errors.Join(append(errs, dp.applyLocked(want))...)
+		dp.leftovers, dp.leftoverAddrs = nil, nil
+		return errors.Join(append(errs, dp.applyLocked(goal))...)
 	}
 	// Only the links that could not be deleted stay held, as they are;
 	// the next release deletes them.
-	dp.held = &desired{ports: kept}
+	dp.leftovers = &spec{ports: kept}
 	dp.log.Warn("leftovers of an earlier run released but for links that could not be deleted",
 		"unclaimedLinksDeleted", deleted, "stillHeld", kept)
-	return errors.Join(append(errs, dp.applyLocked(want.withHeld(dp.held)))...)
+	return errors.Join(append(errs, dp.applyLocked(goal.withLeftovers(dp.leftovers)))...)
 }
 
-// setWantLocked makes want the applied state. dp.mu must be held.
-func (dp *Dataplane) setWantLocked(want *desired) {
-	dp.want = want
-	dp.wanted.Store(want)
+// setGoalLocked makes goal what convergence aims at. dp.mu must be held.
+func (dp *Dataplane) setGoalLocked(goal *spec) {
+	dp.goal = goal
+	dp.goalShared.Store(goal)
 }
 
-// applyLocked converges to want and then, with dp.mu released, flushes
+// applyLocked converges to goal and then, with dp.mu released, flushes
 // the conntrack entries of what it removed. dp.mu must be held; it is
 // released.
-func (dp *Dataplane) applyLocked(want *desired) error {
-	prev := dp.want
-	moved := movedNexthops(prev, want)
-	dp.setWantLocked(want)
-	failed, err := dp.convergeLocked(want, 0)
+func (dp *Dataplane) applyLocked(goal *spec) error {
+	prev := dp.goal
+	moved := movedNexthops(prev, goal)
+	dp.setGoalLocked(goal)
+	failed, err := dp.convergeLocked(goal, 0)
 	dp.markStale(failed)
 	dp.forgetNeighborsLocked(moved)
-	due := dp.flush.take(want)
+	due := dp.flush.take(goal)
 	dp.mu.Unlock()
 	dp.ctr.applies.Add(1)
 	if !dp.flushConntrackLogged(due) {
@@ -507,6 +530,7 @@ const (
 	opLinkSetMaster
 	opLinkSetNoMaster
 	opLinkSetMTU
+	opLinkSetHairpin
 	opAddrAdd
 	opAddrDel
 	opRouteReplace
@@ -517,7 +541,7 @@ const (
 )
 
 var opNames = [numOps]string{
-	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu",
+	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu", "link set hairpin",
 	"addr add", "addr del", "route replace", "route del", "rule add", "rule del",
 }
 

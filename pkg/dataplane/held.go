@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -12,16 +11,17 @@ import (
 // delLink deletes a link (a variable so that tests can make it fail).
 var delLink = (*netlink.Handle).LinkDel
 
-// heldLinks are the ports held since New (Options.HoldLeftovers) and the
-// addresses each carried then: a connection that comes back on a new link
-// with one of those addresses supersedes the held port that had it.
-type heldLinks map[netip.Addr]int
+// addrLinks maps the addresses that the ports held since New
+// (Options.HoldLeftovers) carried then to their ports: a connection that
+// comes back on a new link with one of those addresses supersedes the held
+// port that had it.
+type addrLinks map[netip.Addr]int
 
-// readHeldLinksLocked records the addresses of the held ports (one address
-// dump, at start).
-func (dp *Dataplane) readHeldLinksLocked() error {
-	dp.heldAddrs = heldLinks{}
-	if dp.held == nil || len(dp.held.ports) == 0 {
+// readLeftoverAddrsLocked records the addresses of the held ports (one
+// address dump, at start).
+func (dp *Dataplane) readLeftoverAddrsLocked() error {
+	dp.leftoverAddrs = addrLinks{}
+	if dp.leftovers == nil || len(dp.leftovers.ports) == 0 {
 		return nil
 	}
 	dp.read()
@@ -34,47 +34,46 @@ func (dp *Dataplane) readHeldLinksLocked() error {
 		if !ok || ip.IsLinkLocalUnicast() {
 			continue
 		}
-		if _, held := slices.BinarySearch(dp.held.ports, a.LinkIndex); held {
-			dp.heldAddrs[ip.Unmap()] = a.LinkIndex
+		if _, held := slices.BinarySearch(dp.leftovers.ports, a.LinkIndex); held {
+			dp.leftoverAddrs[ip.Unmap()] = a.LinkIndex
 		}
 	}
 	return nil
 }
 
-// SupersedeHeld deletes the held ports (see Options.HoldLeftovers) that
-// carried one of addrs, other than link index: a connection of the earlier
-// run came back on the new link index with its addresses, and its old link
-// (which no forwarder of this run knows) would hold them twice. It reports
-// the links deleted. Without a hold, it does nothing.
-func (dp *Dataplane) SupersedeHeld(index int, addrs []netip.Addr) ([]int, error) {
-	dp.mu.Lock()
-	defer dp.mu.Unlock()
-	if dp.closed {
-		return nil, ErrClosed
+// supersedeLeftoversLocked deletes the held ports (see
+// Options.HoldLeftovers) that carried one of the claimed addresses, other
+// than the claiming port: a connection of the earlier run came back on a
+// new link with its addresses, and its old link (which no forwarder of
+// this run knows) would hold them twice. A link that cannot be deleted
+// stays held (logged). Without a hold it does nothing.
+func (dp *Dataplane) supersedeLeftoversLocked(claims []Claim) {
+	if len(dp.leftoverAddrs) == 0 {
+		return
 	}
-	var gone []int
-	var errs []error
-	for _, a := range addrs {
-		old, ok := dp.heldAddrs[a.Unmap()]
-		if !ok || old == index || slices.Contains(gone, old) {
-			continue
+	for _, c := range claims {
+		var gone []int
+		for _, a := range c.Addrs {
+			old, ok := dp.leftoverAddrs[a.Unmap()]
+			if !ok || old == c.Port {
+				continue
+			}
+			if err := dp.deleteLeftoverLocked(old); err != nil {
+				dp.log.Warn("held link of an earlier run not superseded", "link", old, "by", c.Port, "error", err)
+				continue
+			}
+			gone = append(gone, old)
 		}
-		if err := dp.deleteHeldLocked(old); err != nil {
-			errs = append(errs, err)
-			continue
+		if len(gone) > 0 {
+			dp.log.Info("held links of an earlier run superseded", "links", gone, "by", c.Port)
 		}
-		gone = append(gone, old)
 	}
-	if len(gone) > 0 {
-		dp.log.Info("held links of an earlier run superseded", "links", gone, "by", index)
-	}
-	return gone, errors.Join(errs...)
 }
 
-// deleteHeldLocked deletes held port idx and stops holding it. If the link
-// cannot be deleted, it stays held (with its addresses), for a later
-// SupersedeHeld or ReleaseLeftovers to delete.
-func (dp *Dataplane) deleteHeldLocked(idx int) error {
+// deleteLeftoverLocked deletes held port idx and stops holding it. If the
+// link cannot be deleted, it stays held (with its addresses), for a later
+// claim (State.Claims) or ReleaseLeftovers to delete.
+func (dp *Dataplane) deleteLeftoverLocked(idx int) error {
 	link, err := dp.h.LinkByIndex(idx)
 	switch {
 	case linkGone(err):
@@ -86,29 +85,29 @@ func (dp *Dataplane) deleteHeldLocked(idx int) error {
 			return err
 		}
 	}
-	for a, p := range dp.heldAddrs {
+	for a, p := range dp.leftoverAddrs {
 		if p == idx {
-			delete(dp.heldAddrs, a)
+			delete(dp.leftoverAddrs, a)
 		}
 	}
-	if dp.held != nil {
-		if i, ok := slices.BinarySearch(dp.held.ports, idx); ok {
-			h := *dp.held
+	if dp.leftovers != nil {
+		if i, ok := slices.BinarySearch(dp.leftovers.ports, idx); ok {
+			h := *dp.leftovers
 			h.ports = slices.Delete(slices.Clone(h.ports), i, i+1)
-			dp.held = &h
+			dp.leftovers = &h
 		}
 	}
 	return nil
 }
 
-// unclaimedHeldLocked are the held ports that want does not have.
-func (dp *Dataplane) unclaimedHeldLocked(want *desired) []int {
-	if dp.held == nil {
+// unclaimedLeftoversLocked are the held ports that goal does not have.
+func (dp *Dataplane) unclaimedLeftoversLocked(goal *spec) []int {
+	if dp.leftovers == nil {
 		return nil
 	}
 	var out []int
-	for _, p := range dp.held.ports {
-		if !want.wantsPort(p) {
+	for _, p := range dp.leftovers.ports {
+		if !goal.hasPort(p) {
 			out = append(out, p)
 		}
 	}

@@ -53,15 +53,15 @@ func TestHoldLeftovers(t *testing.T) {
 	p4 := vethPair(t, ns, "p4", nil, "p4x")
 	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p4")
 	relearned.Ports = []int{p1, p4}
+	relearned.Claims = []Claim{{Port: p4, Addrs: []netip.Addr{ma("192.0.2.21")}}}
 	require.NoError(t, dp.Apply(relearned))
-	gone, err := dp.SupersedeHeld(p4, []netip.Addr{ma("192.0.2.21")})
-	require.NoError(t, err)
-	require.Equal(t, []int{p2}, gone)
 	_, err = h.LinkByIndex(p2)
 	require.Error(t, err, "the superseded link is deleted")
-	gone, err = dp.SupersedeHeld(p4, []netip.Addr{ma("192.0.2.21"), ma("192.0.2.99")})
-	require.NoError(t, err)
-	require.Empty(t, gone, "nothing more to supersede")
+	before := dp.Stats().WritesByOp["link del"]
+	relearned.Claims = []Claim{{Port: p4, Addrs: []netip.Addr{ma("192.0.2.21"), ma("192.0.2.99")}}}
+	require.NoError(t, dp.Apply(relearned))
+	require.Equal(t, before, dp.Stats().WritesByOp["link del"], "nothing more to supersede")
+	relearned.Claims = nil
 
 	// Release: the kernel is the applied state; p3, unclaimed, goes.
 	require.NoError(t, dp.ReleaseLeftovers())
@@ -114,8 +114,11 @@ func TestSupersededHeldLinkWhoseDeleteFailsStaysHeld(t *testing.T) {
 	require.NoError(t, dp.Apply(relearned))
 	failing := refuseLinkDeletes(t)
 
-	_, err := dp.SupersedeHeld(p2, []netip.Addr{ma("192.0.2.21")})
-	require.Error(t, err)
+	relearned.Claims = []Claim{{Port: p2, Addrs: []netip.Addr{ma("192.0.2.21")}}}
+	require.NoError(t, dp.Apply(relearned), "a failed supersede is logged, not returned")
+	snap, err := dp.Snapshot()
+	require.NoError(t, err)
+	require.Contains(t, snap.Held.Ports, p1, "the link that could not be deleted stays held")
 	failing.Store(false)
 	require.NoError(t, dp.ReleaseLeftovers())
 	_, err = h.LinkByIndex(p1)

@@ -42,3 +42,27 @@ func TestRemoveLink(t *testing.T) {
 	require.False(t, removed, "a link already gone is no error")
 	require.Equal(t, uint64(1), dp.Stats().WritesByOp["link del"], "one delete written")
 }
+
+// State.Retired: Apply deletes a link a connection had before its heal,
+// unless it is a port of the State or its index names another link now;
+// the convergences after it do not repeat the request.
+func TestRetiredLinks(t *testing.T) {
+	ns := testutil.NewNetNS(t, "rt")
+	old := vethPair(t, ns, "old0", nil, "old0p")
+	renamed := vethPair(t, ns, "ren0", nil, "ren0p")
+	kept := vethPair(t, ns, "kept0", nil, "kept0p")
+	h := handle(t, ns)
+	dp := newDP(t, ns, Options{})
+
+	require.NoError(t, dp.Apply(State{Ports: []int{kept}, Retired: []LinkRef{
+		{Index: old, Name: "old0"}, {Index: renamed, Name: "ren-before"}, {Index: kept, Name: "kept0"},
+	}}))
+	_, err := h.LinkByIndex(old)
+	require.ErrorAs(t, err, &netlink.LinkNotFoundError{}, "the retired link is gone")
+	_, err = h.LinkByIndex(renamed)
+	require.NoError(t, err, "an index that names another link stays")
+	l, err := h.LinkByIndex(kept)
+	require.NoError(t, err, "a port of the State stays")
+	require.Equal(t, dp.BridgeIndex(), l.Attrs().MasterIndex)
+	require.Equal(t, uint64(1), dp.Stats().WritesByOp["link del"], "one delete written")
+}

@@ -41,10 +41,10 @@ func (f family) defaultDst() netip.Prefix {
 	return netip.PrefixFrom(netip.IPv4Unspecified(), 0)
 }
 
-// desired is a validated, normalised State: the one input of
-// convergeLocked. Its sets are sorted slices, so that an Apply reads each
-// list once and the diff against the model costs one lookup per element.
-type desired struct {
+// spec is a validated, normalised State: the one input of convergeLocked
+// (the goal it makes the kernel equal to). Its sets are sorted slices, so
+// that an Apply reads each list once and the diff against the model costs one lookup per element.
+type spec struct {
 	// noBridge: the bridge goes, and everything on it (the Teardown
 	// state, which is otherwise empty).
 	noBridge     bool
@@ -54,25 +54,26 @@ type desired struct {
 	vips         []netip.Prefix            // masked, sorted, unique
 	nexthopPorts map[netip.Addr]int
 	tiedPorts    map[int]struct{} // the ports of nexthopPorts
+	hairpin      []int            // sorted, unique: the ports in hairpin mode
 }
 
-// wants reports whether w has p as a VIP or, for a host prefix, as a
+// hasPrefix reports whether d has p as a VIP or, for a host prefix, as a
 // nexthop.
-func (w *desired) wants(p netip.Prefix) bool {
-	if _, ok := slices.BinarySearchFunc(w.vips, p, netip.Prefix.Compare); ok {
+func (d *spec) hasPrefix(p netip.Prefix) bool {
+	if _, ok := slices.BinarySearchFunc(d.vips, p, netip.Prefix.Compare); ok {
 		return true
 	}
-	return p.IsSingleIP() && slices.Contains(w.nexthops[familyOf(p.Addr())], p.Addr())
+	return p.IsSingleIP() && slices.Contains(d.nexthops[familyOf(p.Addr())], p.Addr())
 }
 
 // emptyState is the Teardown state: nothing, not even the bridge.
-func emptyState() *desired { return &desired{noBridge: true} }
+func emptyState() *spec { return &spec{noBridge: true} }
 
 // normalize validates s and returns its canonical form: addresses unmapped,
 // VIPs masked, duplicates removed, sets sorted. A list that is already in
 // order (as the proxy sends it) is copied, not sorted.
-func normalize(s State) (*desired, error) {
-	d := &desired{
+func normalize(s State) (*spec, error) {
+	d := &spec{
 		addrs:        make(map[netip.Prefix]struct{}, len(s.BridgeAddrs)),
 		ports:        make([]int, 0, len(s.Ports)),
 		vips:         make([]netip.Prefix, 0, len(s.VIPs)),
@@ -132,6 +133,7 @@ func normalize(s State) (*desired, error) {
 		d.vips = append(d.vips, p.Masked())
 	}
 	d.vips = sortSet(d.vips, netip.Prefix.Compare)
+	d.hairpin = sortSet(slices.Clone(s.HairpinPorts), cmp.Compare[int])
 	for a, idx := range s.NexthopPorts {
 		d.nexthopPorts[a.Unmap().WithZone("")] = idx
 		d.tiedPorts[idx] = struct{}{}
@@ -150,9 +152,9 @@ func sortSet[T any](xs []T, cmp func(a, b T) int) []T {
 	return slices.CompactFunc(xs, func(a, b T) bool { return cmp(a, b) == 0 })
 }
 
-// withHeld is d with what h holds added: h's ports, nexthops and VIPs
+// withLeftovers is d with what h holds added: h's ports, nexthops and VIPs
 // (untied to ports; d's bridge addresses and ties stay). d is not changed.
-func (d *desired) withHeld(h *desired) *desired {
+func (d *spec) withLeftovers(h *spec) *spec {
 	if h == nil {
 		return d
 	}
@@ -167,7 +169,7 @@ func (d *desired) withHeld(h *desired) *desired {
 
 // holdsNothing tells whether d has no port, nexthop or VIP (what a held
 // state keeps).
-func (d *desired) holdsNothing() bool {
+func (d *spec) holdsNothing() bool {
 	for _, f := range families {
 		if len(d.nexthops[f]) > 0 {
 			return false
@@ -176,8 +178,8 @@ func (d *desired) holdsNothing() bool {
 	return len(d.ports) == 0 && len(d.vips) == 0
 }
 
-// wantsPort tells whether port idx is in d's ports or tied to a nexthop.
-func (d *desired) wantsPort(idx int) bool {
+// hasPort tells whether port idx is in d's ports or tied to a nexthop.
+func (d *spec) hasPort(idx int) bool {
 	if _, ok := d.tiedPorts[idx]; ok {
 		return true
 	}
@@ -186,7 +188,7 @@ func (d *desired) wantsPort(idx int) bool {
 }
 
 // state converts d back into a State (sorted), for Snapshot.
-func (d *desired) state() State {
+func (d *spec) state() State {
 	var s State
 	for p := range d.addrs {
 		s.BridgeAddrs = append(s.BridgeAddrs, p)
@@ -195,6 +197,7 @@ func (d *desired) state() State {
 	s.Ports = slices.Clone(d.ports)
 	s.Nexthops = append(append(s.Nexthops, d.nexthops[v4]...), d.nexthops[v6]...)
 	s.VIPs = slices.Clone(d.vips)
+	s.HairpinPorts = slices.Clone(d.hairpin)
 	if len(d.nexthopPorts) > 0 {
 		s.NexthopPorts = make(map[netip.Addr]int, len(d.nexthopPorts))
 		for a, i := range d.nexthopPorts {
@@ -216,6 +219,15 @@ type portState struct {
 	absent bool
 	// mtu is the port's MTU when last seen (0: unknown).
 	mtu int
+	// hairpin: the Dataplane turned the port's hairpin mode on (a port
+	// found on an adopted bridge counts as off until goal says).
+	hairpin bool
+}
+
+// markAbsent records that the port's link does not exist: whatever was
+// set on it went with it.
+func (ps *portState) markAbsent() {
+	ps.absent, ps.enslaved, ps.hairpin = true, false, false
 }
 
 // routeState is the default route of one family in the table, as applied.
@@ -252,8 +264,8 @@ func newRules() *sortedMap[netip.Prefix, struct{}] {
 // Dataplane's state from New until the first Apply, so that the reconciler
 // restores rather than changes. Routes and rules are kept only with
 // Options.AdoptLeftovers.
-func (m *model) adopted(routesAndRules bool) *desired {
-	d := &desired{addrs: maps.Clone(m.addrs), ports: slices.Clone(m.ports.keys)}
+func (m *model) adopted(routesAndRules bool) *spec {
+	d := &spec{addrs: maps.Clone(m.addrs), ports: slices.Clone(m.ports.keys)}
 	if routesAndRules {
 		for _, f := range families {
 			d.nexthops[f] = slices.Clone(m.routes[f].nexthops)
@@ -266,14 +278,14 @@ func (m *model) adopted(routesAndRules bool) *desired {
 // effectiveNexthopsLocked is the nexthop list of family f that belongs in
 // the route: the desired nexthops minus those tied to a port that is
 // absent.
-func (dp *Dataplane) effectiveNexthopsLocked(want *desired, f family) []netip.Addr {
-	nhs := want.nexthops[f]
-	if len(want.nexthopPorts) == 0 {
+func (dp *Dataplane) effectiveNexthopsLocked(goal *spec, f family) []netip.Addr {
+	nhs := goal.nexthops[f]
+	if len(goal.nexthopPorts) == 0 {
 		return nhs
 	}
 	out := make([]netip.Addr, 0, len(nhs))
 	for _, a := range nhs {
-		if idx, ok := want.nexthopPorts[a]; ok && dp.portAbsentLocked(idx) {
+		if idx, ok := goal.nexthopPorts[a]; ok && dp.portAbsentLocked(idx) {
 			continue
 		}
 		out = append(out, a)

@@ -15,7 +15,7 @@ import (
 // traffic to the old MAC (flooded by the bridge and dropped by everyone)
 // until the kernel's reachability probes time out, which for IPv6 took
 // minutes in the lab.
-func movedNexthops(prev, next *desired) []netip.Addr {
+func movedNexthops(prev, next *spec) []netip.Addr {
 	var out []netip.Addr
 	for a, idx := range next.nexthopPorts {
 		if prev != nil {
@@ -36,9 +36,9 @@ func (dp *Dataplane) forgetNeighborsLocked(addrs []netip.Addr) {
 	if len(addrs) == 0 || dp.m.bridgeIndex == 0 {
 		return
 	}
-	want := make(map[netip.Addr]struct{}, len(addrs))
+	moved := make(map[netip.Addr]struct{}, len(addrs))
 	for _, a := range addrs {
-		want[a] = struct{}{}
+		moved[a] = struct{}{}
 	}
 	dp.read()
 	neighs, err := dp.h.NeighList(dp.m.bridgeIndex, netlink.FAMILY_ALL)
@@ -52,7 +52,7 @@ func (dp *Dataplane) forgetNeighborsLocked(addrs []netip.Addr) {
 		if !ok {
 			continue
 		}
-		if _, ok := want[a.Unmap()]; !ok || n.State&netlink.NUD_PERMANENT != 0 {
+		if _, ok := moved[a.Unmap()]; !ok || n.State&netlink.NUD_PERMANENT != 0 {
 			continue
 		}
 		if err := dp.h.NeighDel(n); err != nil && !errors.Is(err, syscall.ENOENT) {

@@ -62,6 +62,15 @@ func globalSysctls() []sysctl {
 	}
 }
 
+// bridgeNetfilterSysctls hand bridged frames to netfilter (see
+// Options.BridgeNetfilter); the keys exist once br_netfilter is loaded.
+func bridgeNetfilterSysctls() []sysctl {
+	return []sysctl{
+		{"net.bridge.bridge-nf-call-iptables", "1"},
+		{"net.bridge.bridge-nf-call-ip6tables", "1"},
+	}
+}
+
 func bridgeSysctls(name string) []sysctl {
 	// Interface names may contain dots; setSysctls builds these paths with
 	// ifacePath rather than by replacing every dot.

@@ -252,7 +252,7 @@ func (dp *Dataplane) Resync() error {
 		return ErrClosed
 	}
 	err := dp.repairLocked(kAll, true)
-	due := dp.flush.take(dp.want)
+	due := dp.flush.take(dp.goal)
 	dp.mu.Unlock()
 	if !dp.flushConntrackLogged(due) {
 		dp.wake() // the reconciler retries it
@@ -269,7 +269,7 @@ func (dp *Dataplane) repairLocked(reread kinds, diverged bool) error {
 		dp.ctr.reconciles.Add(1)
 	}
 	before := dp.ctr.writes.Load()
-	failed, err := dp.convergeLocked(dp.want, reread)
+	failed, err := dp.convergeLocked(dp.goal, reread)
 	if n := dp.ctr.writes.Load() - before; n > 0 && (reread != 0 || diverged) {
 		dp.ctr.restores.Add(n)
 		dp.log.Info("restored kernel state", "writes", n)
@@ -312,7 +312,7 @@ func (dp *Dataplane) reconcile(allowRead, allowFlush bool) (res reconcileResult)
 	}
 	defer func() {
 		if allowFlush {
-			res.flush = dp.flush.take(dp.want)
+			res.flush = dp.flush.take(dp.goal)
 		}
 	}()
 	touched, diverged := dp.linkEventsLocked(gone, back, chg, &stale, &res)
@@ -366,9 +366,9 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 			continue
 		}
 		if ps, ok := m.ports.get(idx); ok && !ps.absent {
-			ps.absent, ps.enslaved = true, false
+			ps.markAbsent()
 			touched = true
-		} else if !ok && dp.want.wantsPort(idx) {
+		} else if !ok && dp.goal.hasPort(idx) {
 			touched = true // a tied port outside Ports, say
 		}
 	}
@@ -376,7 +376,7 @@ func (dp *Dataplane) linkEventsLocked(gone, back, chg map[int]struct{}, stale *k
 		if ps, ok := m.ports.get(idx); ok && ps.absent {
 			m.ports.remove(idx) // to enslave again
 			touched = true
-		} else if !ok && dp.want.wantsPort(idx) {
+		} else if !ok && dp.goal.hasPort(idx) {
 			touched = true
 		}
 	}

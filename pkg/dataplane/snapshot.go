@@ -208,12 +208,12 @@ func (dp *Dataplane) snapshotRulesLocked() ([]RuleSnapshot, error) {
 // snapshotDesiredLocked fills the desired state, the absent ports and the
 // effective nexthops into s.
 func (dp *Dataplane) snapshotDesiredLocked(s *Snapshot) {
-	if dp.held != nil {
-		h := dp.held.state()
+	if dp.leftovers != nil {
+		h := dp.leftovers.state()
 		s.Held = &h
 	}
-	if dp.applied {
-		st := dp.want.state()
+	if dp.applied != nil {
+		st := dp.goal.state()
 		s.Desired = &st
 		for idx, ps := range dp.m.ports.all() {
 			if ps.absent {
@@ -222,7 +222,7 @@ func (dp *Dataplane) snapshotDesiredLocked(s *Snapshot) {
 		}
 	}
 	for _, f := range families {
-		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.effectiveNexthopsLocked(dp.want, f)...)
+		s.EffectiveNexthops = append(s.EffectiveNexthops, dp.effectiveNexthopsLocked(dp.goal, f)...)
 	}
 }
 
@@ -230,6 +230,9 @@ func (dp *Dataplane) snapshotDesiredLocked(s *Snapshot) {
 // could not set into s.
 func (dp *Dataplane) snapshotSysctlsLocked(s *Snapshot) {
 	readSysctls(dp.ns, "", dp.opts.SysctlFamilies.filter(globalSysctls()), s.Sysctls)
+	if dp.opts.BridgeNetfilter {
+		readSysctls(dp.ns, "", bridgeNetfilterSysctls(), s.Sysctls)
+	}
 	readSysctls(dp.ns, dp.opts.BridgeName, dp.opts.SysctlFamilies.filter(ownBridgeSysctls(dp.opts.BridgeName)), s.Sysctls)
 	for _, e := range dp.sysctlErrs {
 		s.SysctlErrors = append(s.SysctlErrors, e.Error())

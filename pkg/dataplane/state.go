@@ -1,19 +1,26 @@
 // Package dataplane owns everything Causeway does to the Linux kernel in the
-// proxy's network namespace: the bridge and its ports, the policy routing
-// table with one ECMP default route per family, the `from <VIP>` rules, the
-// namespace sysctls, the kernel's gratuitous ARP / unsolicited neighbour
-// advertisements for the bridge's addresses, conntrack clean-up and the link
-// table. Callers describe the desired State;
-// the package computes the difference against what it owns and applies the
-// fewest netlink operations.
+// proxy's network namespace: the bridge and its ports (and their hairpin
+// mode), the policy routing table with one ECMP default route per family,
+// the `from <VIP>` rules, the namespace sysctls (bridge netfilter included,
+// for the service load balancer), the kernel's gratuitous ARP / unsolicited
+// neighbour advertisements for the bridge's addresses, conntrack clean-up,
+// the deletion of links that connections left behind, and the link table.
+// Callers describe the desired State; the package computes the difference
+// against what it owns and applies the fewest netlink operations. The one
+// thing in the namespace it does not own is the service load balancer's
+// nftables table, with the conntrack entries of the flows that table
+// translated: its provider (pkg/servicelb/nftlb, pkg/servicelb/userspace)
+// creates, syncs and removes the table, and flushes those entries (with
+// pkg/conntrackflush).
 //
 // # Model
 //
 // A Dataplane keeps an internal model of what it owns in the kernel, and
-// changes the kernel through one operation only: converge to a desired
-// state, with one diff per kind of object against the model, in one order
-// (bridge, addresses, ports and MTU, routes, rules, and the bridge's removal
-// for the empty state). Start converges to what it found (without the
+// changes what it owns through one operation only (the acts listed below
+// aside): converge to a desired state, with one diff per kind of object
+// against the model, in one order (bridge, addresses, ports with their
+// hairpin mode and MTU, routes, rules, and the bridge's removal for the
+// empty state). Start converges to what it found (without the
 // leftovers of an earlier run), Apply to the State it is given, a repair to
 // the applied state again after reading back what a kernel event showed
 // diverged, and Teardown to the empty state. An identical Apply issues no
@@ -26,7 +33,23 @@
 // periodic resync (Options.ResyncInterval) is the backstop for anything an
 // event could not tell. The conntrack entries of the VIPs and nexthops a
 // convergence removed are flushed at its end, in one pass over the table.
-// See docs/dataplane.md.
+//
+// Besides the convergence, the package changes the kernel in these places
+// only, each for something that is an act rather than a state to keep:
+// New sets the sysctls once (and a created bridge's); the start deletes
+// Meridio's leftovers once (meridio.go), objects without our protocol that
+// the convergence never looks at; Apply deletes, before it converges, the
+// links a State retires or whose addresses it claims from held leftovers
+// (links.go, held.go), and ReleaseLeftovers the held links nothing claimed:
+// a link that must go once is not a state to restore; RemoveLink deletes a
+// closed connection's leftover link at once, because its caller must know
+// it gone before it hands the addresses back; an announcement round sets
+// the bridge's MAC to its own value and puts back the permanent neighbour
+// entries the kernel flushes then (announce.go); moved nexthops' dynamic
+// neighbour entries, a cache, are deleted (neighbors.go); and conntrack
+// entries are flushed. All but the conntrack flush (entries, not owned
+// objects) run under the Dataplane's lock, as the convergence does. See
+// docs/dataplane.md.
 //
 // # Ownership
 //
@@ -80,4 +103,42 @@ type State struct {
 	// trip). Nexthops without an entry are always in the route. Entries for
 	// addresses that are not in Nexthops are ignored.
 	NexthopPorts map[netip.Addr]int `json:"nexthopPorts"`
+
+	// HairpinPorts are the ports whose hairpin mode is on: a frame may
+	// leave the bridge by the port it came in. The service load balancer's
+	// nftables provider needs it on the targets' ports, since a target may
+	// be the endpoint its own request is sent to. The Dataplane turns it
+	// off again on the ports it turned it on for once they leave this
+	// list; a port found in hairpin mode on an adopted bridge keeps it.
+	// Entries that are not Ports are ignored.
+	HairpinPorts []int `json:"hairpinPorts,omitempty"`
+
+	// Retired are links that connections had before a heal moved them to
+	// new ones. Apply deletes each one that still exists under its name
+	// and is neither a port of the State nor the bridge: its forwarder, if
+	// it is gone, would not, and the connection's addresses would sit on
+	// two links. A request for this Apply only: later convergences do
+	// not repeat it, and a failure is logged, not returned.
+	Retired []LinkRef `json:"retired,omitempty"`
+	// Claims are the addresses of connections that came up on a port.
+	// While the leftovers of an earlier run are held
+	// (Options.HoldLeftovers), Apply deletes each held port that carried
+	// one of them, other than the claiming port: the connection came back
+	// on a new link, and its old one would carry its addresses twice. A
+	// held link that cannot be deleted stays held until ReleaseLeftovers.
+	// A request for this Apply only, like Retired.
+	Claims []Claim `json:"claims,omitempty"`
+}
+
+// LinkRef names a link: its index, and the name it had when the caller
+// knew it (an index that names another link now is not that link).
+type LinkRef struct {
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+}
+
+// Claim says that the connection on port Port holds the addresses Addrs.
+type Claim struct {
+	Port  int          `json:"port"`
+	Addrs []netip.Addr `json:"addrs"`
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -30,16 +29,12 @@ type Dataplane interface {
 
 var _ Dataplane = (*dataplane.Dataplane)(nil)
 
-// LinkRemover deletes the links that connections left behind (see
+// LinkRemover deletes the links that closed connections left behind (see
 // Config.Links).
 type LinkRemover interface {
 	// RemoveLink deletes link index if it still exists under name, and
 	// reports whether it did.
 	RemoveLink(index int, name string) (bool, error)
-	// SupersedeHeld deletes the links of an earlier run of the proxy,
-	// held since its start, that carried one of addrs: the connection
-	// came back on link index (see dataplane.Options.HoldLeftovers).
-	SupersedeHeld(index int, addrs []netip.Addr) ([]int, error)
 }
 
 var _ LinkRemover = (*dataplane.Dataplane)(nil)
@@ -64,8 +59,8 @@ type Config struct {
 	// removes it on Close, but a Close that never reached a forwarder (or
 	// one that restarted and forgot it) leaves it, and with it the
 	// addresses, which the IPAM would then hand to another connection.
-	// It also deletes the link a connection had before a heal moved it to
-	// a new one. Without it such links stay.
+	// Without it such links stay. (The link a connection had before a heal
+	// moved it to a new one goes with the next Apply, State.Retired.)
 	Links LinkRemover
 	// ReleaseDelay is how long the addresses of a closed connection are kept
 	// before they are released; a new request for the same id within the

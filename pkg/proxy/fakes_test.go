@@ -214,6 +214,17 @@ type fakeDataplane struct{ *dataplanefake.Dataplane }
 
 func newFakeDataplane() fakeDataplane { return fakeDataplane{&dataplanefake.Dataplane{}} }
 
+// retired lists the State.Retired links of the applied states, in order.
+func (d fakeDataplane) retired() []string {
+	var out []string
+	for _, s := range d.States() {
+		for _, l := range s.Retired {
+			out = append(out, fmt.Sprintf("%d/%s", l.Index, l.Name))
+		}
+	}
+	return out
+}
+
 // waitState waits until the last applied state satisfies ok.
 func (d fakeDataplane) waitState(t *testing.T, ok func(dataplane.State) bool) dataplane.State {
 	t.Helper()

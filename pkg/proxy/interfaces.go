@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"log/slog"
 	"net/netip"
 	"slices"
 )
@@ -13,7 +12,9 @@ import (
 // addresses are the proxy's own allocation records, and a refresh that
 // changes them moves the nexthops (SetIPContext). A second create for the
 // same connection replaces the first (a heal may move it to another link),
-// and the first link is deleted if still there (removeReplaced); a link
+// and the next Apply deletes the first link if still there (State.Retired)
+// and the links an earlier run left with the connection's addresses
+// (State.Claims): the link enters the dataplane only there. A link
 // announced for another connection is taken from it. A link may be
 // announced before the connection's addresses are known: it is a port at
 // once, and gets its nexthops when they are. The dataplane ignores ports
@@ -43,41 +44,13 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 	p.unlinkLocked(st)
 	st.link, st.linkName = i.Index, i.Name
 	p.links[i.Index] = st.id
-	p.portsHops.addPort(i.Index)
+	p.portsHops.addPort(i.Index, i.Type == TargetConn)
 	p.refreshHopsLocked(st)
+	p.oneShot.add(replaced, replacedName, i.Index, allocAddrs(st))
 	hops := slices.Clone(st.hops)
-	addrs := allocAddrs(st)
 	p.mu.Unlock()
 	log.Info("interface added", "nexthops", hops, "replaced", replaced)
-	p.supersedeHeld(i.Index, addrs, log)
-	p.removeReplaced(replaced, replacedName, log)
 	p.markDirty()
-}
-
-// removeReplaced deletes the link that a connection had before a heal
-// moved it to another (see Config.Links): it is no bridge port any more,
-// and its forwarder, if it is gone, will not remove it, so the
-// connection's addresses (on its far end, or the proxy's "-dst" of an LB
-// connection) would sit on two links, and traffic could leave by the dead
-// one. A link that another connection has claimed meanwhile is left; so is
-// one whose index now names another link.
-func (p *Proxy) removeReplaced(index int, name string, log *slog.Logger) {
-	if p.cfg.Links == nil || index == 0 {
-		return
-	}
-	p.mu.Lock()
-	_, claimed := p.links[index]
-	p.mu.Unlock()
-	if claimed {
-		return
-	}
-	removed, err := p.cfg.Links.RemoveLink(index, name)
-	switch {
-	case err != nil:
-		log.Warn("link the connection had before its heal not removed", "replacedIndex", index, "replacedName", name, "error", err)
-	case removed:
-		log.Info("link the connection had before its heal removed", "replacedIndex", index, "replacedName", name)
-	}
 }
 
 // allocAddrs are the addresses of st's allocations. p.mu must be held.
@@ -87,18 +60,6 @@ func allocAddrs(st *connState) []netip.Addr {
 		out = append(out, a.Addr())
 	}
 	return out
-}
-
-// supersedeHeld deletes the links that an earlier run of the proxy left
-// with the addresses of the connection that came back on link index (see
-// Config.Links): otherwise they would carry its addresses twice.
-func (p *Proxy) supersedeHeld(index int, addrs []netip.Addr, log *slog.Logger) {
-	if p.cfg.Links == nil || len(addrs) == 0 {
-		return
-	}
-	if _, err := p.cfg.Links.SupersedeHeld(index, addrs); err != nil {
-		log.Warn("links of an earlier run with the connection's addresses not all removed", "error", err)
-	}
 }
 
 // InterfaceDeleted removes a connection's port and nexthops. The connection
@@ -178,4 +139,35 @@ func (p *Proxy) refreshHopsLocked(st *connState) bool {
 	}
 	st.hops = hops
 	return true
+}
+
+// InterfaceOf returns the interface of the connection of type t with key
+// key: its link, as last announced by InterfaceCreated and not deleted
+// since. The proxy is the one owner of which link is whose; the interface
+// monitor asks it.
+func (p *Proxy) InterfaceOf(t ConnType, key string) (Interface, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.conns[key]
+	if st == nil || st.typ != t || st.link == 0 {
+		return Interface{}, false
+	}
+	return st.iface(), true
+}
+
+// InterfaceAt returns the interface announced on link index and not
+// deleted since.
+func (p *Proxy) InterfaceAt(index int) (Interface, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, ok := p.links[index]
+	if !ok {
+		return Interface{}, false
+	}
+	return p.conns[id].iface(), true
+}
+
+// iface is the interface of st's link. p.mu must be held.
+func (st *connState) iface() Interface {
+	return Interface{Index: st.link, Name: st.linkName, Type: st.typ, ConnKey: st.id}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
@@ -141,8 +142,8 @@ func TestLinkBeforeIPContext(t *testing.T) {
 func TestPortsAndHopsNexthopOnTwoPorts(t *testing.T) {
 	d := newPortsAndHops()
 	a := netip.MustParseAddr("172.16.0.5")
-	d.addPort(10)
-	d.addPort(11)
+	d.addPort(10, false)
+	d.addPort(11, false)
 	d.addHop(a, 10)
 	d.addHop(a, 11)
 	d.addHop(a, 11)
@@ -162,15 +163,36 @@ func TestPortsAndHopsNexthopOnTwoPorts(t *testing.T) {
 func TestPortsAndHopsStateIsNotChangedByLaterEvents(t *testing.T) {
 	d := newPortsAndHops()
 	for _, i := range []int{3, 1, 2} {
-		d.addPort(i)
+		d.addPort(i, false)
 	}
 	d.addHop(netip.MustParseAddr("10.0.0.2"), 1)
 	s := d.state(nil, nil)
-	d.addPort(0)
+	d.addPort(0, false)
 	d.removePort(2)
 	d.addHop(netip.MustParseAddr("10.0.0.1"), 3)
 	d.removeHop(netip.MustParseAddr("10.0.0.2"), 1)
 	require.Equal(t, []int{1, 2, 3}, s.Ports)
 	require.Equal(t, "[10.0.0.2]", sprint(s.Nexthops))
 	require.Equal(t, []int{0, 1, 3}, d.ports)
+}
+
+// The targets' ports, and only theirs, are in hairpin mode while the
+// service load balancer asks for it.
+func TestTargetHairpin(t *testing.T) {
+	e := newTestEnv(t)
+	e.link(t, targetConn("t1"), TargetConn, 7)
+	e.link(t, lbConn("lb1"), LBConn, 9)
+	e.link(t, targetConn("t2"), TargetConn, 5)
+	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 3 })
+	require.Empty(t, s.HairpinPorts, "off until asked")
+	e.p.SetTargetHairpin(true)
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5, 7}) })
+	e.p.InterfaceDeleted(Interface{Index: 7})
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5}) })
+	e.link(t, targetConn("t3"), TargetConn, 11)
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5, 11}) })
+	e.p.SetTargetHairpin(false)
+	e.dp.waitState(t, func(s dataplaneState) bool { return len(s.HairpinPorts) == 0 && len(s.Ports) == 3 })
+	e.p.SetTargetHairpin(true)
+	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(s.HairpinPorts, []int{5, 11}) })
 }

@@ -15,23 +15,53 @@ import (
 // shares them while the model goes on changing.
 type portsAndHops struct {
 	ports    []int                // the links of the connections, sorted
+	hairpin  bool                 // the targets' ports are in hairpin mode
+	targets  []int                // with hairpin, the links of the target connections, sorted
 	hops     map[netip.Addr][]int // nexthop → the LB ports it is announced on
 	nexthops []netip.Addr         // the keys of hops, sorted
 }
 
 func newPortsAndHops() portsAndHops { return portsAndHops{hops: map[netip.Addr][]int{}} }
 
-func (d *portsAndHops) addPort(idx int) {
-	i, found := slices.BinarySearch(d.ports, idx)
-	if !found {
-		d.ports = slices.Insert(slices.Clip(d.ports), i, idx)
+// addPort adds the link of a connection (of a target's, with target).
+func (d *portsAndHops) addPort(idx int, target bool) {
+	d.ports = insertSorted(d.ports, idx)
+	if target && d.hairpin {
+		d.targets = insertSorted(d.targets, idx)
 	}
 }
 
 func (d *portsAndHops) removePort(idx int) {
-	if i, found := slices.BinarySearch(d.ports, idx); found {
-		d.ports = append(slices.Clip(d.ports[:i]), d.ports[i+1:]...)
+	d.ports = deleteSorted(d.ports, idx)
+	if d.hairpin {
+		d.targets = deleteSorted(d.targets, idx)
 	}
+}
+
+// setHairpin turns the targets' hairpin mode on, with the links of the
+// target connections now (in any order), or off. The target list is kept
+// only while it is on: without services it costs nothing per event.
+func (d *portsAndHops) setHairpin(on bool, targets []int) {
+	d.hairpin, d.targets = on, nil
+	if on {
+		d.targets = slices.Sorted(slices.Values(targets))
+	}
+}
+
+// insertSorted is xs with x added, a new slice if it changed.
+func insertSorted(xs []int, x int) []int {
+	if i, found := slices.BinarySearch(xs, x); !found {
+		return slices.Insert(slices.Clip(xs), i, x)
+	}
+	return xs
+}
+
+// deleteSorted is xs without x, a new slice if it changed.
+func deleteSorted(xs []int, x int) []int {
+	if i, found := slices.BinarySearch(xs, x); found {
+		return append(slices.Clip(xs[:i]), xs[i+1:]...)
+	}
+	return xs
 }
 
 // addHop records that the LB behind port announces address a.
@@ -71,6 +101,9 @@ func (d *portsAndHops) removeHop(a netip.Addr, port int) {
 // nexthops: the ports are shared, not copied.
 func (d *portsAndHops) state(bridge, vips []netip.Prefix) dataplane.State {
 	s := dataplane.State{BridgeAddrs: bridge, Ports: d.ports, Nexthops: d.nexthops, VIPs: vips}
+	if d.hairpin {
+		s.HairpinPorts = d.targets
+	}
 	for a, ports := range d.hops {
 		if len(ports) != 1 {
 			continue

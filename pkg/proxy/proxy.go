@@ -33,8 +33,9 @@ type Proxy struct {
 	closed      bool
 	bridge      map[ipamv1.IPFamily]netip.Prefix
 	conns       map[string]*connState
-	links       map[int]string // link index → the key of the connection it belongs to
+	links       map[int]string // link index → the key of the connection it belongs to (see connState.link)
 	portsHops   portsAndHops   // the ports and nexthops of the links
+	oneShot     oneShot        // the link requests of the next Apply
 	vipWanted   []netip.Prefix
 	vipRejected []error        // the entries of vipWanted rejected by the last validation
 	vips        []netip.Prefix // accepted, sorted

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
 const releaseDelay = 20 * time.Second
@@ -294,8 +294,6 @@ func (l *leftoverLinks) RemoveLink(index int, name string) (bool, error) {
 	return true, nil
 }
 
-func (l *leftoverLinks) SupersedeHeld(int, []netip.Addr) ([]int, error) { return nil, nil }
-
 // newLinksEnv is a test proxy whose leftover links go to a leftoverLinks.
 func newLinksEnv(t *testing.T) (*testEnv, *leftoverLinks) {
 	t.Helper()
@@ -421,37 +419,36 @@ func supersededPair(t *testing.T, e *testEnv) (old, healed *networkservice.Conne
 	return old, healed
 }
 
-// A heal that moves a connection to a new link deletes the link it had:
-// its forwarder may be gone, and the connection's addresses would be on
-// two links. A link that another connection took is not the healed one's
-// to delete, and a delete that fails changes nothing else.
-func TestHealedConnectionRemovesReplacedLink(t *testing.T) {
-	e, links := newLinksEnv(t)
+// A connection healed onto a new link hands its old link to the dataplane
+// to delete (State.Retired), in the Apply that makes the new link a port,
+// once: a failed Apply hands it again, a successful one drops it.
+func TestHealedConnectionRetiresReplacedLink(t *testing.T) {
+	e := newTestEnv(t)
 	e.link(t, lbConn("lb-1"), LBConn, 7)
 	e.link(t, targetConn("t1"), TargetConn, 8)
-	calls, _ := links.seen()
-	require.Empty(t, calls, "a first link replaces nothing")
+	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[7 8]" })
+	require.Empty(t, e.dp.retired(), "a first link replaces nothing")
 
 	e.p.InterfaceCreated(Interface{Index: 9, Name: "lb0b", Type: LBConn, ConnKey: "lb-1"})
-	calls, _ = links.seen()
-	require.Equal(t, []string{"7/lb-1"}, calls)
 	s := e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 9]" })
 	require.Len(t, s.Nexthops, 2)
+	require.Equal(t, []string{"7/lb-1"}, e.dp.retired(), "with the Apply that makes the new link a port")
+	require.Equal(t, 9, s.Claims[len(s.Claims)-1].Port, "which claims the connection's addresses for it")
 
 	// lb-2 is announced on t1's link (taking it), then t1 heals: t1's old
 	// link is lb-2's now and stays.
 	e.link(t, lbConn("lb-2"), LBConn, 8)
 	e.p.InterfaceCreated(Interface{Index: 10, Name: "t0b", Type: TargetConn, ConnKey: "t1"})
-	calls, _ = links.seen()
-	require.Equal(t, []string{"7/lb-1"}, calls, "a link claimed by another connection is left")
+	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 9 10]" })
+	require.Equal(t, []string{"7/lb-1"}, e.dp.retired(), "a link claimed by another connection is left")
 
-	links.mu.Lock()
-	links.failures = 1
-	links.mu.Unlock()
+	e.dp.FailNext(1)
 	e.p.InterfaceCreated(Interface{Index: 11, Name: "lb0c", Type: LBConn, ConnKey: "lb-1"})
-	calls, _ = links.seen()
-	require.Equal(t, []string{"7/lb-1", "9/lb0b"}, calls)
 	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 10 11]" })
+	require.Equal(t, []string{"7/lb-1", "9/lb0b"}, e.dp.retired(), "handed again after the failed Apply, once")
+	e.p.InterfaceCreated(Interface{Index: 12, Name: "t0c", Type: TargetConn, ConnKey: "t1"})
+	s = e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 11 12]" })
+	require.Equal(t, []dataplane.LinkRef{{Index: 10, Name: "t0b"}}, s.Retired, "only what is new")
 }
 
 // A release that a re-request cancelled removes no link, even when the

@@ -118,12 +118,9 @@ func (p *Proxy) Snapshot() Snapshot {
 		s.Connections = append(s.Connections, c)
 	}
 	slices.SortFunc(s.Connections, func(a, b ConnectionSnapshot) int { return strings.Compare(a.ID, b.ID) })
-	for idx, id := range p.links {
+	for _, id := range p.links {
 		st := p.conns[id]
-		s.Interfaces = append(s.Interfaces, InterfaceSnapshot{
-			Interface:     Interface{Index: idx, Name: st.linkName, Type: st.typ, ConnKey: id},
-			NeighborAddrs: slices.Clone(st.hops),
-		})
+		s.Interfaces = append(s.Interfaces, InterfaceSnapshot{Interface: st.iface(), NeighborAddrs: slices.Clone(st.hops)})
 	}
 	slices.SortFunc(s.Interfaces, func(a, b InterfaceSnapshot) int { return a.Index - b.Index })
 	return s

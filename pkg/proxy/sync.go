@@ -11,7 +11,9 @@ import (
 // held. It shares the model's ports, nexthops and VIPs (which are replaced,
 // never changed in place) and costs the number of nexthops.
 func (p *Proxy) desiredStateLocked() dataplane.State {
-	return p.portsHops.state(p.bridgePrefixesLocked(), p.vips)
+	s := p.portsHops.state(p.bridgePrefixesLocked(), p.vips)
+	p.oneShot.into(&s)
+	return s
 }
 
 // syncLoop is the only caller of the dataplane: it applies the desired state
@@ -43,6 +45,7 @@ func (p *Proxy) syncLoop(ctx context.Context) {
 		}
 		p.mu.Lock()
 		p.counters.applies++
+		p.oneShot.done(state)
 		p.mu.Unlock()
 		p.log.Debug("dataplane state applied", "bridge", state.BridgeAddrs, "ports", state.Ports,
 			"nexthops", state.Nexthops, "vips", state.VIPs)

@@ -26,8 +26,9 @@ func (t ConnType) String() string {
 }
 
 // Interface is the kernel link of an NSM connection in the proxy's
-// namespace, what the interface monitor knows and the proxy does not: the
-// connection's addresses are the proxy's own.
+// namespace, as the interface monitor matched it (the connection's
+// addresses are the proxy's own). The proxy keeps the Interface of each
+// connection (InterfaceOf, InterfaceAt); the monitor asks it.
 type Interface struct {
 	// Index and Name identify the link in the proxy's namespace.
 	Index int

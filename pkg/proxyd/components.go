@@ -22,6 +22,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nspwatch"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/proxyd/vipsource"
+	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
 // components are the daemon's parts in their start order, which follows
@@ -88,6 +89,9 @@ func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
 			AdoptLeftovers: true,
 			HoldLeftovers:  true,
 			SysctlFamilies: d.cfg.SysctlFamilies(),
+			// The nftables service provider's clients and endpoints are
+			// ports of the bridge (docs/servicelb.md).
+			BridgeNetfilter: d.cfg.ServicesFile != "" && d.cfg.ServiceProvider == servicelb.ProviderNftables,
 		})
 		if err != nil {
 			return nil, err

@@ -10,10 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/vishvananda/netns"
 
 	"github.com/causeway-net/causeway/internal/yamlfile"
 	"github.com/causeway-net/causeway/pkg/proxy"
@@ -29,13 +26,11 @@ import (
 type serviceLB struct {
 	cfg      *Config
 	log      *slog.Logger
-	ns       netns.NsHandle
 	proxy    *proxy.Proxy
 	provider servicelb.Provider
 	events   *eventCounter
 
 	changed chan struct{} // capacity 1: the file changed
-	retryAt atomic.Pointer[time.Time]
 
 	mu       sync.Mutex
 	file     *filesource.File // last good version (nil: none yet)
@@ -80,7 +75,7 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &serviceLB{cfg: d.cfg, log: log, ns: ns, proxy: d.proxy, events: newEventCounter(log), changed: make(chan struct{}, 1)}
+	s := &serviceLB{cfg: d.cfg, log: log, proxy: d.proxy, events: newEventCounter(log), changed: make(chan struct{}, 1)}
 	// The other provider's table, from a run configured otherwise.
 	if err := provider.CleanupLeftovers(ns); err != nil {
 		return nil, err
@@ -88,8 +83,6 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	s.provider, err = provider.New(provider.Config{
 		Provider: d.cfg.ServiceProvider, NetNS: ns, Logger: log, SyncPeriod: d.cfg.ServiceSyncPeriod,
 		PortRange: portRange, UDPIdleTimeout: d.cfg.ServiceUDPIdleTimeout, Recorder: s.events,
-		// Clients and endpoints are ports of the bridge (docs/servicelb.md).
-		BridgeNetfilter: true,
 	})
 	if err != nil {
 		return nil, err
@@ -149,17 +142,6 @@ func (s *serviceLB) accept(f *filesource.File) {
 	}
 }
 
-// retry asks the feed loop for another round soon (a target port was not
-// ready for its hairpin mode).
-func (s *serviceLB) retry() {
-	at := time.Now().Add(hairpinRetry)
-	s.retryAt.Store(&at)
-}
-
-// hairpinRetry is how soon the hairpin mode of a target port that is not a
-// bridge port yet is tried again.
-const hairpinRetry = 200 * time.Millisecond
-
 // reject records a refused version; the last good one stays in force.
 func (s *serviceLB) reject(err error) {
 	s.mu.Lock()
@@ -199,18 +181,12 @@ func (s *serviceLB) recovered() {
 // feedLoop hands the provider the services and endpoints again whenever
 // the file or the connected targets change, until ctx ends.
 func (s *serviceLB) feedLoop(ctx context.Context, targets <-chan struct{}, svcs []servicelb.Service, eps []servicelb.Endpoints) {
-	retry := time.NewTimer(time.Hour)
-	defer retry.Stop()
 	for {
-		if at := s.retryAt.Swap(nil); at != nil {
-			retry.Reset(time.Until(*at))
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.changed:
 		case <-targets:
-		case <-retry.C:
 		}
 		svcs, eps = s.feed(svcs, eps)
 	}
@@ -224,17 +200,10 @@ func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpo
 	if f.UsesTargets() {
 		addrs = s.proxy.TargetAddrs()
 	}
-	// A target may be an endpoint by address too: every target port gets
-	// hairpin mode while there are services.
-	if s.cfg.ServiceProvider == servicelb.ProviderNftables && len(f.Services) > 0 {
-		pending, err := setHairpin(s.ns, targetLinks(s.proxy))
-		if err != nil {
-			s.log.Warn("hairpin mode of the target ports", "error", err)
-		}
-		if pending {
-			s.retry()
-		}
-	}
+	// A target may be an endpoint by address too: with the nftables
+	// provider every target port is in hairpin mode while there are
+	// services (the dataplane sets it, as it enslaves the port).
+	s.proxy.SetTargetHairpin(s.cfg.ServiceProvider == servicelb.ProviderNftables && len(f.Services) > 0)
 	svcs, eps := f.ServiceList(), f.EndpointList(addrs)
 	// Endpoints first: a new service port starts with its endpoints.
 	if lastEps == nil || !reflect.DeepEqual(eps, lastEps) {

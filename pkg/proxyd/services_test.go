@@ -16,6 +16,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nspd/configfile"
+	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
@@ -101,6 +102,21 @@ func testDaemonServices(t *testing.T, provider, table string) {
 		web, _ := servicePort(debugState(t, cfg.DebugSocket), "shop/web:http")
 		return slices.Equal(web.Endpoints, []netip.AddrPort{want})
 	}, wait, tick, "the connected target is the endpoint")
+	// With the nftables provider the target's port is in hairpin mode (a
+	// target may be its own endpoint): the dataplane's State says so.
+	require.Eventually(t, func() bool {
+		st := debugState(t, cfg.DebugSocket)
+		var targets []int
+		for _, i := range st.Proxy.Interfaces {
+			if i.Type == proxy.TargetConn {
+				targets = append(targets, i.Index)
+			}
+		}
+		if provider == servicelb.ProviderUserspace {
+			targets = nil
+		}
+		return len(st.Proxy.Interfaces) > 0 && slices.Equal(st.Proxy.State.HairpinPorts, targets)
+	}, wait, tick, "hairpin mode on the target ports with nftables only")
 
 	// A broken edit: refused with the entry and the reason; the services stay.
 	writeFile(t, cfg.ServicesFile, strings.Replace(servicesYAML, "protocol: udp", "protocol: sctp", 1))

@@ -2,7 +2,6 @@ package dataplanefake
 
 import (
 	"maps"
-	"net/netip"
 	"slices"
 
 	"github.com/causeway-net/causeway/pkg/dataplane"
@@ -135,6 +134,3 @@ func (d *Dataplane) LinkByName(name string) (dataplane.Link, bool) {
 	l, ok := d.links.byName[name]
 	return l, ok
 }
-
-// SupersedeHeld has nothing to supersede: the fake holds nothing.
-func (d *Dataplane) SupersedeHeld(int, []netip.Addr) ([]int, error) { return nil, nil }

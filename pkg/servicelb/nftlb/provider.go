@@ -38,11 +38,6 @@ type Options struct {
 	// MinSyncPeriod rate-limits Sync; SyncPeriod is the periodic resync.
 	MinSyncPeriod time.Duration
 	SyncPeriod    time.Duration
-	// BridgeNetfilter turns on net.bridge.bridge-nf-call-ip(6)tables in the
-	// namespace, so that an endpoint's reply to a client on the same bridge
-	// (hairpin) passes our connection tracking and gets its source turned
-	// back into the service IP:port. It needs the br_netfilter module.
-	BridgeNetfilter bool
 }
 
 // Provider programs the kernel from services and endpoints.
@@ -66,8 +61,12 @@ type Provider struct {
 
 var _ servicelb.Provider = (*Provider)(nil)
 
-// New returns a provider; it removes what a previous process left and, if
-// asked, turns bridge netfilter on.
+// New returns a provider; it removes what a previous process left. Clients
+// and endpoints that are ports of one bridge need bridge netfilter in the
+// namespace (an endpoint's reply to a client on the same bridge then passes
+// our connection tracking and gets its source turned back into the service
+// IP:port): the proxy's dataplane turns it on
+// (dataplane.Options.BridgeNetfilter), not the provider.
 func New(opts Options) (*Provider, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -85,13 +84,6 @@ func New(opts Options) (*Provider, error) {
 	p.runner = servicelb.NewSyncRunner(p.syncOnce, opts.MinSyncPeriod, opts.SyncPeriod)
 	if err := p.CleanupLeftovers(); err != nil {
 		return nil, fmt.Errorf("nftables provider: %w", err)
-	}
-	if opts.BridgeNetfilter {
-		for _, key := range []string{"net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables"} {
-			if err := kernel.SetSysctl(opts.NetNS, key, "1"); err != nil {
-				return nil, fmt.Errorf("nftables provider: bridge netfilter needs the br_netfilter kernel module on the node (modprobe br_netfilter; persist it in /etc/modules-load.d/): %w", err)
-			}
-		}
 	}
 	return p, nil
 }

@@ -48,7 +48,8 @@ func chains(t testing.TB, topo *slbtest.Topology, prefix string) []string {
 }
 
 func subject(t *testing.T, topo *slbtest.Topology) *slbtest.Subject {
-	p := newTestProvider(t, topo, Options{BridgeNetfilter: true})
+	topo.BridgeNetfilter(t)
+	p := newTestProvider(t, topo, Options{})
 	return &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow, Table: TableName, Removed: func(t *testing.T, svc servicelb.ServicePortInfo) {
 		for _, prefix := range []string{"ip-", "svc-", "ep-"} {
 			assert.Empty(t, chains(t, topo, prefix), "%s chains of the removed service remain", prefix)

@@ -32,6 +32,7 @@ const inProcessEnv = "SLB_BENCH_USERSPACE_IN_PROCESS"
 // programs the kernel, so it stays in the benchmark process.
 func benchEnv(b *testing.B) (*slbtest.Topology, []benchPath) {
 	topo := slbtest.New(b, 1)
+	topo.BridgeNetfilter(b)
 	echo := slbtest.StartEcho(b, topo.Endpoints)
 	ep := netip.AddrPortFrom(topo.Endpoints[0].Addr4, echo.Port)
 	paths := []benchPath{{name: "direct", addr: ep}}
@@ -42,7 +43,7 @@ func benchEnv(b *testing.B) (*slbtest.Topology, []benchPath) {
 			startChild(b, topo.Proxy, childConfig{Provider: name, Service: svc, Endpoint: ep})
 			continue
 		}
-		p, err := New(Config{Provider: name, NetNS: topo.Proxy.Handle, BridgeNetfilter: true})
+		p, err := New(Config{Provider: name, NetNS: topo.Proxy.Handle})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -32,9 +32,6 @@ type Config struct {
 	UDPIdleTimeout time.Duration
 	MaxUDPClients  int
 	Recorder       servicelb.Recorder
-
-	// nftables
-	BridgeNetfilter bool
 }
 
 // New returns the configured provider.
@@ -47,7 +44,7 @@ func New(cfg Config) (servicelb.Provider, error) {
 		})
 	case servicelb.ProviderNftables:
 		return nftlb.New(nftlb.Options{NetNS: cfg.NetNS, Logger: cfg.Logger, MinSyncPeriod: cfg.MinSyncPeriod,
-			SyncPeriod: cfg.SyncPeriod, BridgeNetfilter: cfg.BridgeNetfilter})
+			SyncPeriod: cfg.SyncPeriod})
 	}
 	return nil, fmt.Errorf("unknown service load balancer provider %q (want %q or %q)",
 		cfg.Provider, servicelb.ProviderUserspace, servicelb.ProviderNftables)

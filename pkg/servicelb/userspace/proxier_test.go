@@ -90,8 +90,9 @@ func newTestProxier(t *testing.T, topo *slbtest.Topology, opts Options) (*Proxie
 }
 
 func subject(t *testing.T, topo *slbtest.Topology, opts Options) (*slbtest.Subject, *Proxier) {
-	p, _ := newTestProxier(t, topo, opts)
-	return &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow, Table: TableName, Removed: func(t *testing.T, svc servicelb.ServicePortInfo) {
+	p, rec := newTestProxier(t, topo, opts)
+	dialFailures := func() uint64 { return rec.Count(slbtest.Ref, servicelb.EventDialFailed) }
+	return &slbtest.Subject{Topo: topo, Provider: p, SyncNow: p.SyncNow, Table: TableName, DialFailures: dialFailures, Removed: func(t *testing.T, svc servicelb.ServicePortInfo) {
 		assert.Zero(t, p.Port(svc.Name), "socket of the removed service still open")
 		assert.Nil(t, p.Info(svc.Name))
 		p.syncMu.Lock()

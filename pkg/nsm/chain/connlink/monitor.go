@@ -18,12 +18,13 @@ type connKey struct {
 	key string
 }
 
-// expectation is the interface a connection is waiting for or has got.
+// expectation is the interface name of an established connection, as its
+// NSM elements recorded it. Which link it is on is the Handler's to keep:
+// the Monitor asks it (InterfaceOf, InterfaceAt) and keeps no copy.
 type expectation struct {
-	iface  proxy.Interface // Index is set only while active
-	conn   string          // the NSM connection that recorded it ("" if not said)
-	active bool
-	lost   bool // the announced link went away in the kernel, not yet back
+	name string
+	conn string // the NSM connection that recorded it ("" if not said)
+	lost bool   // the announced link went away in the kernel, not yet back
 }
 
 // Monitor matches the interfaces of established connections (recorded by
@@ -37,7 +38,6 @@ type Monitor struct {
 	mu       sync.Mutex
 	expected map[connKey]*expectation // by connection
 	byName   map[string]connKey       // expected name → connection
-	byIndex  map[int]connKey          // active link index → connection
 }
 
 // New returns a Monitor that reads the links of links and reports to
@@ -50,7 +50,6 @@ func New(handler Handler, links Links, opts ...Option) *Monitor {
 		logger:   o.logger,
 		expected: make(map[connKey]*expectation),
 		byName:   make(map[string]connKey),
-		byIndex:  make(map[int]connKey),
 	}
 }
 
@@ -82,7 +81,7 @@ func (m *Monitor) HandleLinkEvent(ev dataplane.LinkEvent) {
 	if !ok {
 		// The connection may live on (a heal may create the link again
 		// under the same name): keep its expectation, pending.
-		m.markLost(m.deactivate(ev.Index))
+		m.markLost(m.deactivateAt(ev.Index))
 		return
 	}
 	m.linkPresent(l.Index, l.Name)
@@ -90,24 +89,23 @@ func (m *Monitor) HandleLinkEvent(ev dataplane.LinkEvent) {
 
 // linkPresent matches link index, now named name.
 func (m *Monitor) linkPresent(index int, name string) {
-	if k, ok := m.byIndex[index]; ok {
-		if m.expected[k].iface.Name == name {
+	if cur, ok := m.handler.InterfaceAt(index); ok {
+		if cur.Name == name {
 			return // the same link, e.g. a flags change
 		}
 		// Renamed: no longer the connection's interface.
-		m.markLost(m.deactivate(index))
+		m.markLost(m.deactivate(cur))
 	}
 	k, ok := m.byName[name]
 	if !ok {
 		return
 	}
-	e := m.expected[k]
-	if e.active {
+	if cur, ok := m.handler.InterfaceOf(k.typ, k.key); ok {
 		// The name is on a new link: the old one's delete is still to
 		// come, or was missed.
-		m.markLost(m.deactivate(e.iface.Index))
+		m.markLost(m.deactivate(cur))
 	}
-	m.activate(k, e, index)
+	m.activate(k, m.expected[k], index)
 }
 
 // markLost records that the link of connection k went away in the kernel.
@@ -119,28 +117,27 @@ func (m *Monitor) markLost(k connKey, ok bool) {
 
 // activate announces the interface of connection k on link index.
 func (m *Monitor) activate(k connKey, e *expectation, index int) {
-	e.iface.Index = index
-	e.active = true
 	e.lost = false
-	m.byIndex[index] = k
-	m.logger.Debug("interface created", "name", e.iface.Name, "index", index, "type", k.typ.String(), "conn", k.key)
-	m.handler.InterfaceCreated(e.iface)
+	m.logger.Debug("interface created", "name", e.name, "index", index, "type", k.typ.String(), "conn", k.key)
+	m.handler.InterfaceCreated(proxy.Interface{Index: index, Name: e.name, Type: k.typ, ConnKey: k.key})
 }
 
-// deactivate withdraws the interface announced on link index, if any, and
-// says whose it was.
-func (m *Monitor) deactivate(index int) (connKey, bool) {
-	k, ok := m.byIndex[index]
+// deactivateAt withdraws the interface announced on link index, if any,
+// and says whose it was.
+func (m *Monitor) deactivateAt(index int) (connKey, bool) {
+	cur, ok := m.handler.InterfaceAt(index)
 	if !ok {
-		return k, false
+		return connKey{}, false
 	}
-	delete(m.byIndex, index)
-	e := m.expected[k]
-	m.logger.Debug("interface deleted", "name", e.iface.Name, "index", index, "type", k.typ.String(), "conn", k.key)
-	m.handler.InterfaceDeleted(e.iface)
-	e.active = false
-	e.iface.Index = 0
-	return k, true
+	return m.deactivate(cur)
+}
+
+// deactivate withdraws the announced interface iface and says whose it
+// was.
+func (m *Monitor) deactivate(iface proxy.Interface) (connKey, bool) {
+	m.logger.Debug("interface deleted", "name", iface.Name, "index", iface.Index, "type", iface.Type.String(), "conn", iface.ConnKey)
+	m.handler.InterfaceDeleted(iface)
+	return connKey{iface.Type, iface.ConnKey}, true
 }
 
 // Expect records the interface (name, type and connection key; the index is
@@ -159,9 +156,8 @@ func (m *Monitor) ExpectConn(connID string, iface proxy.Interface) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := connKey{iface.Type, iface.ConnKey}
-	iface.Index = 0
 	if old, ok := m.expected[k]; ok {
-		if old.iface.Name == iface.Name {
+		if old.name == iface.Name {
 			old.conn = connID
 			return
 		}
@@ -172,15 +168,13 @@ func (m *Monitor) ExpectConn(connID string, iface proxy.Interface) {
 		// is stale.
 		m.drop(other, m.expected[other])
 	}
-	e := &expectation{iface: iface, conn: connID}
+	e := &expectation{name: iface.Name, conn: connID}
 	m.expected[k] = e
 	m.byName[iface.Name] = k
 	if l, ok := m.links.LinkByName(iface.Name); ok {
-		if _, taken := m.byIndex[l.Index]; taken {
-			// The link still carries another connection's interface under
-			// its old name (its rename is still to be handled).
-			m.markLost(m.deactivate(l.Index))
-		}
+		// The link may still carry another connection's interface under
+		// its old name (its rename is still to be handled).
+		m.markLost(m.deactivateAt(l.Index))
 		m.activate(k, e, l.Index)
 	}
 }
@@ -215,18 +209,18 @@ func (m *Monitor) ForgetConn(t proxy.ConnType, key, connID string) {
 	}
 	if e.conn != "" && connID != "" && e.conn != connID {
 		m.logger.Info("close of a superseded connection: its interface is another connection's now", "type", t.String(),
-			"conn", key, "closed", connID, "current", e.conn, "name", e.iface.Name)
+			"conn", key, "closed", connID, "current", e.conn, "name", e.name)
 		return
 	}
 	m.drop(k, e)
 }
 
 func (m *Monitor) drop(k connKey, e *expectation) {
-	if e.active {
-		m.deactivate(e.iface.Index)
+	if cur, ok := m.handler.InterfaceOf(k.typ, k.key); ok {
+		m.deactivate(cur)
 	}
 	delete(m.expected, k)
-	if m.byName[e.iface.Name] == k {
-		delete(m.byName, e.iface.Name)
+	if m.byName[e.name] == k {
+		delete(m.byName, e.name)
 	}
 }

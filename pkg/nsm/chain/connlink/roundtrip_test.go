@@ -37,6 +37,7 @@ import (
 type roundTrip struct {
 	ns     *testutil.NetNS
 	dp     *dataplane.Dataplane
+	calls  *countedDataplane // what the proxy and the monitor ask of dp
 	engine *ipam.Engine
 	proxy  *proxy.Proxy
 	mon    *connlink.Monitor
@@ -48,6 +49,7 @@ func newRoundTrip(t *testing.T, forwarder networkservice.NetworkServiceServer) (
 	quiet := slog.New(slog.DiscardHandler)
 	r := &roundTrip{ns: testutil.NewNetNS(t, "imrt")}
 	r.dp = kernelDataplane(t, r.ns)
+	r.calls = &countedDataplane{dp: r.dp}
 	var err error
 	r.engine, err = ipam.New(context.Background(), memory.New(), ipam.Config{
 		Trench: "trench-a",
@@ -60,11 +62,11 @@ func newRoundTrip(t *testing.T, forwarder networkservice.NetworkServiceServer) (
 	srv := testutil.ServeGRPC(t, "", func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, ipam.NewServer(r.engine)) })
 	r.proxy, err = proxy.New(context.Background(), proxy.Config{
 		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1",
-		IPAM: ipamv1.NewIpamClient(srv.Dial(t)), Dataplane: r.dp, RetryInterval: time.Millisecond, Logger: quiet,
+		IPAM: ipamv1.NewIpamClient(srv.Dial(t)), Dataplane: r.calls, Links: r.calls, RetryInterval: time.Millisecond, Logger: quiet,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.proxy.Close(context.Background())) })
-	r.mon = connlink.New(r.proxy, r.dp, connlink.WithLogger(quiet))
+	r.mon = connlink.New(r.proxy, r.calls, connlink.WithLogger(quiet))
 	runMonitor(t, r.mon, r.dp)
 	r.lbs = chain.NewNetworkServiceClient(metadata.NewClient(), connlink.NewClient(r.mon, connlink.WithLogger(quiet)),
 		ipcontext.NewClient(r.proxy, ipcontext.WithLogger(quiet)))

@@ -91,6 +91,14 @@ func New(t testing.TB, n int) *Topology {
 	return topo
 }
 
+// BridgeNetfilter hands the bridge's frames to netfilter in the proxy
+// namespace, as the proxy's dataplane does for the nftables provider
+// (dataplane.Options.BridgeNetfilter). It needs the br_netfilter module.
+func (t *Topology) BridgeNetfilter(tb testing.TB) {
+	tb.Helper()
+	t.Proxy.MustExec(tb, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1", "net.bridge.bridge-nf-call-ip6tables=1")
+}
+
 // DialTCP connects from h to addr.
 func (h *Host) DialTCP(ctx context.Context, addr netip.AddrPort) (*net.TCPConn, error) {
 	var c net.Conn

@@ -10,7 +10,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
-// Table is an connlink.Links that the test changes. Each change
+// Table is a connlink.Links that the test changes. Each change
 // returns the event the dataplane's link table would send, for the test
 // to hand to the Monitor (HandleLinkEvent) when it wants it handled.
 type Table struct {

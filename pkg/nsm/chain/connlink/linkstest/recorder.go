@@ -20,10 +20,56 @@ type Recorder struct {
 	last   proxy.Interface
 	byName map[string][]string
 	ifaces map[string]proxy.Interface
+	// linked are the interfaces announced and not deleted since, by
+	// connection, as a Handler keeps them.
+	linked map[connKey]proxy.Interface
 }
 
-func (r *Recorder) InterfaceCreated(i proxy.Interface) { r.add("created", i) }
-func (r *Recorder) InterfaceDeleted(i proxy.Interface) { r.add("deleted", i) }
+type connKey struct {
+	typ proxy.ConnType
+	key string
+}
+
+func (r *Recorder) InterfaceCreated(i proxy.Interface) {
+	r.add("created", i)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.linked == nil {
+		r.linked = map[connKey]proxy.Interface{}
+	}
+	r.linked[connKey{i.Type, i.ConnKey}] = i
+}
+
+func (r *Recorder) InterfaceDeleted(i proxy.Interface) {
+	r.add("deleted", i)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.linked[connKey{i.Type, i.ConnKey}]; ok && cur.Index == i.Index {
+		delete(r.linked, connKey{i.Type, i.ConnKey})
+	}
+}
+
+// InterfaceOf returns the interface announced for the connection and not
+// deleted since.
+func (r *Recorder) InterfaceOf(t proxy.ConnType, key string) (proxy.Interface, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i, ok := r.linked[connKey{t, key}]
+	return i, ok
+}
+
+// InterfaceAt returns the interface announced on link index and not
+// deleted since.
+func (r *Recorder) InterfaceAt(index int) (proxy.Interface, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, i := range r.linked {
+		if i.Index == index {
+			return i, true
+		}
+	}
+	return proxy.Interface{}, false
+}
 
 func (r *Recorder) add(op string, i proxy.Interface) {
 	ev := fmt.Sprintf("%s %d", op, i.Index)
