@@ -119,3 +119,29 @@ func TestAPIServerOutageKeepsLastState(t *testing.T) {
 	defer rec.mu.Unlock()
 	assert.Zero(t, rec.emptySvcs, "no delivery ever emptied the services")
 }
+
+// A source started while the API server is away delivers nothing (not an
+// empty list) until it has listed once.
+func TestNoDeliveryBeforeFirstSync(t *testing.T) {
+	client := fake.NewClientset(service("shop", "web", "10.96.0.10"))
+	api := newFlakyAPI(client)
+	api.down.Store(true)
+	rec := &recorder{}
+	src, err := New(client, proxyName, rec, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); src.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return api.failures.Load() >= 2 }, waitFor, 10*time.Millisecond)
+	st := src.Stats()
+	assert.False(t, st.Synced)
+	assert.Zero(t, st.Deliveries)
+	assert.Equal(t, uint64(1), st.Outages)
+
+	api.down.Store(false)
+	require.Eventually(t, func() bool { return len(rec.ports()) == 1 }, waitFor, 10*time.Millisecond)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	assert.Zero(t, rec.emptySvcs)
+}

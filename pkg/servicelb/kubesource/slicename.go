@@ -8,12 +8,13 @@ import (
 )
 
 // SliceName is the name of the slice that the proxy of node publishes for
-// the Service svc and one IP family: <svc>-<hash of node>-v4|v6, the
-// Service's name cut to 40 characters (a slice name is a DNS subdomain;
-// the label it carries names the Service whole).
+// the Service svc and one IP family: <svc>-<hash of node>-v4|v6, a
+// Service name longer than 40 characters cut to 31 and followed by its
+// hash, so that two long names with one beginning stay apart (the slice's
+// label names the Service whole).
 func SliceName(svc, node string, family corev1.IPFamily) string {
 	if len(svc) > 40 {
-		svc = svc[:40]
+		svc = svc[:31] + shortHash(svc)
 	}
 	fam := "v4"
 	if family == corev1.IPv6Protocol {
