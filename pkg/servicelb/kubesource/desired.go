@@ -27,7 +27,7 @@ func (p *Publisher) desired(services []*corev1.Service, targets []Target) map[ty
 		if len(ports) == 0 {
 			continue
 		}
-		for _, fam := range svc.Spec.IPFamilies {
+		for _, fam := range families(svc) {
 			s := p.slice(svc, fam, ports, selected(svc.Namespace, sel, targets))
 			if len(s.Endpoints) > 0 {
 				out[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
@@ -113,6 +113,20 @@ func slicePorts(in []corev1.ServicePort) []discoveryv1.EndpointPort {
 			port = sp.Port
 		}
 		out = append(out, discoveryv1.EndpointPort{Name: ptr.To(sp.Name), Protocol: ptr.To(proto), Port: ptr.To(port)})
+	}
+	return out
+}
+
+// families are svc's IP families: ipFamilies, or those of its cluster IPs
+// when it does not say (an object written before dual-stack).
+func families(svc *corev1.Service) []corev1.IPFamily {
+	if len(svc.Spec.IPFamilies) > 0 {
+		return svc.Spec.IPFamilies
+	}
+	parts, _ := toModel(svc)
+	out := make([]corev1.IPFamily, 0, len(parts))
+	for _, p := range parts {
+		out = append(out, p.family)
 	}
 	return out
 }

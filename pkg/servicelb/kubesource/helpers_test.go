@@ -85,7 +85,7 @@ func start(t *testing.T, client *fake.Clientset) (*Source, *recorder) {
 func startWith(t *testing.T, client *fake.Clientset, log *slog.Logger) (*Source, *recorder) {
 	t.Helper()
 	rec := &recorder{}
-	src, err := New(client, proxyName, rec, WithLogger(log))
+	src, err := New(clientset{client}, proxyName, rec, WithLogger(log))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

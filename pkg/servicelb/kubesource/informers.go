@@ -16,7 +16,7 @@ import (
 // serviceInformer caches the Services of the proxy name only (the label
 // selector is on the list and the watch).
 func (s *Source) serviceInformer() cache.SharedIndexInformer {
-	api := s.client.CoreV1().Services(metav1.NamespaceAll)
+	api := s.client.Services(metav1.NamespaceAll)
 	lw := s.listWatch(serviceSelector(s.name).String(),
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
 		api.Watch)
@@ -25,7 +25,7 @@ func (s *Source) serviceInformer() cache.SharedIndexInformer {
 
 // sliceInformer caches every proxy's slices of the proxy name.
 func (s *Source) sliceInformer() cache.SharedIndexInformer {
-	api := s.client.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)
+	api := s.client.EndpointSlices(metav1.NamespaceAll)
 	lw := s.listWatch(sliceSelector(s.name).String(),
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
 		api.Watch)

@@ -127,7 +127,7 @@ func TestNoDeliveryBeforeFirstSync(t *testing.T) {
 	api := newFlakyAPI(client)
 	api.down.Store(true)
 	rec := &recorder{}
-	src, err := New(client, proxyName, rec, WithLogger(testLogger(t)))
+	src, err := New(clientset{client}, proxyName, rec, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

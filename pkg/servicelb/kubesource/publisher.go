@@ -79,7 +79,7 @@ func (p *Publisher) Publish(ctx context.Context, services []*corev1.Service, tar
 
 // adopt takes up the slices of this node that exist (a previous run's).
 func (p *Publisher) adopt(ctx context.Context) error {
-	l, err := p.client.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx,
+	l, err := p.client.EndpointSlices(metav1.NamespaceAll).List(ctx,
 		metav1.ListOptions{LabelSelector: ownSliceSelector(p.name, p.node).String()})
 	if err != nil {
 		return fmt.Errorf("list this node's endpoint slices: %w", err)
@@ -93,12 +93,12 @@ func (p *Publisher) adopt(ctx context.Context) error {
 
 // put creates or updates the slice key to s.
 func (p *Publisher) put(ctx context.Context, key types.NamespacedName, s *discoveryv1.EndpointSlice) error {
-	api := p.client.DiscoveryV1().EndpointSlices(key.Namespace)
+	api := p.client.EndpointSlices(key.Namespace)
 	cur, known := p.applied[key]
 	if !known {
 		out, err := api.Create(ctx, s, metav1.CreateOptions{})
 		if err == nil {
-			p.written(key, out, "created")
+			p.written(key, s, out, "created")
 			return nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -114,7 +114,7 @@ func (p *Publisher) put(ctx context.Context, key types.NamespacedName, s *discov
 // update writes s over cur, with cur's resource version; a conflict or a
 // slice deleted meanwhile is read again or created.
 func (p *Publisher) update(ctx context.Context, key types.NamespacedName, cur, s *discoveryv1.EndpointSlice) error {
-	api := p.client.DiscoveryV1().EndpointSlices(key.Namespace)
+	api := p.client.EndpointSlices(key.Namespace)
 	next := s.DeepCopy()
 	next.ResourceVersion = cur.ResourceVersion
 	out, err := api.Update(ctx, next, metav1.UpdateOptions{})
@@ -131,13 +131,13 @@ func (p *Publisher) update(ctx context.Context, key types.NamespacedName, cur, s
 	if err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
-	p.written(key, out, "updated")
+	p.written(key, s, out, "updated")
 	return nil
 }
 
 // remove deletes the slice key (gone already is fine).
 func (p *Publisher) remove(ctx context.Context, key types.NamespacedName) error {
-	err := p.client.DiscoveryV1().EndpointSlices(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{})
+	err := p.client.EndpointSlices(key.Namespace).Delete(ctx, key.Name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -146,7 +146,12 @@ func (p *Publisher) remove(ctx context.Context, key types.NamespacedName) error 
 	return nil
 }
 
-func (p *Publisher) written(key types.NamespacedName, s *discoveryv1.EndpointSlice, what string) {
+// written records s as written, with the resource version of out (what
+// the API answered): comparing with what was sent, the API's defaults
+// never make a slice look changed.
+func (p *Publisher) written(key types.NamespacedName, s, out *discoveryv1.EndpointSlice, what string) {
+	s = s.DeepCopy()
+	s.ResourceVersion = out.ResourceVersion
 	p.applied[key] = s
 	p.log.Debug("endpoint slice "+what, "slice", key.String(), "endpoints", len(s.Endpoints))
 }

@@ -53,7 +53,7 @@ func TestPublisherWritesOwnSlices(t *testing.T) {
 	stale := slice("shop", SliceName("gone", "node-a", corev1.IPv4Protocol), "gone", discoveryv1.AddressTypeIPv4, ep("172.16.0.9", true, true, false))
 	stale.Labels[NodeLabel] = "node-a"
 	client := fake.NewClientset(theirs, stale)
-	pub, err := NewPublisher(client, proxyName, "node-a", WithLogger(testLogger(t)))
+	pub, err := NewPublisher(clientset{client}, proxyName, "node-a", WithLogger(testLogger(t)))
 	require.NoError(t, err)
 
 	web := service("shop", "web", "10.96.0.10", "fd00:96::10")
@@ -117,7 +117,7 @@ func TestPublisherWritesOwnSlices(t *testing.T) {
 func TestPublisherRecovers(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
-	pub, err := NewPublisher(client, proxyName, "node-a", WithLogger(testLogger(t)))
+	pub, err := NewPublisher(clientset{client}, proxyName, "node-a", WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	svcs := []*corev1.Service{service("shop", "web", "10.96.0.10")}
 	name := SliceName("web", "node-a", corev1.IPv4Protocol)
@@ -147,7 +147,7 @@ func TestPublishedSlicesServe(t *testing.T) {
 	web := service("shop", "web", "10.96.0.10")
 	client := fake.NewClientset(web)
 	_, rec := start(t, client)
-	pub, err := NewPublisher(client, proxyName, "node-a", WithLogger(testLogger(t)))
+	pub, err := NewPublisher(clientset{client}, proxyName, "node-a", WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	require.NoError(t, pub.Publish(context.Background(), []*corev1.Service{web},
 		[]Target{target("a", "web", true, "172.16.0.5"), target("b", "web", false, "172.16.0.6")}))

@@ -100,7 +100,7 @@ func TestSyncFigures(t *testing.T) {
 func syncFigures(t *testing.T, n int) {
 	client := fake.NewClientset(scaleObjects(n)...)
 	h := &awaiter{first: make(chan struct{})}
-	src, err := New(client, proxyName, h, WithLogger(discard))
+	src, err := New(clientset{client}, proxyName, h, WithLogger(discard))
 	require.NoError(t, err)
 	heap0 := heapInUse()
 	ctx, cancel := context.WithCancel(context.Background())
