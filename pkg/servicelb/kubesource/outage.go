@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // outage follows whether the API server answers the informers' lists and
@@ -20,8 +22,9 @@ type outage struct {
 
 // observe records the result of one list or watch call.
 func (o *outage) observe(err error) {
-	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		return // our own stop, not the API server's absence
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+		return // our own stop, or a version too old that the reflector lists again for: not an absence
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -32,7 +35,7 @@ func (o *outage) observe(err error) {
 	case err != nil && !o.away:
 		o.away = true
 		o.count++
-		o.log.Warn("API server unreachable; serving the last known services until it is back", "error", err)
+		o.log.Warn("API server unreachable or refusing; serving the last known services until it answers", "error", err)
 	}
 }
 
