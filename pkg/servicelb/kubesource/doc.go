@@ -36,9 +36,13 @@
 // handler already has.
 //
 // Writing (Publisher): given this proxy's targets (pod, labels, readiness,
-// addresses per family) and the Services' selectors (Source.Selectors), it
-// computes one EndpointSlice per Service and family for the targets the
-// Service selects, named deterministically from the Service, the node and
-// the family, labelled as ours and as this node's, and makes the API equal
-// to that with create, update and delete, touching only its own slices.
+// addresses per family) and the Services (Source.Services, for their
+// selectors and target ports), it computes one EndpointSlice per Service
+// and family for the targets the Service selects, named deterministically
+// from the Service, the node and the family, labelled as ours and as this
+// node's, and makes the API equal to that with create, update and delete,
+// touching only its own slices.
+//
+// Both take a Client (Services and EndpointSlices); NewClient builds one
+// that links two API groups into the proxy, not client-go's whole scheme.
 package kubesource
