@@ -238,7 +238,9 @@ func checkProxy(t *testing.T, m *manifests, ref reference, bins map[string]binar
 			set = append(set, kv)
 		}
 	}
-	want := slices.Clone(ref.ProxySysctls[family])
+	// ping_group_range (dataplane.Options.EchoSockets) has a space in its
+	// value, so it is quoted, on a line of its own.
+	want := append(slices.Clone(ref.ProxySysctls[family]), `"net.ipv4.ping_group_range=0 2147483647"`)
 	if e["NSM_SERVICES_FILE"] != "" && e["NSM_SERVICE_PROVIDER"] == "nftables" {
 		want = append(want, bridgeNFSysctls...)
 	}

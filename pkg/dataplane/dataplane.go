@@ -101,6 +101,14 @@ type Options struct {
 	// (hairpin) then passes its connection tracking and gets its source
 	// turned back into the service's. It needs the br_netfilter module.
 	BridgeNetfilter bool
+	// EchoSockets makes New open ICMP echo ("ping") sockets to every group
+	// of the namespace (net.ipv4.ping_group_range, both families), which
+	// the datapath check of the LB nexthops probes through
+	// (pkg/nexthopcheck). It is not in PodSysctls (its value has a space):
+	// the chart's init container sets it on a line of its own. A failure
+	// is logged, not returned: the check then reports its peers
+	// unchecked.
+	EchoSockets bool
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
@@ -271,6 +279,11 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 		if _, serr := setSysctls(dp.ns, "", bridgeNetfilterSysctls()); serr != nil {
 			dp.sysctlErrs = append(dp.sysctlErrs, fmt.Errorf("bridge netfilter needs the br_netfilter kernel module on the node "+
 				"(modprobe br_netfilter; persist it in /etc/modules-load.d/): %w", serr))
+		}
+	}
+	if opts.EchoSockets {
+		if _, serr := setSysctls(dp.ns, "", echoSocketSysctls()); serr != nil {
+			dp.log.Warn("ICMP echo sockets not opened to the proxy: the datapath check of the nexthops will be off", "error", serr)
 		}
 	}
 	dp.ann = newAnnouncer(opts.AnnounceCount, opts.AnnounceInterval, clock.Real(), dp.announceRound)

@@ -71,6 +71,12 @@ func bridgeNetfilterSysctls() []sysctl {
 	}
 }
 
+// echoSocketSysctls open ICMP echo sockets to every group of the namespace
+// (see Options.EchoSockets). Only the proxy's pod shares the namespace.
+func echoSocketSysctls() []sysctl {
+	return []sysctl{{"net.ipv4.ping_group_range", "0 2147483647"}}
+}
+
 func bridgeSysctls(name string) []sysctl {
 	// Interface names may contain dots; setSysctls builds these paths with
 	// ifacePath rather than by replacing every dot.
@@ -111,7 +117,8 @@ func setSysctls(ns netns.NsHandle, iface string, list []sysctl) (written int, er
 				p = ifacePath(s.key, iface)
 			}
 			cur, rerr := os.ReadFile(p)
-			if rerr == nil && strings.TrimSpace(string(cur)) == s.value {
+			// By fields: the kernel prints a pair with a tab.
+			if rerr == nil && strings.Join(strings.Fields(string(cur)), " ") == s.value {
 				continue
 			}
 			if werr := os.WriteFile(p, []byte(s.value+"\n"), 0o644); werr != nil {
@@ -153,7 +160,7 @@ func readSysctls(ns netns.NsHandle, iface string, list []sysctl, into map[string
 				into[s.key] = "error: " + err.Error()
 				continue
 			}
-			into[s.key] = strings.TrimSpace(string(b))
+			into[s.key] = strings.Join(strings.Fields(string(b)), " ")
 		}
 		return nil
 	})

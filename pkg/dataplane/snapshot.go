@@ -233,6 +233,9 @@ func (dp *Dataplane) snapshotSysctlsLocked(s *Snapshot) {
 	if dp.opts.BridgeNetfilter {
 		readSysctls(dp.ns, "", bridgeNetfilterSysctls(), s.Sysctls)
 	}
+	if dp.opts.EchoSockets {
+		readSysctls(dp.ns, "", echoSocketSysctls(), s.Sysctls)
+	}
 	readSysctls(dp.ns, dp.opts.BridgeName, dp.opts.SysctlFamilies.filter(ownBridgeSysctls(dp.opts.BridgeName)), s.Sysctls)
 	for _, e := range dp.sysctlErrs {
 		s.SysctlErrors = append(s.SysctlErrors, e.Error())

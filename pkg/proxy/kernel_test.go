@@ -92,16 +92,7 @@ func TestKernelProxyWithRealDataplane(t *testing.T) {
 // and the new link is its port.
 func TestKernelHealRemovesReplacedLink(t *testing.T) {
 	ns := testutil.NewNetNS(t, "proxy")
-	dp, err := dataplane.New(context.Background(), dataplane.Options{NetNS: ns.Handle, Logger: testLogger()})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, dp.Close()) }()
-	p, err := New(context.Background(), Config{
-		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1",
-		IPAM: serveIPAM(t, ipam.NewServer(realEngine(t, memory.New()))), Dataplane: dp, Links: dp,
-		RetryInterval: time.Millisecond, Logger: testLogger(),
-	})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, p.Close(context.Background())) }()
+	p := kernelProxy(t, ns)
 
 	conn := lbConn("proxy-lb-1")
 	require.NoError(t, p.SetIPContext(context.Background(), conn, LBConn))
@@ -119,7 +110,7 @@ func TestKernelHealRemovesReplacedLink(t *testing.T) {
 		out, _ := ns.Exec("ip", "-o", "addr")
 		return strings.Count(out, " "+own+" ") == 1 && strings.Contains(out, "nsm-lb1    inet "+own)
 	}, waitFor, 20*time.Millisecond, "the proxy's address is on the new link only")
-	_, err = ns.Exec("ip", "link", "show", "nsm-lb0-p")
+	_, err := ns.Exec("ip", "link", "show", "nsm-lb0-p")
 	require.Error(t, err, "the old pair is gone, both ends")
 	require.Eventually(t, func() bool {
 		route, _ := ns.Exec("ip", "route", "show", "table", "1")

@@ -41,6 +41,10 @@ type Proxy struct {
 	vips        []netip.Prefix // accepted, sorted
 	counters    counters
 
+	// hopsDown are the nexthops the datapath check found down
+	// (SetNexthopsDown), left out of the desired state's routes.
+	hopsDown map[netip.Addr]bool
+
 	dirty chan struct{} // capacity 1: a sync is due
 	watch watchers      // WatchTargets subscribers, signalled with every sync request
 	// svcRoutes are the service routes via the gateway in targets' IP

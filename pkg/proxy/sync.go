@@ -7,12 +7,14 @@ import (
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
-// desiredStateLocked is the dataplane state of the model. p.mu must be
-// held. It shares the model's ports, nexthops and VIPs (which are replaced,
-// never changed in place) and costs the number of nexthops.
+// desiredStateLocked is the dataplane state of the model, without the
+// nexthops found down (SetNexthopsDown). p.mu must be held. It shares the
+// model's ports, nexthops and VIPs (which are replaced, never changed in
+// place) and costs the number of nexthops.
 func (p *Proxy) desiredStateLocked() dataplane.State {
 	s := p.portsHops.state(p.bridgePrefixesLocked(), p.vips)
 	p.oneShot.into(&s)
+	s.Nexthops = routedNexthops(s.Nexthops, p.hopsDown)
 	return s
 }
 

@@ -36,6 +36,7 @@ func (d *Daemon) components() []component {
 		{"IPAM client", d.startIPAMClient},
 		{"VIP source", d.startVIPSource},
 		{"proxy", d.startProxy},
+		{"nexthop check", d.startNexthopCheck},
 		{"services", d.startServices},
 		{"interface monitor", d.startInterfaceMonitor},
 		{"NSM client", d.startNSMClient},
@@ -92,6 +93,7 @@ func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
 			// The nftables service provider's clients and endpoints are
 			// ports of the bridge (docs/servicelb.md).
 			BridgeNetfilter: d.cfg.ServicesFile != "" && d.cfg.ServiceProvider == servicelb.ProviderNftables,
+			EchoSockets:     !d.cfg.NexthopCheckOff,
 		})
 		if err != nil {
 			return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
@@ -78,6 +79,29 @@ type Config struct {
 	ServiceSyncPeriod     time.Duration `default:"30s" desc:"new: period of the service load balancer's full resync" envconfig:"SERVICE_SYNC_PERIOD"`
 	ServicePortRange      string        `default:"" desc:"new: userspace provider: ports of its sockets, 'first-last' (empty: the kernel's choice)" envconfig:"SERVICE_PORT_RANGE"`
 	ServiceUDPIdleTimeout time.Duration `default:"30s" desc:"new: userspace provider: a UDP flow idle that long ends" envconfig:"SERVICE_UDP_IDLE_TIMEOUT"`
+
+	// Datapath check of the LB nexthops (docs/dataplane.md, "Datapath
+	// liveness of the LB nexthops").
+	NexthopCheckOff       bool          `default:"false" desc:"new: turns off the datapath check of the LB nexthops (ICMP echo from the bridge; a nexthop that stops answering leaves its family's route, never the last one)" envconfig:"NEXTHOP_CHECK_OFF"`
+	NexthopCheckInterval  time.Duration `default:"50ms" desc:"new: time between two echo probes of an LB nexthop, and the time a probe has to be answered (at least 10ms)" envconfig:"NEXTHOP_CHECK_INTERVAL"`
+	NexthopCheckFailures  int           `default:"8" desc:"new: probes lost in a row that take an LB nexthop out of its route (detection: this many intervals, plus up to one)" envconfig:"NEXTHOP_CHECK_FAILURES"`
+	NexthopCheckSuccesses int           `default:"5" desc:"new: probes answered in a row, after the hold-down, that put an LB nexthop back" envconfig:"NEXTHOP_CHECK_SUCCESSES"`
+	NexthopCheckHoldDown  time.Duration `default:"1s" desc:"new: least time an LB nexthop stays out once it answers again; doubled for each flap, up to 32 times" envconfig:"NEXTHOP_CHECK_HOLD_DOWN"`
+	TargetCheckInterval   time.Duration `default:"0s" desc:"new: time between two echo probes of a target, for the report only (-debug, metrics, a log line per change; nothing is taken from a target); the other NSM_NEXTHOP_CHECK_* settings apply; 0 turns it off" envconfig:"TARGET_CHECK_INTERVAL"`
+}
+
+// TargetCheck is the settings of the datapath check of the targets, and
+// whether it is on.
+func (c *Config) TargetCheck() (nexthopcheck.Settings, bool) {
+	s := c.NexthopCheck()
+	s.Interval = c.TargetCheckInterval
+	return s, !c.NexthopCheckOff && c.TargetCheckInterval > 0
+}
+
+// NexthopCheck is the settings of the datapath check of the LB nexthops.
+func (c *Config) NexthopCheck() nexthopcheck.Settings {
+	return nexthopcheck.Settings{Off: c.NexthopCheckOff, Interval: c.NexthopCheckInterval,
+		FailuresBeforeDown: c.NexthopCheckFailures, SuccessesBeforeUp: c.NexthopCheckSuccesses, HoldDown: c.NexthopCheckHoldDown}
 }
 
 // EnvPrefix is the prefix of every proxy environment variable.
@@ -218,6 +242,17 @@ func (c *Config) Validate() error {
 	for env, d := range map[string]time.Duration{"SERVICE_SYNC_PERIOD": c.ServiceSyncPeriod, "SERVICE_UDP_IDLE_TIMEOUT": c.ServiceUDPIdleTimeout} {
 		if d <= 0 {
 			bad(env, "must be positive, got %s", d)
+		}
+	}
+	if c.NexthopCheckInterval <= 0 || c.NexthopCheckFailures <= 0 || c.NexthopCheckSuccesses <= 0 || c.NexthopCheckHoldDown <= 0 {
+		bad("NEXTHOP_CHECK_*", "interval, failures, successes and hold-down must be positive, got %s, %d, %d, %s",
+			c.NexthopCheckInterval, c.NexthopCheckFailures, c.NexthopCheckSuccesses, c.NexthopCheckHoldDown)
+	} else if err := c.NexthopCheck().Validate(); err != nil {
+		bad("NEXTHOP_CHECK_*", "%v", err)
+	}
+	if s, on := c.TargetCheck(); on {
+		if err := s.Validate(); err != nil {
+			bad("TARGET_CHECK_INTERVAL", "%v", err)
 		}
 	}
 	return errors.Join(errs...)

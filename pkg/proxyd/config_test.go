@@ -75,14 +75,16 @@ func TestLoadReadsMeridioNames(t *testing.T) {
 
 func TestValidateNamesEveryBadVariable(t *testing.T) {
 	cases := map[string]map[string]string{
-		"NSM_MTU":                {"NSM_MTU": "1000"}, // dualstack needs 1280
-		"NSM_CONNECT_TO":         {"NSM_CONNECT_TO": "http://x"},
-		"NSM_TRENCH":             {"NSM_TRENCH": " "},
-		"NSM_LOG_LEVEL":          {"NSM_LOG_LEVEL": "loud"},
-		"NSM_TABLE":              {"NSM_TABLE": "254"},
-		"NSM_REQUEST_TIMEOUT":    {"NSM_REQUEST_TIMEOUT": "0s"},
-		"NSM_BRIDGE_NAME":        {"NSM_BRIDGE_NAME": "a-name-that-is-too-long"},
-		"NSM_MAX_TOKEN_LIFETIME": {"NSM_MAX_TOKEN_LIFETIME": "20s"}, // the request timeout is 15 s
+		"NSM_MTU":                   {"NSM_MTU": "1000"}, // dualstack needs 1280
+		"NSM_CONNECT_TO":            {"NSM_CONNECT_TO": "http://x"},
+		"NSM_TRENCH":                {"NSM_TRENCH": " "},
+		"NSM_LOG_LEVEL":             {"NSM_LOG_LEVEL": "loud"},
+		"NSM_TABLE":                 {"NSM_TABLE": "254"},
+		"NSM_REQUEST_TIMEOUT":       {"NSM_REQUEST_TIMEOUT": "0s"},
+		"NSM_BRIDGE_NAME":           {"NSM_BRIDGE_NAME": "a-name-that-is-too-long"},
+		"NSM_MAX_TOKEN_LIFETIME":    {"NSM_MAX_TOKEN_LIFETIME": "20s"}, // the request timeout is 15 s
+		"NSM_NEXTHOP_CHECK_*":       {"NSM_NEXTHOP_CHECK_INTERVAL": "1ms"},
+		"NSM_TARGET_CHECK_INTERVAL": {"NSM_TARGET_CHECK_INTERVAL": "1ms"},
 	}
 	for want, env := range cases {
 		t.Run(want, func(t *testing.T) {
@@ -130,6 +132,29 @@ func TestValidateNamesEveryBadVariable(t *testing.T) {
 			t.Fatalf("error = %v, want %q", err, want)
 		}
 	})
+}
+
+// The datapath checks' settings: the nexthops' on by default, the
+// targets' off until given an interval, both off with the off switch.
+func TestCheckSettings(t *testing.T) {
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.NexthopCheck(); s.Off || s.Interval != 50*time.Millisecond || s.FailuresBeforeDown != 8 || s.SuccessesBeforeUp != 5 || s.HoldDown != time.Second {
+		t.Fatalf("nexthop check settings %+v", s)
+	}
+	if _, on := c.TargetCheck(); on {
+		t.Fatal("the target check is on by default")
+	}
+	c.TargetCheckInterval = time.Second
+	if s, on := c.TargetCheck(); !on || s.Interval != time.Second || s.FailuresBeforeDown != 8 {
+		t.Fatalf("target check %+v, on %t", s, on)
+	}
+	c.NexthopCheckOff = true
+	if _, on := c.TargetCheck(); on || !c.NexthopCheck().Off {
+		t.Fatal("the off switch leaves a check on")
+	}
 }
 
 // TestLogValueReadsAsText: the "starting" line shows durations and the

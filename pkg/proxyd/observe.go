@@ -20,6 +20,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -32,6 +33,12 @@ type DebugState struct {
 	Dataplane *dataplane.Snapshot `json:"dataplane,omitempty"`
 	// Services is the service load balancer (absent when it is off).
 	Services *ServicesState `json:"services,omitempty"`
+	// NexthopCheck is the datapath check of each LB nexthop
+	// (docs/dataplane.md).
+	NexthopCheck []nexthopcheck.Status `json:"nexthopCheck,omitempty"`
+	// TargetCheck is the datapath check of each target (report only; with
+	// NSM_TARGET_CHECK_INTERVAL).
+	TargetCheck []nexthopcheck.Status `json:"targetCheck,omitempty"`
 	// Goroutines is the process's goroutine count (a leak shows as growth
 	// across the events a long-running proxy sees).
 	Goroutines int `json:"goroutines"`
@@ -81,6 +88,12 @@ func (d *Daemon) debugState() DebugState {
 	if d.services != nil {
 		st.Services = d.services.state()
 	}
+	if d.hopCheck != nil {
+		st.NexthopCheck = d.hopCheck.Statuses()
+	}
+	if d.targetCheck != nil {
+		st.TargetCheck = d.targetCheck.Statuses()
+	}
 	snap, err := d.dp.Snapshot()
 	st.Dataplane = &snap
 	if err != nil {
@@ -98,6 +111,12 @@ func (d *Daemon) startMetrics(ctx context.Context) (func() error, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), d.proxy)
 	if d.services != nil {
 		reg.MustRegister(d.services)
+	}
+	if d.hopCheck != nil {
+		reg.MustRegister(newCheckMetrics(d.hopCheck, "nexthop", "out of its route unless the last of its family"))
+	}
+	if d.targetCheck != nil {
+		reg.MustRegister(newCheckMetrics(d.targetCheck, "target", "reported only"))
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
@@ -42,6 +43,10 @@ type Daemon struct {
 	mesh      *fullmesh.FullMesh
 	ep        *endpoint.Endpoint
 	services  *serviceLB // nil when NSM_SERVICES_FILE is unset
+
+	// The datapath checks (nexthopcheck.go): the LB nexthops'; the
+	// targets', nil unless NSM_TARGET_CHECK_INTERVAL.
+	hopCheck, targetCheck *nexthopcheck.Checker
 
 	registered *firstTime // the endpoint's first registration
 	vipsKnown  *firstTime // the VIP source's first list

@@ -12,5 +12,6 @@
 // TestIPAMPoolTooSmall, 9 the clean-up check after every one (assertClean);
 // TestThroughputFigure measures the README's throughput ratio;
 // TestMovingFromMeridioProxy starts the proxy over Meridio's leftover
-// rules and routes (issue 13).
+// rules and routes (issue 13); TestLBDatapathBroken cuts an LB off without
+// NSM noticing, TestLBDatapathLossy loses 5 % of its packets (issue 26).
 package e2e

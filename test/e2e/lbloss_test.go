@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -49,25 +50,18 @@ func requireLBCarries(t *testing.T, ctx context.Context, l *labrun.Lab, lb strin
 	}, waitLong, poll, "%s: %s forwards flows (last: %v)", msg, lb, &last)
 }
 
-// lbNexthopsWithout waits until the proxy's effective nexthops no longer
+// waitNexthopsGone waits until the proxy's effective nexthops no longer
 // include any of gone, and returns when it saw that.
 func waitNexthopsGone(t *testing.T, ctx context.Context, l *labrun.Lab, gone []netip.Addr) time.Time {
 	t.Helper()
-	var last note
-	require.Eventually(t, func() bool {
-		nh, err := lbNexthops(ctx, l)
-		last.set("%v (%v)", nh, err)
-		if err != nil || len(nh) == 0 {
-			return false
-		}
+	return waitNexthopsUntil(t, ctx, l, fmt.Sprintf("proxy drops the nexthops %v", gone), func(nh []netip.Addr) bool {
 		for _, g := range gone {
 			if slices.Contains(nh, g) {
 				return false
 			}
 		}
-		return true
-	}, waitLong, 20*time.Millisecond, "proxy drops the nexthops %v (last %v)", gone, &last)
-	return time.Now()
+		return len(nh) > 0
+	})
 }
 
 // waitLBGone waits until the proxy has no interface toward lb and routes

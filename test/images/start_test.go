@@ -39,6 +39,7 @@ func checkProxyStarts(t *testing.T, rootfs string, uid, gid int) {
 		`mount -t proc proc "$R/proc"`, `mount -t tmpfs -o mode=1777 tmpfs "$R/tmp"`,
 		"ip link set lo up",
 		`for kv in $SYSCTLS; do sysctl -qw "$kv"; done`,
+		`sysctl -qw "net.ipv4.ping_group_range=0 2147483647"`, // as the chart does, on its own line
 		`mount --bind "$R/proc/sys" "$R/proc/sys"`, `mount -o remount,bind,ro "$R/proc/sys"`,
 		"echo pid $$",
 		`exec chroot ` + user + ` "$R" /usr/local/bin/proxy`,

@@ -1,0 +1,106 @@
+package nexthopcheck
+
+import (
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// guard bounds the waits for something that must happen at all; the
+// figures are far below it.
+const guard = 20 * time.Second
+
+// watcher is a Checker under test and the changes it reported.
+type watcher struct {
+	*Checker
+	changes chan Change
+}
+
+func startChecker(t *testing.T, b *bed, s Settings) *watcher {
+	t.Helper()
+	w := &watcher{changes: make(chan Change, 4096)}
+	c, err := New(s, WithNetNS(b.proxy.Handle), WithOnChange(func(cs []Change) {
+		for _, ch := range cs {
+			w.changes <- ch
+		}
+	}))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	w.Checker = c
+	return w
+}
+
+// next returns the next change reported.
+func (w *watcher) next(t *testing.T) Change {
+	t.Helper()
+	timer := time.NewTimer(guard)
+	defer timer.Stop()
+	select {
+	case ch := <-w.changes:
+		return ch
+	case <-timer.C:
+		t.Fatalf("no change within %v: %+v", guard, w.Statuses())
+		return Change{}
+	}
+}
+
+// waitChange returns the next change, which must be p's.
+func (w *watcher) waitChange(t *testing.T, p Peer) Change {
+	t.Helper()
+	ch := w.next(t)
+	if ch.Peer != p {
+		st, _ := w.Status(ch.Peer)
+		t.Fatalf("a change of another peer: %+v; its status: %+v", ch, st)
+	}
+	return ch
+}
+
+// waitChanges returns the next change of each of peers (in any order);
+// another peer's change fails t.
+func (w *watcher) waitChanges(t *testing.T, peers ...Peer) map[Peer]Change {
+	t.Helper()
+	got := map[Peer]Change{}
+	for len(got) < len(peers) {
+		ch := w.next(t)
+		require.Contains(t, peers, ch.Peer, "a change of another peer: %+v", ch)
+		got[ch.Peer] = ch
+	}
+	return got
+}
+
+// noChange fails t if a change was reported.
+func (w *watcher) noChange(t *testing.T) {
+	t.Helper()
+	select {
+	case ch := <-w.changes:
+		t.Fatalf("unexpected change %+v", ch)
+	default:
+	}
+}
+
+// waitAnswered waits until every peer has answered n probes.
+func (w *watcher) waitAnswered(t *testing.T, n uint64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range w.Statuses() {
+			if s.Answered < n {
+				return false
+			}
+		}
+		return true
+	}, guard, 10*time.Millisecond, "every peer answers")
+}
+
+// percentiles returns the p50, p90 and maximum of ds.
+func percentiles(ds []time.Duration) (p50, p90, max time.Duration) {
+	ds = slices.Clone(ds)
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	at := func(q float64) time.Duration { return ds[int(q*float64(len(ds)-1))] }
+	return at(0.5), at(0.9), ds[len(ds)-1]
+}
