@@ -3,6 +3,7 @@
 // events carry), the user-space round-robin LoadBalancer with ClientIP
 // affinity, the proxy PortAllocator, the event Recorder, the rate-limited
 // sync runner and the Provider interface that the kernel paths implement
-// (sub-packages userspace and nftlb, chosen by provider). Its source of
-// services is the services file (sub-package filesource).
+// (sub-packages userspace and nftlb, chosen by provider). Its sources of
+// services are the services file (sub-package filesource) and the
+// Kubernetes API (sub-package kubesource, not wired into the proxy yet).
 package servicelb

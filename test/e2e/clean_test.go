@@ -28,7 +28,15 @@ func snapshotHost(t *testing.T) hostState {
 	if err != nil {
 		t.Fatalf("host links: %v", err)
 	}
+	// Bridges of the host and their ports are someone else's (a container
+	// runtime's CNI bridge and its pods' veths, e.g. a test cluster on the
+	// same machine): the lab makes none in the host's namespace.
+	foreign := map[int]bool{}
 	for _, l := range links {
+		if l.Type() == "bridge" || l.Attrs().MasterIndex != 0 {
+			foreign[l.Attrs().Index] = true
+			continue
+		}
 		if l.Type() == "veth" {
 			s.veths = append(s.veths, l.Attrs().Name)
 		}
@@ -45,7 +53,9 @@ func snapshotHost(t *testing.T) hostState {
 		t.Fatalf("host routes: %v", err)
 	}
 	for _, r := range routes {
-		s.routes = append(s.routes, r.String())
+		if !foreign[r.LinkIndex] {
+			s.routes = append(s.routes, r.String())
+		}
 	}
 	return s
 }

@@ -1,0 +1,10 @@
+package kubesource
+
+import "k8s.io/client-go/kubernetes"
+
+// clientset is a Client on client-go's clientset (its fake in tests).
+type clientset struct{ cs kubernetes.Interface }
+
+func (c clientset) Services(ns string) ServiceAPI { return c.cs.CoreV1().Services(ns) }
+
+func (c clientset) EndpointSlices(ns string) SliceAPI { return c.cs.DiscoveryV1().EndpointSlices(ns) }

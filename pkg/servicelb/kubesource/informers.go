@@ -1,0 +1,131 @@
+package kubesource
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// serviceInformer caches the Services of the proxy name only (the label
+// selector is on the list and the watch).
+func (s *Source) serviceInformer() cache.SharedIndexInformer {
+	api := s.client.Services(metav1.NamespaceAll)
+	lw := s.listWatch(serviceSelector(s.name).String(),
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
+		api.Watch)
+	return s.newInformer(lw, &corev1.Service{})
+}
+
+// sliceInformer caches every proxy's slices of the proxy name.
+func (s *Source) sliceInformer() cache.SharedIndexInformer {
+	api := s.client.EndpointSlices(metav1.NamespaceAll)
+	lw := s.listWatch(sliceSelector(s.name).String(),
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
+		api.Watch)
+	return s.newInformer(lw, &discoveryv1.EndpointSlice{})
+}
+
+type (
+	listFunc  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)
+)
+
+// listWatch lists and watches with the label selector sel, and reports
+// the result of every call to the outage tracker.
+func (s *Source) listWatch(sel string, list listFunc, watchFn watchFunc) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			l, err := list(ctx, o)
+			s.outage.observe(err)
+			return l, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			w, err := watchFn(ctx, o)
+			s.outage.observe(err)
+			return w, err
+		},
+	}
+}
+
+// newInformer returns an informer without periodic resync whose watch
+// errors are not logged by client-go (the outage tracker speaks for them).
+func (s *Source) newInformer(lw cache.ListerWatcher, example runtime.Object) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{})
+	_ = inf.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) {})
+	return inf
+}
+
+// serviceHandler records each Service event in the tracker; a Service that
+// does not carry the label (a watch that does not filter, a label removed)
+// counts as deleted.
+func (s *Source) serviceHandler() cache.ResourceEventHandler {
+	sel := serviceSelector(s.name)
+	set := func(obj any) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok {
+			return
+		}
+		key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+		if !sel.Matches(labels.Set(svc.Labels)) {
+			svc = nil
+		}
+		s.tracker.setService(key, svc)
+		s.request()
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { set(obj) },
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if svc, ok := unwrap(obj).(*corev1.Service); ok {
+				s.tracker.setService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, nil)
+				s.request()
+			}
+		},
+	}
+}
+
+// sliceHandler records each slice event under its Service.
+func (s *Source) sliceHandler() cache.ResourceEventHandler {
+	sel := sliceSelector(s.name)
+	set := func(obj any, deleted bool) {
+		sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice)
+		if !ok || sl.Labels[ServiceNameLabel] == "" {
+			return
+		}
+		key := types.NamespacedName{Namespace: sl.Namespace, Name: sl.Labels[ServiceNameLabel]}
+		if deleted || !sel.Matches(labels.Set(sl.Labels)) {
+			sl = nil
+		}
+		s.tracker.setSlice(key, sliceName(obj), sl)
+		s.request()
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { set(obj, false) },
+		UpdateFunc: func(_, obj any) { set(obj, false) },
+		DeleteFunc: func(obj any) { set(obj, true) },
+	}
+}
+
+// unwrap returns the last known object of a tombstone.
+func unwrap(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+func sliceName(obj any) string {
+	if sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice); ok {
+		return sl.Name
+	}
+	return ""
+}
