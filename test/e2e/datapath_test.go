@@ -15,7 +15,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 )
 
-// TestLBDatapathBroken is issue 26's scenario: an LB's node cut off from
+// TestLBDatapathBroken: an LB's node cut off from
 // the network (everything its namespace receives is dropped; its links stay
 // up, NSM notices nothing). The proxy's datapath check takes the LB's
 // nexthops out of the ECMP routes and puts them back once it answers again;

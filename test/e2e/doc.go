@@ -13,5 +13,5 @@
 // TestThroughputFigure measures the README's throughput ratio;
 // TestMovingFromMeridioProxy starts the proxy over Meridio's leftover
 // rules and routes (issue 13); TestLBDatapathBroken cuts an LB off without
-// NSM noticing, TestLBDatapathLossy loses 5 % of its packets (issue 26).
+// NSM noticing, TestLBDatapathLossy loses 5 % of its packets.
 package e2e
