@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -72,68 +71,6 @@ func (c *cluster) installChart(ctx context.Context, t *testing.T) {
 	})
 }
 
-// TestChartInstall: the chart installed with the example values and the
-// secure defaults (SPIFFE from the cluster's SPIRE): the IPAM and the
-// configuration server turn Ready, the IPAM's store is on a volume of the
-// default class, and the proxy registers with NSM and puts the IPAM's
-// bridge addresses on its bridge; without load balancers its only failing
-// check is Egress. After helm uninstall no pod of the chart is left.
-func TestChartInstall(t *testing.T) {
-	c := newCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	c.installChart(ctx, t)
-	pods := c.client.CoreV1().Pods(chartNamespace)
-	var proxy *corev1.Pod
-	eventually(ctx, t, "the IPAM and nsp Ready, the proxy waiting for Egress only", func(ctx context.Context) error {
-		list, err := pods.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		ready := map[string]bool{}
-		for i := range list.Items {
-			p := &list.Items[i]
-			name := p.Labels["app.kubernetes.io/component"]
-			ready[name] = podReady(p)
-			if strings.HasPrefix(p.Name, "proxy-") {
-				proxy = p
-			}
-		}
-		if !ready["ipam"] || !ready["nsp"] || proxy == nil {
-			return fmt.Errorf("pods ready: %v", ready)
-		}
-		return c.proxyWaitsOnlyFor(ctx, proxy, "Egress")
-	})
-	t.Logf("FIGURE: helm install to IPAM and nsp Ready, proxy in NSM waiting only for LBs: %.1f s", time.Since(start).Seconds())
-	claim, err := c.client.CoreV1().PersistentVolumeClaims(chartNamespace).Get(ctx, "ipam-data-ipam-"+chartRelease+"-0", metav1.GetOptions{})
-	if err != nil || claim.Spec.StorageClassName == nil || *claim.Spec.StorageClassName != "local" {
-		t.Fatalf("the IPAM's claim: %v, %+v", err, claim)
-	}
-	addrs := c.podAddrs(ctx, t, proxy, proxyContainer, chartBridgeName)
-	for _, pool := range []string{chartIPv4Pool, chartIPv6Pool} {
-		_, want, _ := net.ParseCIDR(pool)
-		if !containsAny(want, addrs) {
-			t.Errorf("%s of the proxy has %v, none from the pool %s", chartBridgeName, addrs, pool)
-		}
-	}
-	helm(t, "uninstall", chartRelease, "--namespace", chartNamespace, "--wait")
-	eventually(ctx, t, "nothing of the chart left", func(ctx context.Context) error {
-		list, err := pods.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		claims, err := c.client.CoreV1().PersistentVolumeClaims(chartNamespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if n := len(list.Items) + len(claims.Items); n != 0 {
-			return fmt.Errorf("%d pods and %d claims left", len(list.Items), len(claims.Items))
-		}
-		return nil
-	})
-}
-
 // proxyWaitsOnlyFor checks that the proxy's readiness fails on the checks
 // named and on no other (the kubelet's last probe event says which).
 func (c *cluster) proxyWaitsOnlyFor(ctx context.Context, pod *corev1.Pod, checks string) error {
@@ -156,9 +93,9 @@ func (c *cluster) proxyWaitsOnlyFor(ctx context.Context, pod *corev1.Pod, checks
 	return nil
 }
 
-// podAddrs returns the addresses of link in the network namespace of pod's
-// container (found through the cluster's containerd).
-func (c *cluster) podAddrs(ctx context.Context, t *testing.T, pod *corev1.Pod, container, link string) []net.IPNet {
+// podNetNS returns the path of the network namespace of pod's container
+// (its process found through the cluster's containerd).
+func (c *cluster) podNetNS(ctx context.Context, t *testing.T, pod *corev1.Pod, container string) string {
 	t.Helper()
 	var id string
 	for _, s := range pod.Status.ContainerStatuses {
@@ -168,7 +105,7 @@ func (c *cluster) podAddrs(ctx context.Context, t *testing.T, pod *corev1.Pod, c
 	}
 	out, err := exec.CommandContext(ctx, "ctr", "--address", containerdSock, "-n", "k8s.io", "tasks", "ls").Output()
 	if err != nil || id == "" {
-		t.Fatalf("containerd tasks (container %q): %v", id, err)
+		t.Fatalf("containerd tasks (container %q of %s): %v", id, pod.Name, err)
 	}
 	var pid int
 	for _, line := range strings.Split(string(out), "\n") {
@@ -176,9 +113,19 @@ func (c *cluster) podAddrs(ctx context.Context, t *testing.T, pod *corev1.Pod, c
 			fmt.Sscan(f[1], &pid)
 		}
 	}
-	ns, err := netns.GetFromPid(pid)
+	if pid == 0 {
+		t.Fatalf("no task of container %s of %s", id, pod.Name)
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", pid)
+}
+
+// podAddrs returns the addresses of link in the network namespace of pod's
+// container.
+func (c *cluster) podAddrs(ctx context.Context, t *testing.T, pod *corev1.Pod, container, link string) []net.IPNet {
+	t.Helper()
+	ns, err := netns.GetFromPath(c.podNetNS(ctx, t, pod, container))
 	if err != nil {
-		t.Fatalf("namespace of %s (pid %d): %v", pod.Name, pid, err)
+		t.Fatalf("namespace of %s: %v", pod.Name, err)
 	}
 	defer ns.Close()
 	h, err := netlink.NewHandleAt(ns)
