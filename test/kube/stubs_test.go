@@ -121,16 +121,22 @@ func (c *cluster) startStubs(ctx context.Context, t *testing.T) {
 			t.Fatalf("deployment %s: %v", d.Name, err)
 		}
 	}
-	t.Cleanup(func() {
-		for _, name := range []string{targetsName, lbDeployment} {
-			err := deployments.Delete(context.Background(), name, metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete %s: %v", name, err)
-			}
+	t.Cleanup(func() { c.stopStubs(t) })
+}
+
+// stopStubs deletes the stubs' deployments and waits until their pods are
+// gone (idempotent).
+func (c *cluster) stopStubs(t *testing.T) {
+	t.Helper()
+	deployments := c.client.AppsV1().Deployments(chartNamespace)
+	for _, name := range []string{targetsName, lbDeployment} {
+		err := deployments.Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s: %v", name, err)
 		}
-		c.waitPodsGone(t, chartNamespace, "app in ("+targetsName+","+lbDeployment+")")
-		_ = os.RemoveAll(targetsDir)
-	})
+	}
+	c.waitPodsGone(t, chartNamespace, "app in ("+targetsName+","+lbDeployment+")")
+	_ = os.RemoveAll(targetsDir)
 }
 
 // stubPods returns the running pods of the stub deployment name once there

@@ -19,8 +19,9 @@ import (
 // external host in front of the LBs, which the scenarios of TestTrench
 // share (the destructive ones last).
 type trench struct {
-	c   *cluster
-	ext *external
+	c    *cluster
+	ext  *external
+	root []string // the node's root namespace before the install (rootState)
 }
 
 // TestTrench: the chart installed as a user does (example values, secure
@@ -33,6 +34,14 @@ func TestTrench(t *testing.T) {
 	defer cancel()
 	tr := c.startTrench(ctx, t)
 	t.Run("Traffic", func(t *testing.T) { tr.checkTraffic(ctx, t) })
+	t.Run("TargetReplaced", func(t *testing.T) { tr.replaceTarget(ctx, t) })
+	t.Run("IPAMReplaced", func(t *testing.T) { tr.replaceIPAM(ctx, t) })
+	t.Run("ProxyReplaced", func(t *testing.T) { tr.replaceProxy(ctx, t) })
+	t.Run("NSMReplaced", func(t *testing.T) {
+		tr.replaceNSM(ctx, t)
+		tr.checkTraffic(ctx, t)
+	})
+	t.Run("UpgradeUninstall", func(t *testing.T) { tr.upgradeUninstall(ctx, t) })
 }
 
 // startTrench installs the chart and checks what it does without LBs (the
@@ -42,6 +51,7 @@ func TestTrench(t *testing.T) {
 // links the external host to the LBs.
 func (c *cluster) startTrench(ctx context.Context, t *testing.T) *trench {
 	t.Helper()
+	root := rootState(t)
 	start := time.Now()
 	c.installChart(ctx, t)
 	var proxy *corev1.Pod
@@ -75,7 +85,7 @@ func (c *cluster) startTrench(ctx context.Context, t *testing.T) *trench {
 	c.stubPods(ctx, t, targetsName, 3, "target connected")
 	c.stubPods(ctx, t, lbDeployment, 2, "lb stub ready")
 	t.Logf("FIGURE: helm install to every pod Ready (chart, 2 LBs, 3 targets): %.1f s", time.Since(start).Seconds())
-	return &trench{c: c, ext: c.connectExternal(ctx, t, lbs)}
+	return &trench{c: c, ext: c.connectExternal(ctx, t, lbs), root: root}
 }
 
 // chartPods says which components of the chart have a Ready pod, and
