@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -40,7 +41,41 @@ func helm(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// installChart installs the chart as a user does: the example values, the
+// servicesValues turn the proxies' service load balancer on, with the
+// default provider, for the example's conduit (its list repeated: Helm
+// replaces lists): two services, one per family, TCP and UDP on port 80,
+// whose endpoints are the targets connected to the proxy, on servicePort.
+const servicesValues = `
+services:
+  enabled: true
+conduits:
+  - name: load-balancer
+    destinationPortNats:
+      - {port: 80, targetPort: 8080, protocol: tcp, vips: [vip-v4]}
+    servicesFile:
+      prefixes: [10.111.0.0/24, "fd96::/112"]
+      services:
+        - namespace: red
+          name: echo
+          ip: 10.111.0.10
+          ports:
+            - {name: tcp, port: 80, protocol: TCP, targetPort: 8080}
+            - {name: udp, port: 80, protocol: UDP, targetPort: 8080}
+        - namespace: red
+          name: echo6
+          ip: "fd96::10"
+          ports:
+            - {name: tcp, port: 80, protocol: TCP, targetPort: 8080}
+            - {name: udp, port: 80, protocol: UDP, targetPort: 8080}
+`
+
+// The services of servicesValues and their targets' port.
+var chartServices = []netip.AddrPort{netip.MustParseAddrPort("10.111.0.10:80"), netip.MustParseAddrPort("[fd96::10]:80")}
+
+const servicePort = 8080
+
+// installChart installs the chart as a user does: the example values (with
+// the proxies' services on, servicesValues), the
 // images of this clone (loaded by make test-kube with CAUSEWAY_IMAGE_TAG)
 // and the cluster's own sysctl image, after registering the chart's service
 // accounts with SPIRE. It uninstalls it when t ends.
@@ -60,8 +95,12 @@ func (c *cluster) installChart(ctx context.Context, t *testing.T) {
 	for _, b := range []string{"proxy", "ipam", "nsp"} {
 		set = append(set, "images."+b+".repository=localhost/causeway/"+b, "images."+b+".tag="+tag)
 	}
+	services := filepath.Join(t.TempDir(), "services.yaml")
+	if err := os.WriteFile(services, []byte(servicesValues), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	helm(t, "install", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
-		"--create-namespace", "--values", repoPath(chartExample), "--set", strings.Join(set, ","))
+		"--create-namespace", "--values", repoPath(chartExample), "--values", services, "--set", strings.Join(set, ","))
 	t.Cleanup(func() {
 		// A test that failed before its own uninstall leaves nothing either.
 		_ = exec.Command(helmPath, "uninstall", chartRelease, "--namespace", chartNamespace, "--wait", "--ignore-not-found",
@@ -123,24 +162,16 @@ func (c *cluster) podNetNS(ctx context.Context, t *testing.T, pod *corev1.Pod, c
 // container.
 func (c *cluster) podAddrs(ctx context.Context, t *testing.T, pod *corev1.Pod, container, link string) []net.IPNet {
 	t.Helper()
-	ns, err := netns.GetFromPath(c.podNetNS(ctx, t, pod, container))
-	if err != nil {
-		t.Fatalf("namespace of %s: %v", pod.Name, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	l, err := h.LinkByName(link)
-	if err != nil {
-		t.Fatalf("%s in %s: %v", link, pod.Name, err)
-	}
-	list, err := h.AddrList(l, netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var list []netlink.Addr
+	withHandle(t, c.podNetNS(ctx, t, pod, container), func(h *netlink.Handle) {
+		l, err := h.LinkByName(link)
+		if err != nil {
+			t.Fatalf("%s in %s: %v", link, pod.Name, err)
+		}
+		if list, err = h.AddrList(l, netlink.FAMILY_ALL); err != nil {
+			t.Fatal(err)
+		}
+	})
 	var addrs []net.IPNet
 	for _, a := range list {
 		addrs = append(addrs, *a.IPNet)

@@ -102,6 +102,31 @@ func (tr *trench) replaceTarget(ctx context.Context, t *testing.T) {
 	t.Logf("targets before %v, after %v", before, after)
 }
 
+// reachServices: a target pod reaches the chart's services, TCP and UDP
+// of both families, and every target answers as an endpoint.
+func (tr *trench) reachServices(ctx context.Context, t *testing.T) {
+	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
+	client := tr.c.podNetNS(ctx, t, pods[0], "stub")
+	for _, svc := range chartServices {
+		for _, network := range []string{"tcp", "udp"} {
+			var tally traffic.Tally
+			eventually(ctx, t, fmt.Sprintf("%s %s served from %s by every target", network, svc, pods[0].Name), func(ctx context.Context) error {
+				tally = runFlows(ctx, network, traffic.Flows{NetNSPath: client, Addr: svc, Count: 60, Attempts: 3})
+				if tally.Errors != 0 {
+					return fmt.Errorf("%s", tally)
+				}
+				for _, p := range pods {
+					if tally.Answers[p.Name] == 0 {
+						return fmt.Errorf("%s did not answer: %s", p.Name, tally)
+					}
+				}
+				return nil
+			})
+			t.Logf("%s to %s from %s: %s", network, svc, pods[0].Name, tally)
+		}
+	}
+}
+
 // proberOn starts probing the IPv4 VIP over TCP from the external host,
 // a new connection every 10 ms, until the returned function stops it and
 // returns the series.

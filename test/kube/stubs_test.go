@@ -115,7 +115,7 @@ func (c *cluster) startStubs(ctx context.Context, t *testing.T) {
 		stubDeployment(lbDeployment, lbAccount, image, 2, stubArgs("lb", "-service", conduitService,
 			"-socket", "/run/stub/nse.sock", "-targets-dir", "/targets")),
 		stubDeployment(targetsName, targetAccount, image, 3, stubArgs("target", "-service", proxyService,
-			"-port", fmt.Sprint(echoPort), "-publish-dir", "/targets")),
+			"-port", fmt.Sprint(echoPort), "-service-port", fmt.Sprint(servicePort), "-publish-dir", "/targets")),
 	} {
 		if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("deployment %s: %v", d.Name, err)

@@ -34,6 +34,7 @@ func TestTrench(t *testing.T) {
 	defer cancel()
 	tr := c.startTrench(ctx, t)
 	t.Run("Traffic", func(t *testing.T) { tr.checkTraffic(ctx, t) })
+	t.Run("ServiceFromTarget", func(t *testing.T) { tr.reachServices(ctx, t) })
 	t.Run("TargetReplaced", func(t *testing.T) { tr.replaceTarget(ctx, t) })
 	t.Run("IPAMReplaced", func(t *testing.T) { tr.replaceIPAM(ctx, t) })
 	t.Run("ProxyReplaced", func(t *testing.T) { tr.replaceProxy(ctx, t) })
@@ -41,6 +42,7 @@ func TestTrench(t *testing.T) {
 		tr.replaceNSM(ctx, t)
 		tr.checkTraffic(ctx, t)
 	})
+	t.Run("LBFrozen", func(t *testing.T) { tr.freezeLB(ctx, t) })
 	t.Run("UpgradeUninstall", func(t *testing.T) { tr.upgradeUninstall(ctx, t) })
 }
 
@@ -142,14 +144,17 @@ func (tr *trench) targetNames(ctx context.Context, t *testing.T) []string {
 // echo service on vip.
 func (tr *trench) flows(ctx context.Context, network string, vip netip.Addr, count int) traffic.Tally {
 	addr, local := echoAt(vip)
-	f := traffic.Flows{NetNSPath: tr.ext.ns.Path(), Addr: addr, Local: local, Count: count, Attempts: 3}
-	var tally traffic.Tally
-	var err error
+	return runFlows(ctx, network, traffic.Flows{NetNSPath: tr.ext.ns.Path(), Addr: addr, Local: local, Count: count, Attempts: 3})
+}
+
+// runFlows runs the flows f of network ("tcp" or "udp"); an error that
+// ended the batch counts as a failed flow.
+func runFlows(ctx context.Context, network string, f traffic.Flows) traffic.Tally {
+	run := traffic.UDP
 	if network == "tcp" {
-		tally, err = traffic.TCP(ctx, f)
-	} else {
-		tally, err = traffic.UDP(ctx, f)
+		run = traffic.TCP
 	}
+	tally, err := run(ctx, f)
 	if err != nil {
 		tally.Errors++
 	}
@@ -197,6 +202,7 @@ func (tr *trench) checkTraffic(ctx context.Context, t *testing.T) {
 			}
 			if tally.Errors != 0 {
 				t.Errorf("%s to %s: %s", network, vip, tally)
+				tr.logStubs(ctx, t)
 			}
 			for _, n := range names {
 				if tally.Answers[n] == 0 {
@@ -211,5 +217,17 @@ func (tr *trench) checkTraffic(ctx context.Context, t *testing.T) {
 			}
 			t.Logf("%s to %s: %s", network, vip, tally)
 		}
+	}
+}
+
+// logStubs logs the last lines of every stub's log (a failed check).
+func (tr *trench) logStubs(ctx context.Context, t *testing.T) {
+	list, err := tr.c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app in (" + targetsName + "," + lbDeployment + ")"})
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	for i := range list.Items {
+		t.Logf("%s:\n%s", list.Items[i].Name, lastLines(tr.c.logs(ctx, &list.Items[i]), 6))
 	}
 }
