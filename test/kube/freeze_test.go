@@ -107,7 +107,9 @@ func nftIn(t *testing.T, path, script string) {
 // freezeLB: one LB drops everything on its link to the proxy (nftables in
 // its namespace; the link stays up); the proxy's datapath liveness takes
 // its addresses out of the ECMP routes, and puts them back once the link
-// is mended. Both as figures.
+// is mended. Both as figures. (The external host keeps routing to the
+// frozen LB, as a router would until the LB's BGP session drops: its flows
+// are not checked meanwhile.)
 func (tr *trench) freezeLB(ctx context.Context, t *testing.T) {
 	proxy := tr.c.waitProxyReady(ctx, t)
 	lb := tr.ext.lbs[0]
@@ -126,9 +128,9 @@ func (tr *trench) freezeLB(ctx context.Context, t *testing.T) {
 	}
 	path := tr.c.podNetNS(ctx, t, lb, "stub")
 	nftIn(t, path, fmt.Sprintf(`table inet frozen {
-	chain in { type filter hook input priority 0; iifname %q drop; }
-	chain fwd { type filter hook forward priority 0; iifname %q drop; oifname %q drop; }
-	chain out { type filter hook output priority 0; oifname %q drop; }
+	chain input_c { type filter hook input priority 0; iifname %q drop; }
+	chain forward_c { type filter hook forward priority 0; iifname %q drop; oifname %q drop; }
+	chain output_c { type filter hook output priority 0; oifname %q drop; }
 }`, link, link, link, link))
 	mended := false
 	mend := func() {
@@ -146,7 +148,6 @@ func (tr *trench) freezeLB(ctx context.Context, t *testing.T) {
 		return nil
 	})
 	out := time.Since(start)
-	tr.waitServed(ctx, t)
 	mend()
 	start = time.Now()
 	eventually(ctx, t, "the mended LB's nexthops back", func(context.Context) error {
