@@ -309,6 +309,10 @@ func (l *Lab) Logs(component string) string {
 // it stays after Down (the last topo.KeptLogs runs of the base keep theirs).
 func (l *Lab) LogDir() string { return l.run.LogDir() }
 
+// ProxyHealthSocket is the proxy's NSM_HEALTH_SOCKET (`proxy -probe`
+// asks it).
+func (l *Lab) ProxyHealthSocket() string { return l.run.Path("proxy-health.sock") }
+
 // ProxyDebugSocket is the proxy's NSM_DEBUG_SOCKET.
 func (l *Lab) ProxyDebugSocket() string { return l.run.Path("proxy-debug.sock") }
 
