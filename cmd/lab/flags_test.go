@@ -54,7 +54,7 @@ func TestCommandsRefuseWhatIsNotTheirs(t *testing.T) {
 		{"list", []string{"extra"}, `unexpected argument "extra"`},
 		{"stop", []string{"proxy", "lb-a"}, `unexpected argument "lb-a"`},
 		{"restart", nil, "missing <component>"},
-		{"break", nil, "missing <lb>"},
+		{"break", nil, "missing <lb|target>"},
 		{"break", []string{"-grace", "1s", "lb-a"}, "-grace is not a flag of lab break"},
 		{"mend", []string{"-loss", "5", "lb-a"}, "-loss is not a flag of lab mend"},
 	} {

@@ -26,8 +26,9 @@ commands:
            nsm, nsp, ipam, proxy, an LB or a target
   start    start a stopped component again, then wait for the checks (--no-wait: don't)
   restart  stop, then start a component, then wait for the checks (--no-wait: don't)
-  break    break an LB's datapath toward the proxy, NSM told nothing (--loss N: N % at random)
-  mend     undo what break did to an LB
+  break    break the datapath between an LB or a target and the proxy, NSM told nothing
+           (--loss N: N % of the packets at random)
+  mend     undo what break did
   debug    print the running proxy's model and kernel state (proxy -debug)
   list     list the recorded runs
   version  print the version

@@ -198,13 +198,13 @@ func debugCmd(args []string) int {
 	})
 }
 
-// breakCmd is `lab break [-loss N] <lb>`: the LB's datapath toward the
-// proxy broken, NSM told nothing (labrun.BreakLB).
+// breakCmd is `lab break [-loss N] <lb|target>`: the datapath between an
+// LB or a target and the proxy broken, NSM told nothing (labrun.Break).
 func breakCmd(args []string) int {
-	c := newCmdLine("lab break", "lb")
+	c := newCmdLine("lab break", "lb|target")
 	loss := c.Int("loss", 100, "the percentage of the packets dropped at random each way (100: all)")
 	return onLab(c, args, func(_ context.Context, lab *labrun.Lab, pos []string) int {
-		if err := lab.BreakLB(pos[0], *loss); err != nil {
+		if err := lab.Break(pos[0], *loss); err != nil {
 			fmt.Fprintf(stderr, "lab %s: break %s: %v\n", lab.ID(), pos[0], err)
 			return 1
 		}
@@ -213,10 +213,10 @@ func breakCmd(args []string) int {
 	})
 }
 
-// mendCmd is `lab mend <lb>`: what `lab break` did, undone.
+// mendCmd is `lab mend <lb|target>`: what `lab break` did, undone.
 func mendCmd(args []string) int {
-	return onLab(newCmdLine("lab mend", "lb"), args, func(_ context.Context, lab *labrun.Lab, pos []string) int {
-		if err := lab.MendLB(pos[0]); err != nil {
+	return onLab(newCmdLine("lab mend", "lb|target"), args, func(_ context.Context, lab *labrun.Lab, pos []string) int {
+		if err := lab.Mend(pos[0]); err != nil {
 			fmt.Fprintf(stderr, "lab %s: mend %s: %v\n", lab.ID(), pos[0], err)
 			return 1
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/labrun"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 	"github.com/causeway-net/causeway/pkg/nexthopcheck"
+	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
 // TestLBDatapathBroken: LB-A's datapath toward the proxy broken (`lab
@@ -35,11 +36,11 @@ func TestLBDatapathBroken(t *testing.T) {
 	eg := startEgressProbe(t, ctx, l)
 	eg.wait(t, time.Time{}, 50, "egress flows before the break")
 
-	broke := breakLB(t, l, lbA, 100)
+	broke := breakDatapath(t, l, lbA, 100)
 	noticed := waitNexthopsGone(t, ctx, l, aAddrs)
 	t.Logf("FIGURE: LB datapath broken: the proxy dropped LB-A's nexthops %v after %v (NSM told nothing)", aAddrs, noticed.Sub(broke).Round(time.Millisecond))
 	requireCheck(t, ctx, l, aAddrs, nexthopcheck.Down)
-	requireWarning(t, ctx, l, aAddrs)
+	requireWarning(t, ctx, l, phrases("nexthop %s down", aAddrs))
 	eg.wait(t, noticed, 100, "egress flows after the proxy dropped LB-A")
 	s := eg.series().After(broke)
 	eg.report(t, "LB datapath broken, check on", s, broke)
@@ -47,18 +48,18 @@ func TestLBDatapathBroken(t *testing.T) {
 	require.Equal(t, []string{l.ExtLinkOf(lbB)}, keys(s.After(noticed).Targets()), "new flows leave through LB-B alone")
 
 	// Both broken: the routes keep both (never the last of a family).
-	breakLB(t, l, lbB, 100)
+	breakDatapath(t, l, lbB, 100)
 	requireCheck(t, ctx, l, all, nexthopcheck.Down)
 	waitNexthops(t, ctx, l, all)
 
 	// LB-B mended: the routes go over it alone again.
-	mendLB(t, l, lbB)
+	mendDatapath(t, l, lbB)
 	requireCheck(t, ctx, l, bAddrs, nexthopcheck.Up)
 	waitNexthopsGone(t, ctx, l, aAddrs)
 	waitNexthops(t, ctx, l, bAddrs)
 
 	// LB-A mended: it returns after the hold-down, and takes flows again.
-	mendLB(t, l, lbA)
+	mendDatapath(t, l, lbA)
 	mended := time.Now()
 	back := waitNexthops(t, ctx, l, all)
 	requireCheck(t, ctx, l, all, nexthopcheck.Up)
@@ -90,9 +91,9 @@ func TestLBDatapathFlowsLost(t *testing.T) {
 			defer cancel()
 			eg := startEgressProbe(t, ctx, l)
 			eg.wait(t, time.Time{}, 50, "egress flows before the break")
-			broke := breakLB(t, l, l.LBs()[0], 100)
+			broke := breakDatapath(t, l, l.LBs()[0], 100)
 			time.Sleep(failure)
-			mendLB(t, l, l.LBs()[0])
+			mendDatapath(t, l, l.LBs()[0])
 			mended := time.Now()
 			eg.wait(t, mended, 20, "egress flows after the mend")
 			s := eg.series().After(broke).Before(mended)
@@ -107,6 +108,42 @@ func TestLBDatapathFlowsLost(t *testing.T) {
 	}
 }
 
+// TestTargetDatapathBroken: with the target check on
+// (NSM_TARGET_CHECK_INTERVAL), a target's datapath broken (lab break, NSM
+// told nothing) is reported, by the check and as the readiness's warning,
+// and nothing is taken from it: the proxy keeps its connection and
+// addresses. Mended, the report clears and every check is green.
+func TestTargetDatapathBroken(t *testing.T) {
+	l := newLab(t, func(o *labrun.Options) { o.ProxyEnv = append(o.ProxyEnv, "NSM_TARGET_CHECK_INTERVAL=100ms") })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	target := l.Targets()[0]
+	held := l.TargetAddrs(target)
+	var addrs []netip.Addr
+	for _, p := range held {
+		addrs = append(addrs, p.Addr())
+	}
+	require.NotEmpty(t, addrs)
+	targetCheck := func(st proxyd.DebugState) []nexthopcheck.Status { return st.TargetCheck }
+	requireCheckOf(t, ctx, l, targetCheck, addrs, nexthopcheck.Up)
+
+	broke := breakDatapath(t, l, target, 100)
+	requireCheckOf(t, ctx, l, targetCheck, addrs, nexthopcheck.Down)
+	t.Logf("FIGURE: target datapath broken: seen down in -debug %v later (interval 100 ms, polled every 100 ms)", time.Since(broke).Round(time.Millisecond))
+	requireWarning(t, ctx, l, phrases("target %s not answering", addrs))
+	holds, err := proxyHolds(ctx, l, held)
+	require.NoError(t, err)
+	require.True(t, holds, "the proxy keeps the target's addresses %v", held)
+	nh, err := lbNexthops(ctx, l)
+	require.NoError(t, err)
+	require.Len(t, nh, 2*len(l.LBs()), "the LB nexthops are untouched: %v", nh)
+
+	mendDatapath(t, l, target)
+	requireCheckOf(t, ctx, l, targetCheck, addrs, nexthopcheck.Up)
+	requireWarning(t, ctx, l, nil)
+	requireGreen(t, ctx, l, waitLong, "after the target was mended")
+}
+
 // TestLBDatapathLossy: 5 % random loss each way on LB-A's datapath toward
 // the proxy for 30 s takes no nexthop out of the routes.
 func TestLBDatapathLossy(t *testing.T) {
@@ -116,7 +153,7 @@ func TestLBDatapathLossy(t *testing.T) {
 	lbA := l.LBs()[0]
 	aAddrs := lbAddrsOf(t, ctx, l, lbA)
 	requireCheck(t, ctx, l, aAddrs, nexthopcheck.Up)
-	breakLB(t, l, lbA, 5)
+	breakDatapath(t, l, lbA, 5)
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(poll) {
 		nh, err := lbNexthops(ctx, l)
 		require.NoError(t, err)
@@ -124,7 +161,7 @@ func TestLBDatapathLossy(t *testing.T) {
 			require.Contains(t, nh, a, "LB-A's nexthop stays under 5 %% loss")
 		}
 	}
-	mendLB(t, l, lbA)
+	mendDatapath(t, l, lbA)
 	st, err := proxyState(ctx, l)
 	require.NoError(t, err)
 	var sent, lost uint64
@@ -139,18 +176,18 @@ func TestLBDatapathLossy(t *testing.T) {
 	requireGreen(t, ctx, l, waitLong, "after the loss ended")
 }
 
-// breakLB breaks lb's datapath toward the proxy (lab break) and returns
-// when; the test's end mends it if the test did not.
-func breakLB(t *testing.T, l *labrun.Lab, lb string, lossPercent int) time.Time {
+// breakLB breaks the datapath between an LB or a target and the proxy (lab
+// break) and returns when; the test's end mends it if the test did not.
+func breakDatapath(t *testing.T, l *labrun.Lab, name string, lossPercent int) time.Time {
 	t.Helper()
-	require.NoError(t, l.BreakLB(lb, lossPercent))
-	t.Cleanup(func() { _ = l.MendLB(lb) })
+	require.NoError(t, l.Break(name, lossPercent))
+	t.Cleanup(func() { _ = l.Mend(name) })
 	return time.Now()
 }
 
-func mendLB(t *testing.T, l *labrun.Lab, lb string) {
+func mendDatapath(t *testing.T, l *labrun.Lab, name string) {
 	t.Helper()
-	require.NoError(t, l.MendLB(lb))
+	require.NoError(t, l.Mend(name))
 }
 
 // egressProbe is a new VIP egress flow from the first target every 10 ms,
@@ -207,9 +244,10 @@ func keys(m map[string]int) []string {
 }
 
 // requireWarning waits until the proxy's readiness serves with a Datapath
-// warning that names exactly the nexthops down (none: no warning).
-func requireWarning(t *testing.T, ctx context.Context, l *labrun.Lab, down []netip.Addr) {
+// warning made of exactly the phrases (none: no warning).
+func requireWarning(t *testing.T, ctx context.Context, l *labrun.Lab, phrases []string) {
 	t.Helper()
+	want := slices.Sorted(slices.Values(phrases))
 	var last note
 	require.Eventually(t, func() bool {
 		w, err := health.Probe(ctx, l.ProxyHealthSocket(), "readiness")
@@ -217,19 +255,25 @@ func requireWarning(t *testing.T, ctx context.Context, l *labrun.Lab, down []net
 		if err != nil {
 			return false
 		}
-		if len(down) == 0 {
+		if len(want) == 0 {
 			return len(w) == 0
 		}
 		if len(w) != 1 || !strings.HasPrefix(w[0], health.Datapath+": ") {
 			return false
 		}
-		for _, a := range down {
-			if !strings.Contains(w[0], "nexthop "+a.String()+" down") {
-				return false
-			}
-		}
-		return strings.Count(w[0], " down") == len(down)
-	}, waitLong, poll, "readiness serving, warning of the nexthops down %v (last %v)", down, &last)
+		got := strings.Split(strings.TrimPrefix(w[0], health.Datapath+": "), ", ")
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	}, waitLong, poll, "readiness serving, warning %v (last %v)", want, &last)
+}
+
+// phrases are the warning's phrases of addrs: format with each address.
+func phrases(format string, addrs []netip.Addr) []string {
+	var out []string
+	for _, a := range addrs {
+		out = append(out, fmt.Sprintf(format, a))
+	}
+	return out
 }
 
 // waitNexthops waits until the proxy routes over every one of want.
@@ -258,19 +302,26 @@ func waitNexthopsUntil(t *testing.T, ctx context.Context, l *labrun.Lab, what st
 	return time.Now()
 }
 
-// requireCheck waits until the proxy's check reports every one of addrs in
-// state.
+// requireCheck waits until the proxy's check of the LB nexthops reports
+// every one of addrs in state.
 func requireCheck(t *testing.T, ctx context.Context, l *labrun.Lab, addrs []netip.Addr, state nexthopcheck.State) {
+	t.Helper()
+	requireCheckOf(t, ctx, l, func(st proxyd.DebugState) []nexthopcheck.Status { return st.NexthopCheck }, addrs, state)
+}
+
+// requireCheckOf waits until the check that of picks from the proxy's
+// state reports every one of addrs in state.
+func requireCheckOf(t *testing.T, ctx context.Context, l *labrun.Lab, of func(proxyd.DebugState) []nexthopcheck.Status, addrs []netip.Addr, state nexthopcheck.State) {
 	t.Helper()
 	var last note
 	require.Eventually(t, func() bool {
 		st, err := proxyState(ctx, l)
-		last.set("%+v (%v)", st.NexthopCheck, err)
+		last.set("%+v (%v)", of(st), err)
 		if err != nil {
 			return false
 		}
 		for _, a := range addrs {
-			if !slices.ContainsFunc(st.NexthopCheck, func(s nexthopcheck.Status) bool { return s.Addr == a.String() && s.State == state }) {
+			if !slices.ContainsFunc(of(st), func(s nexthopcheck.Status) bool { return s.Addr == a.String() && s.State == state }) {
 				return false
 			}
 		}

@@ -43,7 +43,7 @@ func TestOperatorCommands(t *testing.T) {
 	require.Contains(t, out, "BROKEN: lb-a's datapath toward the proxy")
 	code, out = lab("break", "lb-z")
 	require.Equal(t, 1, code, out)
-	require.Contains(t, out, `unknown LB "lb-z"`)
+	require.Contains(t, out, `"lb-z" is no LB or target`)
 	code, out = lab("break", "lb-a", "-loss", "200")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "loss 200 %")

@@ -49,9 +49,9 @@ func (l *Lab) Status(w io.Writer) (down []string, err error) {
 	if len(down) > 0 {
 		fmt.Fprintf(w, "NOT RUNNING (expected to): %s\n", strings.Join(down, ", "))
 	}
-	for _, lb := range st.LBs {
-		if broken, _ := l.LBBroken(lb); broken {
-			fmt.Fprintf(w, "BROKEN: %s's datapath toward the proxy (lab break; lab mend %s undoes it)\n", lb, lb)
+	for _, c := range append(slices.Clone(st.LBs), st.Targets...) {
+		if broken, _ := l.Broken(c); broken {
+			fmt.Fprintf(w, "BROKEN: %s's datapath toward the proxy (lab break; lab mend %s undoes it)\n", c, c)
 		}
 	}
 
