@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/nexthopcheck"
@@ -24,37 +25,41 @@ func (d *Daemon) startNexthopCheck(ctx context.Context) (func() error, error) {
 	// Watch, which comes after both are set (and the Checkers' locks order
 	// the two).
 	hops, targets := &checkFeed{addrs: d.proxy.Nexthops}, &checkFeed{addrs: d.proxy.TargetAddrs}
-	warn := func() {
+	// report hands the nexthops found down to the proxy and sets the
+	// readiness's warning. It is called from both checks' goroutines and
+	// the feeding one: the lock makes the last state set the one read last.
+	var reportMu sync.Mutex
+	report := func() {
+		reportMu.Lock()
+		defer reportMu.Unlock()
+		hs := hops.c.Statuses()
+		d.proxy.SetNexthopsDown(downOf(hs))
 		var ts []nexthopcheck.Status
 		if targets.c != nil {
 			ts = targets.c.Statuses()
 		}
-		d.health.SetWarning(health.Datapath, datapathWarning(hops.c.Statuses(), ts))
-	}
-	hopsDown := func() {
-		d.proxy.SetNexthopsDown(downOf(hops.c.Statuses()))
-		warn()
+		d.health.SetWarning(health.Datapath, datapathWarning(hs, ts))
 	}
 	c, err := nexthopcheck.New(d.cfg.NexthopCheck(), nexthopcheck.WithLogger(d.log.With("subsystem", "nexthopcheck")),
 		nexthopcheck.WithNetNS(d.opts.serviceNetNS),
-		nexthopcheck.WithOnChange(func([]nexthopcheck.Change) { hopsDown() }))
+		nexthopcheck.WithOnChange(func([]nexthopcheck.Change) { report() }))
 	if err != nil {
 		return nil, err
 	}
 	// A nexthop gone from the model is gone from the check without a
 	// change: the down set is read again after each Watch.
-	hops.c, hops.after = c, hopsDown
+	hops.c, hops.after = c, report
 	d.hopCheck = c
 	feeds := []*checkFeed{hops}
 	if s, on := d.cfg.TargetCheck(); on {
 		tc, err := nexthopcheck.New(s, nexthopcheck.WithLogger(d.log.With("subsystem", "targetcheck")),
 			nexthopcheck.WithNetNS(d.opts.serviceNetNS),
-			nexthopcheck.WithOnChange(func([]nexthopcheck.Change) { warn() }))
+			nexthopcheck.WithOnChange(func([]nexthopcheck.Change) { report() }))
 		if err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
 		d.targetCheck = tc
-		targets.c, targets.after = tc, warn
+		targets.c, targets.after = tc, report
 		feeds = append(feeds, targets)
 	}
 	changed, unwatch := d.proxy.WatchTargets() // signalled at each change of the model
