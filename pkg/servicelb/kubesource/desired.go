@@ -123,7 +123,7 @@ func families(svc *corev1.Service) []corev1.IPFamily {
 	if len(svc.Spec.IPFamilies) > 0 {
 		return svc.Spec.IPFamilies
 	}
-	parts, _ := toModel(svc)
+	parts, _ := toModel(svc, nil)
 	out := make([]corev1.IPFamily, 0, len(parts))
 	for _, p := range parts {
 		out = append(out, p.family)

@@ -28,6 +28,8 @@ type Publisher struct {
 	node   string
 	log    *slog.Logger
 
+	kick chan struct{}
+
 	mu      sync.Mutex
 	adopted bool
 	applied map[types.NamespacedName]*discoveryv1.EndpointSlice
@@ -40,7 +42,7 @@ func NewPublisher(client Client, name, node string, opts ...Option) (*Publisher,
 	}
 	o := newOptions(opts)
 	return &Publisher{client: client, name: name, node: node, log: o.log.With("proxyName", name, "node", node),
-		applied: map[types.NamespacedName]*discoveryv1.EndpointSlice{}}, nil
+		applied: map[types.NamespacedName]*discoveryv1.EndpointSlice{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // Publish makes this node's slices those of targets for services (as

@@ -28,9 +28,11 @@ type Source struct {
 	handler Handler
 	log     *slog.Logger
 
-	tracker *tracker
-	outage  *outage
-	kick    chan struct{}
+	tracker  *tracker
+	outage   *outage
+	refusals *refusals // nil: no Events
+	changed  func()
+	kick     chan struct{}
 
 	synced     atomic.Bool
 	deliveries atomic.Uint64
@@ -62,10 +64,15 @@ func New(client Client, name string, h Handler, opts ...Option) (*Source, error)
 	}
 	o := newOptions(opts)
 	log := o.log.With("proxyName", name)
-	return &Source{
-		client: client, name: name, handler: h, log: log,
-		tracker: newTracker(log), outage: &outage{log: log}, kick: make(chan struct{}, 1),
-	}, nil
+	s := &Source{client: client, name: name, handler: h, log: log, outage: &outage{log: log}, changed: o.changed,
+		kick: make(chan struct{}, 1)}
+	refused := func(*corev1.Service, []problem) {}
+	if o.eventNode != "" {
+		s.refusals = newRefusals(client, o.eventNode, log)
+		refused = s.refusals.report
+	}
+	s.tracker = newTracker(log, o.prefixes, refused)
+	return s, nil
 }
 
 // Run runs the informers and delivers the model to the handler whenever it
@@ -83,6 +90,9 @@ func (s *Source) Run(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if s.refusals != nil {
+		wg.Go(func() { s.refusals.run(ctx) })
+	}
 	wg.Go(func() { svcs.RunWithContext(ictx) })
 	wg.Go(func() { slices.RunWithContext(ictx) })
 	start := time.Now()
@@ -133,6 +143,9 @@ func (s *Source) deliver() {
 	}
 	s.lastSync.Store(int64(time.Since(start)))
 	s.deliveries.Add(1)
+	if changedSvcs {
+		s.changed()
+	}
 }
 
 // Stats returns what the source has done.

@@ -2,6 +2,7 @@ package kubesource
 
 import (
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -19,7 +20,7 @@ type entry struct {
 	slices    map[string]*discoveryv1.EndpointSlice
 	parts     []familyPart
 	endpoints []servicelb.Endpoints
-	problems  []string
+	problems  []problem
 	// svcSlots and epSlots are where the parts' services and endpoints
 	// sit in the tracker's lists.
 	svcSlots, epSlots []int
@@ -28,7 +29,9 @@ type entry struct {
 // tracker holds the entries and whether services or endpoints changed
 // since the last snapshot. Its methods are safe for concurrent use.
 type tracker struct {
-	log *slog.Logger
+	log      *slog.Logger
+	prefixes []netip.Prefix
+	refused  func(svc *corev1.Service, problems []problem) // called on a change of a Service's problems
 
 	mu       sync.Mutex
 	entries  map[types.NamespacedName]*entry
@@ -38,8 +41,8 @@ type tracker struct {
 	eps      flatList[servicelb.Endpoints]
 }
 
-func newTracker(log *slog.Logger) *tracker {
-	return &tracker{log: log, entries: map[types.NamespacedName]*entry{}}
+func newTracker(log *slog.Logger, prefixes []netip.Prefix, refused func(*corev1.Service, []problem)) *tracker {
+	return &tracker{log: log, prefixes: prefixes, refused: refused, entries: map[types.NamespacedName]*entry{}}
 }
 
 // setService records svc under key (nil: deleted) and recomputes that
@@ -48,15 +51,23 @@ func (t *tracker) setService(key types.NamespacedName, svc *corev1.Service) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entry(key)
+	old := e.svc
 	e.svc = svc
-	var problems []string
+	var problems []problem
 	if svc != nil {
-		e.parts, problems = toModel(svc)
+		e.parts, problems = toModel(svc, t.prefixes)
 	} else {
 		e.parts = nil
 	}
-	if !slices.Equal(problems, e.problems) && len(problems) > 0 {
-		t.log.Warn("service partly not served", "service", key.String(), "problems", problems)
+	if !slices.Equal(problems, e.problems) {
+		if len(problems) > 0 {
+			t.log.Warn("service partly not served", "service", key.String(), "problems", problems)
+		}
+		if svc != nil {
+			t.refused(svc, problems)
+		} else if old != nil {
+			t.refused(old, nil) // forgotten: reported again if it comes back
+		}
 	}
 	e.problems = problems
 	svcs := make([]servicelb.Service, 0, len(e.parts))
