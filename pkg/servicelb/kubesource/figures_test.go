@@ -187,4 +187,3 @@ func servesPort(p *nftlb.Provider, ip netip.Addr) bool {
 	}
 	return false
 }
-
