@@ -23,16 +23,29 @@ func TestCommittedReferenceIsCurrent(t *testing.T) {
 	require.Equal(t, string(want), string(got), "%s is stale: run go generate ./internal/configref", File)
 }
 
-// TestREADMETablesAreCurrent fails when the README's configuration tables
-// drift from the structs (they are generated; edit the desc tags).
-func TestREADMETablesAreCurrent(t *testing.T) {
+// TestDocTablesAreCurrent fails when a configuration table of the docs
+// drifts from the structs (they are generated; edit the desc tags), or when
+// a binary's table is missing or given twice.
+func TestDocTablesAreCurrent(t *testing.T) {
 	ref, err := Build()
 	require.NoError(t, err)
-	got, err := os.ReadFile(filepath.Join("..", "..", README))
-	require.NoError(t, err)
-	want, err := ref.UpdateREADME(got)
-	require.NoError(t, err)
-	require.Equal(t, string(want), string(got), "%s's configuration tables are stale: run go generate ./internal/configref", README)
+	var found [][]string
+	for _, name := range Docs {
+		got, err := os.ReadFile(filepath.Join("..", "..", name))
+		require.NoError(t, err)
+		want, names, err := ref.UpdateTables(got)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "%s's configuration tables are stale: run go generate ./internal/configref", name)
+		found = append(found, names)
+	}
+	require.NoError(t, ref.CheckPlacement(found))
+}
+
+func TestPlacementRefusesMissingAndTwice(t *testing.T) {
+	ref := Reference{Binaries: []Binary{{Name: "a"}, {Name: "b"}}}
+	require.NoError(t, ref.CheckPlacement([][]string{{"a"}, {"b"}}))
+	require.ErrorContains(t, ref.CheckPlacement([][]string{{"a"}, nil}), "the b table is in 0")
+	require.ErrorContains(t, ref.CheckPlacement([][]string{{"a", "b"}, {"b"}}), "the b table is in 2")
 }
 
 func TestTableRendersCodeAndNew(t *testing.T) {

@@ -34,7 +34,7 @@ func (dp *Dataplane) applyHairpinLocked(hairpin []int) error {
 }
 
 // setHairpinLocked sets the hairpin mode of port idx. A port whose link is
-// gone is left to the link monitor, which marks it absent.
+// gone is left to the link matcher, which marks it absent.
 func (dp *Dataplane) setHairpinLocked(idx int, on bool) error {
 	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: idx}}
 	object := fmt.Sprintf("%s hairpin %t", dp.portObject(idx), on)

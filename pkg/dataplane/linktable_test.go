@@ -196,7 +196,7 @@ func TestSubscribeClose(t *testing.T) {
 }
 
 // The link table answers by name too, and follows renames and deletes:
-// the interface monitor matches connections by name on it.
+// the link matcher matches connections by name on it.
 func TestLinkByName(t *testing.T) {
 	ns := testutil.NewNetNS(t, "lbn")
 	dp, err := New(ctx, Options{NetNS: ns.Handle, Logger: testLogger(t)})
@@ -225,7 +225,7 @@ func TestLinkByName(t *testing.T) {
 // A listing of the links that fails (interrupted dumps while links churn,
 // say) does not leave the link table empty as if synced: the link table
 // subscribes and lists again, and the Dataplane starts once its table
-// holds the namespace's links (the interface monitor matches connections
+// holds the namespace's links (the link matcher matches connections
 // on it, and the routes leave out the nexthops of links it says are gone).
 func TestLinkTableNotSyncedFromAFailedListing(t *testing.T) {
 	ns := testutil.NewNetNS(t, "lfail")

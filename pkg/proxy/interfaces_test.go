@@ -30,7 +30,7 @@ func lbSide(t *testing.T, conn *networkservice.Connection) []netip.Addr {
 	return out
 }
 
-// link sets up conn and announces its link, as the interface monitor does.
+// link sets up conn and announces its link, as the link matcher does.
 func (e *testEnv) link(t *testing.T, conn *networkservice.Connection, typ ConnType, index int) {
 	t.Helper()
 	require.NoError(t, e.p.SetIPContext(t.Context(), conn, typ))

@@ -44,7 +44,7 @@ type connState struct {
 }
 
 // ConnKey returns the key of a connection, the one name the proxy, the
-// interface monitor and the IPAM's child names use for it: the connection
+// link matcher and the IPAM's child names use for it: the connection
 // id for an LB connection (the proxy is its client and chose it), the
 // target's own path segment id for a target connection (the proxy's side of
 // it is renamed by every NSMgr and proxy replacement, the target's is not).

@@ -26,7 +26,7 @@ func (t ConnType) String() string {
 }
 
 // Interface is the kernel link of an NSM connection in the proxy's
-// namespace, as the interface monitor matched it (the connection's
+// namespace, as the link matcher matched it (the connection's
 // addresses are the proxy's own). The proxy keeps the Interface of each
 // connection (InterfaceOf, InterfaceAt); the monitor asks it.
 type Interface struct {

@@ -129,7 +129,7 @@ func (tb *targetBed) disconnect(b *testing.B, t *benchTarget) {
 
 // targetRequestTime is the median, over trials, of the time a proxy serving
 // n targets takes to add one more: its Request through the endpoint chain
-// (the SDK's endpoint elements, authorization, the interface monitor, the
+// (the SDK's endpoint elements, authorization, the link matcher, the
 // IP context with the real IPAM engine over gRPC), then its link's event
 // until the Apply that makes it a port. The target is closed again between
 // trials, untimed.

@@ -38,7 +38,7 @@ func (d *Daemon) components() []component {
 		{"proxy", d.startProxy},
 		{"nexthop check", d.startNexthopCheck},
 		{"services", d.startServices},
-		{"interface monitor", d.startInterfaceMonitor},
+		{"link matcher", d.startLinkMatcher},
 		{"NSM client", d.startNSMClient},
 		{"full mesh", d.startFullMesh},
 		{"endpoint", d.startEndpoint},
@@ -211,17 +211,17 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 	}, nil
 }
 
-// startInterfaceMonitor starts the interface monitor on the dataplane's
+// startLinkMatcher starts the link matcher on the dataplane's
 // link table: it reads it and follows its events, with no table or
 // goroutine of its own between the two.
-func (d *Daemon) startInterfaceMonitor(ctx context.Context) (func() error, error) {
-	d.mon = connlink.New(d.proxy, d.dp, connlink.WithLogger(d.log.With("subsystem", "connlink")))
+func (d *Daemon) startLinkMatcher(ctx context.Context) (func() error, error) {
+	d.links = connlink.New(d.proxy, d.dp, connlink.WithLogger(d.log.With("subsystem", "connlink")))
 	events, unsubscribe := d.dp.Subscribe()
 	t := newTasks(ctx)
 	t.Go(func(ctx context.Context) {
 		defer unsubscribe()
-		if err := d.mon.Run(ctx, events); err != nil && !errors.Is(err, connlink.ErrSourceClosed) {
-			d.log.Error("interface monitor stopped", "error", err)
+		if err := d.links.Run(ctx, events); err != nil && !errors.Is(err, connlink.ErrSourceClosed) {
+			d.log.Error("link matcher stopped", "error", err)
 		}
 	})
 	return t.stop, nil

@@ -82,7 +82,7 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 		// (see pkg/nsm/chain/liveness).
 		client.WithHealClient(heal.NewClient(ctx, d.nsm.nsmgr.HealOptions(func(c *networkservice.Connection) bool {
 			key, err := proxy.ConnKey(c, proxy.LBConn)
-			return err == nil && d.mon.Lost(proxy.LBConn, key)
+			return err == nil && d.links.Lost(proxy.LBConn, key)
 		})...)),
 		client.WithAdditionalFunctionality(
 			// Heal re-requests an LB that died without unregistering as
@@ -91,7 +91,7 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 			nsmbackoff.NewClient(),
 			d.nsm.nsmgr.NewClient(),
 			kernel.NewClient(),
-			connlink.NewClient(d.mon),
+			connlink.NewClient(d.links),
 			ipcontext.NewClient(d.proxy, ipcontext.WithLogger(d.log.With("subsystem", "ipcontext"))),
 			mtu.NewClient(mtu.WithMTU(uint32(d.cfg.MTU))),
 			egress.NewClient(func(serving bool) { d.health.SetServing(health.Egress, serving) }),
@@ -112,7 +112,7 @@ func (d *Daemon) startFullMesh(ctx context.Context) (func() error, error) {
 		// behind a heal retry toward the dead LB.
 		fullmesh.WithWithdraw(func(c *networkservice.Connection) {
 			if key, err := proxy.ConnKey(c, proxy.LBConn); err == nil {
-				d.mon.Forget(proxy.LBConn, key)
+				d.links.Forget(proxy.LBConn, key)
 			}
 		}),
 		fullmesh.WithRequestTimeout(d.cfg.RequestTimeout),
@@ -144,7 +144,7 @@ func (d *Daemon) startEndpoint(ctx context.Context) (func() error, error) {
 		Elements: []networkservice.NetworkServiceServer{
 			keepmechanism.NewServer(),
 			mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()}),
-			connlink.NewServer(d.mon),
+			connlink.NewServer(d.links),
 			ipcontext.NewServer(d.proxy, ipcontext.WithLogger(d.log.With("subsystem", "ipcontext"))),
 			mtu.NewServer(mtu.WithMTU(uint32(d.cfg.MTU))),
 		},

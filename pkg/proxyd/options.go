@@ -12,7 +12,7 @@ import (
 )
 
 // Dataplane is what the daemon uses of pkg/dataplane: the proxy's Apply and
-// conntrack flush, the link table (feeding the interface monitor), the
+// conntrack flush, the link table (feeding the link matcher), the
 // kernel snapshot of -debug, and Close. *dataplane.Dataplane is the
 // production one; tests inject a fake with WithDataplane.
 type Dataplane interface {
@@ -20,7 +20,7 @@ type Dataplane interface {
 	proxy.LinkRemover
 	// Subscribe returns the link events from now on and a function that
 	// ends the subscription; Link and LinkByName read the one table of the
-	// namespace's links (the interface monitor's Links).
+	// namespace's links (the link matcher's Links).
 	Subscribe() (<-chan dataplane.LinkEvent, func())
 	connlink.Links
 	Snapshot() (dataplane.Snapshot, error)

@@ -38,7 +38,7 @@ type Daemon struct {
 	ipamCC    *grpc.ClientConn
 	vips      vipsource.VIPSource
 	proxy     *proxy.Proxy
-	mon       *connlink.Monitor
+	links     *connlink.Matcher
 	nsm       nsmClient
 	mesh      *fullmesh.FullMesh
 	ep        *endpoint.Endpoint

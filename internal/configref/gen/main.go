@@ -1,5 +1,5 @@
 // Command gen writes the configuration reference (configref.File) and the
-// README's configuration tables from the binaries' configuration structs;
+// configuration tables of the docs (configref.Docs) from the binaries' configuration structs;
 // `go generate ./internal/configref` runs it.
 package main
 
@@ -32,14 +32,21 @@ func run() error {
 	if err := os.WriteFile(filepath.Join(root, configref.File), out, 0o644); err != nil {
 		return err
 	}
-	readme := filepath.Join(root, configref.README)
-	old, err := os.ReadFile(readme)
-	if err != nil {
-		return err
+	var found [][]string
+	for _, name := range configref.Docs {
+		path := filepath.Join(root, name)
+		old, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		updated, names, err := ref.UpdateTables(old)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := os.WriteFile(path, updated, 0o644); err != nil {
+			return err
+		}
+		found = append(found, names)
 	}
-	updated, err := ref.UpdateREADME(old)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(readme, updated, 0o644)
+	return ref.CheckPlacement(found)
 }

@@ -5,7 +5,7 @@
 //   - ipcontext: a connection's addresses, from the proxy's Setter (the IPAM);
 //   - mtu: a fixed MTU in the connection context;
 //   - connlink: which kernel link belongs to which connection (the
-//     interface monitor);
+//     link matcher);
 //   - egress: whether the proxy has at least one load balancer connection;
 //   - backoff: a growing pause between failed requests of one connection;
 //   - keepmechanism: the mechanism a connection was given, kept across a

@@ -85,7 +85,7 @@ type proxyUnderTest struct {
 	ep      *endpoint.Endpoint
 	setter  *ipcontextfake.Setter
 	handler *linkstest.Recorder
-	monitor *connlink.Monitor
+	monitor *connlink.Matcher
 	links   *linkstest.Table
 	names   *ifnames
 }

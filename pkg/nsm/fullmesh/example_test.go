@@ -29,7 +29,7 @@ func Example() {
 	var (
 		nsmgr   = &url.URL{Scheme: "unix", Path: "/var/lib/networkservicemesh/nsm.io.sock"}
 		setter  ipcontext.Setter        // the *proxy.Proxy
-		monitor *connlink.Monitor       // shared with the endpoint's chain
+		monitor *connlink.Matcher       // shared with the endpoint's chain
 		report  = func(serving bool) {} // the Egress health service
 	)
 	creds := credentials.Insecure(slog.Default(), 10*time.Minute) // or FromWorkloadAPI

@@ -13,18 +13,18 @@ import (
 )
 
 type client struct {
-	monitor *Monitor
+	matcher *Matcher
 	logger  *slog.Logger
 }
 
 // NewClient returns the element for connections to load balancers: after a
-// successful Request it records the connection's interface in the monitor,
+// successful Request it records the connection's interface in the matcher,
 // and on Close it forgets it (announcing the delete if the link was seen),
 // before the Close travels on. Place it before the ipcontext element, so
 // that a closing connection loses its nexthop before its addresses are
 // released.
-func NewClient(monitor *Monitor, opts ...Option) networkservice.NetworkServiceClient {
-	return &client{monitor: monitor, logger: newOptions(opts).logger}
+func NewClient(matcher *Matcher, opts ...Option) networkservice.NetworkServiceClient {
+	return &client{matcher: matcher, logger: newOptions(opts).logger}
 }
 
 func (c *client) Request(ctx context.Context, request *networkservice.NetworkServiceRequest, opts ...grpc.CallOption) (*networkservice.Connection, error) {
@@ -34,16 +34,16 @@ func (c *client) Request(ctx context.Context, request *networkservice.NetworkSer
 	}
 	iface, ierr := interfaceOf(conn, proxy.LBConn)
 	if ierr != nil {
-		c.logger.Warn("cannot monitor the interface of a load-balancer connection", "error", ierr)
+		c.logger.Warn("cannot match the interface of a load-balancer connection", "error", ierr)
 		return conn, nil
 	}
-	c.monitor.Expect(iface)
+	c.matcher.Expect(iface)
 	return conn, nil
 }
 
 func (c *client) Close(ctx context.Context, conn *networkservice.Connection, opts ...grpc.CallOption) (*emptypb.Empty, error) {
 	if key, err := proxy.ConnKey(conn, proxy.LBConn); err == nil {
-		c.monitor.Forget(proxy.LBConn, key)
+		c.matcher.Forget(proxy.LBConn, key)
 	}
 	return next.Client(ctx).Close(ctx, conn, opts...)
 }

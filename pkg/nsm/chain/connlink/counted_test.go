@@ -12,7 +12,7 @@ import (
 )
 
 // countedDataplane is the dataplane as the proxy (Apply, RemoveLink) and
-// the interface monitor (Link, LinkByName) see it, recording the calls
+// the link matcher (Link, LinkByName) see it, recording the calls
 // that take a link index into it: RemoveLink, and the first Apply that
 // has the index as a port.
 type countedDataplane struct {
@@ -61,8 +61,8 @@ func (c *countedDataplane) of(index int) []string {
 
 // The link of a connection enters the dataplane once on its way to being
 // a port: in the Apply that enslaves it. The proxy once also handed it to
-// SupersedeHeld and RemoveLink, under the monitor's lock, before that
-// Apply; the monitor only finds it in the link table, by name or by the
+// SupersedeHeld and RemoveLink, under the matcher's lock, before that
+// Apply; the matcher only finds it in the link table, by name or by the
 // index of its event.
 func TestKernelLinkEntersTheDataplaneOnce(t *testing.T) {
 	r, targets := newRoundTrip(t, forwarderFunc(func(*networkservice.Connection) {}))

@@ -6,13 +6,13 @@ import (
 )
 
 // Handler receives interface events, and is the one owner of which link
-// belongs to which connection: the Monitor asks it (InterfaceOf,
+// belongs to which connection: the Matcher asks it (InterfaceOf,
 // InterfaceAt) rather than keep a copy. *proxy.Proxy implements it. Calls
-// are made one at a time, in order, from the Monitor's lock: a Handler must
-// not call back into the Monitor.
+// are made one at a time, in order, from the Matcher's lock: a Handler must
+// not call back into the Matcher.
 type Handler interface {
 	// InterfaceCreated says that the connection (Type, ConnKey) has the
-	// kernel link Index (named Name). The Monitor announces a link for one
+	// kernel link Index (named Name). The Matcher announces a link for one
 	// connection at a time, and a connection on one link.
 	InterfaceCreated(iface proxy.Interface)
 	// InterfaceDeleted says that the link of a connection is gone or no
@@ -28,7 +28,7 @@ type Handler interface {
 }
 
 // Links is the kernel's view of the namespace's links: the dataplane's link
-// monitor, which *dataplane.Dataplane serves. The Monitor reads it and
+// matcher, which *dataplane.Dataplane serves. The Matcher reads it and
 // keeps no copy.
 type Links interface {
 	Link(index int) (dataplane.Link, bool)

@@ -27,8 +27,8 @@ func kernelDataplane(t *testing.T, ns *testutil.NetNS) *dataplane.Dataplane {
 	return dp
 }
 
-// runMonitor runs m on the link events of dp until the end of the test.
-func runMonitor(t *testing.T, m *connlink.Monitor, dp *dataplane.Dataplane) {
+// runMatcher runs m on the link events of dp until the end of the test.
+func runMatcher(t *testing.T, m *connlink.Matcher, dp *dataplane.Dataplane) {
 	t.Helper()
 	events, unsubscribe := dp.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -46,14 +46,14 @@ func runMonitor(t *testing.T, m *connlink.Monitor, dp *dataplane.Dataplane) {
 // TestKernelLinkMovedInAndRenamed plays the forwarder against a real
 // kernel: it creates a veth pair in its own namespace, moves one end into
 // the proxy's namespace, renames it to the name NSM gave the connection and
-// finally deletes the pair. The monitor reads the dataplane's link table.
+// finally deletes the pair. The matcher reads the dataplane's link table.
 func TestKernelLinkMovedInAndRenamed(t *testing.T) {
 	proxyNS := testutil.NewNetNS(t, "imon-proxy")
 	fwdNS := testutil.NewNetNS(t, "imon-fwd")
 	dp := kernelDataplane(t, proxyNS)
 	r := newRecorder()
 	m := connlink.New(r, dp)
-	runMonitor(t, m, dp)
+	runMatcher(t, m, dp)
 
 	m.Expect(proxy.Interface{Name: "nsm-lb0", Type: proxy.LBConn, ConnKey: "c1"})
 

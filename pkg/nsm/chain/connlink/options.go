@@ -2,7 +2,7 @@ package connlink
 
 import "log/slog"
 
-// Option configures a Monitor or an element.
+// Option configures a Matcher or an element.
 type Option func(*options)
 
 type options struct {

@@ -28,20 +28,20 @@ import (
 )
 
 // The tests of this file follow a connection from its NSM request to the
-// kernel without the round trips the proxy once made: the interface monitor
+// kernel without the round trips the proxy once made: the link matcher
 // matches the dataplane's kernel links to connections, the proxy derives
 // ports and nexthops from its own allocations, the dataplane writes them.
 
 // roundTrip is a proxy on the real dataplane of a throw-away namespace and
 // the real IPAM engine, with the NSM elements of both sides.
 type roundTrip struct {
-	ns     *testutil.NetNS
-	dp     *dataplane.Dataplane
-	calls  *countedDataplane // what the proxy and the monitor ask of dp
-	engine *ipam.Engine
-	proxy  *proxy.Proxy
-	mon    *connlink.Monitor
-	lbs    networkservice.NetworkServiceClient
+	ns      *testutil.NetNS
+	dp      *dataplane.Dataplane
+	calls   *countedDataplane // what the proxy and the matcher ask of dp
+	engine  *ipam.Engine
+	proxy   *proxy.Proxy
+	matcher *connlink.Matcher
+	lbs     networkservice.NetworkServiceClient
 }
 
 func newRoundTrip(t *testing.T, forwarder networkservice.NetworkServiceServer) (*roundTrip, networkservice.NetworkServiceServer) {
@@ -66,11 +66,11 @@ func newRoundTrip(t *testing.T, forwarder networkservice.NetworkServiceServer) (
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.proxy.Close(context.Background())) })
-	r.mon = connlink.New(r.proxy, r.calls, connlink.WithLogger(quiet))
-	runMonitor(t, r.mon, r.dp)
-	r.lbs = chain.NewNetworkServiceClient(metadata.NewClient(), connlink.NewClient(r.mon, connlink.WithLogger(quiet)),
+	r.matcher = connlink.New(r.proxy, r.calls, connlink.WithLogger(quiet))
+	runMatcher(t, r.matcher, r.dp)
+	r.lbs = chain.NewNetworkServiceClient(metadata.NewClient(), connlink.NewClient(r.matcher, connlink.WithLogger(quiet)),
 		ipcontext.NewClient(r.proxy, ipcontext.WithLogger(quiet)))
-	targets := chain.NewNetworkServiceServer(metadata.NewServer(), connlink.NewServer(r.mon, connlink.WithLogger(quiet)),
+	targets := chain.NewNetworkServiceServer(metadata.NewServer(), connlink.NewServer(r.matcher, connlink.WithLogger(quiet)),
 		ipcontext.NewServer(r.proxy, ipcontext.WithLogger(quiet)), forwarder)
 	return r, targets
 }
@@ -123,7 +123,7 @@ func TestKernelLBLinkDeletedRemovesNexthop(t *testing.T) {
 	r.eventually(t, "the nexthops removed", func(s string) bool {
 		return !strings.Contains(s, hops[0].String()) && !strings.Contains(s, hops[1].String())
 	}, routes...)
-	require.True(t, r.mon.Lost(proxy.LBConn, "lb-1"))
+	require.True(t, r.matcher.Lost(proxy.LBConn, "lb-1"))
 	require.Zero(t, r.proxy.Stats().Nexthops)
 	require.Equal(t, 1, r.proxy.Stats().Connections, "the connection keeps its addresses")
 }
@@ -178,7 +178,7 @@ func TestKernelTargetLinkBeforeRequestReturns(t *testing.T) {
 	var r *roundTrip
 	r, targets := newRoundTrip(t, forwarderFunc(func(*networkservice.Connection) {
 		// The link is created, and its event delivered, before the
-		// Request returns and the interface monitor expects it.
+		// Request returns and the link matcher expects it.
 		events, unsubscribe := r.dp.Subscribe()
 		defer unsubscribe()
 		r.veth(t, "nsm-t1")

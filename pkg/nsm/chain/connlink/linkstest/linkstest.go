@@ -1,6 +1,6 @@
-// Package linkstest provides, for tests of the interface monitor and of the
+// Package linkstest provides, for tests of the link matcher and of the
 // NSM chains it is part of, an in-memory table of links where no kernel (and
-// no dataplane link table) is at hand, and a Recorder of what the monitor
+// no dataplane link table) is at hand, and a Recorder of what the matcher
 // tells its handler.
 package linkstest
 
@@ -12,7 +12,7 @@ import (
 
 // Table is a connlink.Links that the test changes. Each change
 // returns the event the dataplane's link table would send, for the test
-// to hand to the Monitor (HandleLinkEvent) when it wants it handled.
+// to hand to the Matcher (HandleLinkEvent) when it wants it handled.
 type Table struct {
 	mu    sync.Mutex
 	links map[int]dataplane.Link

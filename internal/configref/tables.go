@@ -7,10 +7,11 @@ import (
 	"strings"
 )
 
-// README is the file whose configuration tables the reference owns, from
-// the module root. Each table sits between BeginMarker(binary) and
-// EndMarker; the rest of the file is left alone.
-const README = "README.md"
+// Docs are the files, from the module root, that hold the generated tables:
+// each binary's table sits in one of them between BeginMarker(binary) and
+// EndMarker; the rest of the files is left alone. The proxy's table is in
+// the README, the others in the configuration page.
+var Docs = []string{"README.md", "docs/configuration.md"}
 
 // EndMarker closes a generated table.
 const EndMarker = "<!-- end of generated table -->"
@@ -44,22 +45,42 @@ func (b Binary) Table() string {
 	return sb.String()
 }
 
-// UpdateREADME replaces the generated table of every binary in readme. A
-// binary whose markers are missing is an error.
-func (r Reference) UpdateREADME(readme []byte) ([]byte, error) {
-	out := readme
+// UpdateTables replaces, in doc, the generated table of every binary whose
+// begin marker doc holds, and returns the names of those binaries. A begin
+// marker without its end marker is an error.
+func (r Reference) UpdateTables(doc []byte) ([]byte, []string, error) {
+	out := doc
+	var found []string
 	for _, b := range r.Binaries {
 		begin := []byte(BeginMarker(b.Name) + "\n")
 		i := bytes.Index(out, begin)
 		if i < 0 {
-			return nil, fmt.Errorf("%s: no %q", README, begin)
+			continue
 		}
 		start := i + len(begin)
 		j := bytes.Index(out[start:], []byte(EndMarker))
 		if j < 0 {
-			return nil, fmt.Errorf("%s: no end marker after the %s table", README, b.Name)
+			return nil, nil, fmt.Errorf("no end marker after the %s table", b.Name)
 		}
 		out = append(append(append([]byte{}, out[:start]...), b.Table()...), out[start+j:]...)
+		found = append(found, b.Name)
 	}
-	return out, nil
+	return out, found, nil
+}
+
+// CheckPlacement says which binary's table is in none of the docs or in
+// more than one (found: the binaries found in each doc).
+func (r Reference) CheckPlacement(found [][]string) error {
+	count := map[string]int{}
+	for _, names := range found {
+		for _, n := range names {
+			count[n]++
+		}
+	}
+	for _, b := range r.Binaries {
+		if count[b.Name] != 1 {
+			return fmt.Errorf("the %s table is in %d of %v, not one", b.Name, count[b.Name], Docs)
+		}
+	}
+	return nil
 }

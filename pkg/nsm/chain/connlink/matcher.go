@@ -20,17 +20,17 @@ type connKey struct {
 
 // expectation is the interface name of an established connection, as its
 // NSM elements recorded it. Which link it is on is the Handler's to keep:
-// the Monitor asks it (InterfaceOf, InterfaceAt) and keeps no copy.
+// the Matcher asks it (InterfaceOf, InterfaceAt) and keeps no copy.
 type expectation struct {
 	name string
 	conn string // the NSM connection that recorded it ("" if not said)
 	lost bool   // the announced link went away in the kernel, not yet back
 }
 
-// Monitor matches the interfaces of established connections (recorded by
+// Matcher matches the interfaces of established connections (recorded by
 // the NSM elements) with the kernel links of the Links table, and reports
 // the matches to a Handler. It is safe for concurrent use.
-type Monitor struct {
+type Matcher struct {
 	handler Handler
 	links   Links
 	logger  *slog.Logger
@@ -40,11 +40,11 @@ type Monitor struct {
 	byName   map[string]connKey       // expected name → connection
 }
 
-// New returns a Monitor that reads the links of links and reports to
+// New returns a Matcher that reads the links of links and reports to
 // handler.
-func New(handler Handler, links Links, opts ...Option) *Monitor {
+func New(handler Handler, links Links, opts ...Option) *Matcher {
 	o := newOptions(opts)
-	return &Monitor{
+	return &Matcher{
 		handler:  handler,
 		links:    links,
 		logger:   o.logger,
@@ -56,7 +56,7 @@ func New(handler Handler, links Links, opts ...Option) *Monitor {
 // Run applies the link events of the Links table's subscription until ctx
 // is done (it then returns nil) or the channel is closed (ErrSourceClosed).
 // The caller owns the goroutine.
-func (m *Monitor) Run(ctx context.Context, events <-chan dataplane.LinkEvent) error {
+func (m *Matcher) Run(ctx context.Context, events <-chan dataplane.LinkEvent) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -74,7 +74,7 @@ func (m *Monitor) Run(ctx context.Context, events <-chan dataplane.LinkEvent) er
 // only which link changed: what the link is now (its name, or that it is
 // gone) is read from the Links table, so that an event handled late (after
 // an Expect read the table) never undoes what the table already says.
-func (m *Monitor) HandleLinkEvent(ev dataplane.LinkEvent) {
+func (m *Matcher) HandleLinkEvent(ev dataplane.LinkEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.links.Link(ev.Index)
@@ -88,7 +88,7 @@ func (m *Monitor) HandleLinkEvent(ev dataplane.LinkEvent) {
 }
 
 // linkPresent matches link index, now named name.
-func (m *Monitor) linkPresent(index int, name string) {
+func (m *Matcher) linkPresent(index int, name string) {
 	if cur, ok := m.handler.InterfaceAt(index); ok {
 		if cur.Name == name {
 			return // the same link, e.g. a flags change
@@ -109,14 +109,14 @@ func (m *Monitor) linkPresent(index int, name string) {
 }
 
 // markLost records that the link of connection k went away in the kernel.
-func (m *Monitor) markLost(k connKey, ok bool) {
+func (m *Matcher) markLost(k connKey, ok bool) {
 	if e := m.expected[k]; ok && e != nil {
 		e.lost = true
 	}
 }
 
 // activate announces the interface of connection k on link index.
-func (m *Monitor) activate(k connKey, e *expectation, index int) {
+func (m *Matcher) activate(k connKey, e *expectation, index int) {
 	e.lost = false
 	m.logger.Debug("interface created", "name", e.name, "index", index, "type", k.typ.String(), "conn", k.key)
 	m.handler.InterfaceCreated(proxy.Interface{Index: index, Name: e.name, Type: k.typ, ConnKey: k.key})
@@ -124,7 +124,7 @@ func (m *Monitor) activate(k connKey, e *expectation, index int) {
 
 // deactivateAt withdraws the interface announced on link index, if any,
 // and says whose it was.
-func (m *Monitor) deactivateAt(index int) (connKey, bool) {
+func (m *Matcher) deactivateAt(index int) (connKey, bool) {
 	cur, ok := m.handler.InterfaceAt(index)
 	if !ok {
 		return connKey{}, false
@@ -134,7 +134,7 @@ func (m *Monitor) deactivateAt(index int) (connKey, bool) {
 
 // deactivate withdraws the announced interface iface and says whose it
 // was.
-func (m *Monitor) deactivate(iface proxy.Interface) (connKey, bool) {
+func (m *Matcher) deactivate(iface proxy.Interface) (connKey, bool) {
 	m.logger.Debug("interface deleted", "name", iface.Name, "index", iface.Index, "type", iface.Type.String(), "conn", iface.ConnKey)
 	m.handler.InterfaceDeleted(iface)
 	return connKey{iface.Type, iface.ConnKey}, true
@@ -147,12 +147,12 @@ func (m *Monitor) deactivate(iface proxy.Interface) (connKey, bool) {
 // changed, in which case the old interface is withdrawn first. A refresh
 // that changes the connection's addresses is the proxy's own business: it
 // holds them.
-func (m *Monitor) Expect(iface proxy.Interface) { m.ExpectConn("", iface) }
+func (m *Matcher) Expect(iface proxy.Interface) { m.ExpectConn("", iface) }
 
 // ExpectConn is Expect for the NSM connection connID (the proxy's side of
 // it): ForgetConn of another connection with the same key does not forget
 // the expectation (see ForgetConn).
-func (m *Monitor) ExpectConn(connID string, iface proxy.Interface) {
+func (m *Matcher) ExpectConn(connID string, iface proxy.Interface) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := connKey{iface.Type, iface.ConnKey}
@@ -182,8 +182,8 @@ func (m *Monitor) ExpectConn(connID string, iface proxy.Interface) {
 // Lost reports whether the kernel link of the connection (of type t, with
 // key key) was announced and has gone away since, and not come back: its
 // data path is broken. A connection whose link has not been seen yet, or
-// that the monitor does not know, is not lost.
-func (m *Monitor) Lost(t proxy.ConnType, key string) bool {
+// that the matcher does not know, is not lost.
+func (m *Matcher) Lost(t proxy.ConnType, key string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.expected[connKey{t, key}]
@@ -192,14 +192,14 @@ func (m *Monitor) Lost(t proxy.ConnType, key string) bool {
 
 // Forget removes the expectation of a closed connection (of type t, with
 // key key), withdrawing its interface if it was announced.
-func (m *Monitor) Forget(t proxy.ConnType, key string) { m.ForgetConn(t, key, "") }
+func (m *Matcher) Forget(t proxy.ConnType, key string) { m.ForgetConn(t, key, "") }
 
 // ForgetConn is Forget for the close of the NSM connection connID. If
 // another connection with the same key recorded the expectation (a target
 // that healed through another path gets a new proxy-side connection id, and
 // the old path's connection is closed later), it is that connection's and
 // stays.
-func (m *Monitor) ForgetConn(t proxy.ConnType, key, connID string) {
+func (m *Matcher) ForgetConn(t proxy.ConnType, key, connID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := connKey{t, key}
@@ -215,7 +215,7 @@ func (m *Monitor) ForgetConn(t proxy.ConnType, key, connID string) {
 	m.drop(k, e)
 }
 
-func (m *Monitor) drop(k connKey, e *expectation) {
+func (m *Matcher) drop(k connKey, e *expectation) {
 	if cur, ok := m.handler.InterfaceOf(k.typ, k.key); ok {
 		m.deactivate(cur)
 	}

@@ -29,8 +29,8 @@ func newRecorder() *linkstest.Recorder {
 	}}
 }
 
-// newMonitor is a monitor over a fake link table, reporting to a recorder.
-func newMonitor() (*linkstest.Table, *linkstest.Recorder, *connlink.Monitor) {
+// newMatcher is a matcher over a fake link table, reporting to a recorder.
+func newMatcher() (*linkstest.Table, *linkstest.Recorder, *connlink.Matcher) {
 	links, r := linkstest.New(), newRecorder()
 	return links, r, connlink.New(r, links)
 }
@@ -40,7 +40,7 @@ func lbIface(key, name string) proxy.Interface {
 }
 
 func TestLinkAfterExpect(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
 	require.Empty(t, r.Take())
 	m.HandleLinkEvent(links.Set(3, "other"))
@@ -55,7 +55,7 @@ func TestLinkAfterExpect(t *testing.T) {
 }
 
 func TestLinkBeforeExpect(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Empty(t, r.Take())
 	m.Expect(lbIface("c1", "nsm-1"))
@@ -63,7 +63,7 @@ func TestLinkBeforeExpect(t *testing.T) {
 }
 
 func TestRename(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.HandleLinkEvent(links.Set(5, "tmp-veth"))
 	require.Empty(t, r.Take())
@@ -75,7 +75,7 @@ func TestRename(t *testing.T) {
 }
 
 func TestRefresh(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	m.Expect(lbIface("c1", "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
@@ -93,7 +93,7 @@ func TestRefresh(t *testing.T) {
 // was renamed into place meanwhile) does not undo the match: the table says
 // what the link is now.
 func TestLateEventAfterExpect(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	added := links.Set(5, "tmp-veth")
 	renamed := links.Set(5, "nsm-1")
 	m.Expect(lbIface("c1", "nsm-1"))
@@ -115,7 +115,7 @@ func TestLateEventAfterExpect(t *testing.T) {
 }
 
 func TestCloseBeforeLink(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.Forget(proxy.LBConn, "c1")
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
@@ -123,7 +123,7 @@ func TestCloseBeforeLink(t *testing.T) {
 }
 
 func TestKernelDeleteThenRecreate(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
@@ -146,7 +146,7 @@ func TestKernelDeleteThenRecreate(t *testing.T) {
 }
 
 func TestMissedDeleteSameNameNewIndex(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.HandleLinkEvent(links.Set(7, "nsm-1"))
 	m.HandleLinkEvent(links.Set(11, "nsm-1"))
@@ -154,7 +154,7 @@ func TestMissedDeleteSameNameNewIndex(t *testing.T) {
 }
 
 func TestTargetAndLBWithSameIDAreDistinct(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	tgt := lbIface("x", "nsm-t")
 	tgt.Type = proxy.TargetConn
 	m.Expect(tgt)
@@ -166,7 +166,7 @@ func TestTargetAndLBWithSameIDAreDistinct(t *testing.T) {
 }
 
 func TestRun(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
 	events := make(chan dataplane.LinkEvent)
 	done := make(chan error, 1)
@@ -201,7 +201,7 @@ func kernelConn(id, name string) *networkservice.Connection {
 }
 
 func TestServerElement(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	srv := chain.NewNetworkServiceServer(metadata.NewServer(), connlink.NewServer(m))
 	conn, err := srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("t1", "nsm-t1")})
 	require.NoError(t, err)
@@ -220,7 +220,7 @@ func TestServerElement(t *testing.T) {
 // expiry). That close withdraws nothing: the interface is the healed
 // connection's.
 func TestServerCloseOfSupersededConnection(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	srv := chain.NewNetworkServiceServer(metadata.NewServer(), connlink.NewServer(m))
 	old, err := srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("t1", "nsm-t1")})
 	require.NoError(t, err)
@@ -244,7 +244,7 @@ func TestServerCloseOfSupersededConnection(t *testing.T) {
 }
 
 func TestClientElement(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	m.HandleLinkEvent(links.Set(13, "nsm-l1"))
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), connlink.NewClient(m))
 	conn, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("l1", "nsm-l1")})
@@ -258,7 +258,7 @@ func TestClientElement(t *testing.T) {
 }
 
 func TestElementWithoutKernelMechanismRecordsNothing(t *testing.T) {
-	links, r, m := newMonitor()
+	links, r, m := newMatcher()
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), connlink.NewClient(m))
 	_, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{Id: "x"}})
 	require.NoError(t, err)
@@ -266,5 +266,5 @@ func TestElementWithoutKernelMechanismRecordsNothing(t *testing.T) {
 	require.Empty(t, r.Take())
 }
 
-// The proxy is the Handler the monitor is built for.
+// The proxy is the Handler the matcher is built for.
 var _ connlink.Handler = (*proxy.Proxy)(nil)
