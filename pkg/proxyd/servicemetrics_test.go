@@ -41,8 +41,10 @@ func TestServiceMetrics(t *testing.T) {
 	s.events.Record(servicelb.Event{Service: servicelb.ServicePortName{Namespace: "shop", Name: "dns"}, Reason: servicelb.EventDialFailed})
 	s.reject(errTest)
 	s.syncs = newSyncMetrics()
-	s.syncs.observe(3*time.Millisecond, nil)
-	s.syncs.observe(time.Second, errTest)
+	s.syncs.handed([]time.Time{time.Now().Add(-2 * time.Second)})
+	s.syncs.observe(0, nil) // started after the change was handed: programmed
+	s.syncs.handed([]time.Time{time.Now()})
+	s.syncs.observe(time.Second, errTest) // failed: still pending
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s)
 	mfs, err := reg.Gather()
@@ -73,6 +75,7 @@ func TestServiceMetrics(t *testing.T) {
 		"causeway_proxy_services_file_loads_total{}":                              0,
 		"causeway_proxy_services_file_rejects_total{}":                            1,
 		"kubeproxy_sync_proxy_rules_duration_seconds{}":                           2,
+		"kubeproxy_network_programming_duration_seconds{}":                        1,
 	}, got)
 }
 

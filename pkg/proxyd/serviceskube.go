@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -146,6 +147,9 @@ func (f *kubeFeed) OnServiceUpdate(svcs []servicelb.Service) {
 	f.s.proxy.SetTargetHairpin(f.s.cfg.ServiceProvider == servicelb.ProviderNftables && len(svcs) > 0)
 	f.s.provider.OnServiceUpdate(svcs)
 }
+
+// OnEndpointsTriggers implements kubesource.TriggerHandler.
+func (f *kubeFeed) OnEndpointsTriggers(triggers []time.Time) { f.s.syncs.handed(triggers) }
 
 // OnEndpointsUpdate implements servicelb.EndpointsHandler.
 func (f *kubeFeed) OnEndpointsUpdate(eps []servicelb.Endpoints) { f.s.provider.OnEndpointsUpdate(eps) }

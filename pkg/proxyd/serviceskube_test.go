@@ -2,8 +2,12 @@ package proxyd_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +101,7 @@ func TestDaemonKubeServices(t *testing.T) {
 	cfg := e.config(t, 20*time.Second)
 	cfg.ServicesSource = proxyd.ServicesFromKubernetes
 	cfg.ServicePrefixes = "10.96.0.0/24, fd00:96::/112"
+	cfg.MetricsAddress = freeAddr(t)
 	require.NoError(t, cfg.Validate())
 	cs := fake.NewClientset(kubeService("web", "10.96.0.10", "fd00:96::10"), kubePod("target-1", "web", true), remoteSlice())
 	api := kubefake.NewFlaky(cs)
@@ -140,6 +145,16 @@ func TestDaemonKubeServices(t *testing.T) {
 	require.Equal(t, []string{target4.String()}, s.Endpoints[0].Addresses)
 	require.Equal(t, "target-1", s.Endpoints[0].TargetRef.Name)
 	require.True(t, *s.Endpoints[0].Conditions.Ready)
+	require.NotEmpty(t, s.Annotations[kubesource.TriggerTimeAnnotation])
+	require.Eventually(t, func() bool {
+		return metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count") >= 1
+	},
+		wait, tick, "the target's slice, read back, programmed")
+	t.Logf("FIGURE: proxy with the kubernetes source: network programming of a target's connection (its slice written, read back, nftables synced): %.1f ms on average over %v changes",
+		1000*metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_sum")/metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count"),
+		metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count"))
+	require.GreaterOrEqual(t, metric(t, cfg.MetricsAddress, "kubeproxy_sync_proxy_rules_duration_seconds_count"), 1.0)
+	require.Positive(t, metric(t, cfg.MetricsAddress, "kubeproxy_sync_proxy_rules_last_timestamp_seconds"))
 
 	// The pod turns not ready: so does its endpoint, which stops serving.
 	pods := cs.CoreV1().Pods("shop")
@@ -176,6 +191,8 @@ func TestDaemonKubeServices(t *testing.T) {
 	st = debugState(t, cfg.DebugSocket)
 	require.True(t, st.Services.Kubernetes.Source.APIServerAway)
 	require.Equal(t, uint64(1), st.Services.Kubernetes.Source.Outages)
+	require.Equal(t, 1.0, metric(t, cfg.MetricsAddress, "causeway_proxy_services_api_away"))
+	require.Equal(t, 1.0, metric(t, cfg.MetricsAddress, "causeway_proxy_services_api_outages_total"))
 	require.Equal(t, both, endpoints("shop/web:http"))
 	require.Contains(t, nftDispatch4(t, ns), "10.96.0.10")
 	api.SetDown(false)
@@ -186,4 +203,32 @@ func TestDaemonKubeServices(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return ownSlice(t, cs) == nil }, wait, tick, "the slice withdrawn")
 	require.Eventually(t, func() bool { return slices.Equal(endpoints("shop/web:http"), []netip.AddrPort{remote}) }, wait, tick)
+}
+
+// freeAddr is a loopback address with a port free at the time.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// metric reads one unlabelled sample from the daemon's /metrics (-1 when
+// absent).
+func metric(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return -1
 }

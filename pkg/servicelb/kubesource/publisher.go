@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -48,7 +49,8 @@ func NewPublisher(client Client, name, node string, opts ...Option) (*Publisher,
 // Publish makes this node's slices those of targets for services (as
 // Source.Services returns them). It goes through every slice and returns
 // the errors met, each naming its slice; a failed slice is tried again at
-// the next Publish.
+// the next Publish. A slice written carries the time of this call as its
+// TriggerTimeAnnotation (the change was seen then, or at the retry).
 func (p *Publisher) Publish(ctx context.Context, services []*corev1.Service, targets []Target) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -58,12 +60,14 @@ func (p *Publisher) Publish(ctx context.Context, services []*corev1.Service, tar
 		}
 		p.adopted = true
 	}
+	seen := time.Now()
 	want := p.desired(services, targets)
 	var errs []error
 	for key, s := range want {
 		if cur, ok := p.applied[key]; ok && sameSlice(cur, s) {
 			continue
 		}
+		s.Annotations = map[string]string{TriggerTimeAnnotation: seen.UTC().Format(time.RFC3339Nano)}
 		if err := p.put(ctx, key, s); err != nil {
 			errs = append(errs, fmt.Errorf("endpoint slice %s: %w", key, err))
 		}

@@ -160,7 +160,7 @@ func BenchmarkOneEndpointChange(b *testing.B) {
 				case *corev1.Service:
 					tr.setService(types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, o)
 				case *discoveryv1.EndpointSlice:
-					tr.setSlice(types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[ServiceNameLabel]}, o.Name, o)
+					tr.setSlice(types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[ServiceNameLabel]}, o.Name, o, time.Time{})
 					last = o
 				}
 			}
@@ -168,8 +168,8 @@ func BenchmarkOneEndpointChange(b *testing.B) {
 			key := types.NamespacedName{Namespace: last.Namespace, Name: last.Labels[ServiceNameLabel]}
 			b.ResetTimer()
 			for b.Loop() {
-				tr.setSlice(key, last.Name, last)
-				_, eps, _, _ := tr.snapshot()
+				tr.setSlice(key, last.Name, last, time.Time{})
+				_, eps, _, _, _ := tr.snapshot()
 				if len(eps) != n {
 					b.Fatal(len(eps))
 				}

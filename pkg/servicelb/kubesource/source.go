@@ -20,6 +20,14 @@ type Handler interface {
 	servicelb.EndpointsHandler
 }
 
+// TriggerHandler is a Handler that wants, before the endpoints they
+// changed, the trigger times of the slice writes they carry (the
+// TriggerTimeAnnotation of writes seen since the last delivery): the
+// network programming latency ends when the provider has applied them.
+type TriggerHandler interface {
+	OnEndpointsTriggers(triggers []time.Time)
+}
+
 // Source feeds a Handler with the Services of one proxy name and their
 // endpoints from the API server (see the package comment).
 type Source struct {
@@ -83,7 +91,7 @@ func (s *Source) Run(ctx context.Context) {
 	svcs := s.serviceInformer()
 	slices := s.sliceInformer()
 	svcReg, err1 := svcs.AddEventHandler(s.serviceHandler())
-	sliceReg, err2 := slices.AddEventHandler(s.sliceHandler())
+	sliceReg, err2 := slices.AddEventHandler(s.sliceHandler(time.Now()))
 	if err := errors.Join(err1, err2); err != nil {
 		s.log.Error("service informers not started", "error", err) // only on an informer that runs already
 		return
@@ -131,11 +139,14 @@ func (s *Source) deliverLoop(ctx context.Context) {
 // service port starts with its endpoints.
 func (s *Source) deliver() {
 	start := time.Now()
-	svcs, eps, changedSvcs, changedEps := s.tracker.snapshot()
+	svcs, eps, changedSvcs, changedEps, triggers := s.tracker.snapshot()
 	if !changedSvcs && !changedEps {
 		return
 	}
 	if changedEps {
+		if h, ok := s.handler.(TriggerHandler); ok && len(triggers) > 0 {
+			h.OnEndpointsTriggers(triggers)
+		}
 		s.handler.OnEndpointsUpdate(eps)
 	}
 	if changedSvcs {

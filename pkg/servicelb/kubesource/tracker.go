@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -37,6 +38,7 @@ type tracker struct {
 	entries  map[types.NamespacedName]*entry
 	svcDirty bool
 	epDirty  bool
+	triggers []time.Time // of the slice changes since the last snapshot
 	svcs     flatList[servicelb.Service]
 	eps      flatList[servicelb.Endpoints]
 }
@@ -80,10 +82,14 @@ func (t *tracker) setService(key types.NamespacedName, svc *corev1.Service) {
 }
 
 // setSlice records slice name of the Service key (nil: deleted) and
-// recomputes that Service's endpoints.
-func (t *tracker) setSlice(key types.NamespacedName, name string, s *discoveryv1.EndpointSlice) {
+// recomputes that Service's endpoints; trigger (if not zero) is when the
+// change it carries was seen by its writer.
+func (t *tracker) setSlice(key types.NamespacedName, name string, s *discoveryv1.EndpointSlice, trigger time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !trigger.IsZero() {
+		t.triggers = append(t.triggers, trigger)
+	}
 	e := t.entry(key)
 	if s == nil {
 		delete(e.slices, name)
@@ -114,19 +120,21 @@ func (t *tracker) recompute(key types.NamespacedName, e *entry) {
 }
 
 // snapshot returns the model's lists that changed since the last
-// snapshot (nil for the other), and which did.
-func (t *tracker) snapshot() (svcs []servicelb.Service, eps []servicelb.Endpoints, changedSvcs, changedEps bool) {
+// snapshot (nil for the other), and which did, with the trigger times
+// of the slice changes since.
+func (t *tracker) snapshot() (svcs []servicelb.Service, eps []servicelb.Endpoints, changedSvcs, changedEps bool, triggers []time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	changedSvcs, changedEps = t.svcDirty, t.epDirty
 	t.svcDirty, t.epDirty = false, false
+	triggers, t.triggers = t.triggers, nil
 	if changedSvcs {
 		svcs = t.svcs.clone()
 	}
 	if changedEps {
 		eps = t.eps.clone()
 	}
-	return svcs, eps, changedSvcs, changedEps
+	return svcs, eps, changedSvcs, changedEps, triggers
 }
 
 // services returns the Services known (for the publisher).
