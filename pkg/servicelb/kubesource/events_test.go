@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
@@ -61,4 +62,21 @@ func TestRefusalsAreEventsOnTheService(t *testing.T) {
 		n += len(l)
 	}
 	assert.Equal(t, 3, n, "deduplicated")
+}
+
+// A slice's trigger time counts once, when its value is new and later
+// than the source's start (a relist brings back old values).
+func TestNewTrigger(t *testing.T) {
+	started := time.Now()
+	at := func(d time.Duration) *discoveryv1.EndpointSlice {
+		s := slice("shop", "web-a", "web", discoveryv1.AddressTypeIPv4)
+		s.Annotations = map[string]string{TriggerTimeAnnotation: started.Add(d).UTC().Format(time.RFC3339Nano)}
+		return s
+	}
+	later := at(time.Second)
+	assert.True(t, newTrigger(nil, later, started).Equal(started.Add(time.Second)), "added after the start")
+	assert.True(t, newTrigger(at(-time.Second), later, started).Equal(started.Add(time.Second)), "a new value")
+	assert.True(t, newTrigger(later, later, started).IsZero(), "the same value again (a resync)")
+	assert.True(t, newTrigger(nil, at(-time.Hour), started).IsZero(), "written before the start")
+	assert.True(t, newTrigger(nil, slice("shop", "web-a", "web", discoveryv1.AddressTypeIPv4), started).IsZero(), "none")
 }
