@@ -154,12 +154,16 @@ func (f *kubeFeed) OnEndpointsTriggers(triggers []time.Time) { f.s.syncs.handed(
 // OnEndpointsUpdate implements servicelb.EndpointsHandler.
 func (f *kubeFeed) OnEndpointsUpdate(eps []servicelb.Endpoints) { f.s.provider.OnEndpointsUpdate(eps) }
 
-// KubeState is the Kubernetes source in -debug.
+// KubeState is the Kubernetes source in -debug: the Services' and
+// slices' informers, this node's pods (with the target connections not
+// matched to a pod), and what this node published.
 type KubeState struct {
-	ProxyName string           `json:"proxyName"`
-	Source    kubesource.Stats `json:"source"`
+	ProxyName string                    `json:"proxyName"`
+	Source    kubesource.Stats          `json:"source"`
+	Pods      kubesource.PodsStats      `json:"pods"`
+	Published kubesource.PublisherStats `json:"published"`
 }
 
 func (k *kubeServices) state() *KubeState {
-	return &KubeState{ProxyName: k.proxyName, Source: k.src.Stats()}
+	return &KubeState{ProxyName: k.proxyName, Source: k.src.Stats(), Pods: k.pods.Stats(), Published: k.pub.Stats()}
 }

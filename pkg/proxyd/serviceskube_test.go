@@ -146,6 +146,10 @@ func TestDaemonKubeServices(t *testing.T) {
 	require.Equal(t, "target-1", s.Endpoints[0].TargetRef.Name)
 	require.True(t, *s.Endpoints[0].Conditions.Ready)
 	require.NotEmpty(t, s.Annotations[kubesource.TriggerTimeAnnotation])
+	k := debugState(t, cfg.DebugSocket).Services.Kubernetes
+	require.Equal(t, 2, k.Published.Slices, "one slice per family")
+	require.Empty(t, k.Published.LastError)
+	require.Empty(t, k.Pods.Unmatched)
 	require.Eventually(t, func() bool {
 		return metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count") >= 1
 	},
@@ -187,9 +191,10 @@ func TestDaemonKubeServices(t *testing.T) {
 
 	// The API server goes away: one outage, the rules stay.
 	api.GoDown()
-	require.Eventually(t, func() bool { return api.Failures() >= 3 }, wait, tick)
-	st = debugState(t, cfg.DebugSocket)
-	require.True(t, st.Services.Kubernetes.Source.APIServerAway)
+	require.Eventually(t, func() bool {
+		st = debugState(t, cfg.DebugSocket)
+		return st.Services.Kubernetes.Source.APIServerAway && st.Services.Kubernetes.Pods.APIServerAway
+	}, wait, tick, "the services' and the pods' informers tell the outage")
 	require.Equal(t, uint64(1), st.Services.Kubernetes.Source.Outages)
 	require.Equal(t, 1.0, metric(t, cfg.MetricsAddress, "causeway_proxy_services_api_away"))
 	require.Equal(t, 1.0, metric(t, cfg.MetricsAddress, "causeway_proxy_services_api_outages_total"))
@@ -202,6 +207,7 @@ func TestDaemonKubeServices(t *testing.T) {
 	_, err = nsc.Close(rctx, conn)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return ownSlice(t, cs) == nil }, wait, tick, "the slice withdrawn")
+	require.Eventually(t, func() bool { return debugState(t, cfg.DebugSocket).Services.Kubernetes.Published.Slices == 0 }, wait, tick)
 	require.Eventually(t, func() bool { return slices.Equal(endpoints("shop/web:http"), []netip.AddrPort{remote}) }, wait, tick)
 }
 

@@ -41,17 +41,23 @@ type (
 // listWatch lists and watches with the label selector sel, and reports
 // the result of every call to the outage tracker.
 func (s *Source) listWatch(sel string, list listFunc, watchFn watchFunc) *cache.ListWatch {
+	return observedListWatch(s.outage, func(o *metav1.ListOptions) { o.LabelSelector = sel }, list, watchFn)
+}
+
+// observedListWatch lists and watches with the options that restrict
+// sets, and reports the result of every call to out.
+func observedListWatch(out *outage, restrict func(*metav1.ListOptions), list listFunc, watchFn watchFunc) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
+			restrict(&o)
 			l, err := list(ctx, o)
-			s.outage.observe(err)
+			out.observe(err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
+			restrict(&o)
 			w, err := watchFn(ctx, o)
-			s.outage.observe(err)
+			out.observe(err)
 			return w, err
 		},
 	}

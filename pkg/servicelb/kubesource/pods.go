@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -35,6 +34,7 @@ type NodePods struct {
 	node     string
 	log      *slog.Logger
 	onChange func()
+	outage   *outage
 
 	mu     sync.Mutex
 	byName map[string][]*corev1.Pod
@@ -54,7 +54,9 @@ func NewNodePods(client Client, node string, onChange func(), opts ...Option) (*
 		onChange = func() {}
 	}
 	o := newOptions(opts)
-	return &NodePods{client: client, node: node, log: o.log.With("node", node), onChange: onChange,
+	log := o.log.With("node", node, "watching", "pods")
+	return &NodePods{client: client, node: node, log: log, onChange: onChange,
+		outage: &outage{log: log, meanwhile: "the targets' slices stay as published until it answers"},
 		byName: map[string][]*corev1.Pod{}}, nil
 }
 
@@ -62,16 +64,8 @@ func NewNodePods(client Client, node string, onChange func(), opts ...Option) (*
 func (n *NodePods) Run(ctx context.Context) {
 	api := n.client.Pods(metav1.NamespaceAll)
 	sel := fields.OneTermEqualSelector("spec.nodeName", n.node).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return api.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return api.Watch(ctx, o)
-		},
-	}
+	lw := observedListWatch(n.outage, func(o *metav1.ListOptions) { o.FieldSelector = sel },
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) }, api.Watch)
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, cache.SharedIndexInformerOptions{})
 	_ = inf.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) {})
 	_ = inf.SetTransform(slimPod)
@@ -175,4 +169,21 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// PodsStats is what NodePods shows.
+type PodsStats struct {
+	Synced        bool
+	APIServerAway bool
+	Outages       uint64
+	// Unmatched are the pod names of the connections last left out.
+	Unmatched []string `json:",omitempty"`
+}
+
+// Stats returns what the pods cache knows of itself.
+func (n *NodePods) Stats() PodsStats {
+	away, outages := n.outage.state()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return PodsStats{Synced: n.synced, APIServerAway: away, Outages: outages, Unmatched: slices.Clone(n.unmatched)}
 }

@@ -31,9 +31,31 @@ type Publisher struct {
 
 	kick chan struct{}
 
-	mu      sync.Mutex
-	adopted bool
-	applied map[types.NamespacedName]*discoveryv1.EndpointSlice
+	mu        sync.Mutex
+	adopted   bool
+	applied   map[types.NamespacedName]*discoveryv1.EndpointSlice
+	publishes uint64
+	lastErr   error
+}
+
+// PublisherStats is what a Publisher shows.
+type PublisherStats struct {
+	// Slices are the slices it has written (and not deleted).
+	Slices    int
+	Publishes uint64
+	// LastError is the last Publish's error, empty when it succeeded.
+	LastError string `json:",omitempty"`
+}
+
+// Stats returns what the publisher has done.
+func (p *Publisher) Stats() PublisherStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := PublisherStats{Slices: len(p.applied), Publishes: p.publishes}
+	if p.lastErr != nil {
+		st.LastError = p.lastErr.Error()
+	}
+	return st
 }
 
 // NewPublisher returns the publisher of node's slices for the proxy name.
@@ -51,9 +73,10 @@ func NewPublisher(client Client, name, node string, opts ...Option) (*Publisher,
 // the errors met, each naming its slice; a failed slice is tried again at
 // the next Publish. A slice written carries the time of this call as its
 // TriggerTimeAnnotation (the change was seen then, or at the retry).
-func (p *Publisher) Publish(ctx context.Context, services []*corev1.Service, targets []Target) error {
+func (p *Publisher) Publish(ctx context.Context, services []*corev1.Service, targets []Target) (err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer func() { p.publishes, p.lastErr = p.publishes+1, err }()
 	if !p.adopted {
 		if err := p.adopt(ctx); err != nil {
 			return err
