@@ -173,11 +173,11 @@ func podReady(p *corev1.Pod) bool {
 
 // PodsStats is what NodePods shows.
 type PodsStats struct {
-	Synced        bool
-	APIServerAway bool
-	Outages       uint64
+	Synced        bool   `json:"synced"`
+	APIServerAway bool   `json:"apiServerAway"`
+	Outages       uint64 `json:"outages"`
 	// Unmatched are the pod names of the connections last left out.
-	Unmatched []string `json:",omitempty"`
+	Unmatched []string `json:"unmatched,omitempty"`
 }
 
 // Stats returns what the pods cache knows of itself.

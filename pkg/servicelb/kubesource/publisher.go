@@ -41,10 +41,10 @@ type Publisher struct {
 // PublisherStats is what a Publisher shows.
 type PublisherStats struct {
 	// Slices are the slices it has written (and not deleted).
-	Slices    int
-	Publishes uint64
+	Slices    int    `json:"slices"`
+	Publishes uint64 `json:"publishes"`
 	// LastError is the last Publish's error, empty when it succeeded.
-	LastError string `json:",omitempty"`
+	LastError string `json:"lastError,omitempty"`
 }
 
 // Stats returns what the publisher has done.

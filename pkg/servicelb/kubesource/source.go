@@ -50,15 +50,16 @@ type Source struct {
 // Stats is what a Source has done.
 type Stats struct {
 	// Synced says that both caches were filled once (deliveries begin).
-	Synced bool
+	Synced bool `json:"synced"`
 	// APIServerAway says that the last list or watch failed; Outages counts
 	// the times it went away.
-	APIServerAway bool
-	Outages       uint64
+	APIServerAway bool   `json:"apiServerAway"`
+	Outages       uint64 `json:"outages"`
 	// Deliveries counts the hand-overs to the handler, LastDelivery is how
-	// long the last one took (assembly and the handler's calls).
-	Deliveries   uint64
-	LastDelivery time.Duration
+	// long the last one took (assembly and the handler's calls; in
+	// nanoseconds in JSON).
+	Deliveries   uint64        `json:"deliveries"`
+	LastDelivery time.Duration `json:"lastDelivery"`
 }
 
 // New returns a source of the Services labelled with ProxyNameLabel=name,
