@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -102,15 +101,14 @@ func conns(ts []proxy.Target) []kubesource.Conn {
 	return out
 }
 
-// kubeFeed is the Source's handler: it hands the provider the model, and
-// the proxy the routes its targets need (the configured prefixes, or each
-// service IP's host prefix) and the hairpin that the nftables provider
-// needs while there are services.
+// kubeFeed is the Source's handler (called from its one delivering
+// goroutine): it hands the provider the model, and the proxy the routes
+// its targets need (the configured prefixes, or each service IP's host
+// prefix) and the hairpin that the nftables provider needs while there
+// are services.
 type kubeFeed struct {
 	s        *serviceLB
 	prefixes []netip.Prefix
-
-	mu sync.Mutex
 }
 
 // start sets the routes known before the first delivery: the configured
@@ -136,8 +134,6 @@ func (f *kubeFeed) setRoutes(routes []netip.Prefix) {
 
 // OnServiceUpdate implements servicelb.ServiceHandler.
 func (f *kubeFeed) OnServiceUpdate(svcs []servicelb.Service) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	routes := f.prefixes
 	if len(routes) == 0 {
 		routes = servicelb.HostPrefixes(svcs)
