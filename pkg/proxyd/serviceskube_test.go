@@ -24,9 +24,11 @@ import (
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/proxyd"
+	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/kubesource"
 	"github.com/causeway-net/causeway/pkg/servicelb/kubesource/clientset"
 	"github.com/causeway-net/causeway/pkg/servicelb/kubesource/kubefake"
+	"github.com/causeway-net/causeway/pkg/servicelb/userspace"
 )
 
 // kubeProxyName is the proxy name the test's configuration derives:
@@ -90,15 +92,22 @@ func ownSlice(t *testing.T, cs *fake.Clientset) *discoveryv1.EndpointSlice {
 }
 
 // TestDaemonKubeServices runs the daemon with the Kubernetes source on a
-// fake clientset and the nftables provider in a namespace of its own:
+// fake clientset and each provider in a namespace of its own:
 // the Services reach the provider as they are added, changed and deleted;
 // a target connected with its pod's name is published in an EndpointSlice
 // (ready as its pod), read back as an endpoint, withdrawn when its pod is
 // not ready and deleted when it leaves; an API outage keeps the rules.
 func TestDaemonKubeServices(t *testing.T) {
+	for _, provider := range []string{servicelb.ProviderNftables, servicelb.ProviderUserspace} {
+		t.Run(provider, func(t *testing.T) { testDaemonKubeServices(t, provider) })
+	}
+}
+
+func testDaemonKubeServices(t *testing.T, provider string) {
 	ns := testutil.NewNetNS(t, "pkube")
 	e := newEnv(t)
 	cfg := e.config(t, 20*time.Second)
+	cfg.ServiceProvider = provider
 	cfg.ServicesSource = proxyd.ServicesFromKubernetes
 	cfg.ServicePrefixes = "10.96.0.0/24, fd00:96::/112"
 	cfg.MetricsAddress = freeAddr(t)
@@ -116,7 +125,13 @@ func TestDaemonKubeServices(t *testing.T) {
 		"the Service with the other node's endpoint")
 	_, ok := servicePort(debugState(t, cfg.DebugSocket), "shop/web/IPv6:http")
 	require.True(t, ok, "the Service's IPv6 part")
-	require.Contains(t, nftDispatch4(t, ns), "10.96.0.10")
+	serves := func(ip string) bool {
+		if provider == servicelb.ProviderNftables {
+			return strings.Contains(nftDispatch4(t, ns), ip)
+		}
+		return strings.Contains(ns.MustExec(t, "nft", "list", "table", "inet", userspace.TableName), ip)
+	}
+	require.True(t, serves("10.96.0.10"), "in the kernel")
 	st := debugState(t, cfg.DebugSocket)
 	require.Equal(t, "[10.96.0.0/24 fd00:96::/112]", sprint(st.Services.Prefixes))
 	require.Equal(t, kubeProxyName, st.Services.Kubernetes.ProxyName)
@@ -154,8 +169,8 @@ func TestDaemonKubeServices(t *testing.T) {
 		return metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count") >= 1
 	},
 		wait, tick, "the target's slice, read back, programmed")
-	t.Logf("FIGURE: proxy with the kubernetes source: network programming of a target's connection (its slice written, read back, nftables synced): %.1f ms on average over %v changes",
-		1000*metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_sum")/metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count"),
+	t.Logf("FIGURE: proxy with the kubernetes source and the %s provider: network programming of a target's connection (its slice written, read back, synced): %.1f ms on average over %v changes",
+		provider, 1000*metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_sum")/metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count"),
 		metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count"))
 	require.GreaterOrEqual(t, metric(t, cfg.MetricsAddress, "kubeproxy_sync_proxy_rules_duration_seconds_count"), 1.0)
 	require.Positive(t, metric(t, cfg.MetricsAddress, "kubeproxy_sync_proxy_rules_last_timestamp_seconds"))
@@ -174,7 +189,7 @@ func TestDaemonKubeServices(t *testing.T) {
 	svcs := cs.CoreV1().Services("shop")
 	_, err = svcs.Create(ctx, kubeService("api", "10.96.0.20"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return strings.Contains(nftDispatch4(t, ns), "10.96.0.20") }, wait, tick)
+	require.Eventually(t, func() bool { return serves("10.96.0.20") }, wait, tick)
 	changed := kubeService("api", "10.96.0.20")
 	changed.Spec.Ports[0].Port = 8000
 	_, err = svcs.Update(ctx, changed, metav1.UpdateOptions{})
@@ -199,7 +214,7 @@ func TestDaemonKubeServices(t *testing.T) {
 	require.Equal(t, 1.0, metric(t, cfg.MetricsAddress, "causeway_proxy_services_api_away"))
 	require.Equal(t, 1.0, metric(t, cfg.MetricsAddress, "causeway_proxy_services_api_outages_total"))
 	require.Equal(t, both, endpoints("shop/web:http"))
-	require.Contains(t, nftDispatch4(t, ns), "10.96.0.10")
+	require.True(t, serves("10.96.0.10"), "the rules stay")
 	api.SetDown(false)
 	require.Eventually(t, func() bool { return !debugState(t, cfg.DebugSocket).Services.Kubernetes.Source.APIServerAway }, wait, tick)
 
