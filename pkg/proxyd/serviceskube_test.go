@@ -116,8 +116,9 @@ func testDaemonKubeServices(t *testing.T, provider string) {
 	api := kubefake.NewFlaky(cs)
 	e.start(t, cfg, proxyd.WithServiceNetNS(ns.Handle), proxyd.WithKubeClient(clientset.New(cs)))
 	ctx := e.ctx
-	endpoints := func(port string) []netip.AddrPort {
+	endpoints := func(port string) []netip.AddrPort { // sorted (the userspace balancer's order is its own)
 		p, _ := servicePort(debugState(t, cfg.DebugSocket), port)
+		slices.SortFunc(p.Endpoints, netip.AddrPort.Compare)
 		return p.Endpoints
 	}
 	remote := netip.MustParseAddrPort("172.16.9.9:8080")
