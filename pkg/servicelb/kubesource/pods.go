@@ -40,12 +40,16 @@ type NodePods struct {
 	byName map[string][]*corev1.Pod
 	synced bool
 	// unmatched are the connections' pod names last left out, to log
-	// changes only.
+	// changes only; asked the pod names of the connections last asked
+	// about (nil: none yet): a change of another pod is not told.
 	unmatched []string
+	asked     map[string]bool
 }
 
 // NewNodePods returns the cache of node's pods; onChange is called after
-// each change (a pod added, changed, deleted), never blocking the caller.
+// each change (a pod added, changed, deleted) of a pod that the last
+// Targets call asked about (of any pod before the first call), and once
+// the cache is filled; it must not block.
 func NewNodePods(client Client, node string, onChange func(), opts ...Option) (*NodePods, error) {
 	if client == nil || node == "" {
 		return nil, errors.New("kubesource: the pods of a node need a client and a node name")
@@ -105,8 +109,11 @@ func (n *NodePods) set(obj any, deleted bool) {
 	} else {
 		n.byName[pod.Name] = same
 	}
+	tell := n.asked == nil || n.asked[pod.Name]
 	n.mu.Unlock()
-	n.onChange()
+	if tell {
+		n.onChange()
+	}
 }
 
 // Synced reports whether the cache was filled once.
@@ -125,7 +132,9 @@ func (n *NodePods) Targets(conns []Conn) []Target {
 	defer n.mu.Unlock()
 	var out []Target
 	var unmatched []string
+	n.asked = make(map[string]bool, len(conns))
 	for _, c := range conns {
+		n.asked[c.Pod] = true
 		pods := n.byName[c.Pod]
 		if len(pods) != 1 {
 			unmatched = append(unmatched, c.Pod)

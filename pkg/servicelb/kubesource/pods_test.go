@@ -82,9 +82,15 @@ func TestNodePodsTargets(t *testing.T) {
 	require.False(t, n.Targets([]Conn{{Pod: "web-0", Up: true}})[0].Ready)
 	require.NoError(t, client.CoreV1().Pods("shop").Delete(context.Background(), "web-0", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return len(n.Targets([]Conn{{Pod: "web-0", Up: true}})) == 0 }, waitFor, 5*time.Millisecond)
-	// Once one of the twins is gone, the name is no longer ambiguous.
+	// A change of a pod that no connection names is not told; once one of
+	// the twins is gone, the name is no longer ambiguous.
+	before = changes.Load()
+	n.Targets([]Conn{{Pod: "twin", Up: true}})
+	_, err = client.CoreV1().Pods("shop").UpdateStatus(context.Background(), pod("shop", "web-1", true, web), metav1.UpdateOptions{})
+	require.NoError(t, err)
 	require.NoError(t, client.CoreV1().Pods("bank").Delete(context.Background(), "twin", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { return len(n.Targets([]Conn{{Pod: "twin", Up: true}})) == 1 }, waitFor, 5*time.Millisecond)
+	require.Equal(t, before+1, changes.Load(), "told of twin (asked about), not of web-1 (changed before it)")
 }
 
 // A running Publisher publishes nothing before its inputs are ready (a

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -185,11 +186,30 @@ func (p *Publisher) written(key types.NamespacedName, s, out *discoveryv1.Endpoi
 	p.log.Debug("endpoint slice "+what, "slice", key.String(), "endpoints", len(s.Endpoints))
 }
 
-// sameSlice reports whether a written slice already says what s says.
+// sameSlice reports whether a written slice already says what s says
+// (the fields desired sets; compared by hand: a reflective comparison of
+// every slice took half of a Publish at 10,000 Services).
 func sameSlice(cur, s *discoveryv1.EndpointSlice) bool {
-	return cur.AddressType == s.AddressType &&
-		equality.Semantic.DeepEqual(cur.Labels, s.Labels) &&
-		equality.Semantic.DeepEqual(cur.OwnerReferences, s.OwnerReferences) &&
-		equality.Semantic.DeepEqual(cur.Ports, s.Ports) &&
-		equality.Semantic.DeepEqual(cur.Endpoints, s.Endpoints)
+	return cur.AddressType == s.AddressType && maps.Equal(cur.Labels, s.Labels) &&
+		slices.Equal(cur.OwnerReferences, s.OwnerReferences) && // no pointer field set by desired
+		slices.EqualFunc(cur.Ports, s.Ports, samePort) &&
+		slices.EqualFunc(cur.Endpoints, s.Endpoints, sameEndpoint)
+}
+
+func samePort(a, b discoveryv1.EndpointPort) bool {
+	return sameValue(a.Name, b.Name) && sameValue(a.Protocol, b.Protocol) && sameValue(a.Port, b.Port) &&
+		sameValue(a.AppProtocol, b.AppProtocol)
+}
+
+func sameEndpoint(a, b discoveryv1.Endpoint) bool {
+	return slices.Equal(a.Addresses, b.Addresses) && sameValue(a.Conditions.Ready, b.Conditions.Ready) &&
+		sameValue(a.Conditions.Serving, b.Conditions.Serving) && sameValue(a.Conditions.Terminating, b.Conditions.Terminating) &&
+		sameValue(a.NodeName, b.NodeName) && sameValue(a.Hostname, b.Hostname) && sameValue(a.Zone, b.Zone) &&
+		((a.TargetRef == nil) == (b.TargetRef == nil)) && (a.TargetRef == nil || *a.TargetRef == *b.TargetRef) &&
+		a.Hints == nil && b.Hints == nil && len(a.DeprecatedTopology) == 0 && len(b.DeprecatedTopology) == 0
+}
+
+// sameValue compares two optional values.
+func sameValue[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
