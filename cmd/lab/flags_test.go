@@ -54,6 +54,9 @@ func TestCommandsRefuseWhatIsNotTheirs(t *testing.T) {
 		{"list", []string{"extra"}, `unexpected argument "extra"`},
 		{"stop", []string{"proxy", "lb-a"}, `unexpected argument "lb-a"`},
 		{"restart", nil, "missing <component>"},
+		{"break", nil, "missing <lb|target>"},
+		{"break", []string{"-grace", "1s", "lb-a"}, "-grace is not a flag of lab break"},
+		{"mend", []string{"-loss", "5", "lb-a"}, "-loss is not a flag of lab mend"},
 	} {
 		args := append([]string{"-run-base", base}, tc.args...)
 		if tc.cmd == "version" || tc.cmd == "lb" {
@@ -84,6 +87,8 @@ func TestCommandsTakeTheirFlags(t *testing.T) {
 		{"start", []string{"-timeout", "1s", "proxy"}},
 		{"restart", []string{"-grace", "1s", "proxy", "-timeout", "2m"}},
 		{"down", []string{"-id", "abc123"}},
+		{"break", []string{"lb-a", "-loss", "5"}},
+		{"mend", []string{"lb-a"}},
 	} {
 		code, _, errOut := runCommand(t, tc.cmd, append([]string{"-run-base", base}, tc.args...)...)
 		assert.Equal(t, 1, code, "lab %s %v: %s", tc.cmd, tc.args, errOut)

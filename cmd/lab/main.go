@@ -26,6 +26,9 @@ commands:
            nsm, nsp, ipam, proxy, an LB or a target
   start    start a stopped component again, then wait for the checks (--no-wait: don't)
   restart  stop, then start a component, then wait for the checks (--no-wait: don't)
+  break    break the datapath between an LB or a target and the proxy, NSM told nothing
+           (--loss N: N % of the packets at random)
+  mend     undo what break did
   debug    print the running proxy's model and kernel state (proxy -debug)
   list     list the recorded runs
   version  print the version
@@ -42,6 +45,8 @@ var commands = map[string]func(args []string) int{
 	"stop":    func(args []string) int { return componentCmd("stop", args) },
 	"start":   func(args []string) int { return componentCmd("start", args) },
 	"restart": func(args []string) int { return componentCmd("restart", args) },
+	"break":   breakCmd,
+	"mend":    mendCmd,
 	"debug":   debugCmd,
 	"version": versionCmd,
 	"lb":      lbCmd,

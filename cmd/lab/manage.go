@@ -197,3 +197,30 @@ func debugCmd(args []string) int {
 		return 0
 	})
 }
+
+// breakCmd is `lab break [-loss N] <lb|target>`: the datapath between an
+// LB or a target and the proxy broken, NSM told nothing (labrun.Break).
+func breakCmd(args []string) int {
+	c := newCmdLine("lab break", "lb|target")
+	loss := c.Int("loss", 100, "the percentage of the packets dropped at random each way (100: all)")
+	return onLab(c, args, func(_ context.Context, lab *labrun.Lab, pos []string) int {
+		if err := lab.Break(pos[0], *loss); err != nil {
+			fmt.Fprintf(stderr, "lab %s: break %s: %v\n", lab.ID(), pos[0], err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "lab %s: %s's datapath toward the proxy drops %d %% of its packets; `lab mend %s` undoes it\n", lab.ID(), pos[0], *loss, pos[0])
+		return 0
+	})
+}
+
+// mendCmd is `lab mend <lb|target>`: what `lab break` did, undone.
+func mendCmd(args []string) int {
+	return onLab(newCmdLine("lab mend", "lb|target"), args, func(_ context.Context, lab *labrun.Lab, pos []string) int {
+		if err := lab.Mend(pos[0]); err != nil {
+			fmt.Fprintf(stderr, "lab %s: mend %s: %v\n", lab.ID(), pos[0], err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "lab %s: %s's datapath mended\n", lab.ID(), pos[0])
+		return 0
+	})
+}

@@ -1,7 +1,10 @@
 // Package health serves the standard gRPC health service (grpc.health.v1)
 // with three probe services, Startup, Readiness and Liveness, each of which
 // aggregates named subservices: a probe is SERVING only while every
-// subservice registered to it is SERVING. Kubernetes probes query it with
+// subservice registered to it is SERVING. A subservice may instead be a
+// warning of a probe (RegisterWarning): while it fails, the probe keeps its
+// state and its answers carry the warning's text (in the WarningHeader
+// metadata, which Probe reads). Kubernetes probes query it with
 // grpc_health_probe -addr=unix:///tmp/health.sock -service=Readiness, as for
 // Meridio's proxy.
 package health
@@ -33,6 +36,11 @@ const (
 	// Readiness only: an NSM control-plane outage must not restart a proxy
 	// whose data path still forwards.
 	NSMRegistry = "NSMRegistry"
+	// Datapath is new in Causeway: the datapath check of the LB nexthops
+	// and targets. A warning of Readiness: a neighbour that stops
+	// answering is reported, never a reason to restart or unready a proxy
+	// that still forwards over the others.
+	Datapath = "Datapath"
 )
 
 // Checker owns a gRPC health server and the aggregation of subservices into
@@ -41,10 +49,12 @@ type Checker struct {
 	srv *health.Server
 	log *slog.Logger
 
-	mu      sync.Mutex
-	probes  map[string][]string // probe → its subservices, in registration order
-	serving map[string]bool     // subservice → serving
-	probeOK map[string]bool     // probe → last computed state
+	mu       sync.Mutex
+	probes   map[string][]string // probe → its subservices, in registration order
+	warnings map[string][]string // probe → its warning subservices, in registration order
+	serving  map[string]bool     // subservice → serving
+	texts    map[string]string   // warning subservice → its text while it fails
+	probeOK  map[string]bool     // probe → last computed state
 }
 
 // Option tunes New.
@@ -58,11 +68,13 @@ func WithLogger(l *slog.Logger) Option { return func(c *Checker) { c.log = l } }
 // service "".
 func New(opts ...Option) *Checker {
 	c := &Checker{
-		srv:     health.NewServer(),
-		log:     slog.Default(),
-		probes:  map[string][]string{},
-		serving: map[string]bool{},
-		probeOK: map[string]bool{},
+		srv:      health.NewServer(),
+		log:      slog.Default(),
+		probes:   map[string][]string{},
+		warnings: map[string][]string{},
+		serving:  map[string]bool{},
+		texts:    map[string]string{},
+		probeOK:  map[string]bool{},
 	}
 	for _, o := range opts {
 		o(c)
@@ -81,8 +93,9 @@ func (c *Checker) addProbe(probe string) {
 	c.srv.SetServingStatus(probe, healthpb.HealthCheckResponse_SERVING)
 }
 
-// Server returns the grpc.health.v1 service to register on a gRPC server.
-func (c *Checker) Server() healthpb.HealthServer { return c.srv }
+// Server returns the grpc.health.v1 service to register on a gRPC server
+// (its Check answers carry the probes' warnings).
+func (c *Checker) Server() healthpb.HealthServer { return warningServer{c.srv, c} }
 
 // Register adds subservices to a probe (any probe name may be used; the
 // three standard ones exist from the start). A subservice not seen before
@@ -90,9 +103,18 @@ func (c *Checker) Server() healthpb.HealthServer { return c.srv }
 func (c *Checker) Register(probe string, subservices ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.register(probe, c.probes, false, subservices) {
+		c.recompute(probe)
+	}
+}
+
+// register adds subservices to probe's list in lists (c.probes or
+// c.warnings); a subservice not seen before starts with serving. It
+// reports false when probe is a subservice. Called with c.mu held.
+func (c *Checker) register(probe string, lists map[string][]string, serving bool, subservices []string) bool {
 	if _, isSub := c.serving[probe]; isSub {
 		c.log.Error("health: a subservice cannot be a probe", "probe", probe)
-		return
+		return false
 	}
 	if _, isProbe := c.probes[probe]; !isProbe {
 		c.addProbe(probe)
@@ -102,16 +124,16 @@ func (c *Checker) Register(probe string, subservices ...string) {
 			c.log.Error("health: a probe cannot be a subservice", "probe", probe, "subservice", s)
 			continue
 		}
-		if slices.Contains(c.probes[probe], s) {
+		if slices.Contains(lists[probe], s) {
 			continue
 		}
-		c.probes[probe] = append(c.probes[probe], s)
+		lists[probe] = append(lists[probe], s)
 		if _, known := c.serving[s]; !known {
-			c.serving[s] = false
-			c.srv.SetServingStatus(s, healthpb.HealthCheckResponse_NOT_SERVING)
+			c.serving[s] = serving
+			c.srv.SetServingStatus(s, toStatus(serving))
 		}
 	}
-	c.recompute(probe)
+	return true
 }
 
 // SetServing sets the state of a subservice and recomputes every probe it
@@ -120,10 +142,24 @@ func (c *Checker) Register(probe string, subservices ...string) {
 func (c *Checker) SetServing(subservice string, serving bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.settable(subservice) {
+		c.setLocked(subservice, serving)
+	}
+}
+
+// settable reports whether subservice may be set (it is no probe), logging
+// the refusal. Called with c.mu held.
+func (c *Checker) settable(subservice string) bool {
 	if _, isProbe := c.probes[subservice]; isProbe {
 		c.log.Error("health: a probe service cannot be set directly", "probe", subservice)
-		return
+		return false
 	}
+	return true
+}
+
+// setLocked sets a subservice's state and recomputes every probe it
+// belongs to. Called with c.mu held.
+func (c *Checker) setLocked(subservice string, serving bool) {
 	if prev, known := c.serving[subservice]; known && prev == serving {
 		return
 	}

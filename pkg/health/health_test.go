@@ -106,19 +106,25 @@ func TestProbesAggregateSubservices(t *testing.T) {
 	assert.Equal(t, codes.NotFound, status.Code(err))
 }
 
-func TestWatchFollowsProbe(t *testing.T) {
-	c := New(WithLogger(quiet))
-	hc, _ := serveUnix(t, c)
-	c.Register(Liveness, NSMEndpoint)
+// watchProbe watches probe until t ends; the returned function is the
+// next state.
+func watchProbe(t *testing.T, hc healthpb.HealthClient, probe string) func() string {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: Liveness})
+	t.Cleanup(cancel)
+	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: probe})
 	require.NoError(t, err)
-	next := func() string {
+	return func() string {
 		r, err := w.Recv()
 		require.NoError(t, err)
 		return r.GetStatus().String()
 	}
+}
+
+func TestWatchFollowsProbe(t *testing.T) {
+	c := New(WithLogger(quiet))
+	hc, _ := serveUnix(t, c)
+	c.Register(Liveness, NSMEndpoint)
+	next := watchProbe(t, hc, Liveness)
 	assert.Equal(t, "NOT_SERVING", next())
 	c.SetServing(NSMEndpoint, true)
 	assert.Equal(t, "SERVING", next())

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 )
 
 // ProbeService returns the probe service that a Kubernetes probe kind
@@ -23,30 +24,42 @@ func ProbeService(kind string) (string, error) {
 
 // Probe is the client side of an exec probe: it asks the health service on
 // the unix socket at path (a "unix://" prefix is accepted) for the state of
-// the probe service of kind and returns nil only if it is SERVING. It does
-// not wait for a socket that nobody serves; ctx bounds the whole exchange.
-// When the probe is not serving, the error names those of explain (the
-// probe's subservices) that are not serving either.
-func Probe(ctx context.Context, path, kind string, explain ...string) error {
+// the probe service of kind and returns a nil error only if it is SERVING,
+// with the probe's warnings (see RegisterWarning). It does not wait for a
+// socket that nobody serves; ctx bounds the whole exchange. When the probe
+// is not serving, the error names those of explain (the probe's
+// subservices) that are not serving either, and the warnings.
+func Probe(ctx context.Context, path, kind string, explain ...string) (warnings []string, err error) {
 	service, err := ProbeService(kind)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	conn, err := grpc.NewClient("unix://"+strings.TrimPrefix(path, "unix://"),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return fmt.Errorf("health socket %s: %w", path, err)
+		return nil, fmt.Errorf("health socket %s: %w", path, err)
 	}
 	defer conn.Close()
 	client := healthpb.NewHealthClient(conn)
-	st, err := checkOne(ctx, client, service)
+	var md metadata.MD
+	resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: service}, grpc.Header(&md))
 	if err != nil {
-		return fmt.Errorf("%s probe on %s: %w", service, path, err)
+		return nil, fmt.Errorf("%s probe on %s: %w", service, path, err)
 	}
-	if st != healthpb.HealthCheckResponse_SERVING {
-		return fmt.Errorf("%s probe on %s: %s%s", service, path, st, failing(ctx, client, explain))
+	warnings = md.Get(WarningHeader)
+	if st := resp.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
+		return warnings, fmt.Errorf("%s probe on %s: %s%s%s", service, path, st, failing(ctx, client, explain), WarningText(warnings))
 	}
-	return nil
+	return warnings, nil
+}
+
+// WarningText is warnings as a probe's output adds them: "; warning: A; B",
+// or "" when there is none.
+func WarningText(warnings []string) string {
+	if len(warnings) == 0 {
+		return ""
+	}
+	return "; warning: " + strings.Join(warnings, "; ")
 }
 
 func checkOne(ctx context.Context, client healthpb.HealthClient, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {

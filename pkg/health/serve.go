@@ -44,7 +44,7 @@ func ListenUnix(path string) (net.Listener, error) {
 // server (closing lis, which removes a unix socket) and returns nil.
 func (c *Checker) Serve(ctx context.Context, lis net.Listener) error {
 	gs := grpc.NewServer()
-	healthpb.RegisterHealthServer(gs, c.srv)
+	healthpb.RegisterHealthServer(gs, c.Server())
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()
 	select {

@@ -1,7 +1,8 @@
 // Package lab is the root of the building blocks of Causeway's local lab: the
 // sub-packages hold the network namespace topology and run state (topo), the
 // directory of target addresses (targetaddrs), the load balancer and target
-// stubs (lbstub, targetstub) and the traffic checks (traffic) that cmd/lab
+// stubs (lbstub, targetstub), the traffic checks (traffic) and the
+// datapath breaker (impair) that cmd/lab
 // and the end-to-end tests assemble; labrun assembles them into a lab and
 // labtest is the test bed their tests share. The lab's
 // NSM control plane is internal/nsmcp, with the veth forwarder of

@@ -1,8 +1,8 @@
 package nexthopcheck
 
 import (
+	"math"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 
@@ -97,10 +97,14 @@ func (w *watcher) waitAnswered(t *testing.T, n uint64) {
 	}, guard, 10*time.Millisecond, "every peer answers")
 }
 
-// percentiles returns the p50, p90 and maximum of ds.
-func percentiles(ds []time.Duration) (p50, p90, max time.Duration) {
+// quantile is the q-quantile of ds (nearest rank), ds sorted.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	return ds[int(math.Ceil(q*float64(len(ds))))-1]
+}
+
+// sorted is a sorted copy of ds.
+func sorted(ds []time.Duration) []time.Duration {
 	ds = slices.Clone(ds)
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	at := func(q float64) time.Duration { return ds[int(q*float64(len(ds)-1))] }
-	return at(0.5), at(0.9), ds[len(ds)-1]
+	slices.Sort(ds)
+	return ds
 }

@@ -57,11 +57,20 @@ var probeSubservices = map[string][]string{
 	health.Liveness:  {health.NSMEndpoint},
 }
 
+// probeWarnings are the warnings of each probe: reported in its answers,
+// never a reason to fail it.
+var probeWarnings = map[string][]string{
+	health.Readiness: {health.Datapath},
+}
+
 // startHealth serves the gRPC health service on the health socket.
 func (d *Daemon) startHealth(ctx context.Context) (func() error, error) {
 	d.health = health.New(health.WithLogger(d.log))
 	for probe, subservices := range probeSubservices {
 		d.health.Register(probe, subservices...)
+	}
+	for probe, subservices := range probeWarnings {
+		d.health.RegisterWarning(probe, subservices...)
 	}
 	lis, err := health.ListenUnix(d.cfg.HealthSocket)
 	if err != nil {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
+	"sync"
 
+	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 )
 
@@ -14,31 +17,50 @@ import (
 // tells the proxy those found down, which leave their family's route
 // through the desired state (docs/dataplane.md). With
 // NSM_TARGET_CHECK_INTERVAL, a second check watches the targets, for the
-// report only. It comes after the proxy. Its stop ends the feeding and
-// closes the checks.
+// report only. Both report their down peers as the Datapath warning of the
+// readiness. It comes after the proxy. Its stop ends the feeding and closes
+// the checks.
 func (d *Daemon) startNexthopCheck(ctx context.Context) (func() error, error) {
-	// The callback reads hops.c: it is called only after a Watch, which
-	// comes after hops.c is set (and the Checker's lock orders the two).
-	hops := &checkFeed{addrs: d.proxy.Nexthops}
+	// The callbacks read hops.c and targets.c: they are called only after a
+	// Watch, which comes after both are set (and the Checkers' locks order
+	// the two).
+	hops, targets := &checkFeed{addrs: d.proxy.Nexthops}, &checkFeed{addrs: d.proxy.TargetAddrs}
+	// report hands the nexthops found down to the proxy and sets the
+	// readiness's warning. It is called from both checks' goroutines and
+	// the feeding one: the lock makes the last state set the one read last.
+	var reportMu sync.Mutex
+	report := func() {
+		reportMu.Lock()
+		defer reportMu.Unlock()
+		hs := hops.c.Statuses()
+		d.proxy.SetNexthopsDown(downOf(hs))
+		var ts []nexthopcheck.Status
+		if targets.c != nil {
+			ts = targets.c.Statuses()
+		}
+		d.health.SetWarning(health.Datapath, datapathWarning(hs, ts))
+	}
 	c, err := nexthopcheck.New(d.cfg.NexthopCheck(), nexthopcheck.WithLogger(d.log.With("subsystem", "nexthopcheck")),
 		nexthopcheck.WithNetNS(d.opts.serviceNetNS),
-		nexthopcheck.WithOnChange(func([]nexthopcheck.Change) { d.proxy.SetNexthopsDown(downOf(hops.c.Statuses())) }))
+		nexthopcheck.WithOnChange(func([]nexthopcheck.Change) { report() }))
 	if err != nil {
 		return nil, err
 	}
 	// A nexthop gone from the model is gone from the check without a
 	// change: the down set is read again after each Watch.
-	hops.c, hops.after = c, func() { d.proxy.SetNexthopsDown(downOf(c.Statuses())) }
+	hops.c, hops.after = c, report
 	d.hopCheck = c
 	feeds := []*checkFeed{hops}
 	if s, on := d.cfg.TargetCheck(); on {
 		tc, err := nexthopcheck.New(s, nexthopcheck.WithLogger(d.log.With("subsystem", "targetcheck")),
-			nexthopcheck.WithNetNS(d.opts.serviceNetNS))
+			nexthopcheck.WithNetNS(d.opts.serviceNetNS),
+			nexthopcheck.WithOnChange(func([]nexthopcheck.Change) { report() }))
 		if err != nil {
 			return nil, errors.Join(err, c.Close())
 		}
 		d.targetCheck = tc
-		feeds = append(feeds, &checkFeed{c: tc, addrs: d.proxy.TargetAddrs})
+		targets.c, targets.after = tc, report
+		feeds = append(feeds, targets)
 	}
 	changed, unwatch := d.proxy.WatchTargets() // signalled at each change of the model
 	t := newTasks(ctx)
@@ -96,6 +118,19 @@ func (f *checkFeed) feed(bridge int) {
 	if f.after != nil {
 		f.after()
 	}
+}
+
+// datapathWarning is the text of the Datapath warning: the LB nexthops
+// and the targets found down ("" when none is).
+func datapathWarning(hops, targets []nexthopcheck.Status) string {
+	var out []string
+	for _, a := range downOf(hops) {
+		out = append(out, "nexthop "+a.String()+" down")
+	}
+	for _, a := range downOf(targets) {
+		out = append(out, "target "+a.String()+" not answering")
+	}
+	return strings.Join(out, ", ")
 }
 
 // downOf is the addresses of the peers found down.

@@ -37,6 +37,17 @@ func TestDownOf(t *testing.T) {
 	}))
 }
 
+// The readiness warning names every nexthop and target found down.
+func TestDatapathWarning(t *testing.T) {
+	st := func(addr string, state nexthopcheck.State) nexthopcheck.Status {
+		return nexthopcheck.Status{Peer: nexthopcheck.Peer{Addr: netip.MustParseAddr(addr)}, State: state}
+	}
+	require.Empty(t, datapathWarning([]nexthopcheck.Status{st("172.16.0.2", nexthopcheck.Up), st("172.16.0.3", nexthopcheck.Unchecked)}, nil))
+	require.Equal(t, "nexthop 172.16.0.3 down, nexthop fd00::3 down, target 172.16.1.9 not answering", datapathWarning(
+		[]nexthopcheck.Status{st("172.16.0.2", nexthopcheck.Up), st("172.16.0.3", nexthopcheck.Down), st("fd00::3", nexthopcheck.Down)},
+		[]nexthopcheck.Status{st("172.16.1.8", nexthopcheck.Up), st("172.16.1.9", nexthopcheck.Down)}))
+}
+
 // offChecker is a check that accepts peers and probes nothing, closed with
 // t.
 func offChecker(t *testing.T) *nexthopcheck.Checker {

@@ -277,7 +277,7 @@ func (l *Lab) startProxy(msg string) error {
 		"NSM_CONDUIT=" + st.Conduit,
 		"NSM_NAMESPACE=" + st.Namespace,
 		"NSM_IP_FAMILY=dualstack",
-		"NSM_HEALTH_SOCKET=" + l.run.Path("proxy-health.sock"),
+		"NSM_HEALTH_SOCKET=" + l.ProxyHealthSocket(),
 		"NSM_DEBUG_SOCKET=" + l.ProxyDebugSocket(),
 		"NSM_LISTEN_ON=" + listen,
 		"NSM_BRIDGE_MAC_FILE=" + l.run.Path("bridge.mac"),

@@ -309,6 +309,20 @@ func (l *Lab) Logs(component string) string {
 // it stays after Down (the last topo.KeptLogs runs of the base keep theirs).
 func (l *Lab) LogDir() string { return l.run.LogDir() }
 
+// ExtLinkOf is the external host's link toward the LB (empty for an
+// unknown LB): the interface an egress flow through it arrives on.
+func (l *Lab) ExtLinkOf(lb string) string {
+	i := slices.Index(l.LBs(), lb)
+	if i < 0 {
+		return ""
+	}
+	return linkOf(i).ExtIf
+}
+
+// ProxyHealthSocket is the proxy's NSM_HEALTH_SOCKET (`proxy -probe`
+// asks it).
+func (l *Lab) ProxyHealthSocket() string { return l.run.Path("proxy-health.sock") }
+
 // ProxyDebugSocket is the proxy's NSM_DEBUG_SOCKET.
 func (l *Lab) ProxyDebugSocket() string { return l.run.Path("proxy-debug.sock") }
 

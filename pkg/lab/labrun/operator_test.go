@@ -35,6 +35,23 @@ func TestOperatorCommands(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `(?m)^target-3\s+\d+\s+running\s+-\s+`, out)
 
+	// An LB's datapath broken and mended: the status names it meanwhile.
+	code, out = lab("break", "lb-a", "-loss", "5")
+	require.Equal(t, 0, code, out)
+	code, out = lab("status")
+	require.Equal(t, 0, code, "a broken LB still runs: %s", out)
+	require.Contains(t, out, "BROKEN: lb-a's datapath toward the proxy")
+	code, out = lab("break", "lb-z")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, `"lb-z" is no LB or target`)
+	code, out = lab("break", "lb-a", "-loss", "200")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "loss 200 %")
+	code, out = lab("mend", "lb-a")
+	require.Equal(t, 0, code, out)
+	_, out = lab("status")
+	require.NotContains(t, out, "BROKEN")
+
 	// A target crashes: the status names it and how it ended, the checks
 	// fail on it, and a restart returns once they pass again.
 	require.NoError(t, syscall.Kill(l.PID("target-3"), syscall.SIGKILL))

@@ -49,6 +49,11 @@ func (l *Lab) Status(w io.Writer) (down []string, err error) {
 	if len(down) > 0 {
 		fmt.Fprintf(w, "NOT RUNNING (expected to): %s\n", strings.Join(down, ", "))
 	}
+	for _, c := range append(slices.Clone(st.LBs), st.Targets...) {
+		if broken, _ := l.Broken(c); broken {
+			fmt.Fprintf(w, "BROKEN: %s's datapath toward the proxy (lab break; lab mend %s undoes it)\n", c, c)
+		}
+	}
 
 	fmt.Fprintln(w, "\nMETRICS (Prometheus /metrics; e.g. ip netns exec <netns> wget -qO- http://127.0.0.1:<port>/metrics)")
 	for _, m := range []struct {

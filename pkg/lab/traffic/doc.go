@@ -5,6 +5,7 @@
 // few milliseconds and measures failover gaps and outages (Prober, Series),
 // target-originated egress flows with a VIP source and a listener that
 // records on which interface each one arrived (SendEgress, EgressListener),
+// a continuous egress prober judged by that listener (EgressProber),
 // TCP throughput over an echo service (Throughput) and interface packet
 // counters (LinkStats).
 //

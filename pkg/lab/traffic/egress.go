@@ -214,16 +214,25 @@ func SendEgress(ctx context.Context, f EgressFlows) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return sent, err
 		}
-		c, err := dialIn(ctx, f.NetNSPath, "udp", f.Src, f.Dst, time.Second)
-		if err != nil {
-			return sent, fmt.Errorf("egress from %s: %w", f.Src, err)
-		}
-		_, err = c.Write([]byte(f.Tag + "\n"))
-		_ = c.Close()
-		if err != nil {
-			return sent, fmt.Errorf("egress from %s to %s: %w", f.Src, f.Dst, err)
+		if err := sendEgress(ctx, f, f.Tag); err != nil {
+			return sent, err
 		}
 		sent++
 	}
 	return sent, nil
+}
+
+// sendEgress sends one datagram with the payload tag from a new socket
+// with the source address f.Src.
+func sendEgress(ctx context.Context, f EgressFlows, tag string) error {
+	c, err := dialIn(ctx, f.NetNSPath, "udp", f.Src, f.Dst, time.Second)
+	if err != nil {
+		return fmt.Errorf("egress from %s: %w", f.Src, err)
+	}
+	_, err = c.Write([]byte(tag + "\n"))
+	_ = c.Close()
+	if err != nil {
+		return fmt.Errorf("egress from %s to %s: %w", f.Src, f.Dst, err)
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/lab/impair"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
@@ -138,7 +139,16 @@ func TestProberMeasuresGap(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestEgressArrivesPerLink(t *testing.T) {
+// egressBed is a client namespace with source addresses on lo, routing to
+// the server's addresses over two links, via-a and via-b (in-via-a and
+// in-via-b in the server).
+type egressBed struct {
+	cli, srv   *testutil.NetNS
+	src4, src6 netip.Addr
+	dst4, dst6 netip.Addr
+}
+
+func newEgressBed(t *testing.T) egressBed {
 	cli := testutil.NewNetNS(t, "ecli")
 	srv := testutil.NewNetNS(t, "esrv")
 	require.NoError(t, topo.ApplySysctls(cli.Path(), topo.RouterSysctls))
@@ -160,7 +170,12 @@ func TestEgressArrivesPerLink(t *testing.T) {
 	srv.MustExec(t, "ip", "addr", "add", dst6.String()+"/128", "dev", "lo", "nodad")
 	require.NoError(t, topo.AddRoute(cli.Path(), netip.PrefixFrom(dst4, 32), gw4...))
 	require.NoError(t, topo.AddRoute(cli.Path(), netip.PrefixFrom(dst6, 128), gw6...))
+	return egressBed{cli: cli, srv: srv, src4: src4, src6: src6, dst4: dst4, dst6: dst6}
+}
 
+func TestEgressArrivesPerLink(t *testing.T) {
+	b := newEgressBed(t)
+	cli, srv, src4, src6, dst4, dst6 := b.cli, b.srv, b.src4, b.src6, b.dst4, b.dst6
 	l, err := traffic.ListenEgress(srv.Path(), 6000)
 	require.NoError(t, err)
 	defer l.Close()
@@ -198,6 +213,37 @@ func TestEgressArrivesPerLink(t *testing.T) {
 
 	_, err = traffic.SendEgress(ctx, traffic.EgressFlows{Dst: netip.AddrPortFrom(dst4, 1), Count: 1})
 	require.Error(t, err)
+}
+
+// An egress prober's flows that a broken link drops are judged lost, the
+// others arrived, with the link they came in on.
+func TestEgressProberJudgesArrivals(t *testing.T) {
+	b := newEgressBed(t)
+	l, err := traffic.ListenEgress(b.srv.Path(), 6000)
+	require.NoError(t, err)
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := traffic.StartEgressProber(ctx, traffic.EgressFlows{NetNSPath: b.cli.Path(), Src: b.src4,
+		Dst: netip.AddrPortFrom(b.dst4, 6000), Tag: "p"}, 5*time.Millisecond)
+	require.NoError(t, err)
+	defer p.Stop()
+	const settle = 200 * time.Millisecond
+	enough := func(from time.Time) func() bool {
+		return func() bool { return len(p.Series(l, settle).After(from)) >= 60 }
+	}
+	require.Eventually(t, enough(time.Time{}), 20*time.Second, 20*time.Millisecond)
+	s := p.Series(l, settle)
+	require.Zero(t, s.Failures(), "%v", s)
+	require.Len(t, s.Targets(), 2, "both links: %v", s.Targets())
+
+	require.NoError(t, impair.Break(b.srv.Path(), impair.Impairment{Keep: []string{"lo", "in-via-b"}}))
+	broke := time.Now()
+	require.Eventually(t, enough(broke), 20*time.Second, 20*time.Millisecond)
+	s = p.Series(l, settle).After(broke)
+	require.Positive(t, s.Failures(), "flows over via-a are lost: %v", s)
+	require.Equal(t, map[string]int{"in-via-b": len(s) - s.Failures()}, s.Targets(), "the others arrive over via-b")
+	require.ErrorIs(t, s.FirstError(), traffic.ErrNotArrived)
 }
 
 func earliest(ps []*traffic.Prober, event string) time.Time {
