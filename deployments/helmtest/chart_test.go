@@ -241,7 +241,7 @@ func checkProxy(t *testing.T, m *manifests, ref reference, bins map[string]binar
 	// ping_group_range (dataplane.Options.EchoSockets) has a space in its
 	// value, so it is quoted, on a line of its own.
 	want := append(slices.Clone(ref.ProxySysctls[family]), `"net.ipv4.ping_group_range=0 2147483647"`)
-	if e["NSM_SERVICES_FILE"] != "" && e["NSM_SERVICE_PROVIDER"] == "nftables" {
+	if (e["NSM_SERVICES_FILE"] != "" || e["NSM_SERVICES_SOURCE"] == "kubernetes") && e["NSM_SERVICE_PROVIDER"] == "nftables" {
 		want = append(want, bridgeNFSysctls...)
 	}
 	require.ElementsMatch(t, want, set, "sysctls of the init container for %s", family)

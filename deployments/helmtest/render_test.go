@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -35,6 +36,8 @@ type manifests struct {
 	services     map[string]*corev1.Service
 	configMaps   map[string]*corev1.ConfigMap
 	accounts     map[string]*corev1.ServiceAccount
+	clusterRoles map[string]*rbacv1.ClusterRole
+	bindings     map[string]*rbacv1.ClusterRoleBinding
 }
 
 // render installs the chart client-side (Helm's dry run, schema included)
@@ -73,7 +76,8 @@ func tryRender(values string) (*manifests, error) {
 // field or an unexpected kind is an error.
 func decode(all string) (*manifests, error) {
 	m := &manifests{services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
-		accounts: map[string]*corev1.ServiceAccount{}}
+		accounts: map[string]*corev1.ServiceAccount{}, clusterRoles: map[string]*rbacv1.ClusterRole{},
+		bindings: map[string]*rbacv1.ClusterRoleBinding{}}
 	for name, doc := range releaseutil.SplitManifests(all) {
 		var head struct {
 			APIVersion string `json:"apiVersion"`
@@ -99,6 +103,10 @@ func decode(all string) (*manifests, error) {
 			obj = &corev1.ConfigMap{}
 		case "v1/ServiceAccount":
 			obj = &corev1.ServiceAccount{}
+		case "rbac.authorization.k8s.io/v1/ClusterRole":
+			obj = &rbacv1.ClusterRole{}
+		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
+			obj = &rbacv1.ClusterRoleBinding{}
 		default:
 			return nil, fmt.Errorf("%s: unexpected %s %s", name, head.APIVersion, head.Kind)
 		}
@@ -112,6 +120,10 @@ func decode(all string) (*manifests, error) {
 			m.configMaps[o.Name] = o
 		case *corev1.ServiceAccount:
 			m.accounts[o.Name] = o
+		case *rbacv1.ClusterRole:
+			m.clusterRoles[o.Name] = o
+		case *rbacv1.ClusterRoleBinding:
+			m.bindings[o.Name] = o
 		}
 	}
 	slices.SortFunc(m.daemonSets, func(a, b *appsv1.DaemonSet) int { return strings.Compare(a.Name, b.Name) })

@@ -40,6 +40,7 @@ type connState struct {
 	lastLink int                       // the link it had before (link 0): to remove if left over
 	lastName string                    // that link's name
 	hops     []netip.Addr              // the nexthops of link: the LB's addresses, from allocs
+	client   ClientInfo                // a target's pod, from its connection's labels
 }
 
 // ConnKey returns the key of a connection, the one name the proxy, the
@@ -134,7 +135,7 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	}
 	warnMoved(prior, got, log)
 	p.followNodeSubnet(ctx, id, got, log)
-	bridge, svcRoutes := p.commitAllocs(id, t, conn.GetId(), got, log)
+	bridge, svcRoutes := p.commitAllocs(id, t, conn, got, log)
 
 	src, dst := p.srcDstPrefixes(id, got)
 	before := ipContextString(ipc)
@@ -217,17 +218,24 @@ func ensureIPContext(conn *networkservice.Connection) *networkservice.IPContext 
 // commitAllocs records got as the allocations of id, and the NSM connection
 // owner as the one that holds them, moves its nexthops to them, and returns
 // the bridge addresses and service routes to write.
-func (p *Proxy) commitAllocs(id string, t ConnType, owner string, got map[childKey]netip.Prefix,
+func (p *Proxy) commitAllocs(id string, t ConnType, conn *networkservice.Connection, got map[childKey]netip.Prefix,
 	log *slog.Logger) (map[ipamv1.IPFamily]netip.Prefix, serviceRoutes) {
+	owner := conn.GetId()
 	p.mu.Lock()
 	st := p.conns[id]
 	if st == nil {
 		st = &connState{id: id}
 		p.conns[id] = st
 	}
+	changed := st.owner != owner || !maps.Equal(st.allocs, got)
 	st.typ = t
 	st.owner = owner
 	st.allocs = got
+	if t == TargetConn {
+		ci := clientInfoOf(conn)
+		changed = changed || ci != st.client
+		st.client = ci
+	}
 	if pr := st.release; pr != nil && pr.full && pr.closedBy != "" && owner != "" && pr.closedBy != owner {
 		// Scheduled by the close of another connection with this key
 		// while this request was on its way: the addresses are this
@@ -245,6 +253,8 @@ func (p *Proxy) commitAllocs(id string, t ConnType, owner string, got map[childK
 	if moved {
 		log.Info("nexthops follow the connection's new addresses", "nexthops", hops)
 		p.markDirty()
+	} else if changed {
+		p.watch.signal()
 	}
 	return bridge, svcRoutes
 }
@@ -436,6 +446,7 @@ func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connectio
 		st.release.cancel()
 	}
 	st.owner = ""
+	p.watch.signal()
 	p.scheduleReleaseLocked(st, p.children(id), true, conn.GetId(), delay)
 	p.log.Info("address release scheduled", "id", id, "type", t.String(), "delay", delay)
 	return nil

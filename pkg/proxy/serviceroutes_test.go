@@ -106,3 +106,39 @@ func TestTargetAddrs(t *testing.T) {
 	e.p.InterfaceDeleted(Interface{Index: 7})
 	require.Empty(t, e.p.TargetAddrs())
 }
+
+// Targets names each open target connection's pod from its labels, with
+// its addresses and whether its link is a port; a close takes it out at
+// once (its addresses wait for their release) and signals.
+func TestTargetsCarryTheirPod(t *testing.T) {
+	e := newTestEnv(t)
+	ch, stop := e.p.WatchTargets()
+	defer stop()
+	t1 := targetConn("t1")
+	t1.Labels = map[string]string{PodNameLabel: "web-0", NodeNameLabel: "node-a", "other": "x"}
+	e.link(t, t1, TargetConn, 7)
+	e.link(t, lbConn("lb1"), LBConn, 8)
+	require.NoError(t, e.p.SetIPContext(context.Background(), targetConn("t2"), TargetConn)) // no link, no labels
+	got := e.p.Targets()
+	require.Len(t, got, 2, "targets only, never an LB")
+	require.Equal(t, "t1", got[0].Key)
+	require.Equal(t, ClientInfo{Pod: "web-0", Node: "node-a"}, got[0].Client)
+	require.True(t, got[0].Linked)
+	require.Len(t, got[0].Addrs, 2, "one address per family")
+	require.Equal(t, ipcOf(t1).GetSrcIpAddrs()[0], netip.PrefixFrom(got[0].Addrs[0], 24).String())
+	require.Equal(t, ClientInfo{}, got[1].Client)
+	require.False(t, got[1].Linked)
+
+	for len(ch) > 0 {
+		<-ch
+	}
+	require.NoError(t, e.p.UnsetIPContext(context.Background(), t1, TargetConn))
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal at the close")
+	}
+	got = e.p.Targets()
+	require.Len(t, got, 1)
+	require.Equal(t, "t2", got[0].Key)
+}

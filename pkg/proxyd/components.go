@@ -101,7 +101,7 @@ func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
 			SysctlFamilies: d.cfg.SysctlFamilies(),
 			// The nftables service provider's clients and endpoints are
 			// ports of the bridge (docs/servicelb.md).
-			BridgeNetfilter: d.cfg.ServicesFile != "" && d.cfg.ServiceProvider == servicelb.ProviderNftables,
+			BridgeNetfilter: d.cfg.ServicesOn() && d.cfg.ServiceProvider == servicelb.ProviderNftables,
 			EchoSockets:     !d.cfg.NexthopCheckOff,
 		})
 		if err != nil {

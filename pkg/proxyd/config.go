@@ -73,8 +73,12 @@ type Config struct {
 	ListenOn       string `default:"" desc:"new: unix socket of the NSE (default: a fresh temporary directory)" envconfig:"LISTEN_ON"`
 
 	// Service load balancer (docs/servicelb.md): off unless ServicesFile
-	// is set.
-	ServicesFile          string        `default:"" desc:"new: watched YAML file of the service load balancer's services and endpoints (docs/servicelb.md); empty turns it off" envconfig:"SERVICES_FILE"`
+	// is set or ServicesSource is "kubernetes".
+	ServicesSource        string        `default:"file" desc:"new: where the service load balancer's services come from: 'file' (NSM_SERVICES_FILE) or 'kubernetes' (the API server: Services labelled service.kubernetes.io/service-proxy-name with NSM_SERVICES_PROXY_NAME, endpoints from EndpointSlices; docs/servicelb.md)" envconfig:"SERVICES_SOURCE"`
+	ServicesFile          string        `default:"" desc:"new: watched YAML file of the service load balancer's services and endpoints (docs/servicelb.md); empty turns it off; not with NSM_SERVICES_SOURCE=kubernetes" envconfig:"SERVICES_FILE"`
+	ServicesProxyName     string        `default:"" desc:"new: kubernetes source: the value of the label service.kubernetes.io/service-proxy-name that gives a Service to this conduit; empty: '<conduit>.<trench>.<namespace>' (NSM_CONDUIT, NSM_TRENCH, NSM_NAMESPACE)" envconfig:"SERVICES_PROXY_NAME"`
+	ServicePrefixes       string        `default:"" desc:"new: kubernetes source: comma-separated prefixes of the cluster IPs served, routed by the targets to the proxy (cluster IPs outside are refused, with an Event); empty: every cluster IP, each routed as a host prefix" envconfig:"SERVICE_PREFIXES"`
+	Kubeconfig            string        `default:"" desc:"new: kubernetes source: kubeconfig file of the API server; empty: the pod's service account (in-cluster)" envconfig:"KUBECONFIG"`
 	ServiceProvider       string        `default:"nftables" desc:"new: service load balancer: 'nftables' (DNAT in the kernel) or 'userspace' (a proxy socket per service port)" envconfig:"SERVICE_PROVIDER"`
 	ServiceSyncPeriod     time.Duration `default:"30s" desc:"new: period of the service load balancer's full resync" envconfig:"SERVICE_SYNC_PERIOD"`
 	ServicePortRange      string        `default:"" desc:"new: userspace provider: ports of its sockets, 'first-last' (empty: the kernel's choice)" envconfig:"SERVICE_PORT_RANGE"`
@@ -236,6 +240,7 @@ func (c *Config) Validate() error {
 	if c.ServiceProvider != servicelb.ProviderNftables && c.ServiceProvider != servicelb.ProviderUserspace {
 		bad("SERVICE_PROVIDER", "%q is not %q or %q", c.ServiceProvider, servicelb.ProviderNftables, servicelb.ProviderUserspace)
 	}
+	errs = append(errs, c.validateServicesSource()...)
 	if _, err := servicelb.ParsePortRange(c.ServicePortRange); err != nil {
 		bad("SERVICE_PORT_RANGE", "%v", err)
 	}

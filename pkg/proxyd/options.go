@@ -8,6 +8,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/proxy"
+	"github.com/causeway-net/causeway/pkg/servicelb/kubesource"
 )
 
 // Dataplane is what the daemon uses of pkg/dataplane: the proxy's Apply and
@@ -42,7 +43,13 @@ type options struct {
 	nsmServer     []grpc.ServerOption
 	keepSDKLogger bool
 	serviceNetNS  netns.NsHandle
+	kubeClient    kubesource.Client
 }
+
+// WithKubeClient makes the Kubernetes services source use c (a fake
+// clientset, through kubesource/clientset) instead of the API server of
+// NSM_KUBECONFIG or the service account.
+func WithKubeClient(c kubesource.Client) Option { return func(o *options) { o.kubeClient = c } }
 
 // WithServiceNetNS makes the service load balancer program the namespace ns
 // instead of the daemon's own (for tests whose daemon runs in the test's

@@ -16,13 +16,18 @@ var (
 	svcFileLoads   = prometheus.NewDesc("causeway_proxy_services_file_loads_total", "Versions of the services file taken into force.", nil, nil)
 	svcFileRejects = prometheus.NewDesc("causeway_proxy_services_file_rejects_total", "Versions of the services file refused (the last good one stays).", nil, nil)
 	svcSyncObjects = prometheus.NewDesc("causeway_proxy_service_sync_objects_total", "nftables objects sent by the service load balancer's syncs.", nil, nil)
+	svcAPIAway     = prometheus.NewDesc("causeway_proxy_services_api_away", "1 while the Kubernetes services source's last list or watch failed (the last known services are served).", nil, nil)
+	svcAPIOutages  = prometheus.NewDesc("causeway_proxy_services_api_outages_total", "Times the API server went away for the Kubernetes services source.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (s *serviceLB) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{svcEndpoints, svcNewFlows, svcTCPConns, svcUDPClients, svcUDPRefused, svcEvents, svcFileLoads,
-		svcFileRejects, svcSyncObjects} {
+		svcFileRejects, svcSyncObjects, svcAPIAway, svcAPIOutages} {
 		ch <- d
+	}
+	if s.syncs != nil {
+		s.syncs.Describe(ch)
 	}
 }
 
@@ -48,11 +53,23 @@ func (s *serviceLB) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(svcEvents, prometheus.CounterValue, float64(n), svc, string(reason))
 		}
 	}
-	s.mu.Lock()
-	loads, rejects := s.accepted, s.rejects
-	s.mu.Unlock()
-	ch <- prometheus.MustNewConstMetric(svcFileLoads, prometheus.CounterValue, float64(loads))
-	ch <- prometheus.MustNewConstMetric(svcFileRejects, prometheus.CounterValue, float64(rejects))
+	if k := st.Kubernetes; k != nil {
+		away := 0.0
+		if k.Source.APIServerAway {
+			away = 1
+		}
+		ch <- prometheus.MustNewConstMetric(svcAPIAway, prometheus.GaugeValue, away)
+		ch <- prometheus.MustNewConstMetric(svcAPIOutages, prometheus.CounterValue, float64(k.Source.Outages))
+	} else {
+		s.mu.Lock()
+		loads, rejects := s.accepted, s.rejects
+		s.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(svcFileLoads, prometheus.CounterValue, float64(loads))
+		ch <- prometheus.MustNewConstMetric(svcFileRejects, prometheus.CounterValue, float64(rejects))
+	}
+	if s.syncs != nil {
+		s.syncs.Collect(ch)
+	}
 	if st.Stats != nil {
 		ch <- prometheus.MustNewConstMetric(svcSyncObjects, prometheus.CounterValue, float64(st.Stats.TotalObjects))
 	}

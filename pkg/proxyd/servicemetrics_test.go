@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -39,6 +40,11 @@ func TestServiceMetrics(t *testing.T) {
 		}}}}
 	s.events.Record(servicelb.Event{Service: servicelb.ServicePortName{Namespace: "shop", Name: "dns"}, Reason: servicelb.EventDialFailed})
 	s.reject(errTest)
+	s.syncs = newSyncMetrics()
+	s.syncs.handed([]time.Time{time.Now().Add(-2 * time.Second)})
+	s.syncs.observe(0, nil) // started after the change was handed: programmed
+	s.syncs.handed([]time.Time{time.Now()})
+	s.syncs.observe(time.Second, errTest) // failed: still pending
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(s)
 	mfs, err := reg.Gather()
@@ -50,12 +56,15 @@ func TestServiceMetrics(t *testing.T) {
 			for _, l := range m.GetLabel() {
 				labels = append(labels, l.GetName()+"="+l.GetValue())
 			}
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
 		}
 	}
 	port := "{address=10.96.0.53:53,protocol=UDP,service=shop/dns}"
 	web := "{address=10.96.0.80:80,protocol=TCP,service=shop/web}"
+	last := got["kubeproxy_sync_proxy_rules_last_timestamp_seconds{}"]
+	require.InDelta(t, float64(time.Now().Unix()), last, 3600, "the successful sync's time")
+	delete(got, "kubeproxy_sync_proxy_rules_last_timestamp_seconds{}")
 	require.Equal(t, map[string]float64{
 		"causeway_proxy_service_endpoints" + port:                                 2,
 		"causeway_proxy_service_udp_clients" + port:                               3,
@@ -65,6 +74,8 @@ func TestServiceMetrics(t *testing.T) {
 		"causeway_proxy_service_events_total{reason=DialFailed,service=shop/dns}": 1,
 		"causeway_proxy_services_file_loads_total{}":                              0,
 		"causeway_proxy_services_file_rejects_total{}":                            1,
+		"kubeproxy_sync_proxy_rules_duration_seconds{}":                           2,
+		"kubeproxy_network_programming_duration_seconds{}":                        1,
 	}, got)
 }
 

@@ -22,13 +22,16 @@ import (
 // serviceLB is the service load balancer of the daemon: the provider
 // NSM_SERVICE_PROVIDER names, fed with the services of the watched
 // NSM_SERVICES_FILE and with the addresses of the connected targets for
-// the ports that take them as endpoints.
+// the ports that take them as endpoints, or from the API server (kube,
+// serviceskube.go).
 type serviceLB struct {
 	cfg      *Config
 	log      *slog.Logger
 	proxy    *proxy.Proxy
 	provider servicelb.Provider
 	events   *eventCounter
+	syncs    *syncMetrics
+	kube     *kubeServices // the Kubernetes source; nil with the file
 
 	changed chan struct{} // capacity 1: the file changed
 
@@ -54,16 +57,17 @@ type Rejection struct {
 }
 
 // startServices starts the service load balancer when NSM_SERVICES_FILE is
-// set. It comes after the proxy (it reads the connected targets, and hands
-// the service prefixes to the targets' IP contexts) and before the
-// endpoint, so that the first target already gets its routes. Off, it
-// removes what a previous run with services left in the namespace. Its stop
-// ends the feeding and the sync loop, closes the provider and runs
-// CleanupLeftovers: no table of ours stays.
+// set or NSM_SERVICES_SOURCE is kubernetes. It comes after the proxy (it
+// reads the connected targets, and hands the service prefixes to the
+// targets' IP contexts) and before the endpoint, so that the first target
+// already gets its routes. Off, it removes what a previous run with
+// services left in the namespace. Its stop ends the feeding and the sync
+// loop, closes the provider and runs CleanupLeftovers: no table of ours
+// stays.
 func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	log := d.log.With("subsystem", "services")
 	ns := d.opts.serviceNetNS
-	if d.cfg.ServicesFile == "" {
+	if !d.cfg.ServicesOn() {
 		if d.opts.dataplane == nil || ns > 0 {
 			if err := provider.CleanupLeftovers(ns); err != nil {
 				log.Warn("service load balancer leftovers not removed", "error", err)
@@ -75,20 +79,46 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &serviceLB{cfg: d.cfg, log: log, proxy: d.proxy, events: newEventCounter(log), changed: make(chan struct{}, 1)}
+	s := &serviceLB{cfg: d.cfg, log: log, proxy: d.proxy, events: newEventCounter(log), syncs: newSyncMetrics(),
+		changed: make(chan struct{}, 1)}
 	// The other provider's table, from a run configured otherwise.
 	if err := provider.CleanupLeftovers(ns); err != nil {
 		return nil, err
 	}
 	s.provider, err = provider.New(provider.Config{
 		Provider: d.cfg.ServiceProvider, NetNS: ns, Logger: log, SyncPeriod: d.cfg.ServiceSyncPeriod,
-		PortRange: portRange, UDPIdleTimeout: d.cfg.ServiceUDPIdleTimeout, Recorder: s.events,
+		PortRange: portRange, UDPIdleTimeout: d.cfg.ServiceUDPIdleTimeout, Recorder: s.events, OnSync: s.syncs.observe,
 	})
 	if err != nil {
 		return nil, err
 	}
+	stopProvider := func() error {
+		d.proxy.SetServicePrefixes(nil)
+		return errors.Join(s.provider.Close(), s.provider.CleanupLeftovers())
+	}
+	t := newTasks(ctx)
+	if d.cfg.ServicesSource == ServicesFromKubernetes {
+		s.kube, err = d.startKubeServices(t, s)
+	} else {
+		s.startFile(t)
+	}
+	if err != nil {
+		_ = t.stop()
+		return nil, errors.Join(err, stopProvider())
+	}
+	// The first sync (at once) takes what the file gave.
+	t.Go(s.provider.SyncLoop)
 	d.services = s
-	f, err := filesource.LoadFor(d.cfg.ServicesFile, s.facts())
+	return func() error {
+		_ = t.stop()
+		return stopProvider()
+	}, nil
+}
+
+// startFile feeds the provider from the watched services file and the
+// connected targets.
+func (s *serviceLB) startFile(t *tasks) {
+	f, err := filesource.LoadFor(s.cfg.ServicesFile, s.facts())
 	if err == nil {
 		s.accept(f)
 	}
@@ -96,26 +126,19 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	// watch's first read reports the problem (logRejection); a fixed file
 	// is taken up by the watch. Meanwhile the targets keep the service
 	// routes they carry (see resolve).
-	targets, unwatch := d.proxy.WatchTargets()
+	targets, unwatch := s.proxy.WatchTargets()
 	svcs, eps := s.feed(nil, nil)
-	t := newTasks(ctx)
-	t.Go(s.provider.SyncLoop)
 	t.Go(func(ctx context.Context) {
 		defer unwatch()
 		s.feedLoop(ctx, targets, svcs, eps)
 	})
 	t.Go(func(ctx context.Context) {
-		err := yamlfile.WatchParsed(ctx, d.cfg.ServicesFile, s.parse, f, s.accept,
-			yamlfile.WithLogger(log), yamlfile.WithRejectLog(s.logRejection), yamlfile.WithRejectHook(s.reject), yamlfile.WithRecoverHook(s.recovered))
+		err := yamlfile.WatchParsed(ctx, s.cfg.ServicesFile, s.parse, f, s.accept,
+			yamlfile.WithLogger(s.log), yamlfile.WithRejectLog(s.logRejection), yamlfile.WithRejectHook(s.reject), yamlfile.WithRecoverHook(s.recovered))
 		if err != nil {
-			log.Error("services file watch stopped; the last good services stay", "error", err)
+			s.log.Error("services file watch stopped; the last good services stay", "error", err)
 		}
 	})
-	return func() error {
-		_ = t.stop()
-		d.proxy.SetServicePrefixes(nil)
-		return errors.Join(s.provider.Close(), s.provider.CleanupLeftovers())
-	}, nil
 }
 
 // facts are what the services may not collide with: the VIPs in force
@@ -267,8 +290,11 @@ func (s *serviceLB) noteWithdrawn(errs []error) {
 
 // ServicesState is the service load balancer in -debug.
 type ServicesState struct {
-	File     string `json:"file"`
+	File     string `json:"file,omitempty"`
 	Provider string `json:"provider"`
+	// Kubernetes is the Kubernetes source's state (with it, File is
+	// empty and Loaded, Rejected, Withdrawn are unused).
+	Kubernetes *KubeState `json:"kubernetes,omitempty"`
 	// Loaded is when the configuration in force was read; Rejected the
 	// last refused version since (the configuration in force stays).
 	Loaded   time.Time  `json:"loaded,omitzero"`
@@ -295,6 +321,9 @@ func (s *serviceLB) state() *ServicesState {
 	st := &ServicesState{File: s.cfg.ServicesFile, Provider: s.cfg.ServiceProvider, Loaded: s.loaded, Rejected: s.rejected,
 		Withdrawn: s.withdrawn, Prefixes: s.prefixes, RoutesHeld: s.held}
 	s.mu.Unlock()
+	if s.kube != nil {
+		st.Kubernetes = s.kube.state()
+	}
 	if in, ok := s.provider.(servicelb.Inspector); ok {
 		st.Ports = in.PortStates()
 	}

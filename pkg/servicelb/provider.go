@@ -1,6 +1,9 @@
 package servicelb
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Provider is one way of serving service ports: userspace (a socket per
 // service port, the kernel redirecting the service IP:port to it) or nftables
@@ -25,3 +28,7 @@ const (
 	ProviderUserspace = "userspace"
 	ProviderNftables  = "nftables"
 )
+
+// SyncObserver is told of each sync a provider's loop runs: how long it
+// took and whether it failed (metrics).
+type SyncObserver func(took time.Duration, err error)

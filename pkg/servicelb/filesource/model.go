@@ -16,7 +16,7 @@ import (
 type File struct {
 	// Prefixes are handed to every target as routes via its gateway (the
 	// proxy's bridge address of the family). Every service IP must lie in
-	// one. None is shorter than MinPrefixBits (no default route). Empty:
+	// one. None is shorter than servicelb.MinPrefixBits (no default route). Empty:
 	// each service IP's host prefix.
 	Prefixes []string  `yaml:"prefixes,omitempty"`
 	Services []Service `yaml:"services"`

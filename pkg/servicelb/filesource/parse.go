@@ -51,12 +51,6 @@ func ParseFor(data []byte, facts Facts) (*File, error) {
 	return &f, nil
 }
 
-// MinPrefixBits is the shortest prefix length a service prefix may have, in
-// either family: a wider route (0.0.0.0/1 with 128.0.0.0/1 replace the
-// default route without being one) would take the targets' traffic to
-// the proxy.
-const MinPrefixBits = 8
-
 type checker struct {
 	errs []error
 }
@@ -81,12 +75,8 @@ func validate(f *File, l yamlfile.Lines) error {
 		switch {
 		case err != nil:
 			c.bad(w, "%q is not a prefix in CIDR notation", s)
-		case p.Masked() != p:
-			c.bad(w, "%q has host bits set; did you mean %s?", s, p.Masked())
-		case p.Bits() == 0:
-			c.bad(w, "%s is a default route: every target would send all its traffic to the proxy", p)
-		case p.Bits() < MinPrefixBits:
-			c.bad(w, "%s is shorter than /%d: a route that wide takes over most of the targets' default route", p, MinPrefixBits)
+		case servicelb.CheckServicePrefix(p) != nil:
+			c.bad(w, "%v", servicelb.CheckServicePrefix(p))
 		default:
 			prefixes = append(prefixes, p)
 		}

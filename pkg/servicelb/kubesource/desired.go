@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
@@ -22,13 +21,12 @@ func (p *Publisher) desired(services []*corev1.Service, targets []Target) map[ty
 		if !hasSelector(svc.Spec.Selector) || !servedType(svc) {
 			continue
 		}
-		sel := labels.SelectorFromSet(svc.Spec.Selector)
 		ports := slicePorts(svc.Spec.Ports)
 		if len(ports) == 0 {
 			continue
 		}
 		for _, fam := range families(svc) {
-			s := p.slice(svc, fam, ports, selected(svc.Namespace, sel, targets))
+			s := p.slice(svc, fam, ports, selected(svc.Namespace, svc.Spec.Selector, targets))
 			if len(s.Endpoints) > 0 {
 				out[types.NamespacedName{Namespace: s.Namespace, Name: s.Name}] = s
 			}
@@ -37,15 +35,25 @@ func (p *Publisher) desired(services []*corev1.Service, targets []Target) map[ty
 	return out
 }
 
-// selected returns the targets of namespace whose labels sel matches.
-func selected(namespace string, sel labels.Selector, targets []Target) []Target {
+// selected returns the targets of namespace that carry every label of
+// sel (a Service's selector: equality only).
+func selected(namespace string, sel map[string]string, targets []Target) []Target {
 	var out []Target
 	for _, t := range targets {
-		if t.Namespace == namespace && sel.Matches(labels.Set(t.Labels)) {
+		if t.Namespace == namespace && hasLabels(t.Labels, sel) {
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if w, ok := have[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // slice builds the slice of svc for fam holding targets.
@@ -123,7 +131,7 @@ func families(svc *corev1.Service) []corev1.IPFamily {
 	if len(svc.Spec.IPFamilies) > 0 {
 		return svc.Spec.IPFamilies
 	}
-	parts, _ := toModel(svc)
+	parts, _ := toModel(svc, nil)
 	out := make([]corev1.IPFamily, 0, len(parts))
 	for _, p := range parts {
 		out = append(out, p.family)

@@ -35,14 +35,23 @@
 // is away keeps serving nothing rather than an empty list over what a
 // handler already has.
 //
+// What is refused (a cluster IP outside the prefixes of WithPrefixes, an
+// SCTP port, a named target port) is logged and, WithEvents, written as a
+// Warning Event on the Service, once per problem while it lasts
+// (events.go).
+//
 // Writing (Publisher): given this proxy's targets (pod, labels, readiness,
 // addresses per family) and the Services (Source.Services, for their
 // selectors and target ports), it computes one EndpointSlice per Service
 // and family for the targets the Service selects, named deterministically
 // from the Service, the node and the family, labelled as ours and as this
 // node's, and makes the API equal to that with create, update and delete,
-// touching only its own slices.
+// touching only its own slices. Publisher.Run does so at each change of
+// its Inputs, retrying failures. The targets come from NodePods: the
+// proxy's connections (Conn: the pod name NSM's labels carry, addresses,
+// link up) matched to this node's pods, which it caches.
 //
-// Both take a Client (Services and EndpointSlices); NewClient builds one
-// that links two API groups into the proxy, not client-go's whole scheme.
+// All take a Client (Services, EndpointSlices, Pods, Events); NewClient
+// builds one that links two API groups into the proxy, not client-go's
+// whole scheme.
 package kubesource

@@ -2,7 +2,6 @@ package kubesource
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -82,10 +81,10 @@ func start(t *testing.T, client *fake.Clientset) (*Source, *recorder) {
 }
 
 // startWith is start logging to log.
-func startWith(t *testing.T, client *fake.Clientset, log *slog.Logger) (*Source, *recorder) {
+func startWith(t *testing.T, client *fake.Clientset, log *slog.Logger, opts ...Option) (*Source, *recorder) {
 	t.Helper()
 	rec := &recorder{}
-	src, err := New(clientset{client}, proxyName, rec, WithLogger(log))
+	src, err := New(clientset{client}, proxyName, rec, append([]Option{WithLogger(log)}, opts...)...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -155,7 +154,5 @@ func keys[K comparable, V any](m map[K]V) []K {
 func equalAddrs(a, b []netip.AddrPort) bool { return slices.Equal(a, b) }
 
 type runtimeObject = runtime.Object
-
-var errAPIDown = errors.New("connection refused")
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

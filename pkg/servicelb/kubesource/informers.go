@@ -2,6 +2,7 @@ package kubesource
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -40,17 +41,23 @@ type (
 // listWatch lists and watches with the label selector sel, and reports
 // the result of every call to the outage tracker.
 func (s *Source) listWatch(sel string, list listFunc, watchFn watchFunc) *cache.ListWatch {
+	return observedListWatch(s.outage, func(o *metav1.ListOptions) { o.LabelSelector = sel }, list, watchFn)
+}
+
+// observedListWatch lists and watches with the options that restrict
+// sets, and reports the result of every call to out.
+func observedListWatch(out *outage, restrict func(*metav1.ListOptions), list listFunc, watchFn watchFunc) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
+			restrict(&o)
 			l, err := list(ctx, o)
-			s.outage.observe(err)
+			out.observe(err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
+			restrict(&o)
 			w, err := watchFn(ctx, o)
-			s.outage.observe(err)
+			out.observe(err)
 			return w, err
 		},
 	}
@@ -93,26 +100,49 @@ func (s *Source) serviceHandler() cache.ResourceEventHandler {
 	}
 }
 
-// sliceHandler records each slice event under its Service.
-func (s *Source) sliceHandler() cache.ResourceEventHandler {
+// sliceHandler records each slice event under its Service, with the
+// trigger time of a write made since the source started.
+func (s *Source) sliceHandler(started time.Time) cache.ResourceEventHandler {
 	sel := sliceSelector(s.name)
-	set := func(obj any, deleted bool) {
+	set := func(old, obj any, deleted bool) {
 		sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice)
 		if !ok || sl.Labels[ServiceNameLabel] == "" {
 			return
 		}
 		key := types.NamespacedName{Namespace: sl.Namespace, Name: sl.Labels[ServiceNameLabel]}
+		var trigger time.Time
+		if !deleted {
+			trigger = newTrigger(old, sl, started)
+		}
 		if deleted || !sel.Matches(labels.Set(sl.Labels)) {
 			sl = nil
 		}
-		s.tracker.setSlice(key, sliceName(obj), sl)
+		s.tracker.setSlice(key, sliceName(obj), sl, trigger)
 		s.request()
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { set(obj, false) },
-		UpdateFunc: func(_, obj any) { set(obj, false) },
-		DeleteFunc: func(obj any) { set(obj, true) },
+		AddFunc:    func(obj any) { set(nil, obj, false) },
+		UpdateFunc: func(old, obj any) { set(old, obj, false) },
+		DeleteFunc: func(obj any) { set(nil, obj, true) },
 	}
+}
+
+// newTrigger is the trigger time that sl carries when it is news: a
+// value that old (nil: added) did not carry, after started (a relist
+// brings back slices written long ago). Zero otherwise.
+func newTrigger(old any, sl *discoveryv1.EndpointSlice, started time.Time) time.Time {
+	v := sl.Annotations[TriggerTimeAnnotation]
+	if v == "" {
+		return time.Time{}
+	}
+	if o, ok := old.(*discoveryv1.EndpointSlice); ok && o.Annotations[TriggerTimeAnnotation] == v {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || t.Before(started) {
+		return time.Time{}
+	}
+	return t
 }
 
 // unwrap returns the last known object of a tombstone.

@@ -16,6 +16,10 @@ const (
 	NodeLabel = "causeway-net.github.io/node"
 	// ManagedBy is the value of ManagedByLabel on Causeway's slices.
 	ManagedBy = "proxy.causeway-net.github.io"
+	// TriggerTimeAnnotation is when the change that a slice's write
+	// carries was seen (RFC 3339), as the EndpointSlice controller writes
+	// it; the readers measure the network programming latency from it.
+	TriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 )
 
 // serviceSelector selects the Services of proxy name.

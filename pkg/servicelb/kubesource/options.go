@@ -1,12 +1,18 @@
 package kubesource
 
-import "log/slog"
+import (
+	"log/slog"
+	"net/netip"
+)
 
-// Option configures a Source or a Publisher.
+// Option configures a Source, a Publisher or NodePods.
 type Option func(*options)
 
 type options struct {
-	log *slog.Logger
+	log       *slog.Logger
+	prefixes  []netip.Prefix
+	eventNode string
+	changed   func()
 }
 
 // WithLogger logs to log (default slog.Default()).
@@ -14,8 +20,28 @@ func WithLogger(log *slog.Logger) Option {
 	return func(o *options) { o.log = log }
 }
 
+// WithPrefixes makes a Source serve only the cluster IPs inside prefixes
+// (the service prefixes the targets route to the proxy); the others are
+// refused. None (the default): every cluster IP is served.
+func WithPrefixes(prefixes []netip.Prefix) Option {
+	return func(o *options) { o.prefixes = prefixes }
+}
+
+// WithEvents makes a Source write an Event on each Service for what it
+// refuses, reported by the proxy of node (see events.go).
+func WithEvents(node string) Option {
+	return func(o *options) { o.eventNode = node }
+}
+
+// WithServicesChanged makes a Source call f after each delivery that
+// changed the Services (Source.Services answers otherwise): a Publisher's
+// Request.
+func WithServicesChanged(f func()) Option {
+	return func(o *options) { o.changed = f }
+}
+
 func newOptions(opts []Option) options {
-	o := options{log: slog.Default()}
+	o := options{log: slog.Default(), changed: func() {}}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -11,9 +11,11 @@ import (
 
 // outage follows whether the API server answers the informers' lists and
 // watches: the first failure after a success is one warning and one count,
-// the first success after a failure one info line.
+// the first success after a failure one info line. meanwhile says what
+// its owner does while the API server is away (nil: the Source's words).
 type outage struct {
-	log *slog.Logger
+	log       *slog.Logger
+	meanwhile string
 
 	mu    sync.Mutex
 	away  bool
@@ -35,7 +37,11 @@ func (o *outage) observe(err error) {
 	case err != nil && !o.away:
 		o.away = true
 		o.count++
-		o.log.Warn("API server unreachable or refusing; serving the last known services until it answers", "error", err)
+		meanwhile := o.meanwhile
+		if meanwhile == "" {
+			meanwhile = "serving the last known services until it answers"
+		}
+		o.log.Warn("API server unreachable or refusing; "+meanwhile, "error", err)
 	}
 }
 

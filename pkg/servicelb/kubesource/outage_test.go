@@ -3,7 +3,6 @@ package kubesource
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,56 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/causeway-net/causeway/pkg/servicelb/kubesource/kubefake"
 )
-
-// flakyAPI makes a fake clientset's lists and watches fail while down, and
-// breaks the open watches when it goes down.
-type flakyAPI struct {
-	down     atomic.Bool
-	failures atomic.Int64
-
-	mu       sync.Mutex
-	watchers []watch.Interface
-}
-
-func newFlakyAPI(c *fake.Clientset) *flakyAPI {
-	f := &flakyAPI{}
-	c.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if f.down.Load() {
-			f.failures.Add(1)
-			return true, nil, errAPIDown
-		}
-		return false, nil, nil
-	})
-	c.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		if f.down.Load() {
-			f.failures.Add(1)
-			return true, nil, errAPIDown
-		}
-		w, err := c.Tracker().Watch(a.GetResource(), a.GetNamespace())
-		f.mu.Lock()
-		f.watchers = append(f.watchers, w)
-		f.mu.Unlock()
-		return true, w, err
-	})
-	return f
-}
-
-// goDown fails every list and watch from now on and breaks the open
-// watches mid-stream.
-func (f *flakyAPI) goDown() {
-	f.down.Store(true)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, w := range f.watchers {
-		w.Stop()
-	}
-	f.watchers = nil
-}
 
 // warnings counts the records at warning level.
 type warnings struct {
@@ -85,15 +38,15 @@ func (w warnings) WithAttrs(a []slog.Attr) slog.Handler { return warnings{w.Hand
 func TestAPIServerOutageKeepsLastState(t *testing.T) {
 	client := fake.NewClientset(service("shop", "web", "10.96.0.10"),
 		slice("shop", "web-a", "web", discoveryv1.AddressTypeIPv4, ep("172.16.0.5", true, true, false)))
-	api := newFlakyAPI(client)
+	api := kubefake.NewFlaky(client)
 	var warned atomic.Int64
 	src, rec := startWith(t, client, slog.New(warnings{testLogger(t).Handler(), &warned}))
 	web := spn("shop", "web", "http")
 	require.Equal(t, addrs("172.16.0.5:8080"), rec.endpoints()[web])
 
-	api.goDown()
+	api.GoDown()
 	// Several failed retries of both informers: one outage.
-	require.Eventually(t, func() bool { return api.failures.Load() >= 4 }, waitFor, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return api.Failures() >= 4 }, waitFor, 10*time.Millisecond)
 	st := src.Stats()
 	assert.True(t, st.APIServerAway)
 	assert.Equal(t, uint64(1), st.Outages)
@@ -108,7 +61,7 @@ func TestAPIServerOutageKeepsLastState(t *testing.T) {
 		slice("shop", "web-a", "web", discoveryv1.AddressTypeIPv4, ep("172.16.0.6", true, true, false)), metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	api.down.Store(false)
+	api.SetDown(false)
 	require.Eventually(t, func() bool {
 		_, ok := rec.ports()[spn("shop", "late", "http")]
 		return ok && equalAddrs(rec.endpoints()[web], addrs("172.16.0.6:8080"))
@@ -124,8 +77,8 @@ func TestAPIServerOutageKeepsLastState(t *testing.T) {
 // empty list) until it has listed once.
 func TestNoDeliveryBeforeFirstSync(t *testing.T) {
 	client := fake.NewClientset(service("shop", "web", "10.96.0.10"))
-	api := newFlakyAPI(client)
-	api.down.Store(true)
+	api := kubefake.NewFlaky(client)
+	api.SetDown(true)
 	rec := &recorder{}
 	src, err := New(clientset{client}, proxyName, rec, WithLogger(testLogger(t)))
 	require.NoError(t, err)
@@ -133,13 +86,13 @@ func TestNoDeliveryBeforeFirstSync(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); src.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	require.Eventually(t, func() bool { return api.failures.Load() >= 2 }, waitFor, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return api.Failures() >= 2 }, waitFor, 10*time.Millisecond)
 	st := src.Stats()
 	assert.False(t, st.Synced)
 	assert.Zero(t, st.Deliveries)
 	assert.Equal(t, uint64(1), st.Outages)
 
-	api.down.Store(false)
+	api.SetDown(false)
 	require.Eventually(t, func() bool { return len(rec.ports()) == 1 }, waitFor, 10*time.Millisecond)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

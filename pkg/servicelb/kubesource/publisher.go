@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,9 +30,33 @@ type Publisher struct {
 	node   string
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	adopted bool
-	applied map[types.NamespacedName]*discoveryv1.EndpointSlice
+	kick chan struct{}
+
+	mu        sync.Mutex
+	adopted   bool
+	applied   map[types.NamespacedName]*discoveryv1.EndpointSlice
+	publishes uint64
+	lastErr   error
+}
+
+// PublisherStats is what a Publisher shows.
+type PublisherStats struct {
+	// Slices are the slices it has written (and not deleted).
+	Slices    int    `json:"slices"`
+	Publishes uint64 `json:"publishes"`
+	// LastError is the last Publish's error, empty when it succeeded.
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Stats returns what the publisher has done.
+func (p *Publisher) Stats() PublisherStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := PublisherStats{Slices: len(p.applied), Publishes: p.publishes}
+	if p.lastErr != nil {
+		st.LastError = p.lastErr.Error()
+	}
+	return st
 }
 
 // NewPublisher returns the publisher of node's slices for the proxy name.
@@ -40,28 +66,32 @@ func NewPublisher(client Client, name, node string, opts ...Option) (*Publisher,
 	}
 	o := newOptions(opts)
 	return &Publisher{client: client, name: name, node: node, log: o.log.With("proxyName", name, "node", node),
-		applied: map[types.NamespacedName]*discoveryv1.EndpointSlice{}}, nil
+		applied: map[types.NamespacedName]*discoveryv1.EndpointSlice{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // Publish makes this node's slices those of targets for services (as
 // Source.Services returns them). It goes through every slice and returns
 // the errors met, each naming its slice; a failed slice is tried again at
-// the next Publish.
-func (p *Publisher) Publish(ctx context.Context, services []*corev1.Service, targets []Target) error {
+// the next Publish. A slice written carries the time of this call as its
+// TriggerTimeAnnotation (the change was seen then, or at the retry).
+func (p *Publisher) Publish(ctx context.Context, services []*corev1.Service, targets []Target) (err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer func() { p.publishes, p.lastErr = p.publishes+1, err }()
 	if !p.adopted {
 		if err := p.adopt(ctx); err != nil {
 			return err
 		}
 		p.adopted = true
 	}
+	seen := time.Now()
 	want := p.desired(services, targets)
 	var errs []error
 	for key, s := range want {
 		if cur, ok := p.applied[key]; ok && sameSlice(cur, s) {
 			continue
 		}
+		s.Annotations = map[string]string{TriggerTimeAnnotation: seen.UTC().Format(time.RFC3339Nano)}
 		if err := p.put(ctx, key, s); err != nil {
 			errs = append(errs, fmt.Errorf("endpoint slice %s: %w", key, err))
 		}
@@ -156,11 +186,30 @@ func (p *Publisher) written(key types.NamespacedName, s, out *discoveryv1.Endpoi
 	p.log.Debug("endpoint slice "+what, "slice", key.String(), "endpoints", len(s.Endpoints))
 }
 
-// sameSlice reports whether a written slice already says what s says.
+// sameSlice reports whether a written slice already says what s says
+// (the fields desired sets; compared by hand: a reflective comparison of
+// every slice took half of a Publish at 10,000 Services).
 func sameSlice(cur, s *discoveryv1.EndpointSlice) bool {
-	return cur.AddressType == s.AddressType &&
-		equality.Semantic.DeepEqual(cur.Labels, s.Labels) &&
-		equality.Semantic.DeepEqual(cur.OwnerReferences, s.OwnerReferences) &&
-		equality.Semantic.DeepEqual(cur.Ports, s.Ports) &&
-		equality.Semantic.DeepEqual(cur.Endpoints, s.Endpoints)
+	return cur.AddressType == s.AddressType && maps.Equal(cur.Labels, s.Labels) &&
+		slices.Equal(cur.OwnerReferences, s.OwnerReferences) && // no pointer field set by desired
+		slices.EqualFunc(cur.Ports, s.Ports, samePort) &&
+		slices.EqualFunc(cur.Endpoints, s.Endpoints, sameEndpoint)
+}
+
+func samePort(a, b discoveryv1.EndpointPort) bool {
+	return sameValue(a.Name, b.Name) && sameValue(a.Protocol, b.Protocol) && sameValue(a.Port, b.Port) &&
+		sameValue(a.AppProtocol, b.AppProtocol)
+}
+
+func sameEndpoint(a, b discoveryv1.Endpoint) bool {
+	return slices.Equal(a.Addresses, b.Addresses) && sameValue(a.Conditions.Ready, b.Conditions.Ready) &&
+		sameValue(a.Conditions.Serving, b.Conditions.Serving) && sameValue(a.Conditions.Terminating, b.Conditions.Terminating) &&
+		sameValue(a.NodeName, b.NodeName) && sameValue(a.Hostname, b.Hostname) && sameValue(a.Zone, b.Zone) &&
+		((a.TargetRef == nil) == (b.TargetRef == nil)) && (a.TargetRef == nil || *a.TargetRef == *b.TargetRef) &&
+		a.Hints == nil && b.Hints == nil && len(a.DeprecatedTopology) == 0 && len(b.DeprecatedTopology) == 0
+}
+
+// sameValue compares two optional values.
+func sameValue[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }

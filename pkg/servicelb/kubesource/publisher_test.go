@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/causeway-net/causeway/pkg/servicelb/kubesource/kubefake"
 )
 
 func target(pod, app string, ready bool, ips ...string) Target {
@@ -131,7 +133,7 @@ func TestPublisherRecovers(t *testing.T) {
 	// The API refuses writes: the error names the slice; the next publish
 	// after it is back writes it.
 	client.PrependReactor("update", "endpointslices", func(k8stesting.Action) (bool, runtimeObject, error) {
-		return true, nil, errAPIDown
+		return true, nil, kubefake.ErrAPIDown
 	})
 	err = pub.Publish(ctx, svcs, []Target{target("a", "web", true, "172.16.0.6")})
 	require.Error(t, err)

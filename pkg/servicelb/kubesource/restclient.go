@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
@@ -62,6 +63,14 @@ func (g restGroups) Services(ns string) ServiceAPI {
 
 func (g restGroups) EndpointSlices(ns string) SliceAPI {
 	return restSlices{resource[*discoveryv1.EndpointSliceList]{g.disc, g.params, ns, "endpointslices"}}
+}
+
+func (g restGroups) Pods(ns string) PodAPI {
+	return restPods{resource[*corev1.PodList]{g.core, g.params, ns, "pods"}}
+}
+
+func (g restGroups) Events(ns string) EventAPI {
+	return restEvents{resource[*corev1.EventList]{g.core, g.params, ns, "events"}}
 }
 
 // resource is one namespaced resource (all namespaces when ns is empty).
@@ -122,4 +131,29 @@ func (r restSlices) Update(ctx context.Context, s *discoveryv1.EndpointSlice, op
 
 func (r restSlices) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	return r.req("DELETE").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+type restPods struct {
+	resource[*corev1.PodList]
+}
+
+func (r restPods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	return r.list(ctx, opts, &corev1.PodList{})
+}
+
+type restEvents struct {
+	resource[*corev1.EventList]
+}
+
+func (r restEvents) Create(ctx context.Context, e *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := r.req("POST").VersionedParams(&opts, r.params).Body(e).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r restEvents) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := r.req("PATCH").Name(name).SubResource(subresources...).SetHeader("Content-Type", string(pt)).
+		VersionedParams(&opts, r.params).Body(data).Do(ctx).Into(out)
+	return out, err
 }

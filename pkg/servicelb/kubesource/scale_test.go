@@ -153,14 +153,14 @@ func heapInUse() uint64 {
 func BenchmarkOneEndpointChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			tr := newTracker(discard)
+			tr := newTracker(discard, nil, func(*corev1.Service, []problem) {})
 			var last *discoveryv1.EndpointSlice
 			for _, o := range scaleObjects(n) {
 				switch o := o.(type) {
 				case *corev1.Service:
 					tr.setService(types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, o)
 				case *discoveryv1.EndpointSlice:
-					tr.setSlice(types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[ServiceNameLabel]}, o.Name, o)
+					tr.setSlice(types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[ServiceNameLabel]}, o.Name, o, time.Time{})
 					last = o
 				}
 			}
@@ -168,8 +168,8 @@ func BenchmarkOneEndpointChange(b *testing.B) {
 			key := types.NamespacedName{Namespace: last.Namespace, Name: last.Labels[ServiceNameLabel]}
 			b.ResetTimer()
 			for b.Loop() {
-				tr.setSlice(key, last.Name, last)
-				_, eps, _, _ := tr.snapshot()
+				tr.setSlice(key, last.Name, last, time.Time{})
+				_, eps, _, _, _ := tr.snapshot()
 				if len(eps) != n {
 					b.Fatal(len(eps))
 				}

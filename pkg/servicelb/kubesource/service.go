@@ -3,6 +3,7 @@ package kubesource
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,9 +37,24 @@ func servedType(svc *corev1.Service) bool {
 	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone && svc.Spec.ClusterIP != ""
 }
 
-// toModel returns the parts of svc per family, and one problem per port or
+// Reasons of the Events on a Service for what the proxy refuses.
+const (
+	ReasonClusterIPNotServed = "ClusterIPNotServed"
+	ReasonPortNotServed      = "PortNotServed"
+)
+
+// problem is one part of a Service left out, and why.
+type problem struct {
+	Reason  string
+	Message string
+}
+
+func (p problem) String() string { return p.Message }
+
+// toModel returns the parts of svc per family whose cluster IP lies in
+// one of prefixes (any, when there are none), and one problem per port or
 // IP left out.
-func toModel(svc *corev1.Service) ([]familyPart, []string) {
+func toModel(svc *corev1.Service, prefixes []netip.Prefix) ([]familyPart, []problem) {
 	if !servedType(svc) {
 		return nil, nil
 	}
@@ -52,10 +68,15 @@ func toModel(svc *corev1.Service) ([]familyPart, []string) {
 	for i, s := range ips {
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("clusterIPs[%d] %q is not an IP address", i, s))
+			problems = append(problems, problem{ReasonClusterIPNotServed, fmt.Sprintf("clusterIPs[%d] %q is not an IP address", i, s)})
 			continue
 		}
 		ip = ip.Unmap()
+		if len(prefixes) > 0 && !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+			problems = append(problems, problem{ReasonClusterIPNotServed,
+				fmt.Sprintf("cluster IP %s is in none of the service prefixes %v that the targets route to the proxy", ip, prefixes)})
+			continue
+		}
 		fam := familyOf(ip)
 		parts = append(parts, familyPart{family: fam, service: servicelb.Service{
 			Ref:             servicelb.Reference{Namespace: svc.Namespace, Name: ModelName(svc.Name, i == 0, fam), UID: string(svc.UID)},
@@ -69,17 +90,21 @@ func toModel(svc *corev1.Service) ([]familyPart, []string) {
 }
 
 // modelPorts converts the ports the model serves (TCP, UDP).
-func modelPorts(in []corev1.ServicePort) ([]servicelb.ServicePort, []string) {
+func modelPorts(in []corev1.ServicePort) ([]servicelb.ServicePort, []problem) {
 	var out []servicelb.ServicePort
-	var problems []string
+	var problems []problem
 	for _, p := range in {
 		proto, err := servicelb.ParseProtocol(string(p.Protocol))
 		if p.Protocol == "" {
 			proto, err = servicelb.TCP, nil
 		}
 		if err != nil || p.Port <= 0 || p.Port > 65535 {
-			problems = append(problems, fmt.Sprintf("port %q %s/%d not served (TCP and UDP only)", p.Name, p.Protocol, p.Port))
+			problems = append(problems, problem{ReasonPortNotServed, fmt.Sprintf("port %q %s/%d not served (TCP and UDP only)", p.Name, p.Protocol, p.Port)})
 			continue
+		}
+		if p.TargetPort.StrVal != "" {
+			problems = append(problems, problem{ReasonPortNotServed,
+				fmt.Sprintf("port %q: the named targetPort %q is not resolved (the targets' ports on the secondary network have no names): no endpoints", p.Name, p.TargetPort.StrVal)})
 		}
 		out = append(out, servicelb.ServicePort{Name: p.Name, Port: uint16(p.Port), Protocol: proto})
 	}

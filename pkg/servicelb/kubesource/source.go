@@ -20,6 +20,14 @@ type Handler interface {
 	servicelb.EndpointsHandler
 }
 
+// TriggerHandler is a Handler that wants, before the endpoints they
+// changed, the trigger times of the slice writes they carry (the
+// TriggerTimeAnnotation of writes seen since the last delivery): the
+// network programming latency ends when the provider has applied them.
+type TriggerHandler interface {
+	OnEndpointsTriggers(triggers []time.Time)
+}
+
 // Source feeds a Handler with the Services of one proxy name and their
 // endpoints from the API server (see the package comment).
 type Source struct {
@@ -28,9 +36,11 @@ type Source struct {
 	handler Handler
 	log     *slog.Logger
 
-	tracker *tracker
-	outage  *outage
-	kick    chan struct{}
+	tracker  *tracker
+	outage   *outage
+	refusals *refusals // nil: no Events
+	changed  func()
+	kick     chan struct{}
 
 	synced     atomic.Bool
 	deliveries atomic.Uint64
@@ -40,15 +50,16 @@ type Source struct {
 // Stats is what a Source has done.
 type Stats struct {
 	// Synced says that both caches were filled once (deliveries begin).
-	Synced bool
+	Synced bool `json:"synced"`
 	// APIServerAway says that the last list or watch failed; Outages counts
 	// the times it went away.
-	APIServerAway bool
-	Outages       uint64
+	APIServerAway bool   `json:"apiServerAway"`
+	Outages       uint64 `json:"outages"`
 	// Deliveries counts the hand-overs to the handler, LastDelivery is how
-	// long the last one took (assembly and the handler's calls).
-	Deliveries   uint64
-	LastDelivery time.Duration
+	// long the last one took (assembly and the handler's calls; in
+	// nanoseconds in JSON).
+	Deliveries   uint64        `json:"deliveries"`
+	LastDelivery time.Duration `json:"lastDelivery"`
 }
 
 // New returns a source of the Services labelled with ProxyNameLabel=name,
@@ -62,10 +73,15 @@ func New(client Client, name string, h Handler, opts ...Option) (*Source, error)
 	}
 	o := newOptions(opts)
 	log := o.log.With("proxyName", name)
-	return &Source{
-		client: client, name: name, handler: h, log: log,
-		tracker: newTracker(log), outage: &outage{log: log}, kick: make(chan struct{}, 1),
-	}, nil
+	s := &Source{client: client, name: name, handler: h, log: log, outage: &outage{log: log}, changed: o.changed,
+		kick: make(chan struct{}, 1)}
+	refused := func(*corev1.Service, []problem) {}
+	if o.eventNode != "" {
+		s.refusals = newRefusals(client, o.eventNode, log)
+		refused = s.refusals.report
+	}
+	s.tracker = newTracker(log, o.prefixes, refused)
+	return s, nil
 }
 
 // Run runs the informers and delivers the model to the handler whenever it
@@ -76,13 +92,16 @@ func (s *Source) Run(ctx context.Context) {
 	svcs := s.serviceInformer()
 	slices := s.sliceInformer()
 	svcReg, err1 := svcs.AddEventHandler(s.serviceHandler())
-	sliceReg, err2 := slices.AddEventHandler(s.sliceHandler())
+	sliceReg, err2 := slices.AddEventHandler(s.sliceHandler(time.Now()))
 	if err := errors.Join(err1, err2); err != nil {
 		s.log.Error("service informers not started", "error", err) // only on an informer that runs already
 		return
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if s.refusals != nil {
+		wg.Go(func() { s.refusals.run(ctx) })
+	}
 	wg.Go(func() { svcs.RunWithContext(ictx) })
 	wg.Go(func() { slices.RunWithContext(ictx) })
 	start := time.Now()
@@ -121,11 +140,14 @@ func (s *Source) deliverLoop(ctx context.Context) {
 // service port starts with its endpoints.
 func (s *Source) deliver() {
 	start := time.Now()
-	svcs, eps, changedSvcs, changedEps := s.tracker.snapshot()
+	svcs, eps, changedSvcs, changedEps, triggers := s.tracker.snapshot()
 	if !changedSvcs && !changedEps {
 		return
 	}
 	if changedEps {
+		if h, ok := s.handler.(TriggerHandler); ok && len(triggers) > 0 {
+			h.OnEndpointsTriggers(triggers)
+		}
 		s.handler.OnEndpointsUpdate(eps)
 	}
 	if changedSvcs {
@@ -133,6 +155,9 @@ func (s *Source) deliver() {
 	}
 	s.lastSync.Store(int64(time.Since(start)))
 	s.deliveries.Add(1)
+	if changedSvcs {
+		s.changed()
+	}
 }
 
 // Stats returns what the source has done.

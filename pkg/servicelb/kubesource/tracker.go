@@ -2,8 +2,10 @@ package kubesource
 
 import (
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -19,7 +21,7 @@ type entry struct {
 	slices    map[string]*discoveryv1.EndpointSlice
 	parts     []familyPart
 	endpoints []servicelb.Endpoints
-	problems  []string
+	problems  []problem
 	// svcSlots and epSlots are where the parts' services and endpoints
 	// sit in the tracker's lists.
 	svcSlots, epSlots []int
@@ -28,18 +30,21 @@ type entry struct {
 // tracker holds the entries and whether services or endpoints changed
 // since the last snapshot. Its methods are safe for concurrent use.
 type tracker struct {
-	log *slog.Logger
+	log      *slog.Logger
+	prefixes []netip.Prefix
+	refused  func(svc *corev1.Service, problems []problem) // called on a change of a Service's problems
 
 	mu       sync.Mutex
 	entries  map[types.NamespacedName]*entry
 	svcDirty bool
 	epDirty  bool
+	triggers []time.Time // of the slice changes since the last snapshot
 	svcs     flatList[servicelb.Service]
 	eps      flatList[servicelb.Endpoints]
 }
 
-func newTracker(log *slog.Logger) *tracker {
-	return &tracker{log: log, entries: map[types.NamespacedName]*entry{}}
+func newTracker(log *slog.Logger, prefixes []netip.Prefix, refused func(*corev1.Service, []problem)) *tracker {
+	return &tracker{log: log, prefixes: prefixes, refused: refused, entries: map[types.NamespacedName]*entry{}}
 }
 
 // setService records svc under key (nil: deleted) and recomputes that
@@ -48,15 +53,23 @@ func (t *tracker) setService(key types.NamespacedName, svc *corev1.Service) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entry(key)
+	old := e.svc
 	e.svc = svc
-	var problems []string
+	var problems []problem
 	if svc != nil {
-		e.parts, problems = toModel(svc)
+		e.parts, problems = toModel(svc, t.prefixes)
 	} else {
 		e.parts = nil
 	}
-	if !slices.Equal(problems, e.problems) && len(problems) > 0 {
-		t.log.Warn("service partly not served", "service", key.String(), "problems", problems)
+	if !slices.Equal(problems, e.problems) {
+		if len(problems) > 0 {
+			t.log.Warn("service partly not served", "service", key.String(), "problems", problems)
+		}
+		if svc != nil {
+			t.refused(svc, problems)
+		} else if old != nil {
+			t.refused(old, nil) // forgotten: reported again if it comes back
+		}
 	}
 	e.problems = problems
 	svcs := make([]servicelb.Service, 0, len(e.parts))
@@ -69,10 +82,14 @@ func (t *tracker) setService(key types.NamespacedName, svc *corev1.Service) {
 }
 
 // setSlice records slice name of the Service key (nil: deleted) and
-// recomputes that Service's endpoints.
-func (t *tracker) setSlice(key types.NamespacedName, name string, s *discoveryv1.EndpointSlice) {
+// recomputes that Service's endpoints; trigger (if not zero) is when the
+// change it carries was seen by its writer.
+func (t *tracker) setSlice(key types.NamespacedName, name string, s *discoveryv1.EndpointSlice, trigger time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !trigger.IsZero() {
+		t.triggers = append(t.triggers, trigger)
+	}
 	e := t.entry(key)
 	if s == nil {
 		delete(e.slices, name)
@@ -103,19 +120,21 @@ func (t *tracker) recompute(key types.NamespacedName, e *entry) {
 }
 
 // snapshot returns the model's lists that changed since the last
-// snapshot (nil for the other), and which did.
-func (t *tracker) snapshot() (svcs []servicelb.Service, eps []servicelb.Endpoints, changedSvcs, changedEps bool) {
+// snapshot (nil for the other), and which did, with the trigger times
+// of the slice changes since.
+func (t *tracker) snapshot() (svcs []servicelb.Service, eps []servicelb.Endpoints, changedSvcs, changedEps bool, triggers []time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	changedSvcs, changedEps = t.svcDirty, t.epDirty
 	t.svcDirty, t.epDirty = false, false
+	triggers, t.triggers = t.triggers, nil
 	if changedSvcs {
 		svcs = t.svcs.clone()
 	}
 	if changedEps {
 		eps = t.eps.clone()
 	}
-	return svcs, eps, changedSvcs, changedEps
+	return svcs, eps, changedSvcs, changedEps, triggers
 }
 
 // services returns the Services known (for the publisher).

@@ -38,6 +38,8 @@ type Options struct {
 	// MinSyncPeriod rate-limits Sync; SyncPeriod is the periodic resync.
 	MinSyncPeriod time.Duration
 	SyncPeriod    time.Duration
+	// OnSync is told of each sync of SyncLoop.
+	OnSync servicelb.SyncObserver
 }
 
 // Provider programs the kernel from services and endpoints.
@@ -118,8 +120,13 @@ func (p *Provider) Sync() { p.runner.Request() }
 func (p *Provider) SyncLoop(ctx context.Context) { p.runner.Run(ctx) }
 
 func (p *Provider) syncOnce() {
-	if err := p.SyncNow(); err != nil {
+	start := time.Now()
+	err := p.SyncNow()
+	if err != nil {
 		p.log.Error("sync", "error", err)
+	}
+	if p.opts.OnSync != nil {
+		p.opts.OnSync(time.Since(start), err)
 	}
 }
 

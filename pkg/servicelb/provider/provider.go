@@ -25,6 +25,7 @@ type Config struct {
 	Logger        *slog.Logger
 	SyncPeriod    time.Duration
 	MinSyncPeriod time.Duration
+	OnSync        servicelb.SyncObserver
 
 	// userspace
 	ListenIP       netip.Addr
@@ -40,11 +41,11 @@ func New(cfg Config) (servicelb.Provider, error) {
 	case servicelb.ProviderUserspace:
 		return userspace.NewProxier(servicelb.NewLoadBalancerRR(), cfg.ListenIP, cfg.PortRange, cfg.SyncPeriod, userspace.Options{
 			NetNS: cfg.NetNS, Logger: cfg.Logger, Recorder: cfg.Recorder, MinSyncPeriod: cfg.MinSyncPeriod,
-			UDPIdleTimeout: cfg.UDPIdleTimeout, MaxUDPClients: cfg.MaxUDPClients,
+			UDPIdleTimeout: cfg.UDPIdleTimeout, MaxUDPClients: cfg.MaxUDPClients, OnSync: cfg.OnSync,
 		})
 	case servicelb.ProviderNftables:
 		return nftlb.New(nftlb.Options{NetNS: cfg.NetNS, Logger: cfg.Logger, MinSyncPeriod: cfg.MinSyncPeriod,
-			SyncPeriod: cfg.SyncPeriod})
+			SyncPeriod: cfg.SyncPeriod, OnSync: cfg.OnSync})
 	}
 	return nil, fmt.Errorf("unknown service load balancer provider %q (want %q or %q)",
 		cfg.Provider, servicelb.ProviderUserspace, servicelb.ProviderNftables)

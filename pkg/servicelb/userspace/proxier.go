@@ -54,6 +54,8 @@ type Options struct {
 	// NoRedirect leaves the kernel alone: the sockets are only reachable on
 	// their own ports (for embedding the proxier behind another path).
 	NoRedirect bool
+	// OnSync is told of each sync of SyncLoop.
+	OnSync servicelb.SyncObserver
 }
 
 func (o *Options) defaults() {
@@ -280,8 +282,13 @@ func (p *Proxier) Sync() { p.runner.Request() }
 func (p *Proxier) SyncLoop(ctx context.Context) { p.runner.Run(ctx) }
 
 func (p *Proxier) syncOnce() {
-	if err := p.SyncNow(); err != nil {
+	start := time.Now()
+	err := p.SyncNow()
+	if err != nil {
 		p.log.Error("sync", "error", err)
+	}
+	if p.opts.OnSync != nil {
+		p.opts.OnSync(time.Since(start), err)
 	}
 }
 

@@ -109,9 +109,16 @@ the components allowed to call it). */}}
 {{- end -}}
 
 {{/* Whether the proxies of a conduit (dict root, conduit) run the service
-load balancer: services.enabled and a servicesFile for the conduit. */}}
+load balancer: services.enabled, and the kubernetes source or a
+servicesFile for the conduit. */}}
 {{- define "causeway.servicesOn" -}}
-{{- if and .root.Values.services.enabled (hasKey .conduit "servicesFile") }}true{{ end -}}
+{{- if and .root.Values.services.enabled (or (include "causeway.servicesFromAPI" .root) (hasKey .conduit "servicesFile")) }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether the services come from the API server (services.enabled and
+source kubernetes). */}}
+{{- define "causeway.servicesFromAPI" -}}
+{{- if and .Values.services.enabled (eq .Values.services.source "kubernetes") }}true{{ end -}}
 {{- end -}}
 
 {{- define "causeway.servicesConfigMap" -}}
@@ -126,11 +133,15 @@ a directory (not with subPath, whose file the kubelet never updates). */}}
 {{/* Checks that the schema cannot express; fails the render with the reason. */}}
 {{- define "causeway.checkServices" -}}
 {{- $s := .Values.services -}}
-{{- if $s.enabled -}}
+{{- if and $s.enabled (eq $s.source "kubernetes") -}}
+{{- range $i, $c := .Values.conduits }}{{ if hasKey $c "servicesFile" -}}
+{{- fail (printf "conduits[%d] (%s) has a servicesFile while services.source is kubernetes: the services come from one source; remove the servicesFile or set services.source: file" $i $c.name) -}}
+{{- end }}{{ end -}}
+{{- else if $s.enabled -}}
 {{- $any := false -}}
 {{- range .Values.conduits }}{{ if hasKey . "servicesFile" }}{{ $any = true }}{{ end }}{{ end -}}
 {{- if not $any -}}
-{{- fail "services.enabled is true but no conduit has a servicesFile: give conduits[].servicesFile (services: [] for none yet)" -}}
+{{- fail "services.enabled is true but no conduit has a servicesFile: give conduits[].servicesFile (services: [] for none yet), or set services.source: kubernetes" -}}
 {{- end -}}
 {{- end -}}
 {{- range $i, $c := .Values.conduits -}}
