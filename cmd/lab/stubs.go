@@ -16,6 +16,7 @@ import (
 	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 )
 
@@ -49,6 +50,24 @@ func runStub(component, what string, run func(ctx context.Context) error) int {
 	}
 	slog.Info(what + " stopped")
 	return 0
+}
+
+// spiffeUsage is the help of the stubs' -spiffe flag.
+const spiffeUsage = "SPIFFE credentials from the Workload API at SPIFFE_ENDPOINT_SOCKET instead of the lab's (a stub run as a pod where NSM is secure)"
+
+// withSPIFFE runs run with the stub's credentials: the workload's SPIFFE
+// credentials when spiffe is set (waiting for the first SVID), closed when
+// run returns, or nil (the lab's own).
+func withSPIFFE(ctx context.Context, spiffe bool, lifetime time.Duration, run func(*credentials.Credentials) error) error {
+	if !spiffe {
+		return run(nil)
+	}
+	creds, err := credentials.FromWorkloadAPI(ctx, lifetime)
+	if err != nil {
+		return err
+	}
+	defer creds.Close()
+	return run(creds)
 }
 
 // parseStubFlags reads the flags every stub has: the NSMgr URL and the VIPs.
@@ -96,6 +115,7 @@ func lbCmd(args []string) int {
 	fs.StringVar(&cfg.TargetsDir, "targets-dir", "", "publication directory of the targets")
 	fs.Var(&vips, "vip", "VIP address (repeatable)")
 	fs.Var(&routes, "route", "static route dst=via (repeatable)")
+	spiffe := fs.Bool("spiffe", false, spiffeUsage)
 	if _, code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -114,7 +134,12 @@ func lbCmd(args []string) int {
 		}
 		cfg.Routes = append(cfg.Routes, lbstub.Route{Dst: p, Via: a})
 	}
-	return runStub("lb", "lb stub", func(ctx context.Context) error { return lbstub.Run(ctx, cfg) })
+	return runStub("lb", "lb stub", func(ctx context.Context) error {
+		return withSPIFFE(ctx, *spiffe, nsmcp.DefaultTokenLifetime, func(c *credentials.Credentials) error {
+			cfg.SPIFFE = c
+			return lbstub.Run(ctx, cfg)
+		})
+	})
 }
 
 // targetCmd is one target stub (`lab target`, started by the lab in the
@@ -132,6 +157,7 @@ func targetCmd(args []string) int {
 	fs.DurationVar(&cfg.TokenLifetime, "token-lifetime", nsmcp.DefaultTokenLifetime, "lifetime of the target's NSM tokens (it refreshes at a third of it)")
 	fs.Var(&vips, "vip", "VIP address (repeatable)")
 	fs.Var(&labels, "label", "request label key=value (repeatable)")
+	spiffe := fs.Bool("spiffe", false, spiffeUsage)
 	if _, code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -151,7 +177,12 @@ func targetCmd(args []string) int {
 		}
 		cfg.Labels[k] = v
 	}
-	return runStub("target", "target stub", func(ctx context.Context) error { return targetstub.Run(ctx, cfg) })
+	return runStub("target", "target stub", func(ctx context.Context) error {
+		return withSPIFFE(ctx, *spiffe, cfg.TokenLifetime, func(c *credentials.Credentials) error {
+			cfg.SPIFFE = c
+			return targetstub.Run(ctx, cfg)
+		})
+	})
 }
 
 // nsmCmd is the lab's NSM control plane (`lab nsm`, started by the lab in

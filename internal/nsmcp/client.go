@@ -12,13 +12,12 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/sendfd"
 	"github.com/networkservicemesh/sdk/pkg/tools/grpcutils"
-	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"google.golang.org/grpc"
 
 	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/chain/backoff"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/liveness"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
-	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
+	nsmcreds "github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
 
 // ClientConfig describes a kernel-mechanism NSC of the lab.
@@ -36,6 +35,8 @@ type ClientConfig struct {
 	Elements []networkservice.NetworkServiceClient
 	// TokenLifetime of the client's tokens (default DefaultTokenLifetime).
 	TokenLifetime time.Duration
+	// SPIFFE, when set, are the client's credentials instead of the lab's.
+	SPIFFE *nsmcreds.Credentials
 }
 
 // NewClient returns the SDK client chain (begin, refresh, heal, ...) with a
@@ -45,8 +46,8 @@ type ClientConfig struct {
 // heal re-requests as fast as the dial to its missing socket fails, which
 // kept a lab target at half a core for the whole outage.
 func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServiceClient {
-	gen := TokenGenerator(cfg.Name, cfg.TokenLifetime)
-	healOpts, nsmgrElements := healOptions(ctx, cfg.NSMgrURL, gen)
+	sec := securityOf(cfg.Name, cfg.TokenLifetime, cfg.SPIFFE)
+	healOpts, nsmgrElements := healOptions(ctx, cfg.NSMgrURL, sec.dial)
 	elements := append(append(append([]networkservice.NetworkServiceClient{nsmbackoff.NewClient()}, nsmgrElements...), cfg.Elements...),
 		kernel.NewClient(kernel.WithInterfaceName(cfg.InterfaceName)),
 		netnsurl.NewClient(cfg.NetNSPath),
@@ -55,9 +56,9 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 	return client.NewClient(ctx,
 		client.WithName(cfg.Name),
 		client.WithClientURL(cfg.NSMgrURL),
-		client.WithDialOptions(DialOptions(gen)...),
+		client.WithDialOptions(sec.dial...),
 		client.WithDialTimeout(5*time.Second),
-		client.WithAuthorizeClient(authorize.NewClient(authorize.Any())),
+		client.WithAuthorizeClient(sec.authClient),
 		client.WithHealClient(heal.NewClient(ctx, healOpts...)),
 		client.WithAdditionalFunctionality(elements...),
 	)
@@ -67,8 +68,8 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 // NSMgr (pkg/nsm/chain/liveness), closed when ctx ends, and the chain element
 // that records the NSMgr run of each connection. If the monitor cannot be
 // made, the check asks nothing and keeps the data path.
-func healOptions(ctx context.Context, nsmgrURL *url.URL, gen token.GeneratorFunc) ([]heal.Option, []networkservice.NetworkServiceClient) {
-	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(nsmgrURL), DialOptions(gen)...)
+func healOptions(ctx context.Context, nsmgrURL *url.URL, dial []grpc.DialOption) ([]heal.Option, []networkservice.NetworkServiceClient) {
+	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(nsmgrURL), dial...)
 	if err != nil {
 		return liveness.HealOptions(liveness.Check(failingMonitor{err}, kernelLinkLost, nil)), nil
 	}

@@ -6,11 +6,15 @@ import (
 
 	"github.com/edwarnicke/grpcfd"
 	"github.com/golang-jwt/jwt/v4"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
+
+	nsmcreds "github.com/causeway-net/causeway/pkg/nsm/credentials"
+	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
 )
 
 // DefaultTokenLifetime is the lifetime of the lab's tokens. It is far above
@@ -65,5 +69,33 @@ func DialOptions(gen token.GeneratorFunc) []grpc.DialOption {
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.Creds(grpcfd.TransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// security is how one client or endpoint talks to NSM: its token
+// generator, dial and server options and authorization elements.
+type security struct {
+	gen        token.GeneratorFunc
+	dial       []grpc.DialOption
+	server     []grpc.ServerOption
+	authServer networkservice.NetworkServiceServer
+	authClient networkservice.NetworkServiceClient
+}
+
+// securityOf is the lab's own security (unverified tokens for name over
+// plaintext, anything authorized) when creds is nil, and otherwise creds'
+// (SPIFFE mTLS, signed tokens, the SDK's default policies: a stub run as a
+// pod of a cluster whose NSM is secure).
+func securityOf(name string, lifetime time.Duration, creds *nsmcreds.Credentials) security {
+	if creds == nil {
+		gen := TokenGenerator(name, lifetime)
+		return security{
+			gen: gen, dial: DialOptions(gen), server: ServerOptions(),
+			authServer: authorize.NewServer(authorize.Any()), authClient: authorize.NewClient(authorize.Any()),
+		}
+	}
+	return security{
+		gen: creds.TokenGenerator(), dial: creds.NSMDialOptions(), server: creds.NSMServerOptions(),
+		authServer: creds.AuthorizeServer(), authClient: creds.AuthorizeClient(),
 	}
 }

@@ -14,8 +14,8 @@ import (
 
 	"github.com/causeway-net/causeway/pkg/nsm/chain/keepmechanism"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
+	nsmcreds "github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
-	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
 )
 
 // EndpointConfig describes a kernel-mechanism NSE of the lab, served on a
@@ -38,6 +38,8 @@ type EndpointConfig struct {
 	Elements []networkservice.NetworkServiceServer
 	// TokenLifetime of the NSE's tokens (default DefaultTokenLifetime).
 	TokenLifetime time.Duration
+	// SPIFFE, when set, are the NSE's credentials instead of the lab's.
+	SPIFFE *nsmcreds.Credentials
 }
 
 // stopTimeout bounds the unregistration of a stopping endpoint.
@@ -57,7 +59,7 @@ func StartEndpoint(ctx context.Context, cfg EndpointConfig) (*Endpoint, error) {
 	if cfg.NSMgrURL == nil || cfg.SocketPath == "" || cfg.Name == "" || cfg.Service == "" {
 		return nil, fmt.Errorf("endpoint %q: name, service, NSMgr URL and socket path are required", cfg.Name)
 	}
-	gen := TokenGenerator(cfg.Name, cfg.TokenLifetime)
+	sec := securityOf(cfg.Name, cfg.TokenLifetime, cfg.SPIFFE)
 	elements := append(append([]networkservice.NetworkServiceServer{}, cfg.Elements...),
 		keepmechanism.NewServer(),
 		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{
@@ -70,13 +72,12 @@ func StartEndpoint(ctx context.Context, cfg EndpointConfig) (*Endpoint, error) {
 		Service:        cfg.Service,
 		Labels:         cfg.Labels,
 		ConnectTo:      cfg.NSMgrURL,
-		TokenGenerator: gen,
-		DialOptions:    DialOptions(gen),
-		ServerOptions:  ServerOptions(),
+		TokenGenerator: sec.gen,
+		DialOptions:    sec.dial,
+		ServerOptions:  sec.server,
 		Elements:       elements,
 	}, endpoint.WithSocketPath(cfg.SocketPath), endpoint.WithoutNodeMatch(),
-		// The lab's tokens are not verified (see TokenGenerator).
-		endpoint.WithAuthorizeServer(authorize.NewServer(authorize.Any())))
+		endpoint.WithAuthorizeServer(sec.authServer))
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", cfg.Name, err)
 	}

@@ -2,9 +2,10 @@
 # Builds the test cluster's own images (the pod sandbox's pause, CoreDNS,
 # SPIRE's server and agent, and the suite's probe of services)
 # once, from sources of this clone, into $CAUSEWAY_CACHE/images as
-# docker-archive files keyed by a hash of their sources; `up.sh` imports them
-# into containerd. Nothing is pulled: each image is FROM scratch with one
-# static binary. Prints nothing but its log.
+# docker-archive files keyed by a hash of their sources (the archives of
+# other versions are removed); `up.sh` imports them into containerd. Nothing
+# is pulled: each image is FROM scratch with one static binary. Prints
+# nothing but its log.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
@@ -32,9 +33,7 @@ build_image() {
 		-ldflags "-s -w -linkmode external -extldflags -static" -o "$tmp/$name" "$pkg") ;;
 	busybox) ;;
 	esac
-	local b=(buildah --storage-driver vfs --root "$tmp/root" --runroot "$tmp/run")
-	local ctr
-	ctr="$("${b[@]}" from scratch)"
+	mkdir -p "$tmp/rootfs"
 	if [ "$link" = busybox ]; then
 		# The host's static busybox, with the applets the chart's init
 		# container runs.
@@ -43,19 +42,30 @@ build_image() {
 		for applet in sh sysctl test echo; do
 			ln -s busybox "$tmp/rootfs/bin/$applet"
 		done
-		"${b[@]}" copy "$ctr" "$tmp/rootfs" / >/dev/null
-		"${b[@]}" config --entrypoint '["/bin/sh"]' --user "$user" "$ctr"
+		scratch_image "$tmp" "$tmp/rootfs" /bin/sh "$user" "$ref" "$archive"
 	else
-		"${b[@]}" copy "$ctr" "$tmp/$name" "/$name" >/dev/null
-		"${b[@]}" config --entrypoint "[\"/$name\"]" --user "$user" "$ctr"
+		mv "$tmp/$name" "$tmp/rootfs/$name"
+		scratch_image "$tmp" "$tmp/rootfs" "/$name" "$user" "$ref" "$archive"
 	fi
-	"${b[@]}" commit --quiet "$ctr" "$ref" >/dev/null
-	"${b[@]}" push --quiet "$ref" "docker-archive:$archive.partial:$ref"
-	"${b[@]}" rm "$ctr" >/dev/null
-	mv "$archive.partial" "$archive"
+}
+
+# prune NAME MODDIR PKG ...: removes the cached archives of NAME other
+# than the one of its current sources (older versions, and partial writes
+# of a build that was interrupted).
+prune() {
+	local name="$1" keep f
+	keep="$(image_archive "$(image_ref "$1" "$2" "$3")")"
+	for f in "$CAUSEWAY_CACHE/images/$name"-*.tar "$CAUSEWAY_CACHE/images/$name"-*.tar.partial; do
+		if [[ "$(basename "$f")" =~ ^$name-[0-9a-f]{12}\.tar(\.partial)?$ ]] && [ "$f" != "$keep" ]; then
+			log "pruning $(basename "$f")"
+			rm -f "$f"
+		fi
+	done
 }
 
 for entry in "${CLUSTER_IMAGES[@]}"; do
 	# shellcheck disable=SC2086 # an entry is five words
 	build_image $entry
+	# shellcheck disable=SC2086
+	prune $entry
 done

@@ -76,6 +76,24 @@ image_archive() {
 	echo "$CAUSEWAY_CACHE/images/${ref/:/-}.tar"
 }
 
+# scratch_image WORKDIR ROOTFS ENTRYPOINT USER REF ARCHIVE: the image REF,
+# FROM scratch with the directory ROOTFS as its root, its entrypoint and
+# user as given, written to the docker-archive ARCHIVE (through a .partial
+# file: an archive exists only whole). WORKDIR holds buildah's throw-away
+# storage.
+scratch_image() {
+	local work="$1" rootfs="$2" entrypoint="$3" user="$4" ref="$5" archive="$6"
+	local b=(buildah --storage-driver vfs --root "$work/root" --runroot "$work/run")
+	local ctr
+	ctr="$("${b[@]}" from scratch)"
+	"${b[@]}" copy "$ctr" "$rootfs" / >/dev/null
+	"${b[@]}" config --entrypoint "[\"$entrypoint\"]" --user "$user" "$ctr"
+	"${b[@]}" commit --quiet "$ctr" "$ref" >/dev/null
+	"${b[@]}" push --quiet "$ref" "docker-archive:$archive.partial:$ref"
+	"${b[@]}" rm "$ctr" >/dev/null
+	mv "$archive.partial" "$archive"
+}
+
 # The cluster's fixed names and addresses. The node's address lives on a
 # bridge of its own (no ports; no dummy driver here), so nothing depends on (or leaves by) the host's
 # interfaces.

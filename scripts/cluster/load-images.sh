@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds Causeway's images (proxy, ipam, nsp) from this clone, as `make
-# images` does, and loads them into the running test cluster's containerd:
+# images` does, and the suite's image of the lab's LB and target stubs (the
+# lab binary, FROM scratch), and loads them into the running test cluster's
+# containerd:
 #
 #   load-images.sh BINDIR TAG     (the binaries of `make build`)
 #
-# They are tagged localhost/causeway/<binary>:TAG, the chart's default
-# repositories. The buildah storage is a throw-away one.
+# They are tagged localhost/causeway/<binary>:TAG (the chart's default
+# repositories) and localhost/causeway/lab:TAG. The buildah storage is a
+# throw-away one.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
@@ -24,3 +27,8 @@ for b in proxy ipam nsp; do
 	ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$tmp/$b.tar" >/dev/null
 	log "loaded $ref"
 done
+mkdir -p "$tmp/lab/rootfs"
+cp "$bindir/lab" "$tmp/lab/rootfs/lab"
+scratch_image "$tmp/lab" "$tmp/lab/rootfs" /lab 0:0 "localhost/causeway/lab:$tag" "$tmp/lab.tar"
+ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$tmp/lab.tar" >/dev/null
+log "loaded localhost/causeway/lab:$tag"

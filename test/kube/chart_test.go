@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -41,7 +41,41 @@ func helm(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// installChart installs the chart as a user does: the example values, the
+// servicesValues turn the proxies' service load balancer on, with the
+// default provider, for the example's conduit (its list repeated: Helm
+// replaces lists): two services, one per family, TCP and UDP on port 80,
+// whose endpoints are the targets connected to the proxy, on servicePort.
+const servicesValues = `
+services:
+  enabled: true
+conduits:
+  - name: load-balancer
+    destinationPortNats:
+      - {port: 80, targetPort: 8080, protocol: tcp, vips: [vip-v4]}
+    servicesFile:
+      prefixes: [10.111.0.0/24, "fd96::/112"]
+      services:
+        - namespace: red
+          name: echo
+          ip: 10.111.0.10
+          ports:
+            - {name: tcp, port: 80, protocol: TCP, targetPort: 8080}
+            - {name: udp, port: 80, protocol: UDP, targetPort: 8080}
+        - namespace: red
+          name: echo6
+          ip: "fd96::10"
+          ports:
+            - {name: tcp, port: 80, protocol: TCP, targetPort: 8080}
+            - {name: udp, port: 80, protocol: UDP, targetPort: 8080}
+`
+
+// The services of servicesValues and their targets' port.
+var chartServices = []netip.AddrPort{netip.MustParseAddrPort("10.111.0.10:80"), netip.MustParseAddrPort("[fd96::10]:80")}
+
+const servicePort = 8080
+
+// installChart installs the chart as a user does: the example values (with
+// the proxies' services on, servicesValues), the
 // images of this clone (loaded by make test-kube with CAUSEWAY_IMAGE_TAG)
 // and the cluster's own sysctl image, after registering the chart's service
 // accounts with SPIRE. It uninstalls it when t ends.
@@ -61,76 +95,18 @@ func (c *cluster) installChart(ctx context.Context, t *testing.T) {
 	for _, b := range []string{"proxy", "ipam", "nsp"} {
 		set = append(set, "images."+b+".repository=localhost/causeway/"+b, "images."+b+".tag="+tag)
 	}
+	services := filepath.Join(t.TempDir(), "services.yaml")
+	if err := os.WriteFile(services, []byte(servicesValues), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	helm(t, "install", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
-		"--create-namespace", "--values", repoPath(chartExample), "--set", strings.Join(set, ","))
+		"--create-namespace", "--values", repoPath(chartExample), "--values", services, "--set", strings.Join(set, ","))
 	t.Cleanup(func() {
 		// A test that failed before its own uninstall leaves nothing either.
 		_ = exec.Command(helmPath, "uninstall", chartRelease, "--namespace", chartNamespace, "--wait", "--ignore-not-found",
 			"--kubeconfig", kubeconfigPath()).Run()
 		c.waitClaimGone(t, chartNamespace, "ipam-data-ipam-"+chartRelease+"-0")
 		c.recycleVolumes(t)
-	})
-}
-
-// TestChartInstall: the chart installed with the example values and the
-// secure defaults (SPIFFE from the cluster's SPIRE): the IPAM and the
-// configuration server turn Ready, the IPAM's store is on a volume of the
-// default class, and the proxy registers with NSM and puts the IPAM's
-// bridge addresses on its bridge; without load balancers its only failing
-// check is Egress. After helm uninstall no pod of the chart is left.
-func TestChartInstall(t *testing.T) {
-	c := newCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	c.installChart(ctx, t)
-	pods := c.client.CoreV1().Pods(chartNamespace)
-	var proxy *corev1.Pod
-	eventually(ctx, t, "the IPAM and nsp Ready, the proxy waiting for Egress only", func(ctx context.Context) error {
-		list, err := pods.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		ready := map[string]bool{}
-		for i := range list.Items {
-			p := &list.Items[i]
-			name := p.Labels["app.kubernetes.io/component"]
-			ready[name] = podReady(p)
-			if strings.HasPrefix(p.Name, "proxy-") {
-				proxy = p
-			}
-		}
-		if !ready["ipam"] || !ready["nsp"] || proxy == nil {
-			return fmt.Errorf("pods ready: %v", ready)
-		}
-		return c.proxyWaitsOnlyFor(ctx, proxy, "Egress")
-	})
-	t.Logf("FIGURE: helm install to IPAM and nsp Ready, proxy in NSM waiting only for LBs: %.1f s", time.Since(start).Seconds())
-	claim, err := c.client.CoreV1().PersistentVolumeClaims(chartNamespace).Get(ctx, "ipam-data-ipam-"+chartRelease+"-0", metav1.GetOptions{})
-	if err != nil || claim.Spec.StorageClassName == nil || *claim.Spec.StorageClassName != "local" {
-		t.Fatalf("the IPAM's claim: %v, %+v", err, claim)
-	}
-	addrs := c.podAddrs(ctx, t, proxy, proxyContainer, chartBridgeName)
-	for _, pool := range []string{chartIPv4Pool, chartIPv6Pool} {
-		_, want, _ := net.ParseCIDR(pool)
-		if !containsAny(want, addrs) {
-			t.Errorf("%s of the proxy has %v, none from the pool %s", chartBridgeName, addrs, pool)
-		}
-	}
-	helm(t, "uninstall", chartRelease, "--namespace", chartNamespace, "--wait")
-	eventually(ctx, t, "nothing of the chart left", func(ctx context.Context) error {
-		list, err := pods.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		claims, err := c.client.CoreV1().PersistentVolumeClaims(chartNamespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if n := len(list.Items) + len(claims.Items); n != 0 {
-			return fmt.Errorf("%d pods and %d claims left", len(list.Items), len(claims.Items))
-		}
-		return nil
 	})
 }
 
@@ -156,9 +132,9 @@ func (c *cluster) proxyWaitsOnlyFor(ctx context.Context, pod *corev1.Pod, checks
 	return nil
 }
 
-// podAddrs returns the addresses of link in the network namespace of pod's
-// container (found through the cluster's containerd).
-func (c *cluster) podAddrs(ctx context.Context, t *testing.T, pod *corev1.Pod, container, link string) []net.IPNet {
+// podNetNS returns the path of the network namespace of pod's container
+// (its process found through the cluster's containerd).
+func (c *cluster) podNetNS(ctx context.Context, t *testing.T, pod *corev1.Pod, container string) string {
 	t.Helper()
 	var id string
 	for _, s := range pod.Status.ContainerStatuses {
@@ -168,7 +144,7 @@ func (c *cluster) podAddrs(ctx context.Context, t *testing.T, pod *corev1.Pod, c
 	}
 	out, err := exec.CommandContext(ctx, "ctr", "--address", containerdSock, "-n", "k8s.io", "tasks", "ls").Output()
 	if err != nil || id == "" {
-		t.Fatalf("containerd tasks (container %q): %v", id, err)
+		t.Fatalf("containerd tasks (container %q of %s): %v", id, pod.Name, err)
 	}
 	var pid int
 	for _, line := range strings.Split(string(out), "\n") {
@@ -176,24 +152,26 @@ func (c *cluster) podAddrs(ctx context.Context, t *testing.T, pod *corev1.Pod, c
 			fmt.Sscan(f[1], &pid)
 		}
 	}
-	ns, err := netns.GetFromPid(pid)
-	if err != nil {
-		t.Fatalf("namespace of %s (pid %d): %v", pod.Name, pid, err)
+	if pid == 0 {
+		t.Fatalf("no task of container %s of %s", id, pod.Name)
 	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	l, err := h.LinkByName(link)
-	if err != nil {
-		t.Fatalf("%s in %s: %v", link, pod.Name, err)
-	}
-	list, err := h.AddrList(l, netlink.FAMILY_ALL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return fmt.Sprintf("/proc/%d/ns/net", pid)
+}
+
+// podAddrs returns the addresses of link in the network namespace of pod's
+// container.
+func (c *cluster) podAddrs(ctx context.Context, t *testing.T, pod *corev1.Pod, container, link string) []net.IPNet {
+	t.Helper()
+	var list []netlink.Addr
+	withHandle(t, c.podNetNS(ctx, t, pod, container), func(h *netlink.Handle) {
+		l, err := h.LinkByName(link)
+		if err != nil {
+			t.Fatalf("%s in %s: %v", link, pod.Name, err)
+		}
+		if list, err = h.AddrList(l, netlink.FAMILY_ALL); err != nil {
+			t.Fatal(err)
+		}
+	})
 	var addrs []net.IPNet
 	for _, a := range list {
 		addrs = append(addrs, *a.IPNet)

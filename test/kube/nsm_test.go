@@ -16,10 +16,10 @@ import (
 const nsmSocket = "/var/lib/networkservicemesh/nsm.io.sock"
 
 // TestNSM: NSM's registry, the node's NSMgr and forwarder run Ready with
-// SPIFFE identities, the NSMgr's socket is on the node, and the forwarder
+// SPIFFE identities, the NSMgr's socket is on the node, the forwarder
 // has registered with the NSMgr, which took the registration to the
 // registry (each component logs "up" only once started; the forwarder
-// only once registered).
+// only once registered), and the NSMgr knows its node.
 func TestNSM(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -58,6 +58,12 @@ func TestNSM(t *testing.T) {
 		}
 		return nil
 	})
+	// The NSMgr labels each connection with its node from NODE_NAME (SDK
+	// clientinfo), which the proxy's network service matches targets on;
+	// without it the SDK warns on every request and no target finds the proxy.
+	if out := c.logs(ctx, pods["nsmgr"]); strings.Contains(out, "NODE_NAME is not set") {
+		t.Errorf("the NSMgr has no NODE_NAME: %s", lastLines(out, 3))
+	}
 }
 
 // podReady says whether pod's Ready condition is true.

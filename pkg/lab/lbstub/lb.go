@@ -14,6 +14,7 @@ import (
 	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
 
 // Config describes one LB stub.
@@ -40,6 +41,9 @@ type Config struct {
 	// Routes are static routes set up at start, e.g. toward the external
 	// host's addresses whatever LB the proxy picked for the return traffic.
 	Routes []Route
+	// SPIFFE, when set, are the NSE's credentials instead of the lab's (an
+	// LB stub run as a pod of a cluster whose NSM is secure).
+	SPIFFE *credentials.Credentials
 }
 
 // Route is a static route of the LB's namespace.
@@ -94,6 +98,7 @@ func Start(ctx context.Context, cfg Config) (_ *LB, err error) {
 		NSMgrURL:   cfg.NSMgrURL,
 		SocketPath: cfg.SocketPath,
 		NetNSPath:  cfg.NetNSPath,
+		SPIFFE:     cfg.SPIFFE,
 	})
 	if err != nil {
 		cancel()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
+	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
 
 // DefaultInterfaceName is the target's NSM interface unless configured.
@@ -54,6 +55,9 @@ type Config struct {
 	// TokenLifetime of the target's NSM tokens (default
 	// nsmcp.DefaultTokenLifetime): its connection refreshes at a third of it.
 	TokenLifetime time.Duration
+	// SPIFFE, when set, are the client's credentials instead of the lab's
+	// (a target stub run as a pod of a cluster whose NSM is secure).
+	SPIFFE *credentials.Credentials
 }
 
 // Target is a running target stub.
@@ -114,6 +118,7 @@ func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
 		InterfaceName: cfg.InterfaceName,
 		NetNSPath:     cfg.NetNSPath,
 		TokenLifetime: cfg.TokenLifetime,
+		SPIFFE:        cfg.SPIFFE,
 		Elements: []networkservice.NetworkServiceClient{
 			&publishClient{dir: cfg.PublishDir, name: cfg.Name, vips: cfg.VIPs,
 				nsPath: cfg.NetNSPath, ifname: cfg.InterfaceName},

@@ -1,0 +1,276 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
+)
+
+// targetAddrs returns the addresses each running target holds on the
+// conduit (its NSM interface, VIPs and link-local addresses left out), by
+// pod name.
+func (tr *trench) targetAddrs(ctx context.Context, t *testing.T) map[string][]netip.Addr {
+	t.Helper()
+	out := map[string][]netip.Addr{}
+	for _, p := range tr.c.stubPods(ctx, t, targetsName, 3, "target connected") {
+		for _, n := range tr.c.podAddrs(ctx, t, p, "stub", targetLink) {
+			a, _ := netip.AddrFromSlice(n.IP)
+			a = a.Unmap()
+			if a.IsLinkLocalUnicast() || slices.Contains(chartVIPs, a) {
+				continue
+			}
+			out[p.Name] = append(out[p.Name], a)
+		}
+		slices.SortFunc(out[p.Name], netip.Addr.Compare)
+	}
+	return out
+}
+
+// checkUnique fails t if two targets hold one address, or one holds none
+// of a family.
+func checkUnique(t *testing.T, addrs map[string][]netip.Addr) {
+	t.Helper()
+	holder := map[netip.Addr]string{}
+	for name, list := range addrs {
+		if len(list) != 2 || !list[0].Is4() || !list[1].Is6() {
+			t.Errorf("target %s holds %v, want one address of each family", name, list)
+		}
+		for _, a := range list {
+			if other, ok := holder[a]; ok {
+				t.Errorf("targets %s and %s both hold %s", other, name, a)
+			}
+			holder[a] = name
+		}
+	}
+}
+
+// checkKept fails t if a target of before holds other addresses in after.
+func checkKept(t *testing.T, before, after map[string][]netip.Addr) {
+	t.Helper()
+	for name, list := range before {
+		if got, ok := after[name]; ok && !slices.Equal(got, list) {
+			t.Errorf("target %s held %v, now %v", name, list, got)
+		}
+	}
+}
+
+// deletePod deletes pod and returns its replacement once Ready.
+func (c *cluster) deletePod(ctx context.Context, t *testing.T, pod *corev1.Pod, selector string) *corev1.Pod {
+	t.Helper()
+	if err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete %s: %v", pod.Name, err)
+	}
+	return c.waitReplaced(ctx, t, pod, selector)
+}
+
+// replaceTarget deletes a target pod: its replacement connects and is
+// served with addresses nobody else holds, the others keep theirs, and
+// every target answers on both VIPs.
+func (tr *trench) replaceTarget(ctx context.Context, t *testing.T) {
+	t.Helper()
+	before := tr.targetAddrs(ctx, t)
+	// The target of the highest address goes: an IPAM that had forgotten
+	// its allocations would hand out a lower one, which a survivor holds.
+	var victim string
+	for name, list := range before {
+		if victim == "" || list[0].Compare(before[victim][0]) > 0 {
+			victim = name
+		}
+	}
+	if err := tr.c.client.CoreV1().Pods(chartNamespace).Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var after map[string][]netip.Addr
+	eventually(ctx, t, "the deleted target replaced", func(ctx context.Context) error {
+		after = tr.targetAddrs(ctx, t)
+		if _, ok := after[victim]; ok {
+			return fmt.Errorf("%s still there", victim)
+		}
+		return nil
+	})
+	checkUnique(t, after)
+	checkKept(t, before, after)
+	tr.waitServed(ctx, t)
+	t.Logf("targets before %v, after %v", before, after)
+}
+
+// reachServices: a target pod reaches the chart's services, TCP and UDP
+// of both families, and every target answers as an endpoint.
+func (tr *trench) reachServices(ctx context.Context, t *testing.T) {
+	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
+	client := tr.c.podNetNS(ctx, t, pods[0], "stub")
+	for _, svc := range chartServices {
+		for _, network := range []string{"tcp", "udp"} {
+			var tally traffic.Tally
+			eventually(ctx, t, fmt.Sprintf("%s %s served from %s by every target", network, svc, pods[0].Name), func(ctx context.Context) error {
+				tally = runFlows(ctx, network, traffic.Flows{NetNSPath: client, Addr: svc, Count: 60, Attempts: 3})
+				if tally.Errors != 0 {
+					return fmt.Errorf("%s", tally)
+				}
+				for _, p := range pods {
+					if tally.Answers[p.Name] == 0 {
+						return fmt.Errorf("%s did not answer: %s", p.Name, tally)
+					}
+				}
+				return nil
+			})
+			t.Logf("%s to %s from %s: %s", network, svc, pods[0].Name, tally)
+		}
+	}
+}
+
+// proberOn starts probing the IPv4 VIP over TCP from the external host,
+// a new connection every 10 ms, until the returned function stops it and
+// returns the series.
+func (tr *trench) proberOn(ctx context.Context, t *testing.T) func() traffic.Series {
+	t.Helper()
+	addr, local := echoAt(chartVIPs[0])
+	p, err := traffic.StartProber(ctx, traffic.ProbeConfig{
+		NetNSPath: tr.ext.ns.Path(), Network: "tcp", Addr: addr, Local: local, Interval: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() traffic.Series {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		return p.Stop()
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// proxyBridge returns the proxy's bridge addresses.
+func (tr *trench) proxyBridge(ctx context.Context, t *testing.T, proxy *corev1.Pod) []string {
+	var out []string
+	for _, a := range tr.c.podAddrs(ctx, t, proxy, proxyContainer, chartBridgeName) {
+		if !a.IP.IsLinkLocalUnicast() {
+			out = append(out, a.String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// replaceIPAM deletes the IPAM's pod; the StatefulSet brings it back on
+// the same volume. The proxy stays Ready with its bridge addresses and the
+// targets keep theirs; a target replaced afterwards gets addresses nobody
+// holds, which only an IPAM that kept its allocations gives.
+func (tr *trench) replaceIPAM(ctx context.Context, t *testing.T) {
+	proxy := tr.c.waitProxyReady(ctx, t)
+	bridge := tr.proxyBridge(ctx, t, proxy)
+	before := tr.targetAddrs(ctx, t)
+	ipam, err := tr.c.client.CoreV1().Pods(chartNamespace).Get(ctx, "ipam-"+chartRelease+"-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	tr.c.deletePod(ctx, t, ipam, "app.kubernetes.io/component=ipam")
+	t.Logf("FIGURE: IPAM pod deleted to its replacement Ready: %.1f s", time.Since(start).Seconds())
+	proxy = tr.c.waitProxyReady(ctx, t)
+	if got := tr.proxyBridge(ctx, t, proxy); !slices.Equal(got, bridge) {
+		t.Errorf("the proxy's bridge had %v, now %v", bridge, got)
+	}
+	checkKept(t, before, tr.targetAddrs(ctx, t))
+	tr.replaceTarget(ctx, t)
+}
+
+// replaceProxy deletes the proxy's pod while the external host probes the
+// VIP; the DaemonSet brings it back: the targets keep their addresses and
+// traffic comes back.
+func (tr *trench) replaceProxy(ctx context.Context, t *testing.T) {
+	proxy := tr.c.waitProxyReady(ctx, t)
+	bridge := tr.proxyBridge(ctx, t, proxy)
+	before := tr.targetAddrs(ctx, t)
+	stop := tr.proberOn(ctx, t)
+	time.Sleep(time.Second)
+	start := time.Now()
+	proxy = tr.c.deletePod(ctx, t, proxy, "app.kubernetes.io/component=proxy-load-balancer")
+	ready := time.Since(start)
+	tr.waitServed(ctx, t)
+	time.Sleep(time.Second)
+	series := stop()
+	if got := tr.proxyBridge(ctx, t, proxy); !slices.Equal(got, bridge) {
+		t.Errorf("the proxy's bridge had %v, now %v", bridge, got)
+	}
+	checkKept(t, before, tr.targetAddrs(ctx, t))
+	if len(series.After(start)) == 0 || !series[len(series)-1].OK() {
+		t.Fatalf("traffic did not come back: %v", series.LongestGap())
+	}
+	t.Logf("FIGURE: proxy pod replaced: new pod Ready after %.1f s; probe outage %s, %d of %d probes lost",
+		ready.Seconds(), series.LongestGap().Len().Round(time.Millisecond), series.Failures(), len(series))
+}
+
+// replaceNSM deletes the NSMgr's and the forwarder's pods while the external
+// host probes the VIP: no probe is lost (the data path is the kernel's; the
+// connections heal on the new NSMgr) and everything turns Ready by itself.
+func (tr *trench) replaceNSM(ctx context.Context, t *testing.T) {
+	tr.c.waitProxyReady(ctx, t)
+	before := tr.targetAddrs(ctx, t)
+	stop := tr.proberOn(ctx, t)
+	time.Sleep(time.Second)
+	start := time.Now()
+	pods := tr.c.client.CoreV1().Pods("nsm-system")
+	var old []*corev1.Pod
+	for _, app := range []string{"nsmgr", "forwarder"} {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil || len(list.Items) != 1 {
+			t.Fatalf("%s pods: %v, %d", app, err, len(list.Items))
+		}
+		old = append(old, &list.Items[0])
+	}
+	for _, p := range old {
+		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range old {
+		tr.c.waitReplaced(ctx, t, p, "app="+p.Labels["app"])
+	}
+	ready := time.Since(start)
+	tr.c.waitProxyReady(ctx, t)
+	// The targets' and the proxy's connections heal through the new NSMgr
+	// (they refresh, or the liveness check asks the new one); probe on for
+	// a while after it so that a late heal that breaks the path is seen.
+	time.Sleep(15 * time.Second)
+	tr.waitServed(ctx, t)
+	series := stop()
+	checkKept(t, before, tr.targetAddrs(ctx, t))
+	t.Logf("FIGURE: NSMgr and forwarder pods replaced: both Ready after %.1f s; %d of %d probes lost (longest gap %s)",
+		ready.Seconds(), series.Failures(), len(series), series.LongestGap().Len().Round(time.Millisecond))
+	if n := series.Failures(); n != 0 {
+		t.Errorf("%d probes lost while NSM's pods were replaced: %v", n, series.Gaps())
+	}
+}
+
+// waitReplaced waits, after pod was deleted, until another pod of
+// selector in its namespace is Ready, and returns it.
+func (c *cluster) waitReplaced(ctx context.Context, t *testing.T, pod *corev1.Pod, selector string) *corev1.Pod {
+	t.Helper()
+	var next *corev1.Pod
+	eventually(ctx, t, "a new pod of "+selector+" Ready", func(ctx context.Context) error {
+		list, err := c.client.CoreV1().Pods(pod.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if p := &list.Items[i]; p.UID != pod.UID && p.DeletionTimestamp == nil && podReady(p) {
+				next = p
+				return nil
+			}
+		}
+		return fmt.Errorf("none Ready yet")
+	})
+	return next
+}

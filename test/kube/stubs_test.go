@@ -1,0 +1,196 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The lab's LB and target stubs as pods (the lab binary's `lab lb` and
+// `lab target`, image localhost/causeway/lab loaded by make test-kube), with
+// SPIFFE credentials from the node's SPIRE agent.
+const (
+	conduitService = "load-balancer." + chartRelease + "." + chartNamespace
+	proxyService   = "proxy." + conduitService
+	echoPort       = 5000
+	lbAccount      = "lb-stub"
+	targetAccount  = "target-stub"
+	lbDeployment   = "lb"
+	targetsName    = "targets"
+	targetLink     = "nsm-0"
+	// targetsDir is how the LB stubs learn the targets, as in the lab: each
+	// target publishes its addresses there as a file named after its pod.
+	// A directory of the node shared by hostPath: a test fixture that works
+	// on a single node (docs/kubernetes.md).
+	targetsDir = "/var/lib/causeway-cluster/lab-targets"
+	nsmDir     = "/var/lib/networkservicemesh"
+)
+
+// chartVIPs are the example values' VIPs.
+var chartVIPs = []netip.Addr{netip.MustParseAddr("20.0.0.1"), netip.MustParseAddr("2001:db8::1")}
+
+// stubArgs are the arguments of the stub command (lb or target) every pod
+// of it shares; the pod's name comes from the downward API.
+func stubArgs(command string, extra ...string) []string {
+	args := []string{command, "-spiffe", "-nsmgr", "unix://" + nsmDir + "/nsm.io.sock", "-name", "$(POD_NAME)"}
+	for _, v := range chartVIPs {
+		args = append(args, "-vip", v.String())
+	}
+	return append(args, extra...)
+}
+
+// stubDeployment is a Deployment of replicas pods of the lab image running
+// args: privileged (they set sysctls and routes in their namespaces), with
+// the node's NSM and SPIRE sockets and the targets' directory.
+func stubDeployment(name, account, image string, replicas int32, args []string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	privileged := true
+	grace := int64(10)
+	hostDir := func(vol, path string) corev1.Volume {
+		t := corev1.HostPathDirectoryOrCreate
+		return corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &t}}}
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            account,
+					TerminationGracePeriodSeconds: &grace,
+					Containers: []corev1.Container{{
+						Name: "stub", Image: image, ImagePullPolicy: corev1.PullNever, Args: args,
+						Env: []corev1.EnvVar{
+							{Name: "SPIFFE_ENDPOINT_SOCKET", Value: "unix://" + spireSockets + "/agent.sock"},
+							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+						},
+						SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "spire", MountPath: spireSockets, ReadOnly: true},
+							{Name: "nsm", MountPath: nsmDir, ReadOnly: true},
+							{Name: "targets", MountPath: "/targets"},
+							{Name: "run", MountPath: "/run/stub"},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						hostDir("spire", spireSockets), hostDir("nsm", nsmDir), hostDir("targets", targetsDir),
+						{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+					},
+				},
+			},
+		},
+	}
+}
+
+// startStubs registers the stubs' service accounts with SPIRE and starts
+// two LB stubs (NSEs of the conduit's network service) and three targets
+// (clients of the proxy's), in the chart's namespace; they go when t ends.
+func (c *cluster) startStubs(ctx context.Context, t *testing.T) {
+	t.Helper()
+	tag := os.Getenv("CAUSEWAY_IMAGE_TAG")
+	image := "localhost/causeway/lab:" + tag
+	if err := os.RemoveAll(targetsDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(targetsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.serviceAccount(ctx, t, chartNamespace, lbAccount)
+	c.serviceAccount(ctx, t, chartNamespace, targetAccount)
+	registerSPIFFE(t, chartNamespace, lbAccount, targetAccount)
+	deployments := c.client.AppsV1().Deployments(chartNamespace)
+	for _, d := range []*appsv1.Deployment{
+		stubDeployment(lbDeployment, lbAccount, image, 2, stubArgs("lb", "-service", conduitService,
+			"-socket", "/run/stub/nse.sock", "-targets-dir", "/targets")),
+		stubDeployment(targetsName, targetAccount, image, 3, stubArgs("target", "-service", proxyService,
+			"-port", fmt.Sprint(echoPort), "-service-port", fmt.Sprint(servicePort), "-publish-dir", "/targets")),
+	} {
+		if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("deployment %s: %v", d.Name, err)
+		}
+	}
+	t.Cleanup(func() { c.stopStubs(t) })
+}
+
+// stopStubs deletes the stubs' deployments and waits until their pods are
+// gone (idempotent).
+func (c *cluster) stopStubs(t *testing.T) {
+	t.Helper()
+	deployments := c.client.AppsV1().Deployments(chartNamespace)
+	for _, name := range []string{targetsName, lbDeployment} {
+		err := deployments.Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s: %v", name, err)
+		}
+	}
+	c.waitPodsGone(t, chartNamespace, "app in ("+targetsName+","+lbDeployment+")")
+	_ = os.RemoveAll(targetsDir)
+}
+
+// stubPods returns the running pods of the stub deployment name once there
+// are want of them, each logging ready (the stub's log line that says it is
+// up), sorted by name.
+func (c *cluster) stubPods(ctx context.Context, t *testing.T, name string, want int, ready string) []*corev1.Pod {
+	t.Helper()
+	var pods []*corev1.Pod
+	eventually(ctx, t, fmt.Sprintf("%d %s pods logging %q", want, name, ready), func(ctx context.Context) error {
+		list, err := c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return err
+		}
+		pods = pods[:0]
+		for i := range list.Items {
+			p := &list.Items[i]
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("%s %s", p.Name, p.Status.Phase)
+			}
+			if out := c.logs(ctx, p); !strings.Contains(out, ready) {
+				return fmt.Errorf("%s has not logged %q: %s", p.Name, ready, lastLines(out, 3))
+			}
+			pods = append(pods, p)
+		}
+		if len(pods) != want {
+			return fmt.Errorf("%d pods", len(pods))
+		}
+		return nil
+	})
+	return pods
+}
+
+// waitPodsGone waits until no pod of namespace ns matches selector.
+func (c *cluster) waitPodsGone(t *testing.T, ns, selector string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	eventually(ctx, t, "pods "+selector+" gone", func(ctx context.Context) error {
+		list, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) != 0 {
+			return fmt.Errorf("%d left", len(list.Items))
+		}
+		return nil
+	})
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
