@@ -177,6 +177,9 @@ func targetCmd(args []string) int {
 		}
 		cfg.Labels[k] = v
 	}
+	// Run as a pod (or by the lab, which sets what the downward API would),
+	// the target names its pod on its connection.
+	_, cfg.PodLabels = os.LookupEnv("POD_NAME")
 	return runStub("target", "target stub", func(ctx context.Context) error {
 		return withSPIFFE(ctx, *spiffe, cfg.TokenLifetime, func(c *credentials.Credentials) error {
 			cfg.SPIFFE = c

@@ -12,6 +12,7 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
 
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/clientinfo"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 
 	"github.com/causeway-net/causeway/internal/nsmcp"
@@ -58,6 +59,12 @@ type Config struct {
 	// SPIFFE, when set, are the client's credentials instead of the lab's
 	// (a target stub run as a pod of a cluster whose NSM is secure).
 	SPIFFE *credentials.Credentials
+	// PodLabels puts the names of the process's pod, node and cluster
+	// (POD_NAME, NODE_NAME, CLUSTER_NAME, from the downward API) on the
+	// connection's labels, with NSM's clientinfo element in the target's own
+	// chain: the proxy's Kubernetes source matches a target to its pod by
+	// them. Labels already set (Labels) are kept.
+	PodLabels bool
 }
 
 // Target is a running target stub.
@@ -119,10 +126,7 @@ func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
 		NetNSPath:     cfg.NetNSPath,
 		TokenLifetime: cfg.TokenLifetime,
 		SPIFFE:        cfg.SPIFFE,
-		Elements: []networkservice.NetworkServiceClient{
-			&publishClient{dir: cfg.PublishDir, name: cfg.Name, vips: cfg.VIPs,
-				nsPath: cfg.NetNSPath, ifname: cfg.InterfaceName},
-		},
+		Elements:      cfg.elements(),
 	}), retry.WithTryTimeout(cfg.RequestTimeout), retry.WithInterval(time.Second))
 
 	conn, err := t.client.Request(ctx, &networkservice.NetworkServiceRequest{
@@ -151,6 +155,17 @@ func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
 	slog.Info("target connected", "target", cfg.Name, "service", cfg.Service,
 		"src", conn.GetContext().GetIpContext().GetSrcIpAddrs(), "gateways", conn.GetContext().GetIpContext().GetExtraPrefixes())
 	return t, nil
+}
+
+// elements are the target's own chain elements, run before the kernel
+// mechanism: its pod's labels (PodLabels), then the publication.
+func (cfg Config) elements() []networkservice.NetworkServiceClient {
+	var out []networkservice.NetworkServiceClient
+	if cfg.PodLabels {
+		out = append(out, clientinfo.NewClient())
+	}
+	return append(out, &publishClient{dir: cfg.PublishDir, name: cfg.Name, vips: cfg.VIPs,
+		nsPath: cfg.NetNSPath, ifname: cfg.InterfaceName})
 }
 
 // Connection is the target's current connection.
