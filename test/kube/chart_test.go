@@ -19,6 +19,7 @@ import (
 // The cluster's tools and containerd (scripts/cluster).
 const (
 	helmPath        = "/var/lib/causeway-cluster/bin/helm"
+	kubectlPath     = "/var/lib/causeway-cluster/bin/kubectl"
 	containerdSock  = "/run/causeway-cluster/containerd/containerd.sock"
 	chartNamespace  = "red"
 	chartRelease    = "trench-a"
@@ -48,6 +49,8 @@ func helm(t *testing.T, args ...string) string {
 const servicesValues = `
 services:
   enabled: true
+  source: file
+  prefixes: []
 conduits:
   - name: load-balancer
     destinationPortNats:

@@ -85,6 +85,17 @@ func (tr *trench) replaceTarget(ctx context.Context, t *testing.T) {
 			victim = name
 		}
 	}
+	after := tr.deleteTarget(ctx, t, victim)
+	checkUnique(t, after)
+	checkKept(t, before, after)
+	tr.waitServed(ctx, t)
+	t.Logf("targets before %v, after %v", before, after)
+}
+
+// deleteTarget deletes the target pod victim and returns the addresses
+// of the targets once it is gone and replaced.
+func (tr *trench) deleteTarget(ctx context.Context, t *testing.T, victim string) map[string][]netip.Addr {
+	t.Helper()
 	if err := tr.c.client.CoreV1().Pods(chartNamespace).Delete(ctx, victim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +107,7 @@ func (tr *trench) replaceTarget(ctx context.Context, t *testing.T) {
 		}
 		return nil
 	})
-	checkUnique(t, after)
-	checkKept(t, before, after)
-	tr.waitServed(ctx, t)
-	t.Logf("targets before %v, after %v", before, after)
+	return after
 }
 
 // reachServices: a target pod reaches the chart's services, TCP and UDP
@@ -109,22 +117,30 @@ func (tr *trench) reachServices(ctx context.Context, t *testing.T) {
 	client := tr.c.podNetNS(ctx, t, pods[0], "stub")
 	for _, svc := range chartServices {
 		for _, network := range []string{"tcp", "udp"} {
-			var tally traffic.Tally
-			eventually(ctx, t, fmt.Sprintf("%s %s served from %s by every target", network, svc, pods[0].Name), func(ctx context.Context) error {
-				tally = runFlows(ctx, network, traffic.Flows{NetNSPath: client, Addr: svc, Count: 60, Attempts: 3})
-				if tally.Errors != 0 {
-					return fmt.Errorf("%s", tally)
-				}
-				for _, p := range pods {
-					if tally.Answers[p.Name] == 0 {
-						return fmt.Errorf("%s did not answer: %s", p.Name, tally)
-					}
-				}
-				return nil
-			})
+			tally := servedByAll(ctx, t, client, pods, network, svc)
 			t.Logf("%s to %s from %s: %s", network, svc, pods[0].Name, tally)
 		}
 	}
+}
+
+// servedByAll waits until a batch of flows of network from the namespace
+// at client to svc is answered without a failure, by every pod of pods.
+func servedByAll(ctx context.Context, t *testing.T, client string, pods []*corev1.Pod, network string, svc netip.AddrPort) traffic.Tally {
+	t.Helper()
+	var tally traffic.Tally
+	eventually(ctx, t, fmt.Sprintf("%s %s served by every target", network, svc), func(ctx context.Context) error {
+		tally = runFlows(ctx, network, traffic.Flows{NetNSPath: client, Addr: svc, Count: 60, Attempts: 3})
+		if tally.Errors != 0 {
+			return fmt.Errorf("%s", tally)
+		}
+		for _, p := range pods {
+			if tally.Answers[p.Name] == 0 {
+				return fmt.Errorf("%s did not answer: %s", p.Name, tally)
+			}
+		}
+		return nil
+	})
+	return tally
 }
 
 // proberOn starts probing the IPv4 VIP over TCP from the external host,
@@ -133,9 +149,16 @@ func (tr *trench) reachServices(ctx context.Context, t *testing.T) {
 func (tr *trench) proberOn(ctx context.Context, t *testing.T) func() traffic.Series {
 	t.Helper()
 	addr, local := echoAt(chartVIPs[0])
-	p, err := traffic.StartProber(ctx, traffic.ProbeConfig{
+	return startProber(ctx, t, traffic.ProbeConfig{
 		NetNSPath: tr.ext.ns.Path(), Network: "tcp", Addr: addr, Local: local, Interval: 10 * time.Millisecond,
 	})
+}
+
+// startProber starts probing as cfg says until the returned function
+// stops it and returns the series (at the latest when t ends).
+func startProber(ctx context.Context, t *testing.T, cfg traffic.ProbeConfig) func() traffic.Series {
+	t.Helper()
+	p, err := traffic.StartProber(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,9 @@ func stubDeployment(name, account, image string, replicas int32, args []string) 
 							{Name: "SPIFFE_ENDPOINT_SOCKET", Value: "unix://" + spireSockets + "/agent.sock"},
 							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 							{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+							// The target names its pod on its connection with NSM's clientinfo,
+							// which also reads this one (and warns at each request without it).
+							{Name: "CLUSTER_NAME", Value: "causeway-test"},
 						},
 						SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
 						VolumeMounts: []corev1.VolumeMount{

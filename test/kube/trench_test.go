@@ -35,6 +35,7 @@ func TestTrench(t *testing.T) {
 	tr := c.startTrench(ctx, t)
 	t.Run("Traffic", func(t *testing.T) { tr.checkTraffic(ctx, t) })
 	t.Run("ServiceFromTarget", func(t *testing.T) { tr.reachServices(ctx, t) })
+	t.Run("KubernetesServices", func(t *testing.T) { tr.kubeServices(ctx, t) })
 	t.Run("TargetReplaced", func(t *testing.T) { tr.replaceTarget(ctx, t) })
 	t.Run("IPAMReplaced", func(t *testing.T) { tr.replaceIPAM(ctx, t) })
 	t.Run("ProxyReplaced", func(t *testing.T) { tr.replaceProxy(ctx, t) })

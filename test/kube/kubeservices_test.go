@@ -1,0 +1,394 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
+)
+
+// kubeServicesValues switch the proxies' services to the Kubernetes source
+// (the example's conduit repeated without its servicesFile): they serve
+// the Services labelled with the conduit's proxy name, whose cluster IPs
+// the suite fixes in two narrow prefixes of the cluster's service CIDRs
+// (scripts/cluster/lib.sh), which the targets route to their proxy.
+const kubeServicesValues = `
+services:
+  enabled: true
+  source: kubernetes
+  prefixes: [10.96.200.0/24, "fd10:96::c800/120"]
+conduits:
+  - name: load-balancer
+    destinationPortNats:
+      - {port: 80, targetPort: 8080, protocol: tcp, vips: [vip-v4]}
+`
+
+// The Services of the scenario: echo (no affinity) and sticky (ClientIP),
+// dual-stack, selecting the target stubs; plain, the same without the
+// proxy's label, which kube-proxy takes.
+var (
+	kubeEcho   = kubeService{"echo-kube", []string{"10.96.200.10", "fd10:96::c80a"}, false}
+	kubeSticky = kubeService{"sticky-kube", []string{"10.96.200.11", "fd10:96::c80b"}, true}
+	kubePlain  = kubeService{"plain", []string{"10.96.200.20"}, false}
+)
+
+const (
+	proxyNameLabel   = "service.kubernetes.io/service-proxy-name"
+	sliceManagedBy   = "endpointslice.kubernetes.io/managed-by=proxy.causeway-net.github.io"
+	proxySelector    = "app.kubernetes.io/component=proxy-load-balancer"
+	proxyNftTable    = "causeway-svc" // pkg/servicelb/nftlb.TableName
+	kubeServicesPort = 80
+	// The chart's ClusterRole of the proxies' Kubernetes source.
+	servicesClusterRole = chartNamespace + "-proxy-" + chartRelease + "-services"
+)
+
+type kubeService struct {
+	name     string
+	ips      []string
+	affinity bool
+}
+
+// object is the Service: labelled for the conduit's proxies unless it is
+// plain, TCP and UDP on kubeServicesPort to the targets' servicePort.
+func (s kubeService) object() *corev1.Service {
+	policy := corev1.IPFamilyPolicyPreferDualStack
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: chartNamespace},
+		Spec: corev1.ServiceSpec{
+			Selector:       map[string]string{"app": targetsName},
+			ClusterIP:      s.ips[0],
+			ClusterIPs:     s.ips,
+			IPFamilyPolicy: &policy,
+			Ports: []corev1.ServicePort{
+				{Name: "tcp", Port: kubeServicesPort, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(servicePort)},
+				{Name: "udp", Port: kubeServicesPort, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(servicePort)},
+			},
+		},
+	}
+	if s.name != kubePlain.name {
+		svc.Labels = map[string]string{proxyNameLabel: conduitService}
+	}
+	if s.affinity {
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	}
+	return svc
+}
+
+// addrs are the Service's cluster IPs on port.
+func (s kubeService) addrs(port int) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, ip := range s.ips {
+		out = append(out, netip.AddrPortFrom(netip.MustParseAddr(ip), uint16(port)))
+	}
+	return out
+}
+
+// kubeServices: the proxies switched to the Kubernetes source (helm
+// upgrade; switched back to the file when the scenario ends), a Service
+// labelled for the conduit is served to a target pod on its cluster IPs,
+// and not by kube-proxy; the proxy publishes the targets' conduit
+// addresses in its EndpointSlices, which follow a target pod replaced
+// while flows go on; ClientIP affinity holds; a port added is served, and
+// a Service deleted takes its rules and slices along.
+func (tr *trench) kubeServices(ctx context.Context, t *testing.T) {
+	tr.switchServices(ctx, t, kubeServicesValues)
+	t.Cleanup(func() { tr.switchServices(ctx, t, servicesValues) })
+	svcs := tr.c.client.CoreV1().Services(chartNamespace)
+	t.Cleanup(func() {
+		for _, s := range []kubeService{kubeEcho, kubeSticky, kubePlain} {
+			_ = svcs.Delete(context.Background(), s.name, metav1.DeleteOptions{})
+		}
+	})
+	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
+	client := tr.c.podNetNS(ctx, t, pods[0], "stub")
+
+	start := time.Now()
+	if _, err := svcs.Create(ctx, kubeEcho.object(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first := kubeEcho.addrs(kubeServicesPort)[0]
+	for {
+		// Finer than eventually's period, the figure being a fraction of
+		// it; a SYN sent before the rules is dropped, hence short tries.
+		if _, err := traffic.Ask(ctx, client, "tcp", netip.Addr{}, first, 100*time.Millisecond); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatalf("no flow to %s served: %v", first, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("FIGURE: kubernetes source: Service created to its first flow served from a target pod: %.2f s", time.Since(start).Seconds())
+
+	tr.checkKubeProxySkips(ctx, t)
+	tr.checkSlices(ctx, t, kubeEcho.name)
+	for _, svc := range kubeEcho.addrs(kubeServicesPort) {
+		for _, network := range []string{"tcp", "udp"} {
+			t.Logf("%s to %s (%s) from %s: %s", network, svc, kubeEcho.name, pods[0].Name, servedByAll(ctx, t, client, pods, network, svc))
+		}
+	}
+	tr.checkNoWarnings(ctx, t, kubeEcho.name)
+	tr.checkAffinity(ctx, t, pods)
+	tr.churnTargets(ctx, t, client, pods[0])
+	tr.changeService(ctx, t, client, pods[0].Name)
+}
+
+// checkNoWarnings: the proxy reported nothing it refuses of the Service
+// (a Warning Event on it: a cluster IP outside the prefixes, a port not
+// served).
+func (tr *trench) checkNoWarnings(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	events, err := tr.c.client.CoreV1().Events(chartNamespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Service,involvedObject.name=" + name + ",type=Warning",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		t.Errorf("Warning on the Service %s: %s: %s", name, e.Reason, e.Message)
+	}
+}
+
+// switchServices upgrades the release with the values in values (the
+// others reused) and waits until the proxy's pod has been replaced, is
+// Ready, and every target answers on the VIPs again.
+func (tr *trench) switchServices(ctx context.Context, t *testing.T, values string) {
+	t.Helper()
+	proxy := tr.c.waitProxyReady(ctx, t)
+	file := filepath.Join(t.TempDir(), "services.yaml")
+	if err := os.WriteFile(file, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
+		"--reuse-values", "--values", file)
+	tr.c.waitReplaced(ctx, t, proxy, proxySelector)
+	tr.waitServed(ctx, t)
+	t.Logf("services switched (helm upgrade to the proxy replaced and serving): %.1f s", time.Since(start).Seconds())
+	// The proxies may read the API only with the Kubernetes source.
+	_, err := tr.c.client.RbacV1().ClusterRoles().Get(ctx, servicesClusterRole, metav1.GetOptions{})
+	if fromAPI := strings.Contains(values, "source: kubernetes"); fromAPI && err != nil || !fromAPI && !apierrors.IsNotFound(err) {
+		t.Errorf("ClusterRole %s with the kubernetes source %v: %v", servicesClusterRole, fromAPI, err)
+	}
+}
+
+// checkKubeProxySkips: kube-proxy programs the unlabelled Service (its
+// cluster IP in kube-proxy's nftables table, which shows that it has seen
+// the Services created before it) and has no rule for the labelled one.
+func (tr *trench) checkKubeProxySkips(ctx context.Context, t *testing.T) {
+	t.Helper()
+	svcs := tr.c.client.CoreV1().Services(chartNamespace)
+	if _, err := svcs.Create(ctx, kubePlain.object(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "kube-proxy programs the unlabelled Service", func(ctx context.Context) error {
+		if !strings.Contains(nftList(t, "", "ip", "kube-proxy"), kubePlain.ips[0]) {
+			return fmt.Errorf("%s not in kube-proxy's table", kubePlain.ips[0])
+		}
+		return nil
+	})
+	if err := svcs.Delete(ctx, kubePlain.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tables := nftList(t, "", "ip", "kube-proxy") + nftList(t, "", "ip6", "kube-proxy")
+	for _, ip := range kubeEcho.ips {
+		if strings.Contains(tables, ip) {
+			t.Errorf("kube-proxy has a rule for %s of the labelled Service %s", ip, kubeEcho.name)
+		}
+	}
+}
+
+// nftList lists an nftables table in the namespace at path (the node's
+// root namespace when empty).
+func nftList(t *testing.T, path, family, table string) string {
+	t.Helper()
+	cmd := exec.Command("nft", "list", "table", family, table)
+	if path != "" {
+		cmd = exec.Command("nsenter", "--net="+path, "nft", "list", "table", family, table)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list table %s %s: %v: %s", family, table, err, out)
+	}
+	return string(out)
+}
+
+// publishedAddrs returns the ready addresses of the proxy's EndpointSlices
+// of the Service name, sorted, and how many slices there are.
+func (tr *trench) publishedAddrs(ctx context.Context, name string) ([]netip.Addr, int, error) {
+	list, err := tr.c.client.DiscoveryV1().EndpointSlices(chartNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + name + "," + sliceManagedBy,
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []netip.Addr
+	for _, s := range list.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || !*e.Conditions.Ready {
+				continue
+			}
+			for _, a := range e.Addresses {
+				if ip, err := netip.ParseAddr(a); err == nil {
+					out = append(out, ip)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, len(list.Items), nil
+}
+
+// checkSlices waits until the proxy's EndpointSlices of the Service name
+// hold, ready, exactly the conduit addresses of the running targets (both
+// families), and logs what kubectl shows of them.
+func (tr *trench) checkSlices(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	eventually(ctx, t, "the slices of "+name+" hold the targets' addresses", func(ctx context.Context) error {
+		var want []netip.Addr
+		for _, list := range tr.targetAddrs(ctx, t) {
+			want = append(want, list...)
+		}
+		slices.SortFunc(want, netip.Addr.Compare)
+		got, n, err := tr.publishedAddrs(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(got, want) || n != 2 {
+			return fmt.Errorf("%d slices with %v, want 2 with %v", n, got, want)
+		}
+		return nil
+	})
+	out, err := exec.CommandContext(ctx, kubectlPath, "--kubeconfig", kubeconfigPath(), "get", "endpointslices",
+		"-n", chartNamespace, "-l", discoveryv1.LabelServiceName+"="+name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get endpointslices: %v: %s", err, out)
+	}
+	t.Logf("kubectl get endpointslices -l %s=%s:\n%s", discoveryv1.LabelServiceName, name, out)
+}
+
+// checkAffinity: each of two target pods, its flows to the ClientIP
+// Service (TCP and UDP, both families) all answered by one target.
+func (tr *trench) checkAffinity(ctx context.Context, t *testing.T, pods []*corev1.Pod) {
+	t.Helper()
+	if _, err := tr.c.client.CoreV1().Services(chartNamespace).Create(ctx, kubeSticky.object(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods[:2] {
+		client := tr.c.podNetNS(ctx, t, p, "stub")
+		for _, svc := range kubeSticky.addrs(kubeServicesPort) {
+			for _, network := range []string{"tcp", "udp"} {
+				var tally traffic.Tally
+				eventually(ctx, t, fmt.Sprintf("%s %s from %s served by one target", network, svc, p.Name), func(ctx context.Context) error {
+					tally = runFlows(ctx, network, traffic.Flows{NetNSPath: client, Addr: svc, Count: 30, Attempts: 3})
+					if tally.Errors != 0 || len(tally.Answers) != 1 {
+						return fmt.Errorf("%s", tally)
+					}
+					return nil
+				})
+				t.Logf("%s to %s (%s) from %s: %s", network, svc, kubeSticky.name, p.Name, tally)
+			}
+		}
+	}
+}
+
+// churnTargets deletes a target pod (not the client's) while the client
+// probes the echo Service: the slices follow (its addresses gone, its
+// replacement's in), every target answers, and the flows lost meanwhile
+// are a figure.
+func (tr *trench) churnTargets(ctx context.Context, t *testing.T, client string, clientPod *corev1.Pod) {
+	t.Helper()
+	before := tr.targetAddrs(ctx, t)
+	var victim string
+	for name := range before {
+		if name != clientPod.Name && (victim == "" || name > victim) {
+			victim = name
+		}
+	}
+	stop := startProber(ctx, t, traffic.ProbeConfig{
+		NetNSPath: client, Network: "tcp", Addr: kubeEcho.addrs(kubeServicesPort)[0], Interval: 10 * time.Millisecond,
+	})
+	time.Sleep(time.Second)
+	start := time.Now()
+	after := tr.deleteTarget(ctx, t, victim)
+	tr.checkSlices(ctx, t, kubeEcho.name)
+	followed := time.Since(start)
+	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
+	servedByAll(ctx, t, client, pods, "tcp", kubeEcho.addrs(kubeServicesPort)[0])
+	time.Sleep(time.Second)
+	series := stop()
+	t.Logf("targets before %v, after %v: the slices hold the latter's addresses", before, after)
+	if len(series.After(start)) == 0 || !series[len(series)-1].OK() {
+		t.Fatalf("flows to %s not served after the churn: %v", kubeEcho.name, series.LongestGap())
+	}
+	window := "none"
+	if gaps := series.Gaps(); len(gaps) > 0 {
+		window = fmt.Sprintf("%.2f–%.2f s after the delete (%v)", gaps[0].Start.Sub(start).Seconds(),
+			gaps[len(gaps)-1].End.Sub(start).Seconds(), series.FirstError())
+	}
+	t.Logf("FIGURE: kubernetes source, a target pod deleted and replaced: slices followed after %.1f s; %d of %d flows lost, %s; answered by %v",
+		followed.Seconds(), series.Failures(), len(series), window, series.Targets())
+}
+
+// changeService adds a port to the echo Service (served by every target
+// on both families), then deletes it: its cluster IPs leave the proxy's
+// nftables table and its slices go.
+func (tr *trench) changeService(ctx context.Context, t *testing.T, client, clientPod string) {
+	t.Helper()
+	svcs := tr.c.client.CoreV1().Services(chartNamespace)
+	svc, err := svcs.Get(ctx, kubeEcho.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const added = 81
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "tcp-81", Port: added, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(servicePort)})
+	if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
+	for _, a := range kubeEcho.addrs(added) {
+		t.Logf("tcp to %s (port added) from %s: %s", a, clientPod, servedByAll(ctx, t, client, pods, "tcp", a))
+	}
+
+	proxyNS := tr.c.podNetNS(ctx, t, tr.c.waitProxyReady(ctx, t), proxyContainer)
+	table := nftList(t, proxyNS, "inet", proxyNftTable)
+	for _, ip := range kubeEcho.ips {
+		if !strings.Contains(table, ip) {
+			t.Fatalf("the proxy's table has no %s of %s:\n%s", ip, kubeEcho.name, table)
+		}
+	}
+	if err := svcs.Delete(ctx, kubeEcho.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, kubeEcho.name+" deleted: its rules and slices gone", func(ctx context.Context) error {
+		table := nftList(t, proxyNS, "inet", proxyNftTable)
+		for _, ip := range kubeEcho.ips {
+			if strings.Contains(table, ip) {
+				return fmt.Errorf("%s still in the proxy's table", ip)
+			}
+		}
+		if !strings.Contains(table, kubeSticky.ips[0]) {
+			return fmt.Errorf("%s of %s gone too", kubeSticky.ips[0], kubeSticky.name)
+		}
+		if _, n, err := tr.publishedAddrs(ctx, kubeEcho.name); err != nil || n != 0 {
+			return fmt.Errorf("%d slices left (%v)", n, err)
+		}
+		return nil
+	})
+	if _, err := svcs.Get(ctx, kubeEcho.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s still there: %v", kubeEcho.name, err)
+	}
+}
