@@ -29,9 +29,11 @@ func (l *Lab) bin(name string) string { return filepath.Join(l.state().BinDir, n
 
 // podEnv is what Kubernetes' downward API gives a pod and NSM reads: the
 // node (every component of the lab runs on NodeName), the pod's name and
-// the cluster's (the run). The NSMgr's clientinfo puts them on every
-// connection's labels (nodeName is what the proxy's service matches a
-// target on) and warns when they are not set.
+// the cluster's (the run). A target names its own pod with them on its
+// connection (lab target: targetstub.Config.PodLabels); the NSMgr's
+// clientinfo puts its own on every label a client left unset (nodeName is
+// what the proxy's service matches a target on) and warns when they are
+// not set.
 func (l *Lab) podEnv(component string) []string {
 	return []string{"NODE_NAME=" + NodeName, "POD_NAME=" + l.podName(component), "CLUSTER_NAME=lab-" + l.ID()}
 }
