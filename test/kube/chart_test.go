@@ -81,7 +81,9 @@ const servicePort = 8080
 // the proxies' services on, servicesValues), the
 // images of this clone (loaded by make test-kube with CAUSEWAY_IMAGE_TAG)
 // and the cluster's own sysctl image, after registering the chart's service
-// accounts with SPIRE. It uninstalls it when t ends.
+// accounts with SPIRE. It uninstalls it when t ends. Image references go
+// in with --set-string: a tag of digits only (a git hash such as 6776663)
+// would otherwise be a number, which the chart's schema refuses.
 func (c *cluster) installChart(ctx context.Context, t *testing.T) {
 	t.Helper()
 	tag := os.Getenv("CAUSEWAY_IMAGE_TAG")
@@ -103,7 +105,7 @@ func (c *cluster) installChart(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	helm(t, "install", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
-		"--create-namespace", "--values", repoPath(chartExample), "--values", services, "--set", strings.Join(set, ","))
+		"--create-namespace", "--values", repoPath(chartExample), "--values", services, "--set-string", strings.Join(set, ","))
 	t.Cleanup(func() {
 		// A test that failed before its own uninstall leaves nothing either.
 		_ = exec.Command(helmPath, "uninstall", chartRelease, "--namespace", chartNamespace, "--wait", "--ignore-not-found",

@@ -85,7 +85,7 @@ func (tr *trench) upgradeUninstall(ctx context.Context, t *testing.T) {
 	time.Sleep(time.Second)
 	start := time.Now()
 	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace, "--reuse-values",
-		"--set", "images.proxy.tag="+next+",images.ipam.tag="+next+",images.nsp.tag="+next)
+		"--set-string", "images.proxy.tag="+next+",images.ipam.tag="+next+",images.nsp.tag="+next)
 	eventually(ctx, t, "every pod of the chart on the new tag and Ready", func(ctx context.Context) error {
 		list, err := tr.c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + chartRelease})
 		if err != nil {
