@@ -273,7 +273,23 @@ func (tr *trench) replaceNSM(ctx context.Context, t *testing.T) {
 	t.Logf("FIGURE: NSMgr and forwarder pods replaced: both Ready after %.1f s; %d of %d probes lost (longest gap %s)",
 		ready.Seconds(), series.Failures(), len(series), series.LongestGap().Len().Round(time.Millisecond))
 	if n := series.Failures(); n != 0 {
-		t.Errorf("%d probes lost while NSM's pods were replaced: %v", n, series.Gaps())
+		t.Errorf("%d probes lost while NSM's pods were replaced (deleted at %s): %v", n, start.Format(time.RFC3339Nano), series.Gaps())
+		tr.logPods(ctx, t, "nsm-system", "app in (nsmgr,forwarder)")
+		tr.logPods(ctx, t, chartNamespace, "app.kubernetes.io/instance="+chartRelease+",app.kubernetes.io/component notin (ipam,nsp)")
+		tr.logStubs(ctx, t)
+	}
+}
+
+// logPods logs the last lines of the logs of the pods of selector in
+// namespace (a failed check: what each component said meanwhile).
+func (tr *trench) logPods(ctx context.Context, t *testing.T, namespace, selector string) {
+	list, err := tr.c.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	for i := range list.Items {
+		t.Logf("%s/%s:\n%s", namespace, list.Items[i].Name, lastLines(tr.c.logs(ctx, &list.Items[i]), 40))
 	}
 }
 
