@@ -178,7 +178,7 @@ func testDaemonKubeServices(t *testing.T, provider string) {
 	t.Logf("FIGURE: proxy with the kubernetes source and the %s provider: network programming of a target's connection (its slice written, read back, synced): %.1f ms on average over %v changes",
 		provider, 1000*metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_sum")/metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count"),
 		metric(t, cfg.MetricsAddress, "kubeproxy_network_programming_duration_seconds_count"))
-	require.GreaterOrEqual(t, metric(t, cfg.MetricsAddress, "kubeproxy_sync_proxy_rules_duration_seconds_count"), 1.0)
+	require.Positive(t, metric(t, cfg.MetricsAddress, "kubeproxy_sync_proxy_rules_duration_seconds_count"), "syncs counted")
 	require.Positive(t, metric(t, cfg.MetricsAddress, "kubeproxy_sync_proxy_rules_last_timestamp_seconds"))
 
 	// The pod turns not ready: so does its endpoint, which stops serving.
