@@ -13,6 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
 // withHandle calls fn with a netlink handle in the namespace at path.
@@ -79,18 +81,8 @@ func (c *cluster) proxyNexthops(ctx context.Context, t *testing.T, proxy *corev1
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range routes {
-			if r.Gw != nil {
-				a, _ := netip.AddrFromSlice(r.Gw)
-				gws = append(gws, a.Unmap())
-			}
-			for _, nh := range r.MultiPath {
-				a, _ := netip.AddrFromSlice(nh.Gw)
-				gws = append(gws, a.Unmap())
-			}
-		}
+		gws = topo.Gateways(routes)
 	})
-	slices.SortFunc(gws, netip.Addr.Compare)
 	return gws
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
 // RouteProtocol marks the VIP routes of the LB stub (rtnetlink protocol).
@@ -84,19 +86,7 @@ func currentGateways(h *netlink.Handle, vip netip.Addr) ([]netip.Addr, bool, err
 	if len(routes) == 0 {
 		return nil, false, nil
 	}
-	var gws []netip.Addr
-	for _, r := range routes {
-		if r.Gw != nil {
-			a, _ := netip.AddrFromSlice(r.Gw)
-			gws = append(gws, a.Unmap())
-		}
-		for _, nh := range r.MultiPath {
-			a, _ := netip.AddrFromSlice(nh.Gw)
-			gws = append(gws, a.Unmap())
-		}
-	}
-	sort.Slice(gws, func(i, j int) bool { return gws[i].Less(gws[j]) })
-	return gws, true, nil
+	return topo.Gateways(routes), true, nil
 }
 
 // syncVIP makes the route to vip spread over the nexthops of its family, or
