@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -19,30 +20,62 @@ import (
 // binary).
 const childEnv = "CAUSEWAY_LABTEST_CHILD"
 
+// ChildExitDeadline bounds Child.Wait: far above any stub's stop, it only
+// turns a child that never exits into a failure with the child's stacks.
+const ChildExitDeadline = time.Minute
+
+// Child is a stub run by StartChild as a process of its own.
+type Child struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited; err is set
+	err  error
+}
+
 // StartChild runs a copy of the test binary inside ns (`ip netns exec`, as
 // the lab starts a stub), handing it cfg in its environment; the child's
-// TestMain passes it to RunChild. exited gets the process's end once; a
-// test that reads it puts a value back for the clean-up, which kills the
-// process and waits for it.
-func StartChild[C any](t *testing.T, ns *testutil.NetNS, cfg C) (cmd *exec.Cmd, exited chan error) {
+// TestMain passes it to RunChild. The clean-up kills the process, if it still
+// runs, and waits for it.
+func StartChild[C any](t *testing.T, ns *testutil.NetNS, cfg C) *Child {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatalf("child config: %v", err)
 	}
-	cmd = exec.Command("ip", "netns", "exec", ns.Name, os.Args[0], "-test.run=^$")
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start child: %v", err)
 	}
-	exited = make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	c := &Child{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		<-c.done
 	})
-	return cmd, exited
+	return c
+}
+
+// Signal sends sig to the child.
+func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
+
+// Wait returns how the child exited (nil: status 0); any number of callers
+// may wait. A child still running after ChildExitDeadline is sent SIGQUIT,
+// which prints its goroutines on the test's stderr, and Wait fails.
+func (c *Child) Wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-c.done:
+		return c.err
+	case <-time.After(ChildExitDeadline):
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+	<-c.done
+	t.Fatalf("the child did not exit within %v: its goroutines are above", ChildExitDeadline)
+	return nil
 }
 
 // StubMain is the TestMain of a stub package whose tests also run the stub

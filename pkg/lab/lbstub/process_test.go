@@ -30,7 +30,7 @@ func TestLBStubAsProcess(t *testing.T) {
 	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	targets := filepath.Join(bed.Dir, "targets")
 
-	cmd, exited := labtest.StartChild(t, lbNS, lbstub.Config{
+	child := labtest.StartChild(t, lbNS, lbstub.Config{
 		Name: "lb-p", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-p.sock"),
 		VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")}, TargetsDir: targets,
 	})
@@ -48,9 +48,8 @@ func TestLBStubAsProcess(t *testing.T) {
 		20*time.Second, 100*time.Millisecond, "the LB process routes the VIP to the target")
 
 	// A graceful stop removes the stub's routes.
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, <-exited)
-	exited <- nil
+	require.NoError(t, child.Signal(syscall.SIGTERM))
+	require.NoError(t, child.Wait(t))
 	require.Empty(t, vipGateways(t, lbNS))
 
 	_, err := proxy.Close(ctx, conn)
@@ -82,7 +81,7 @@ func connectProxy(ctx context.Context, t *testing.T, life context.Context, nsmgr
 func TestLBStubKilled(t *testing.T) {
 	bed := labtest.NewBed(t, "lbk", nsmcp.Config{NSEExpiration: 3 * time.Second})
 	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
-	cmd, exited := labtest.StartChild(t, lbNS, lbstub.Config{
+	child := labtest.StartChild(t, lbNS, lbstub.Config{
 		Name: "lb-k", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-k.sock"),
 		TargetsDir: filepath.Join(bed.Dir, "targets"),
 	})
@@ -92,9 +91,8 @@ func TestLBStubKilled(t *testing.T) {
 	_, err := prxNS.Exec("ip", "link", "show", "lb-p")
 	require.NoError(t, err)
 
-	require.NoError(t, cmd.Process.Kill())
-	<-exited
-	exited <- nil
+	require.NoError(t, child.Signal(syscall.SIGKILL))
+	_ = child.Wait(t)
 	require.Eventually(t, func() bool {
 		_, err := prxNS.Exec("ip", "link", "show", "lb-p")
 		return err != nil

@@ -23,7 +23,7 @@ func TestTargetStubAsProcess(t *testing.T) {
 	ctx, cp, tgtNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	pubDir := filepath.Join(bed.Dir, "targets")
 
-	cmd, exited := labtest.StartChild(t, tgtNS, targetstub.Config{
+	child := labtest.StartChild(t, tgtNS, targetstub.Config{
 		Name: "target-p", NSMgrURL: cp.NSMgrURL, Service: "proxy.c.t.ns", VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")},
 		Port: 5000, PublishDir: pubDir,
 	})
@@ -41,9 +41,8 @@ func TestTargetStubAsProcess(t *testing.T) {
 	}, 20*time.Second, 200*time.Millisecond, "echo from the target process")
 
 	// SIGTERM: the target leaves (withdraws and closes its connection).
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, <-exited)
-	exited <- nil
+	require.NoError(t, child.Signal(syscall.SIGTERM))
+	require.NoError(t, child.Wait(t))
 	pubs, err := targetaddrs.Read(pubDir)
 	require.NoError(t, err)
 	require.Empty(t, pubs)

@@ -198,10 +198,16 @@ func (t *Target) Stop(ctx context.Context) error {
 }
 
 // Run starts the target stub and keeps it connected until ctx ends, then
-// stops it (withdraw, close): the body of a process that is one target.
+// stops it (withdraw, close): the body of a process that is one target. A
+// stop while it connects is a clean stop too: Start has closed what it
+// opened.
 func Run(ctx context.Context, cfg Config) error {
 	t, err := Start(ctx, cfg)
 	if err != nil {
+		if ctx.Err() != nil {
+			slog.Info("target stopped while connecting", "target", cfg.Name, "error", err)
+			return nil
+		}
 		return err
 	}
 	<-ctx.Done()

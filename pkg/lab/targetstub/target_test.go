@@ -2,6 +2,7 @@ package targetstub_test
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
+	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
@@ -169,4 +171,40 @@ func vipRoutes(t *testing.T, h *netlink.Handle, family int, vip string) []netlin
 	routes, err := h.RouteListFiltered(family, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
 	require.NoError(t, err)
 	return routes
+}
+
+// TestRunStoppedWhileConnecting: a target told to stop before the proxy has
+// answered (a pod deleted while it starts) stops cleanly: Run returns nil,
+// nothing stays published and the echo ports are free again.
+func TestRunStoppedWhileConnecting(t *testing.T) {
+	bed := labtest.NewBed(t, "tgw", nsmcp.Config{})
+	pubDir := filepath.Join(bed.Dir, "targets")
+	ctx, cancel := context.WithCancel(bed.Ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- targetstub.Run(ctx, targetstub.Config{
+			Name: "target-w", NSMgrURL: bed.CP.NSMgrURL, Service: "no-such.c.t.ns",
+			VIPs: []netip.Addr{netip.MustParseAddr("20.0.0.1")}, Port: 5000,
+			PublishDir: pubDir, NetNSPath: bed.Stub.Path(), RequestTimeout: time.Second,
+		})
+	}()
+	time.Sleep(2 * time.Second) // a few tries of a service nobody serves
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(labtest.Deadline):
+		t.Fatal("Run did not return after its context ended")
+	}
+	pubs, err := targetaddrs.Read(pubDir)
+	require.NoError(t, err)
+	require.Empty(t, pubs)
+	lc := net.ListenConfig{Control: traffic.Freebind}
+	require.NoError(t, netnsdo.DoPath(bed.Stub.Path(), func() error {
+		l, err := lc.Listen(context.Background(), "tcp4", "20.0.0.1:5000")
+		if err == nil {
+			err = l.Close()
+		}
+		return err
+	}), "the echo port on the VIP is free again")
 }
