@@ -12,6 +12,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
+	"github.com/causeway-net/causeway/pkg/lab/topo"
 )
 
 // flowsPerCheck is how many flows a traffic check opens: with three targets
@@ -237,24 +238,14 @@ func defaultNexthops(h *netlink.Handle, family int) ([]netip.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []netip.Addr
-	for _, r := range routes {
-		if r.Dst != nil {
-			if ones, _ := r.Dst.Mask.Size(); ones != 0 {
-				continue
-			}
+	defaults := slices.DeleteFunc(routes, func(r netlink.Route) bool {
+		if r.Dst == nil {
+			return false
 		}
-		if r.Gw != nil {
-			a, _ := netip.AddrFromSlice(r.Gw)
-			out = append(out, a.Unmap())
-		}
-		for _, nh := range r.MultiPath {
-			a, _ := netip.AddrFromSlice(nh.Gw)
-			out = append(out, a.Unmap())
-		}
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out, nil
+		ones, _ := r.Dst.Mask.Size()
+		return ones != 0
+	})
+	return topo.Gateways(defaults), nil
 }
 
 func (l *Lab) checkProxyRoutes(lbs int, bridge []netip.Prefix, vips []netip.Addr) (bool, string) {
