@@ -67,7 +67,7 @@ func TestLBStubRoutesFollowTargets(t *testing.T) {
 	require.NoError(t, err)
 	defer lb.Stop()
 	require.Equal(t, "1", strings.TrimSpace(lbNS.MustExec(t, "cat", "/proc/sys/net/ipv4/ip_forward")))
-	require.Equal(t, "1", strings.TrimSpace(lbNS.MustExec(t, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy")))
+	require.Equal(t, "3", strings.TrimSpace(lbNS.MustExec(t, "cat", "/proc/sys/net/ipv4/fib_multipath_hash_policy")))
 
 	// The proxy is the NSC and assigns both ends' addresses.
 	pctx, pcancel := context.WithCancel(ctx)
