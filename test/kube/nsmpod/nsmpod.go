@@ -32,14 +32,23 @@ type Component func(ctx context.Context, p *Pod) error
 
 // Pod is a running component's environment.
 type Pod struct {
-	Creds  *credentials.Credentials
-	wg     sync.WaitGroup
-	srvs   []*grpc.Server
-	onStop []func(context.Context)
+	Creds   *credentials.Credentials
+	wg      sync.WaitGroup
+	srvs    []*grpc.Server
+	sockets []ownSocket
+	onStop  []func(context.Context)
 }
 
-// OnStop has fn run when the component stops, before its servers stop, in
-// reverse order of the calls.
+// ownSocket is a unix socket file the pod made, removed when the pod stops
+// only if it is still the file it made: the next pod of a DaemonSet may
+// have made its own at the same path by then.
+type ownSocket struct {
+	path string
+	file os.FileInfo
+}
+
+// OnStop has fn run when the component stops, after its servers have
+// stopped, in reverse order of the calls.
 func (p *Pod) OnStop(fn func(context.Context)) { p.onStop = append(p.onStop, fn) }
 
 // Run runs component until SIGTERM or SIGINT and returns the exit code.
@@ -91,13 +100,19 @@ func (p *Pod) Serve(network, address string, register func(*grpc.Server)) error 
 	if err != nil {
 		return fmt.Errorf("listen %s %s: %w", network, address, err)
 	}
-	if network == "unix" {
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false) // stop removes it, if still ours
 		// Clients of any user may connect (the chart's proxy runs as uid
 		// 10005): who they are is checked by SPIFFE mTLS, not by the file.
-		if err := os.Chmod(address, 0o666); err != nil {
-			ln.Close()
-			return fmt.Errorf("socket mode: %w", err)
+		file, err := os.Stat(address)
+		if err == nil {
+			err = os.Chmod(address, 0o666)
 		}
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("socket %s: %w", address, err)
+		}
+		p.sockets = append(p.sockets, ownSocket{path: address, file: file})
 	}
 	srv := grpc.NewServer(p.Creds.NSMServerOptions()...)
 	register(srv)
@@ -112,17 +127,26 @@ func (p *Pod) Serve(network, address string, register func(*grpc.Server)) error 
 	return nil
 }
 
-// stop runs the OnStop functions, then stops the servers and waits for them.
+// stop stops the servers first, so that a component on its way out takes
+// no new request (a new NSMgr would route heals through a forwarder that
+// is about to go, and its going would then tear the healed connections
+// down), waits for them, removes its sockets, then runs the OnStop
+// functions.
 func (p *Pod) stop() {
+	for _, s := range p.srvs {
+		s.Stop()
+	}
+	p.wg.Wait()
+	for _, s := range p.sockets {
+		if now, err := os.Stat(s.path); err == nil && os.SameFile(now, s.file) {
+			_ = os.Remove(s.path)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i := len(p.onStop) - 1; i >= 0; i-- {
 		p.onStop[i](ctx)
 	}
-	for _, s := range p.srvs {
-		s.Stop()
-	}
-	p.wg.Wait()
 }
 
 // Env returns the environment variable key, or def when it is empty.
