@@ -31,8 +31,8 @@ type Gate struct {
 }
 
 var (
-	_ ipamv1.IpamServer     = (*Gate)(nil)
-	_ ipam.ConduitSyncer    = (*Gate)(nil)
+	_ ipamv1.IpamServer    = (*Gate)(nil)
+	_ ipam.ConduitSyncer   = (*Gate)(nil)
 	_ prometheus.Collector = (*Gate)(nil)
 )
 
