@@ -246,14 +246,20 @@ func load(ctx context.Context, c *cluster, l *ledger, callers int) *sync.WaitGro
 				case len(held) < 4 || (r.IntN(3) == 0 && len(held) < 8):
 					name := fmt.Sprintf("c%d-%d", i, n)
 					var p *ipamv1.Prefix
-					if c.do(ctx, func(ctx context.Context, g *Gate) (err error) { p, err = g.Allocate(ctx, child(node, name)); return err }) == nil {
+					if c.do(ctx, func(ctx context.Context, g *Gate) (err error) {
+						p, err = g.Allocate(ctx, child(node, name))
+						return err
+					}) == nil {
 						l.acked(name, p)
 						held = append(held, name)
 					}
 				case r.IntN(2) == 0:
 					name := held[r.IntN(len(held))]
 					var p *ipamv1.Prefix
-					if c.do(ctx, func(ctx context.Context, g *Gate) (err error) { p, err = g.Allocate(ctx, child(node, name)); return err }) == nil {
+					if c.do(ctx, func(ctx context.Context, g *Gate) (err error) {
+						p, err = g.Allocate(ctx, child(node, name))
+						return err
+					}) == nil {
 						l.acked(name, p)
 					}
 				default:

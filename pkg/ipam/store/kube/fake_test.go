@@ -48,7 +48,9 @@ func (r *fakeResource) Namespace(ns string) dynamic.ResourceInterface {
 
 func (r *fakeResource) key(name string) string { return r.res + "/" + r.ns + "/" + name }
 
-func (r *fakeResource) gr() schema.GroupResource { return schema.GroupResource{Group: Group, Resource: r.res} }
+func (r *fakeResource) gr() schema.GroupResource {
+	return schema.GroupResource{Group: Group, Resource: r.res}
+}
 
 func (r *fakeResource) check(verb, name string) error {
 	if r.api.fail != nil {
