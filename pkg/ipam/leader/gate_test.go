@@ -30,7 +30,12 @@ func req(conduit, name string) *ipamv1.Child {
 
 func newEngine(t *testing.T) *ipam.Engine {
 	t.Helper()
-	e, err := ipam.New(context.Background(), memory.New(), ipam.Config{
+	return engineOn(t, memory.New())
+}
+
+func engineOn(t *testing.T, st *memory.Store) *ipam.Engine {
+	t.Helper()
+	e, err := ipam.New(context.Background(), st, ipam.Config{
 		Trench: "blue", IPv4: &ipam.FamilyConfig{Pool: netip.MustParsePrefix("172.16.0.0/16"), ConduitLength: 20, NodeLength: 24},
 		Logger: slog.New(slog.DiscardHandler),
 	})
@@ -66,11 +71,19 @@ func TestGateRefusesUnlessServing(t *testing.T) {
 // A new engine gets the configuration server's last conduit list before it
 // serves: a conduit the list dropped stays draining across a failover.
 func TestGatePassesLastConduitList(t *testing.T) {
+	st := memory.New()
 	g := &Gate{}
+	g.Open(engineOn(t, st))
+	for _, c := range []string{"c1", "c2"} {
+		_, err := g.Allocate(context.Background(), req(c, "a"))
+		require.NoError(t, err)
+	}
 	g.SyncConduits([]string{"c1"})
-	g.Open(newEngine(t))
-	_, err := g.Allocate(context.Background(), req("c1", "a"))
+	g.Shut().Close()
+
+	g.Open(engineOn(t, st))
+	_, err := g.Allocate(context.Background(), req("c1", "b"))
 	require.NoError(t, err)
-	_, err = g.Allocate(context.Background(), req("c2", "a"))
-	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "c2 is not in the list: %v", err)
+	_, err = g.Allocate(context.Background(), req("c2", "b"))
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "c2 left the list: draining, %v", err)
 }

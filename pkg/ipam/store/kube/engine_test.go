@@ -22,7 +22,7 @@ func engineOn(t *testing.T, s *Store) (*ipam.Engine, error) {
 	t.Helper()
 	return ipam.New(context.Background(), s, ipam.Config{
 		Trench: "blue", IPv4: &ipam.FamilyConfig{Pool: netip.MustParsePrefix("172.16.0.0/16"), ConduitLength: 20, NodeLength: 24},
-		IPv6: &ipam.FamilyConfig{Pool: netip.MustParsePrefix("fd00::/48"), ConduitLength: 56, NodeLength: 64},
+		IPv6:   &ipam.FamilyConfig{Pool: netip.MustParsePrefix("fd00::/48"), ConduitLength: 56, NodeLength: 64},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 }
