@@ -79,15 +79,19 @@ func TestServingReplicaCutFromAPIServer(t *testing.T) {
 		r := waitLeader(t, c)
 		start := time.Now()
 		r.proxy.Cut()
-		served := probe(t, c, l, "probe-cut")
-		deadline := time.Now().Add(time.Minute)
-		for r.gate.Serving() {
-			if time.Now().After(deadline) {
-				t.Fatal("the replica cut from the API server still serves a minute later")
+		stoppedAt := make(chan time.Time, 1)
+		go func() {
+			deadline := time.Now().Add(time.Minute)
+			for r.gate.Serving() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
 			}
-			time.Sleep(10 * time.Millisecond)
+			stoppedAt <- time.Now()
+		}()
+		served := probe(t, c, l, "probe-cut")
+		stopped := (<-stoppedAt).Sub(start)
+		if r.gate.Serving() {
+			t.Fatal("the replica cut from the API server still serves a minute later")
 		}
-		stopped := time.Since(start)
 		time.Sleep(time.Until(start.Add(10 * time.Second)))
 		r.proxy.Heal()
 		figures(t, fmt.Sprintf("IPAM serving replica cut from the API server (lease %s): to the next new allocation served", leaseDuration), []time.Duration{served.Sub(start)})
