@@ -34,7 +34,7 @@ type Options struct {
 	// Identity, if set, is written into the trench's pools at Open (and
 	// into pools it creates) as servedBy: the replica that serves.
 	Identity string
-	// Parallel bounds the API writes in flight in one commit (default 8).
+	// Parallel bounds the API writes in flight in one commit (default 16).
 	Parallel int
 	// WriteTimeout bounds each API call (default 10s).
 	WriteTimeout time.Duration
@@ -67,7 +67,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, errors.New("kube store: client, namespace and trench are required")
 	}
 	if o.Parallel <= 0 {
-		o.Parallel = 8
+		o.Parallel = 16
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 10 * time.Second
