@@ -53,7 +53,7 @@ test: preflight-test build
 # build is done in CI; CI runs this target after it, with
 # CAUSEWAY_REQUIRE_ROOT set, so that a missing binary fails instead of
 # skipping. The packages' other tests run in both.
-APISERVER_PKGS := ./pkg/ipam/leader/... ./pkg/ipam/store/kube/...
+APISERVER_PKGS := ./pkg/ipam/leader/... ./pkg/ipam/store/kube/... ./pkg/ipamd/...
 test-apiserver:
 	$(GO) test -tags apiserver $(TESTFLAGS) $(APISERVER_PKGS)
 
