@@ -102,25 +102,26 @@ func TestServingReplicaCutFromAPIServer(t *testing.T) {
 // The API server is stopped for 5 s and started again.
 func TestAPIServerRestarted(t *testing.T) {
 	scenario(t, func(t *testing.T, api *apiServer, c *cluster, l *ledger) {
-		time.Sleep(3 * time.Second)
-		api.StopAPIServer()
-		time.Sleep(5 * time.Second)
-		api.StartAPIServer()
-		start := time.Now()
-		figures(t, "IPAM after an API server restart: from ready to the next new allocation served", []time.Duration{probe(t, c, l, "probe-api").Sub(start)})
+		outage(t, c, l, api.StopAPIServer, api.StartAPIServer, "IPAM after an API server restart: from ready to the next new allocation served")
 	})
 }
 
 // etcd is stopped for 5 s and started again.
 func TestEtcdRestarted(t *testing.T) {
 	scenario(t, func(t *testing.T, api *apiServer, c *cluster, l *ledger) {
-		time.Sleep(3 * time.Second)
-		api.StopEtcd()
-		time.Sleep(5 * time.Second)
-		api.StartEtcd()
-		start := time.Now()
-		figures(t, "IPAM after an etcd restart: from etcd healthy to the next new allocation served", []time.Duration{probe(t, c, l, "probe-etcd").Sub(start)})
+		outage(t, c, l, api.StopEtcd, api.StartEtcd, "IPAM after an etcd restart: from etcd healthy to the next new allocation served")
 	})
+}
+
+// outage stops a process for 5 s, starts it again and reports the time
+// from its return to the next new allocation served.
+func outage(t *testing.T, c *cluster, l *ledger, stop, start func(), figure string) {
+	time.Sleep(3 * time.Second)
+	stop()
+	time.Sleep(5 * time.Second)
+	start()
+	back := time.Now()
+	figures(t, figure, []time.Duration{probe(t, c, l, "probe-outage").Sub(back)})
 }
 
 // waitLeader returns the serving replica, waiting for one (a minute guards

@@ -269,15 +269,7 @@ func TestPartialCommitKeepsIndexCoveringBlocks(t *testing.T) {
 	require.NotErrorIs(t, err, ErrFenced, "a failed call is not a conflict")
 	assert.Equal(t, []string{"delete ipamblocks blue-ipv4-172-16-0-0-24"}, api.writeLog(), "the pool failed: no new block")
 
-	recs, err := open(t, api, "").Load(context.Background())
-	require.NoError(t, err)
-	var keys []string
-	for _, r := range recs {
-		if r.Key.Level >= store.LevelNode {
-			keys = append(keys, r.Key.Node+"/"+r.Key.Child)
-		}
-	}
-	assert.Equal(t, []string{"w1/", "w2/"}, keys, "w1's entry stays without its addresses; w3 is not there")
+	assert.Equal(t, []string{"w1/", "w2/"}, nodesAndChildren(t, api), "w1's entry stays without its addresses; w3 is not there")
 
 	// The same commit again, once the pool can be written, completes it.
 	api.fail = nil
@@ -286,15 +278,22 @@ func TestPartialCommitKeepsIndexCoveringBlocks(t *testing.T) {
 		put(store.LevelNode, 4, "c", "w3", "", "172.16.2.0/24", t0),
 		put(store.LevelChild, 4, "c", "w3", "b", "172.16.2.5/32", t0),
 	}))
-	recs, err = open(t, api, "r2").Load(context.Background())
+	assert.Equal(t, []string{"w2/", "w3/", "w3/b"}, nodesAndChildren(t, api))
+}
+
+// nodesAndChildren lists node/child of the node and child records a new
+// store loads.
+func nodesAndChildren(t *testing.T, api *fakeAPI) []string {
+	t.Helper()
+	recs, err := open(t, api, "").Load(context.Background())
 	require.NoError(t, err)
-	keys = keys[:0]
+	var keys []string
 	for _, r := range recs {
 		if r.Key.Level >= store.LevelNode {
 			keys = append(keys, r.Key.Node+"/"+r.Key.Child)
 		}
 	}
-	assert.Equal(t, []string{"w2/", "w3/", "w3/b"}, keys)
+	return keys
 }
 
 // A record that cannot be read fails Open: a store never serves on a
