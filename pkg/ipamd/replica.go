@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/leader"
@@ -33,6 +34,9 @@ func startReplica(ctx context.Context, cfg *Config, ecfg ipam.Config, hs *grpche
 	if err != nil {
 		return nil, err
 	}
+	// client-go's leader election logs through klog's global logger: into
+	// the daemon's structured log.
+	klog.SetSlogLogger(logger.With("component", "client-go"))
 	return startElection(ctx, rc, ns, id, cfg, ecfg, hs, logger)
 }
 
