@@ -20,6 +20,9 @@ import (
 	"github.com/causeway-net/causeway/pkg/ipam/leader"
 )
 
+// klogOnce sets klog's logger once per process.
+var klogOnce sync.Once
+
 // serviceAccountNamespace is where a pod finds its namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -35,8 +38,9 @@ func startReplica(ctx context.Context, cfg *Config, ecfg ipam.Config, hs *grpche
 		return nil, err
 	}
 	// client-go's leader election logs through klog's global logger: into
-	// the daemon's structured log.
-	klog.SetSlogLogger(logger.With("component", "client-go"))
+	// the daemon's structured log. Set once, before the process's first
+	// client exists (klog's setter is not safe beside its readers).
+	klogOnce.Do(func() { klog.SetSlogLogger(logger.With("component", "client-go")) })
 	return startElection(ctx, rc, ns, id, cfg, ecfg, hs, logger)
 }
 
