@@ -51,9 +51,10 @@ func Timings(d time.Duration) (renew, retry time.Duration) {
 
 // Elect takes part in the election until ctx ends. While this replica
 // leads, it loads the store into an engine and serves it through the Gate,
-// until the first of: the lead is lost (the renew deadline passed without a
-// renewal), the store is fenced (then it loads again if it still leads),
-// ctx ends. At the end of ctx the engine is closed (its leases flushed)
+// until the first of: the renew deadline passes since the last renewal was
+// sent (then it serves again if a renewal succeeds in time), the lead is
+// lost, the store is fenced (then it loads again if it still leads), ctx
+// ends. At the end of ctx the engine is closed (its leases flushed)
 // before the Lease is released, so that the next leader loads everything.
 func Elect(ctx context.Context, cfg Config) error {
 	if cfg.Retry <= 0 {
@@ -65,14 +66,15 @@ func Elect(ctx context.Context, cfg Config) error {
 	renew, retry := Timings(cfg.LeaseDuration)
 	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	r := &term{cfg: cfg, cancel: cancel}
+	lock := &renewals{identity: cfg.Identity, Interface: &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: cfg.LeaseName, Namespace: cfg.Namespace},
+		Client:     cfg.Leases,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+	}}
+	r := &term{cfg: cfg, cancel: cancel, lock: lock, renew: renew, watch: min(50*time.Millisecond, renew/10)}
 	started := make(chan context.Context, 1)
 	lec := leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Name: cfg.LeaseName, Namespace: cfg.Namespace},
-			Client:     cfg.Leases,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
-		},
+		Lock:          lock,
 		LeaseDuration: cfg.LeaseDuration, RenewDeadline: renew, RetryPeriod: retry,
 		ReleaseOnCancel: true, Name: "causeway-ipam",
 		Callbacks: leaderelection.LeaderCallbacks{
@@ -123,6 +125,9 @@ func Elect(ctx context.Context, cfg Config) error {
 type term struct {
 	cfg    Config
 	cancel context.CancelFunc // ends the election (and releases the Lease)
+	lock   *renewals
+	renew  time.Duration // the renew deadline
+	watch  time.Duration // how often the renewals are looked at
 
 	mu      sync.Mutex
 	leading bool
@@ -160,12 +165,14 @@ func (r *term) stopWhenIdle() {
 }
 
 // lead serves one term: it loads the store into an engine and serves it,
-// again after each fencing, until the lead is lost or ctx ends.
+// again after each fencing or late renewal, until the lead is lost or ctx
+// ends. It serves only while its last renewal is younger than the renew
+// deadline (see renewals).
 func (r *term) lead(ctx, lctx context.Context) {
 	log := r.cfg.Logger.With("identity", r.cfg.Identity)
 	start := time.Now()
 	log.Info("leading: loading the IPAM store")
-	for lctx.Err() == nil && ctx.Err() == nil {
+	for r.waitFresh(ctx, lctx) {
 		st, e, err := r.open(lctx)
 		if err != nil {
 			log.Error("cannot load the IPAM store; refusing calls and retrying", "error", err)
@@ -176,24 +183,56 @@ func (r *term) lead(ctx, lctx context.Context) {
 			}
 			continue
 		}
-		r.cfg.Gate.Open(e)
-		log.Info("serving", "since_leading", time.Since(start).String())
-		why := "lead lost"
-		select {
-		case <-lctx.Done():
-		case <-ctx.Done():
-			why = "stopping"
-		case <-st.Fenced():
-			why = "store fenced"
+		if r.lock.fresh(r.renew) {
+			r.cfg.Gate.Open(e)
+			log.Info("serving", "since_leading", time.Since(start).String())
+			why := r.serve(ctx, lctx, st)
+			r.cfg.Gate.Shut()
+			log.Info("stopped serving", "reason", why)
 		}
-		r.cfg.Gate.Shut()
 		e.Close()
 		if err := st.Close(); err != nil {
 			log.Error("closing the IPAM store", "error", err)
 		}
-		log.Info("stopped serving", "reason", why)
 		start = time.Now()
 	}
+}
+
+// serve returns why the engine on st must stop serving.
+func (r *term) serve(ctx, lctx context.Context, st *kube.Store) string {
+	t := time.NewTicker(r.watch)
+	defer t.Stop()
+	for {
+		select {
+		case <-lctx.Done():
+			return "lead lost"
+		case <-ctx.Done():
+			return "stopping"
+		case <-st.Fenced():
+			return "store fenced"
+		case <-t.C:
+			if !r.lock.fresh(r.renew) {
+				return "no renewal within the renew deadline"
+			}
+		}
+	}
+}
+
+// waitFresh waits until the Lease was renewed within the renew deadline;
+// false when the lead is lost or ctx ends first.
+func (r *term) waitFresh(ctx, lctx context.Context) bool {
+	t := time.NewTicker(r.watch)
+	defer t.Stop()
+	for !r.lock.fresh(r.renew) {
+		select {
+		case <-t.C:
+		case <-lctx.Done():
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return lctx.Err() == nil && ctx.Err() == nil
 }
 
 // open loads the store and an engine on it.
