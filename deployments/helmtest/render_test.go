@@ -38,6 +38,9 @@ type manifests struct {
 	accounts     map[string]*corev1.ServiceAccount
 	clusterRoles map[string]*rbacv1.ClusterRole
 	bindings     map[string]*rbacv1.ClusterRoleBinding
+	// clusterSPIFFEIDs are spire-controller-manager's objects, not typed
+	// here (its API is not a dependency of the test).
+	clusterSPIFFEIDs []map[string]any
 }
 
 // render installs the chart client-side (Helm's dry run, schema included)
@@ -107,6 +110,13 @@ func decode(all string) (*manifests, error) {
 			obj = &rbacv1.ClusterRole{}
 		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
 			obj = &rbacv1.ClusterRoleBinding{}
+		case "spire.spiffe.io/v1alpha1/ClusterSPIFFEID":
+			o := map[string]any{}
+			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			m.clusterSPIFFEIDs = append(m.clusterSPIFFEIDs, o)
+			continue
 		default:
 			return nil, fmt.Errorf("%s: unexpected %s %s", name, head.APIVersion, head.Kind)
 		}
