@@ -3,7 +3,9 @@ package helmtest
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -225,4 +227,34 @@ func podTemplates(m *manifests) []corev1.PodTemplateSpec {
 		out = append(out, d.Spec.Template)
 	}
 	return out
+}
+
+// TestWalkthroughValues: the values docs/kubernetes.md's walkthrough shows
+// for SPIRE's own chart render on top of the example (the file the
+// Kubernetes suite installs with) and do what the walkthrough says: the
+// Workload API from the CSI driver, service-account rules only.
+func TestWalkthroughValues(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/kubernetes.md")
+	require.NoError(t, err)
+	_, walk, ok := strings.Cut(string(doc), "### Installing on your own cluster")
+	require.True(t, ok, "docs/kubernetes.md has the walkthrough")
+	require.Contains(t, walk, "--values deployments/helm/examples/"+filepath.Base(exampleFile), "the walkthrough installs with the example file")
+	_, block, ok := strings.Cut(walk, "```yaml\n")
+	require.True(t, ok, "the walkthrough shows values for SPIRE's chart")
+	block, _, _ = strings.Cut(block, "```")
+	example, err := os.ReadFile(exampleFile)
+	require.NoError(t, err)
+	_, bins := loadReference(t)
+	m := render(t, string(example)+block)
+	for _, spec := range allPods(m) {
+		for _, v := range spec.Volumes {
+			if v.Name == "spire-agent-socket" {
+				require.NotNil(t, v.CSI, "the walkthrough's values mount the CSI driver")
+			}
+		}
+	}
+	rules := authorizedRules(t, m, bins)
+	for _, r := range append(rules.ipam, rules.nsp...) {
+		require.Contains(t, r, "/sa/", "service-account rules only: %s", r)
+	}
 }
