@@ -258,3 +258,20 @@ func TestWalkthroughValues(t *testing.T) {
 		require.Contains(t, r, "/sa/", "service-account rules only: %s", r)
 	}
 }
+
+// TestSPIREPodLabels: every pod of the chart carries spire.podLabels (by
+// default the label NSM's ClusterSPIFFEID nsm-workloads selects), and none
+// when they are emptied (so that only the chart's own ClusterSPIFFEID,
+// or the cluster's, selects them).
+func TestSPIREPodLabels(t *testing.T) {
+	for _, tpl := range podTemplates(render(t, "")) {
+		require.Equal(t, "true", tpl.Labels["spiffe.io/spiffe-id"], tpl.Labels)
+	}
+	for _, tpl := range podTemplates(render(t, "spire: {podLabels: null}")) {
+		require.NotContains(t, tpl.Labels, "spiffe.io/spiffe-id")
+	}
+	for _, tpl := range podTemplates(render(t, "spire: {podLabels: {spiffe.io/spiffe-id: null, team.example/spire: causeway}}")) {
+		require.NotContains(t, tpl.Labels, "spiffe.io/spiffe-id")
+		require.Equal(t, "causeway", tpl.Labels["team.example/spire"])
+	}
+}
