@@ -17,7 +17,7 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 HELMTEST := deployments/helmtest
 HELMTESTFLAGS ?= -count=1 -timeout 10m
 
-.PHONY: all build images images-full test test-short generate lint bench figures lab clean tools deps cluster cluster-down test-kube preflight-test preflight-lab
+.PHONY: all build images images-full test test-stress test-short generate lint bench figures lab clean tools deps cluster cluster-down test-kube preflight-test preflight-lab
 
 all: lint build test
 
@@ -45,6 +45,12 @@ images-full: preflight-images
 test: preflight-test build
 	$(GO) test $(TESTFLAGS) ./...
 	cd $(HELMTEST) && $(GO) test $(HELMTESTFLAGS) ./...
+
+# make test with every core kept busy by other work (one busy loop per
+# core, STRESS_LOOPS to change it, at normal priority, stopped when it ends
+# even on failure): no test may depend on an idle machine.
+test-stress:
+	MAKE="$(MAKE)" ./scripts/test-stress.sh
 
 test-short:
 	$(GO) test -short -count=1 ./...
