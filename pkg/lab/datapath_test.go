@@ -19,13 +19,13 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // fakeProxyIPAM hands out target addresses and the bridge gateway like the
@@ -115,7 +115,7 @@ func TestDataPath(t *testing.T) {
 		require.NoError(t, topo.ApplySysctls(ns.Path(), topo.RouterSysctls))
 	}
 
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
+	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir})
 	require.NoError(t, err)
 	defer cp.Stop()
 
@@ -131,7 +131,7 @@ func TestDataPath(t *testing.T) {
 	wg.Add(1)
 	go enslave(bctx, &wg, prx)
 	defer func() { bcancel(); wg.Wait() }()
-	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
 		Name: "proxy-a", Service: "proxy.c.t.ns", NSMgrURL: cp.NSMgrURL,
 		SocketPath: filepath.Join(dir, "proxy.sock"), NetNSPath: prx.Path(),
 		Elements: []networkservice.NetworkServiceServer{&fakeProxyIPAM{ids: map[string]int{}}},
@@ -161,7 +161,7 @@ func TestDataPath(t *testing.T) {
 		// The proxy is the LB's NSC and assigns both ends.
 		pctx, pcancel := context.WithCancel(ctx)
 		defer pcancel()
-		nsc := retry.NewClient(nsmcp.NewClient(pctx, nsmcp.ClientConfig{
+		nsc := retry.NewClient(controlplane.NewClient(pctx, controlplane.ClientConfig{
 			Name: "proxy-a-" + lb.name, NSMgrURL: cp.NSMgrURL, InterfaceName: lb.name, NetNSPath: prx.Path(),
 		}), retry.WithTryTimeout(10*time.Second), retry.WithInterval(200*time.Millisecond))
 		conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{

@@ -25,7 +25,6 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
@@ -33,11 +32,12 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
 func TestMain(m *testing.M) {
-	nsmsandbox.Quiet()
+	nsmtest.Quiet()
 	goleak.VerifyTestMain(m)
 }
 
@@ -106,7 +106,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 		DialOptions:    creds.NSMDialOptions(),
 		ServerOptions:  creds.NSMServerOptions(),
 		Elements: []networkservice.NetworkServiceServer{
-			nsmsandbox.KernelServer(),
+			nsmtest.KernelServer(),
 			ipcontext.NewServer(p.setter, ipcontext.WithLogger(quiet)),
 			connlink.NewServer(p.monitor, connlink.WithLogger(quiet)),
 			mtu.NewServer(mtu.WithMTU(1450)),
@@ -124,7 +124,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t)
+	domain := nsmtest.NewDomain(ctx, t)
 	nsmgrURL := domain.Nodes[0].NSMgr.URL
 
 	tcp := endpoint.WithListenURL(&url.URL{Scheme: "tcp", Host: "127.0.0.1:0"})
@@ -204,7 +204,7 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 func TestUnixSocketEndpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t, nsmsandbox.WithUnixSockets())
+	domain := nsmtest.NewDomain(ctx, t, nsmtest.WithUnixSockets())
 	nsmgrURL := domain.Nodes[0].NSMgr.URL
 	require.Equal(t, "unix", nsmgrURL.Scheme)
 
@@ -240,7 +240,7 @@ func TestUnixSocketEndpoint(t *testing.T) {
 func TestSocketPathEndpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t, nsmsandbox.WithUnixSockets())
+	domain := nsmtest.NewDomain(ctx, t, nsmtest.WithUnixSockets())
 	socket := filepath.Join(t.TempDir(), "nse", "lb.sock")
 	require.NoError(t, os.MkdirAll(filepath.Dir(socket), 0o750))
 	require.NoError(t, os.WriteFile(socket, nil, 0o600), "a stale socket file")
@@ -255,7 +255,7 @@ func TestSocketPathEndpoint(t *testing.T) {
 		TokenGenerator: creds.TokenGenerator(),
 		DialOptions:    creds.NSMDialOptions(),
 		ServerOptions:  creds.NSMServerOptions(),
-		Elements:       []networkservice.NetworkServiceServer{nsmsandbox.KernelServer()},
+		Elements:       []networkservice.NetworkServiceServer{nsmtest.KernelServer()},
 	}, endpoint.WithAuthorizeServer(creds.AuthorizeServer()), endpoint.WithLogger(quiet),
 		endpoint.WithSocketPath(socket), endpoint.WithoutNodeMatch())
 	require.NoError(t, err)

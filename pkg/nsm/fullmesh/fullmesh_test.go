@@ -14,13 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/registryfake"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 )
 
 func TestMain(m *testing.M) {
-	nsmsandbox.Quiet()
+	nsmtest.Quiet()
 	goleak.VerifyTestMain(m)
 }
 

@@ -29,7 +29,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
@@ -38,6 +37,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext/ipcontextfake"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -53,7 +53,7 @@ type meshBed struct {
 
 func newMeshBed(ctx context.Context, t *testing.T) *meshBed {
 	t.Helper()
-	domain := nsmsandbox.NewDomain(ctx, t)
+	domain := nsmtest.NewDomain(ctx, t)
 	node := domain.Nodes[0]
 	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
 		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
@@ -62,10 +62,10 @@ func newMeshBed(ctx context.Context, t *testing.T) *meshBed {
 }
 
 // addLB serves and registers an LB endpoint of the service.
-func (b *meshBed) addLB(ctx context.Context, name string) (*nsmsandbox.Conns, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
-	lb := &nsmsandbox.Conns{}
+func (b *meshBed) addLB(ctx context.Context, name string) (*nsmtest.Conns, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
+	lb := &nsmtest.Conns{}
 	nse := &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
-	return lb, b.node.NewEndpoint(ctx, nse, sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lb), nse
+	return lb, b.node.NewEndpoint(ctx, nse, sandbox.GenerateTestToken, nsmtest.KernelServer(), lb), nse
 }
 
 // proxyClient is the proxy's NSM client "proxy-a" with the kernel mechanism
@@ -115,14 +115,14 @@ func TestSandboxFullMesh(t *testing.T) {
 	bed := newMeshBed(ctx, t)
 	quiet := bed.quiet
 
-	lbs := map[string]*nsmsandbox.Conns{}
+	lbs := map[string]*nsmtest.Conns{}
 	entries := map[string]*sandbox.EndpointEntry{}
 	nses := map[string]*registryapi.NetworkServiceEndpoint{}
 	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {
 		lbs[name], entries[name], nses[name] = bed.addLB(ctx, name)
 	}
 	// lb-x registers once, for a few seconds, and never refreshes.
-	lbs["lb-x"] = &nsmsandbox.Conns{}
+	lbs["lb-x"] = &nsmtest.Conns{}
 	serveShortLived(ctx, t, bed.nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
 
 	handler := &linkstest.Recorder{}
@@ -217,7 +217,7 @@ func TestSandboxFullMesh(t *testing.T) {
 func serveShortLived(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name string, lifetime time.Duration, elem networkservice.NetworkServiceServer) {
 	t.Helper()
 	nse := endpoint.NewServer(ctx, sandbox.GenerateTestToken, endpoint.WithName(name),
-		endpoint.WithAdditionalFunctionality(nsmsandbox.KernelServer(), elem))
+		endpoint.WithAdditionalFunctionality(nsmtest.KernelServer(), elem))
 	srv := testutil.ServeGRPC(t, "", nse.Register, grpc.Creds(grpcfd.TransportCredentials(insecure.NewCredentials())))
 
 	cc, err := grpc.NewClient(grpcutils.URLToTarget(nsmgrURL), sandbox.DialOptions()...)

@@ -1,0 +1,4 @@
+// Package repocheck holds the tests of the repository's own rules, read
+// from its files without privileges: internal/ holds ground-floor helpers
+// that import nothing of pkg/ or cmd/ (layout_test.go).
+package repocheck
