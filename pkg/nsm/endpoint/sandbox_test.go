@@ -25,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
@@ -86,7 +87,7 @@ type proxyUnderTest struct {
 	setter  *ipcontextfake.Setter
 	handler *linkstest.Recorder
 	monitor *connlink.Matcher
-	links   *linkstest.Table
+	links   *dataplanefake.Dataplane
 	names   *ifnames
 }
 
@@ -95,7 +96,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
 	p := &proxyUnderTest{setter: newTargetSetter(base), handler: &linkstest.Recorder{}, names: &ifnames{}}
-	p.links = linkstest.New()
+	p.links = &dataplanefake.Dataplane{}
 	p.monitor = connlink.New(p.handler, p.links, connlink.WithLogger(quiet))
 	ep, err := endpoint.Start(ctx, endpoint.Config{
 		Name:           name,
@@ -159,7 +160,7 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	// The forwarder creates the proxy-side link after the Request.
 	ifname := proxyA.names.last()
 	require.NotEmpty(t, ifname)
-	proxyA.monitor.HandleLinkEvent(proxyA.links.Set(42, ifname))
+	proxyA.monitor.HandleLinkEvent(proxyA.links.SetLink(42, ifname))
 	events, last := proxyA.handler.Events(), proxyA.handler.Last()
 	require.Equal(t, []string{"created 42"}, events)
 	require.Equal(t, proxy.TargetConn, last.Type)
