@@ -1,5 +1,7 @@
 # Causeway build entry points. `make lab` and `make test` work on a fresh
-# machine: scripts/preflight.sh checks for root and installs what is missing.
+# machine: scripts/preflight.sh checks for root (make test without it runs the
+# tests that need none), installs what is missing, loads br_netfilter and
+# refuses make test while the test cluster runs.
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
@@ -40,8 +42,8 @@ images: preflight-images build
 images-full: preflight-images
 	IMAGE_REPO=$(IMAGE_REPO) ./scripts/build-images-full.sh $(IMAGE_TAG)
 
-# The README's test command. Kernel tests need root; with CAUSEWAY_REQUIRE_ROOT
-# set they fail instead of skipping when run unprivileged.
+# The README's test command. Kernel tests need root and skip without it; with
+# CAUSEWAY_REQUIRE_ROOT set, make test refuses to start unprivileged.
 test: preflight-test build
 	$(GO) test $(TESTFLAGS) ./...
 	cd $(HELMTEST) && $(GO) test $(HELMTESTFLAGS) ./...
