@@ -28,7 +28,7 @@ type Config struct {
 	GracePeriod        time.Duration `default:"5s" split_words:"true" desc:"how long a stop waits for calls in flight"`
 	HealthPort         int           `default:"0" split_words:"true" desc:"port of a plain-text 'grpc.health.v1' alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
 	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"plain gRPC, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE mTLS from 'SPIFFE_ENDPOINT_SOCKET', which must be set"`
-	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"comma-separated SPIFFE IDs allowed to call (the trench's proxies and IPAM); others get PermissionDenied, logged; empty: any SVID the trust bundle verifies"`
+	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"comma-separated rules of the callers allowed (the trench's proxies and IPAM): SPIFFE IDs, or paths in the server's own trust domain (/ns/<ns>/sa/<account>); path.Match wildcards within a segment (/ns/<ns>/pod/<name>-?????); others get PermissionDenied, logged with the rules they missed; empty: any SVID the trust bundle verifies"`
 }
 
 // EnvPrefix is the prefix of every configuration server environment
