@@ -14,6 +14,7 @@ import (
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/grpcsecurity"
 	"github.com/causeway-net/causeway/pkg/ipam"
 )
 
@@ -94,8 +95,8 @@ func (c Config) LogValue() slog.Value {
 }
 
 // security is the transport security the configuration asks for.
-func (c *Config) security() daemon.SecurityConfig {
-	return daemon.SecurityConfig{
+func (c *Config) security() grpcsecurity.SecurityConfig {
+	return grpcsecurity.SecurityConfig{
 		EnvPrefix: "IPAM", Insecure: c.Insecure, Plaintext: "the IPAM's server and its NSP client", AuthorizedIDs: c.AuthorizedIDs,
 	}
 }

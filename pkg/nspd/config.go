@@ -15,6 +15,7 @@ import (
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/grpcsecurity"
 )
 
 // Config is read from NSP_* environment variables.
@@ -75,8 +76,8 @@ func (c *Config) Validate() error {
 }
 
 // security is the transport security the configuration asks for.
-func (c *Config) security() daemon.SecurityConfig {
-	return daemon.SecurityConfig{
+func (c *Config) security() grpcsecurity.SecurityConfig {
+	return grpcsecurity.SecurityConfig{
 		EnvPrefix: "NSP", Insecure: c.Insecure, Plaintext: "the configuration server", AuthorizedIDs: c.AuthorizedIDs,
 	}
 }

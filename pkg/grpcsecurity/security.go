@@ -1,4 +1,9 @@
-package daemon
+// Package grpcsecurity is the transport security of a service's gRPC server
+// and of its own clients: SPIFFE mTLS from the workload API, or plain text
+// asked for explicitly (and warned), and the authorization of the server's
+// callers by SPIFFE ID (pkg/spiffeauthz). The ipam and nsp daemons open it
+// and hand its server options to their gRPC servers.
+package grpcsecurity
 
 import (
 	"context"
@@ -16,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/insecurewarning"
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
@@ -107,7 +113,7 @@ func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), erro
 		msg := fmt.Sprintf("SPIFFE_ENDPOINT_SOCKET is not set: set it to the SPIRE agent's socket for SPIFFE mTLS, or %s=true for plain gRPC", cfg.insecureEnv())
 		// A configuration error: exit status 2, as for the service's own
 		// variables.
-		return nil, nil, &ExitError{Status: 2, Message: msg, Err: errors.New(msg)}
+		return nil, nil, &daemon.ExitError{Status: 2, Message: msg, Err: errors.New(msg)}
 	}
 	sctx, cancel := context.WithTimeout(ctx, spiffeWait)
 	defer cancel()
