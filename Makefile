@@ -1,5 +1,7 @@
 # Causeway build entry points. `make lab` and `make test` work on a fresh
-# machine: scripts/preflight.sh checks for root and installs what is missing.
+# machine: scripts/preflight.sh checks for root (make test without it runs the
+# tests that need none), installs what is missing, loads br_netfilter and
+# refuses make test while the test cluster runs.
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
@@ -17,7 +19,7 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 HELMTEST := deployments/helmtest
 HELMTESTFLAGS ?= -count=1 -timeout 10m
 
-.PHONY: all build images images-full test test-apiserver test-short generate lint bench figures lab clean tools deps cluster cluster-down test-kube preflight-test preflight-lab
+.PHONY: all build images images-full test test-stress test-apiserver test-short generate lint bench figures lab clean tools deps cluster cluster-down test-kube preflight-test preflight-lab
 
 all: lint build test
 
@@ -40,11 +42,17 @@ images: preflight-images build
 images-full: preflight-images
 	IMAGE_REPO=$(IMAGE_REPO) ./scripts/build-images-full.sh $(IMAGE_TAG)
 
-# The README's test command. Kernel tests need root; with CAUSEWAY_REQUIRE_ROOT
-# set they fail instead of skipping when run unprivileged.
+# The README's test command. Kernel tests need root and skip without it; with
+# CAUSEWAY_REQUIRE_ROOT set, make test refuses to start unprivileged.
 test: preflight-test build
 	$(GO) test $(TESTFLAGS) ./...
 	cd $(HELMTEST) && $(GO) test $(HELMTESTFLAGS) ./...
+
+# make test with every core kept busy by other work (one busy loop per
+# core, STRESS_LOOPS to change it, at normal priority, stopped when it ends
+# even on failure): no test may depend on an idle machine.
+test-stress:
+	MAKE="$(MAKE)" ./scripts/test-stress.sh
 
 # The tests against a real Kubernetes API server (build tag apiserver):
 # internal/apiservertest runs Debian's etcd and the kube-apiserver that the
@@ -73,7 +81,7 @@ generate: tools
 		--go_out=. --go_opt=module=$(MODULE) \
 		--go-grpc_out=. --go-grpc_opt=module=$(MODULE) \
 		$(PROTOS)
-	$(GO) generate ./internal/configref
+	$(GO) generate ./deployments/configref
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

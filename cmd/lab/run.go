@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/labrun"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 func runCmd(args []string) int {
@@ -26,7 +26,7 @@ func runCmd(args []string) int {
 	c.Var(&lbs, "lb", "LB name (repeatable; default "+strings.Join(labrun.DefaultLBs, ", ")+")")
 	c.DurationVar(&opts.ReleaseDelay, "release-delay", labrun.DefaultReleaseDelay, "the proxy's NSM_IP_RELEASE_DELAY")
 	c.DurationVar(&opts.NSEExpiration, "nse-expiration", labrun.DefaultNSEExpiration, "NSE registration expiration")
-	c.DurationVar(&opts.TokenLifetime, "token-lifetime", nsmcp.DefaultTokenLifetime, "lifetime of the NSM tokens (control plane, targets, the proxy's NSM_MAX_TOKEN_LIFETIME); connections refresh at a third of it")
+	c.DurationVar(&opts.TokenLifetime, "token-lifetime", controlplane.DefaultTokenLifetime, "lifetime of the NSM tokens (control plane, targets, the proxy's NSM_MAX_TOKEN_LIFETIME); connections refresh at a third of it")
 	c.StringVar(&opts.LogLevel, "log-level", labrun.DefaultLogLevel, "log level of the proxy, ipam and nsp")
 	c.StringVar(&opts.ServiceProvider, "service-provider", "nftables", "the proxy's service load balancer provider: nftables or userspace")
 	c.BoolVar(&opts.NoServices, "no-services", false, "run the lab without services")

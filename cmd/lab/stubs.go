@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 )
@@ -36,7 +36,7 @@ func installStubLogger(w io.Writer, component string) {
 	l := slog.New(slog.NewJSONHandler(w, nil)).With("component", component)
 	slog.SetDefault(l)
 	nsmlog.Install(l)
-	nsmcp.QuietSDKLogs()
+	controlplane.QuietSDKLogs()
 }
 
 // runStub runs one stub process until SIGTERM or SIGINT (see stubContext)
@@ -135,7 +135,7 @@ func lbCmd(args []string) int {
 		cfg.Routes = append(cfg.Routes, lbstub.Route{Dst: p, Via: a})
 	}
 	return runStub("lb", "lb stub", func(ctx context.Context) error {
-		return withSPIFFE(ctx, *spiffe, nsmcp.DefaultTokenLifetime, func(c *credentials.Credentials) error {
+		return withSPIFFE(ctx, *spiffe, controlplane.DefaultTokenLifetime, func(c *credentials.Credentials) error {
 			cfg.SPIFFE = c
 			return lbstub.Run(ctx, cfg)
 		})
@@ -154,7 +154,7 @@ func targetCmd(args []string) int {
 	fs.IntVar(&cfg.Port, "port", 0, "TCP and UDP echo port on the VIPs")
 	fs.IntVar(&cfg.ServicePort, "service-port", 0, "TCP and UDP echo port on every address (a service load balancer endpoint); 0: none")
 	fs.StringVar(&cfg.PublishDir, "publish-dir", "", "publication directory")
-	fs.DurationVar(&cfg.TokenLifetime, "token-lifetime", nsmcp.DefaultTokenLifetime, "lifetime of the target's NSM tokens (it refreshes at a third of it)")
+	fs.DurationVar(&cfg.TokenLifetime, "token-lifetime", controlplane.DefaultTokenLifetime, "lifetime of the target's NSM tokens (it refreshes at a third of it)")
 	fs.Var(&vips, "vip", "VIP address (repeatable)")
 	fs.Var(&labels, "label", "request label key=value (repeatable)")
 	spiffe := fs.Bool("spiffe", false, spiffeUsage)
@@ -193,17 +193,17 @@ func targetCmd(args []string) int {
 // in the run directory, until SIGTERM.
 func nsmCmd(args []string) int {
 	fs := newCmdLine("lab nsm")
-	var cfg nsmcp.Config
+	var cfg controlplane.Config
 	fs.StringVar(&cfg.Dir, "dir", "", "directory of the unix sockets (the run directory)")
 	fs.StringVar(&cfg.Name, "name", "lab", "prefix of the NSMgr's and the forwarder's names")
 	fs.DurationVar(&cfg.NSEExpiration, "nse-expiration", time.Minute, "NSE registration expiration")
-	fs.DurationVar(&cfg.TokenLifetime, "token-lifetime", nsmcp.DefaultTokenLifetime, "lifetime of the NSMgr's and the forwarder's tokens")
+	fs.DurationVar(&cfg.TokenLifetime, "token-lifetime", controlplane.DefaultTokenLifetime, "lifetime of the NSMgr's and the forwarder's tokens")
 	if _, code, ok := fs.parse(args); !ok {
 		return code
 	}
 	ctx, stop := stubContext("nsm")
 	defer stop()
-	cp, err := nsmcp.Start(ctx, cfg)
+	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
 		slog.Error("nsm control plane failed", "error", err)
 		return 1

@@ -21,8 +21,8 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
@@ -49,7 +49,7 @@ type bedConfig struct {
 	logLevel string
 	// ipamEnv is added to the IPAM's environment.
 	ipamEnv []string
-	// nseExpiration is the NSMgr's registration lifetime (default nsmcp's).
+	// nseExpiration is the NSMgr's registration lifetime (default the control plane's).
 	nseExpiration time.Duration
 	// proxyEnv is added to the proxy's environment.
 	proxyEnv []string
@@ -66,7 +66,7 @@ type bed struct {
 	ipam     *process
 	ipamAddr string
 	ipamCC   *grpc.ClientConn
-	cp       *nsmcp.ControlPlane
+	cp       *controlplane.ControlPlane
 	proxy    *process
 	lbs      []*lb
 	vipFile  string
@@ -79,7 +79,7 @@ type bed struct {
 type lb struct {
 	name string
 	ns   *testutil.NetNS
-	ep   *nsmcp.Endpoint
+	ep   *controlplane.Endpoint
 }
 
 func startBed(t testing.TB, cfg bedConfig) *bed {
@@ -112,7 +112,7 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.ipamCC.Close() })
 
-	b.cp, err = nsmcp.Start(ctx, nsmcp.Config{Dir: b.dir, Name: "e2e", NSEExpiration: cfg.nseExpiration})
+	b.cp, err = controlplane.Start(ctx, controlplane.Config{Dir: b.dir, Name: "e2e", NSEExpiration: cfg.nseExpiration})
 	require.NoError(t, err)
 	t.Cleanup(b.cp.Stop)
 
@@ -182,7 +182,7 @@ func (b *bed) startLB(name string) *lb {
 	t.Helper()
 	l := &lb{name: name, ns: testutil.NewNetNS(t, "lb")}
 	var err error
-	l.ep, err = nsmcp.StartEndpoint(b.ctx, nsmcp.EndpointConfig{
+	l.ep, err = controlplane.StartEndpoint(b.ctx, controlplane.EndpointConfig{
 		Name:       name,
 		Service:    lbService,
 		NSMgrURL:   b.cp.NSMgrURL,
@@ -262,7 +262,7 @@ func (b *bed) connectTarget(ns *testutil.NetNS, name, ifName string) *target {
 	t := b.t
 	t.Helper()
 	ctx, cancel := context.WithCancel(b.ctx)
-	nsc := nsmcp.NewClient(ctx, nsmcp.ClientConfig{
+	nsc := controlplane.NewClient(ctx, controlplane.ClientConfig{
 		Name: name, NSMgrURL: b.cp.NSMgrURL, InterfaceName: ifName, NetNSPath: ns.Path(),
 	})
 	reqCtx, reqCancel := context.WithTimeout(ctx, 90*time.Second)

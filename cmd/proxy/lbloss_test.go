@@ -19,9 +19,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/sendfd"
 )
 
@@ -89,11 +89,11 @@ func TestProxyKernelLBDies(t *testing.T) {
 type fragileLB struct {
 	name   string
 	ns     *testutil.NetNS
-	srv    *nsmcp.Server
+	srv    *controlplane.Server
 	cancel context.CancelFunc
 }
 
-// startFragileLB serves and registers an LB endpoint like nsmcp's, but
+// startFragileLB serves and registers an LB endpoint like the control plane's, but
 // keeps the pieces apart so that kill can stop them without unregistering.
 func (b *bed) startFragileLB(name string) *fragileLB {
 	t := b.t
@@ -101,19 +101,19 @@ func (b *bed) startFragileLB(name string) *fragileLB {
 	l := &fragileLB{name: name, ns: testutil.NewNetNS(t, "lbf")}
 	ctx, cancel := context.WithCancel(b.ctx)
 	l.cancel = cancel
-	gen := nsmcp.TokenGenerator(name, 0)
+	gen := controlplane.TokenGenerator(name, 0)
 	ep := endpoint.NewServer(ctx, gen, endpoint.WithName(name), endpoint.WithAdditionalFunctionality(
 		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: kernel.NewServer()}),
 		netnsurl.NewServer(l.ns.Path()),
 		sendfd.NewServer(),
 	))
 	var err error
-	l.srv, err = nsmcp.Serve(filepath.Join(b.dir, name+".sock"), ep.Register)
+	l.srv, err = controlplane.Serve(filepath.Join(b.dir, name+".sock"), ep.Register)
 	require.NoError(t, err)
 	t.Cleanup(l.kill)
-	dial := nsmcp.DialOptions(gen)
-	require.NoError(t, nsmcp.RegisterService(ctx, b.cp.NSMgrURL, dial, &registry.NetworkService{Name: lbService, Payload: payload.Ethernet}))
-	_, err = nsmcp.RegisterEndpoint(ctx, b.cp.NSMgrURL, dial, &registry.NetworkServiceEndpoint{
+	dial := controlplane.DialOptions(gen)
+	require.NoError(t, controlplane.RegisterService(ctx, b.cp.NSMgrURL, dial, &registry.NetworkService{Name: lbService, Payload: payload.Ethernet}))
+	_, err = controlplane.RegisterEndpoint(ctx, b.cp.NSMgrURL, dial, &registry.NetworkServiceEndpoint{
 		Name:                name,
 		NetworkServiceNames: []string{lbService},
 		Url:                 l.srv.URL.String(),

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 )
 
@@ -15,7 +15,7 @@ import (
 // namespaces, with the lab's NSM control plane, load balancer endpoints and
 // target clients in the test process.
 func TestMain(m *testing.M) {
-	nsmcp.QuietSDKLogs()
+	controlplane.QuietSDKLogs()
 	// And its own logger: the in-process NSMgr, forwarder and clients log
 	// every heal retry; the proxy's log (printed when a test fails) and the
 	// assertions tell what went wrong.

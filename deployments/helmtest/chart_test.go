@@ -411,31 +411,23 @@ func firstLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// spiffeID is the ID SPIRE's default registration gives the pods of spec.
-func spiffeID(spec corev1.PodSpec) string {
-	return fmt.Sprintf("spiffe://example.org/ns/%s/sa/%s", namespace, spec.ServiceAccountName)
-}
-
-// checkAuthorizedIDs checks that the IPAM authorizes the proxies and the
-// configuration server the proxies and the IPAM, by the IDs of their pods.
+// checkAuthorizedIDs checks, with the chart's default idScheme (any), that
+// the IPAM authorizes the proxies and the configuration server the proxies
+// and the IPAM, under both ways SPIRE names their pods, and nobody else
+// (spiffe_test.go has the cases).
 func checkAuthorizedIDs(t *testing.T, m *manifests, bins map[string]binary) {
 	t.Helper()
-	proxies := map[string]bool{}
-	for _, ds := range m.daemonSets {
-		proxies[spiffeID(ds.Spec.Template.Spec)] = true
+	rules := authorizedRules(t, m, bins)
+	for _, scheme := range []string{"pod", "serviceAccount"} {
+		ids := podIDs(m, "example.org", scheme)
+		for _, id := range ids.proxies {
+			require.True(t, allowed(rules.ipam, id, "example.org"), "the IPAM serves the proxy %s", id)
+			require.True(t, allowed(rules.nsp, id, "example.org"), "the nsp serves the proxy %s", id)
+		}
+		require.True(t, allowed(rules.nsp, ids.ipam, "example.org"), "the nsp serves the IPAM %s", ids.ipam)
+		require.False(t, allowed(rules.ipam, ids.ipam, "example.org"), "the IPAM does not serve itself")
+		require.False(t, allowed(rules.ipam, ids.nsp, "example.org"), "the IPAM does not serve the nsp")
 	}
-	require.Len(t, proxies, 1, "the proxies of a trench share one identity")
-	var proxyID string
-	for id := range proxies {
-		proxyID = id
-	}
-	ipamSpec := m.statefulSets[0].Spec.Template.Spec
-	ipam := env(container(t, ipamSpec, "ipam"), bins["ipam"])
-	require.Equal(t, proxyID, ipam["IPAM_AUTHORIZED_IDS"])
-	require.Equal(t, "false", ipam["IPAM_INSECURE"])
-	nsp := env(container(t, m.deployments[0].Spec.Template.Spec, "nsp"), bins["nsp"])
-	require.ElementsMatch(t, []string{proxyID, spiffeID(ipamSpec)}, strings.Split(nsp["NSP_AUTHORIZED_IDS"], ","))
-	require.Equal(t, "false", nsp["NSP_INSECURE"])
 }
 
 // TestInsecureInstall: insecure asks every binary for plain gRPC and

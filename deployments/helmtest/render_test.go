@@ -38,6 +38,9 @@ type manifests struct {
 	accounts     map[string]*corev1.ServiceAccount
 	clusterRoles map[string]*rbacv1.ClusterRole
 	bindings     map[string]*rbacv1.ClusterRoleBinding
+	// clusterSPIFFEIDs are spire-controller-manager's objects, not typed
+	// here (its API is not a dependency of the test).
+	clusterSPIFFEIDs []map[string]any
 }
 
 // render installs the chart client-side (Helm's dry run, schema included)
@@ -49,14 +52,52 @@ func render(t *testing.T, values string) *manifests {
 	return m
 }
 
+// tryRender renders values with the SDKs of Helm 3 and Helm 4, which must
+// agree: the same error or none, the same manifests.
 func tryRender(values string) (*manifests, error) {
+	parse := func() (map[string]any, error) {
+		vals := map[string]any{}
+		if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+			return nil, fmt.Errorf("test values: %w", err)
+		}
+		return vals, nil
+	}
+	vals3, err := parse()
+	if err != nil {
+		return nil, err
+	}
+	vals4, _ := parse()
+	out3, err3 := renderHelm3(vals3)
+	out4, err4 := renderHelm4(vals4)
+	if (err3 == nil) != (err4 == nil) {
+		return nil, fmt.Errorf("Helm 3 and Helm 4 disagree: Helm 3: %v; Helm 4: %v", err3, err4)
+	}
+	if err3 != nil {
+		return nil, err3
+	}
+	if d3, d4 := documents(out3), documents(out4); !slices.Equal(d3, d4) {
+		return nil, fmt.Errorf("Helm 3 and Helm 4 render differently:\nHelm 3:\n%s\nHelm 4:\n%s", strings.Join(d3, "\n---\n"), strings.Join(d4, "\n---\n"))
+	}
+	return decode(out3)
+}
+
+// documents are the manifests of a release, each without the blank lines
+// around it (where Helm 3 and Helm 4 differ), in a stable order.
+func documents(all string) []string {
+	var docs []string
+	for _, doc := range releaseutil.SplitManifests(all) {
+		docs = append(docs, strings.TrimSpace(doc))
+	}
+	slices.Sort(docs)
+	return docs
+}
+
+// renderHelm3 installs the chart client-side with Helm 3's SDK (a dry run,
+// schema included) and returns its manifests.
+func renderHelm3(vals map[string]any) (string, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
-		return nil, fmt.Errorf("load chart: %w", err)
-	}
-	vals := map[string]any{}
-	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
-		return nil, fmt.Errorf("test values: %w", err)
+		return "", fmt.Errorf("load chart: %w", err)
 	}
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun = true
@@ -67,9 +108,9 @@ func tryRender(values string) (*manifests, error) {
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
 	rel, err := install.Run(chrt, vals)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return decode(rel.Manifest)
+	return rel.Manifest, nil
 }
 
 // decode decodes each manifest into its Kubernetes API type; an unknown
@@ -107,6 +148,13 @@ func decode(all string) (*manifests, error) {
 			obj = &rbacv1.ClusterRole{}
 		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
 			obj = &rbacv1.ClusterRoleBinding{}
+		case "spire.spiffe.io/v1alpha1/ClusterSPIFFEID":
+			o := map[string]any{}
+			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			m.clusterSPIFFEIDs = append(m.clusterSPIFFEIDs, o)
+			continue
 		default:
 			return nil, fmt.Errorf("%s: unexpected %s %s", name, head.APIVersion, head.Kind)
 		}

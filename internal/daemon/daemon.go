@@ -3,9 +3,9 @@
 // configuration loading with exit status 2 on error, the JSON logger at the
 // configured level (optionally switched by SIGUSR1/SIGUSR2), the signal
 // context, and exit status 1 when the service fails (or the status of an
-// *ExitError); and what their gRPC servers share: transport security
-// (OpenSecurity), the plain-text health port (ListenHealth) and the
-// keepalive policy toward proxies (ProxyPings).
+// *ExitError); and what their gRPC servers share: the plain-text health
+// port (ListenHealth) and the keepalive policy toward proxies (ProxyPings).
+// Their transport security is pkg/grpcsecurity's.
 package daemon
 
 import (

@@ -58,7 +58,7 @@ func waitCorrected(t *testing.T, h *netlink.Handle, dev string, mac net.Hardware
 			}
 		}
 		return true
-	}, 10*time.Second, time.Millisecond, "the neighbour's entries of %v must move to %s", addrs, mac)
+	}, time.Minute, time.Millisecond, "the neighbour's entries of %v must move to %s", addrs, mac)
 	return time.Since(start)
 }
 
@@ -121,7 +121,7 @@ func TestAnnouncementOnPortJoin(t *testing.T) {
 	require.NoError(t, dp.Apply(s))
 
 	// Wait for the burst of the first Apply to end.
-	require.Eventually(t, func() bool { return dp.Stats().Announcements >= 2*DefaultAnnounceCount }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return dp.Stats().Announcements >= 2*DefaultAnnounceCount }, time.Minute, 10*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
 	poison(t, n2, "eth0", bridge...)
 	s.Ports = append(s.Ports, port2)
@@ -191,7 +191,7 @@ func TestAnnounceUpdatesNeighbours(t *testing.T) {
 			}
 		}
 		return true
-	}, 10*time.Second, 100*time.Millisecond, "the peer's entries must move to %s", mac)
+	}, time.Minute, 100*time.Millisecond, "the peer's entries must move to %s", mac)
 	require.Equal(t, "1", strings.TrimSpace(host.MustExec(t, "sysctl", "-n", "net.ipv4.conf.h0.arp_notify")))
 	require.Equal(t, "1", strings.TrimSpace(host.MustExec(t, "sysctl", "-n", "net.ipv6.conf.h0.ndisc_notify")))
 

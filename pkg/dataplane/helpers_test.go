@@ -133,5 +133,5 @@ func defaultRouteNexthops(t testing.TB, h *netlink.Handle, f family, table, prot
 
 func eventually(t testing.TB, cond func() bool, msg string, args ...any) {
 	t.Helper()
-	require.Eventually(t, cond, 15*time.Second, 5*time.Millisecond, append([]any{msg}, args...)...)
+	require.Eventually(t, cond, time.Minute, 5*time.Millisecond, append([]any{msg}, args...)...)
 }

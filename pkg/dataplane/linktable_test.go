@@ -170,7 +170,7 @@ func TestSubscribeClose(t *testing.T) {
 	require.NoError(t, err)
 	ch, cancel := dp.Subscribe()
 	ns.MustExec(t, "ip", "link", "add", "x0", "type", "veth", "peer", "name", "x1")
-	timeout := time.After(5 * time.Second)
+	timeout := time.After(time.Minute)
 	for found := false; !found; {
 		select {
 		case ev := <-ch:
@@ -203,21 +203,21 @@ func TestLinkByName(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, dp.Close()) }()
 	ns.MustExec(t, "ip", "link", "add", "n0", "type", "veth", "peer", "name", "n1")
-	require.Eventually(t, func() bool { _, ok := dp.LinkByName("n0"); return ok }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { _, ok := dp.LinkByName("n0"); return ok }, time.Minute, 5*time.Millisecond)
 	l, _ := dp.LinkByName("n0")
 	byIndex, ok := dp.Link(l.Index)
 	require.True(t, ok)
 	require.Equal(t, l, byIndex)
 
 	ns.MustExec(t, "ip", "link", "set", "n0", "name", "m0")
-	require.Eventually(t, func() bool { _, ok := dp.LinkByName("m0"); return ok }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { _, ok := dp.LinkByName("m0"); return ok }, time.Minute, 5*time.Millisecond)
 	_, ok = dp.LinkByName("n0")
 	require.False(t, ok, "the old name is gone")
 	renamed, _ := dp.LinkByName("m0")
 	require.Equal(t, l.Index, renamed.Index)
 
 	ns.MustExec(t, "ip", "link", "del", "m0")
-	require.Eventually(t, func() bool { _, ok := dp.LinkByName("m0"); return !ok }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { _, ok := dp.LinkByName("m0"); return !ok }, time.Minute, 5*time.Millisecond)
 	_, ok = dp.LinkByName("n1")
 	require.False(t, ok, "the peer went with it")
 }

@@ -50,6 +50,32 @@ func TestRunAuthorizesCallersBySPIFFEID(t *testing.T) {
 	require.NoError(t, stop())
 }
 
+// TestRunAuthorizesNSMPodIDsInItsOwnTrustDomain: with the rules the chart
+// writes for NSM's SPIRE (a path pattern of the proxies' pods, no trust
+// domain), the IPAM takes the trust domain from its own SVID: a proxy pod
+// of that domain is served, a neighbour pod is refused with its ID named.
+func TestRunAuthorizesNSMPodIDsInItsOwnTrustDomain(t *testing.T) {
+	ca := testutil.NewSPIFFECA(t, "k8s.nsm")
+	ipamSVID := ca.Mint(t, "/ns/cw/pod/ipam-a-0")
+	sock := testutil.ServeWorkloadAPI(t, ipamSVID)
+	cfg := testConfig(t)
+	t.Setenv("SPIFFE_ENDPOINT_SOCKET", sock)
+	cfg.Insecure = false
+	cfg.AuthorizedIDs = []string{"/ns/cw/sa/proxy-a", "/ns/cw/pod/proxy-a-lb-[a-z0-9][a-z0-9][a-z0-9][a-z0-9][a-z0-9]"}
+	_, _, stop := start(t, cfg)
+
+	proxy := mtlsClient(t, cfg, ca.Mint(t, "/ns/cw/pod/proxy-a-lb-x7k2q"), ipamSVID.SVID.ID)
+	assert.Equal(t, "169.255.0.1/24", allocate(t, proxy, ipamv1.IPFamily_IPV4, "lb"))
+
+	child := &ipamv1.Child{Name: "bridge", Subnet: &ipamv1.Subnet{
+		Conduit: &nspv1.Conduit{Name: "lb", Trench: &nspv1.Trench{Name: "default"}}, Node: "worker"}}
+	neighbour := mtlsClient(t, cfg, ca.Mint(t, "/ns/cw/pod/web-5d8c7-x7k2q"), ipamSVID.SVID.ID)
+	_, err := neighbour.Allocate(context.Background(), child)
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "spiffe://k8s.nsm/ns/cw/pod/web-5d8c7-x7k2q")
+	require.NoError(t, stop())
+}
+
 // TestRunNeedsSPIFFEOrAnExplicitInsecure: without SPIFFE_ENDPOINT_SOCKET,
 // Run refuses to serve plain gRPC unless IPAM_INSECURE asks for it.
 func TestRunNeedsSPIFFEOrAnExplicitInsecure(t *testing.T) {

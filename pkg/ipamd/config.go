@@ -16,6 +16,7 @@ import (
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/grpcsecurity"
 	"github.com/causeway-net/causeway/pkg/ipam"
 )
 
@@ -50,7 +51,7 @@ type Config struct {
 	SnapshotKeep       int           `default:"4" split_words:"true" desc:"new: how many snapshots are kept (the newest); 0 turns snapshots off; 'ipam restore' puts one back"`
 	HealthPort         int           `default:"0" split_words:"true" desc:"new: port of a plain-text 'grpc.health.v1' alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
 	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"new: plain gRPC, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE mTLS from 'SPIFFE_ENDPOINT_SOCKET', which must be set"`
-	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"new: comma-separated SPIFFE IDs allowed to call (the trench's proxies); others get PermissionDenied, logged; empty: any SVID the trust bundle verifies"`
+	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"new: comma-separated rules of the callers allowed (the trench's proxies): SPIFFE IDs, or paths in the server's own trust domain (/ns/<ns>/sa/<account>); path.Match wildcards within a segment (/ns/<ns>/pod/<name>-?????); others get PermissionDenied, logged with the rules they missed; empty: any SVID the trust bundle verifies"`
 
 	Store               string        `default:"bolt" desc:"new: 'bolt' (one replica, the file 'IPAM_DATASOURCE') or 'kubernetes' (custom resources, any number of replicas, one serving behind a Lease; docs/ipam-store.md)"`
 	KubeNamespace       string        `default:"" split_words:"true" desc:"new, kubernetes store: namespace of the records and the Lease; empty: the pod's own"`
@@ -112,8 +113,8 @@ func (c Config) LogValue() slog.Value {
 }
 
 // security is the transport security the configuration asks for.
-func (c *Config) security() daemon.SecurityConfig {
-	return daemon.SecurityConfig{
+func (c *Config) security() grpcsecurity.SecurityConfig {
+	return grpcsecurity.SecurityConfig{
 		EnvPrefix: "IPAM", Insecure: c.Insecure, Plaintext: "the IPAM's server and its NSP client", AuthorizedIDs: c.AuthorizedIDs,
 	}
 }

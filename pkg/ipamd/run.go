@@ -20,6 +20,7 @@ import (
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
+	"github.com/causeway-net/causeway/pkg/grpcsecurity"
 	"github.com/causeway-net/causeway/pkg/ipam"
 )
 
@@ -42,7 +43,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	ecfg.Logger = logger
 	// Security first: a service that cannot serve must not create or
 	// import a store on its way out.
-	sec, closeSec, err := daemon.OpenSecurity(ctx, cfg.security(), logger)
+	sec, closeSec, err := grpcsecurity.OpenSecurity(ctx, cfg.security(), logger)
 	if err != nil {
 		return err
 	}

@@ -5,67 +5,28 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/golang/protobuf/ptypes/empty"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext/ipcontextfake"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
+	"github.com/causeway-net/causeway/pkg/proxy"
 )
-
-// fakeProxyIPAM hands out target addresses and the bridge gateway like the
-// proxy does: one target and one proxy-side address per connection, kept
-// across refreshes; whatever else the target asks for (VIPs, policies) stays.
-type fakeProxyIPAM struct {
-	mu   sync.Mutex
-	next int
-	ids  map[string]int
-}
-
-func (f *fakeProxyIPAM) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
-	c := r.GetConnection()
-	f.mu.Lock()
-	id := c.GetPath().GetPathSegments()[0].GetId()
-	n, ok := f.ids[id]
-	if !ok {
-		n = f.next
-		f.next++
-		f.ids[id] = n
-	}
-	f.mu.Unlock()
-	if c.Context == nil {
-		c.Context = &networkservice.ConnectionContext{}
-	}
-	if c.Context.IpContext == nil {
-		c.Context.IpContext = &networkservice.IPContext{}
-	}
-	ipc := c.Context.IpContext
-	if src := fmt.Sprintf("172.16.1.%d/24", 10+n); !slices.Contains(ipc.SrcIpAddrs, src) {
-		ipc.SrcIpAddrs = append(ipc.SrcIpAddrs, src)
-	}
-	ipc.DstIpAddrs = []string{fmt.Sprintf("172.16.1.%d/24", 100+n)}
-	ipc.ExtraPrefixes = []string{"172.16.1.1/24"}
-	return next.Server(ctx).Request(ctx, r)
-}
-
-func (f *fakeProxyIPAM) Close(ctx context.Context, c *networkservice.Connection) (*empty.Empty, error) {
-	return next.Server(ctx).Close(ctx, c)
-}
 
 // enslave puts every veth of the proxy namespace on bridge0 until ctx ends,
 // as the proxy does with the interfaces the forwarder creates.
@@ -115,7 +76,7 @@ func TestDataPath(t *testing.T) {
 		require.NoError(t, topo.ApplySysctls(ns.Path(), topo.RouterSysctls))
 	}
 
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
+	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir})
 	require.NoError(t, err)
 	defer cp.Stop()
 
@@ -131,10 +92,12 @@ func TestDataPath(t *testing.T) {
 	wg.Add(1)
 	go enslave(bctx, &wg, prx)
 	defer func() { bcancel(); wg.Wait() }()
-	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
 		Name: "proxy-a", Service: "proxy.c.t.ns", NSMgrURL: cp.NSMgrURL,
 		SocketPath: filepath.Join(dir, "proxy.sock"), NetNSPath: prx.Path(),
-		Elements: []networkservice.NetworkServiceServer{&fakeProxyIPAM{ids: map[string]int{}}},
+		Elements: []networkservice.NetworkServiceServer{ipcontext.NewServer(&ipcontextfake.Setter{
+			Type: proxy.TargetConn, Subnet: netip.MustParsePrefix("172.16.1.0/24"), First: 10, Gateways: []string{"172.16.1.1/24"},
+		})},
 	})
 	require.NoError(t, err)
 	defer nse.Stop()
@@ -161,7 +124,7 @@ func TestDataPath(t *testing.T) {
 		// The proxy is the LB's NSC and assigns both ends.
 		pctx, pcancel := context.WithCancel(ctx)
 		defer pcancel()
-		nsc := retry.NewClient(nsmcp.NewClient(pctx, nsmcp.ClientConfig{
+		nsc := retry.NewClient(controlplane.NewClient(pctx, controlplane.ClientConfig{
 			Name: "proxy-a-" + lb.name, NSMgrURL: cp.NSMgrURL, InterfaceName: lb.name, NetNSPath: prx.Path(),
 		}), retry.WithTryTimeout(10*time.Second), retry.WithInterval(200*time.Millisecond))
 		conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{

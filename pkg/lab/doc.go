@@ -5,7 +5,7 @@
 // datapath breaker (impair) that cmd/lab
 // and the end-to-end tests assemble; labrun assembles them into a lab and
 // labtest is the test bed their tests share. The lab's
-// NSM control plane is internal/nsmcp, with the veth forwarder of
+// NSM control plane is pkg/nsm/controlplane, with the veth forwarder of
 // pkg/forwarder. Only cmd/lab, test/e2e and the lab's own packages import
 // the lab.
 //
@@ -15,8 +15,8 @@
 //     role (proxy, lb-a, lb-b, ext, target-N) returns /var/run/netns paths;
 //     topo.AddVeth / AddRoute for the external host's links; ApplySysctls
 //     with topo.RouterSysctls where traffic is forwarded.
-//  2. nsmcp.QuietSDKLogs() (never lower logrus below Info: see its doc), then
-//     nsmcp.Start(ctx, Config{Dir: run.Dir}): NSMgr on <dir>/nsmgr.sock (the
+//  2. controlplane.QuietSDKLogs() (never lower logrus below Info: see its doc), then
+//     controlplane.Start(ctx, Config{Dir: run.Dir}): NSMgr on <dir>/nsmgr.sock (the
 //     proxy's NSM_CONNECT_TO) with the veth forwarder registered.
 //  3. LBs as processes: `ip netns exec <lb-ns> lab lb ...` running
 //     lbstub.Run with Service <conduit>.<trench>.<ns>, the VIPs,

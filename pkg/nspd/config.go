@@ -15,6 +15,7 @@ import (
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/pkg/grpcsecurity"
 )
 
 // Config is read from NSP_* environment variables.
@@ -27,7 +28,7 @@ type Config struct {
 	GracePeriod        time.Duration `default:"5s" split_words:"true" desc:"how long a stop waits for calls in flight"`
 	HealthPort         int           `default:"0" split_words:"true" desc:"port of a plain-text 'grpc.health.v1' alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
 	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"plain gRPC, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE mTLS from 'SPIFFE_ENDPOINT_SOCKET', which must be set"`
-	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"comma-separated SPIFFE IDs allowed to call (the trench's proxies and IPAM); others get PermissionDenied, logged; empty: any SVID the trust bundle verifies"`
+	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"comma-separated rules of the callers allowed (the trench's proxies and IPAM): SPIFFE IDs, or paths in the server's own trust domain (/ns/<ns>/sa/<account>); path.Match wildcards within a segment (/ns/<ns>/pod/<name>-?????); others get PermissionDenied, logged with the rules they missed; empty: any SVID the trust bundle verifies"`
 }
 
 // EnvPrefix is the prefix of every configuration server environment
@@ -75,8 +76,8 @@ func (c *Config) Validate() error {
 }
 
 // security is the transport security the configuration asks for.
-func (c *Config) security() daemon.SecurityConfig {
-	return daemon.SecurityConfig{
+func (c *Config) security() grpcsecurity.SecurityConfig {
+	return grpcsecurity.SecurityConfig{
 		EnvPrefix: "NSP", Insecure: c.Insecure, Plaintext: "the configuration server", AuthorizedIDs: c.AuthorizedIDs,
 	}
 }

@@ -17,6 +17,7 @@ import (
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/yamlfile"
+	"github.com/causeway-net/causeway/pkg/grpcsecurity"
 	"github.com/causeway-net/causeway/pkg/nspd/configfile"
 	"github.com/causeway-net/causeway/pkg/nspd/nspserver"
 )
@@ -32,7 +33,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("initial configuration (fix the file; nothing is served without one): %w", err)
 	}
-	sec, closeSec, err := daemon.OpenSecurity(ctx, cfg.security(), logger)
+	sec, closeSec, err := grpcsecurity.OpenSecurity(ctx, cfg.security(), logger)
 	if err != nil {
 		return err
 	}

@@ -93,7 +93,7 @@ func TestTargetAddrs(t *testing.T) {
 	require.NoError(t, e.p.SetIPContext(context.Background(), targetConn("t2"), TargetConn)) // no link yet
 	select {
 	case <-ch:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no signal")
 	}
 	var want []netip.Addr
@@ -135,7 +135,7 @@ func TestTargetsCarryTheirPod(t *testing.T) {
 	require.NoError(t, e.p.UnsetIPContext(context.Background(), t1, TargetConn))
 	select {
 	case <-ch:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no signal at the close")
 	}
 	got = e.p.Targets()

@@ -26,20 +26,20 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 	"github.com/causeway-net/causeway/pkg/nspd/configfile"
 	"github.com/causeway-net/causeway/pkg/nspd/nspserver"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
 func TestMain(m *testing.M) {
-	nsmsandbox.Quiet()
+	nsmtest.Quiet()
 	goleak.VerifyTestMain(m)
 }
 
@@ -89,7 +89,7 @@ func (k *fakeKernel) set(dp *fakeDataplane) {
 	k.dp = dp
 }
 
-func (k *fakeKernel) observe(ch nsmsandbox.LinkChange) {
+func (k *fakeKernel) observe(ch nsmtest.LinkChange) {
 	k.mu.Lock()
 	dp := k.dp
 	k.mu.Unlock()
@@ -127,10 +127,10 @@ type env struct {
 	connectTo url.URL
 }
 
-func newEnv(t *testing.T, opts ...nsmsandbox.Option) *env {
+func newEnv(t *testing.T, opts ...nsmtest.Option) *env {
 	t.Helper()
 	e := newServices(t, 24)
-	e.domain = nsmsandbox.NewDomain(e.ctx, t, append(opts, nsmsandbox.WithLinkObserver(e.kernel.observe))...)
+	e.domain = nsmtest.NewDomain(e.ctx, t, append(opts, nsmtest.WithLinkObserver(e.kernel.observe))...)
 	e.connectTo = *sandbox.CloneURL(e.domain.Nodes[0].NSMgr.URL)
 	// Registered through the NSMgr, which keeps the registry itself when
 	// the domain runs on unix sockets.
@@ -236,10 +236,10 @@ func (e *env) targetClient(more ...networkservice.NetworkServiceClient) networks
 }
 
 // addLB serves and registers a load balancer endpoint.
-func (e *env) addLB(name string) (*nsmsandbox.Conns, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
-	l := &nsmsandbox.Conns{}
+func (e *env) addLB(name string) (*nsmtest.Conns, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
+	l := &nsmtest.Conns{}
 	nse := &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
-	entry := e.domain.Nodes[0].NewEndpoint(e.ctx, nse, sandbox.GenerateTestToken, nsmsandbox.KernelServer(), l)
+	entry := e.domain.Nodes[0].NewEndpoint(e.ctx, nse, sandbox.GenerateTestToken, nsmtest.KernelServer(), l)
 	return l, entry, nse
 }
 

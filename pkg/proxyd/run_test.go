@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
@@ -42,7 +42,7 @@ func writeVIPs(t *testing.T, path, vip string) {
 // registered and reached by passing its file descriptor, and the VIPs
 // taken from a watched file instead of the NSP.
 func TestRunDeploymentShape(t *testing.T) {
-	e := newEnv(t, nsmsandbox.WithUnixSockets())
+	e := newEnv(t, nsmtest.WithUnixSockets())
 	cfg := e.config(t, 20*time.Second)
 	cfg.ListenOn = ""
 	cfg.NSPService = "127.0.0.1:1" // not used with a VIP file

@@ -19,12 +19,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 	"github.com/causeway-net/causeway/pkg/proxyd"
 )
 
@@ -72,7 +72,7 @@ func addrsOf(ps []netip.Prefix) []netip.Addr {
 func TestDaemonTargetsAndFullMesh(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(t, 20*time.Second)
-	lbs := map[string]*nsmsandbox.Conns{}
+	lbs := map[string]*nsmtest.Conns{}
 	entries := map[string]*sandbox.EndpointEntry{}
 	nses := map[string]*registryapi.NetworkServiceEndpoint{}
 	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {

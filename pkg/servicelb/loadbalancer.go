@@ -33,12 +33,3 @@ type LoadBalancer interface {
 	// ServiceHasEndpoints reports whether svc has at least one endpoint.
 	ServiceHasEndpoints(svc ServicePortName) bool
 }
-
-// Clock is the time source of the balancer (injected by tests).
-type Clock interface {
-	Now() time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }

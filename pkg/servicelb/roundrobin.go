@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/causeway-net/causeway/internal/clock"
 )
 
 // LoadBalancerRR is a round-robin LoadBalancer with optional ClientIP
@@ -14,7 +16,7 @@ import (
 // order. Affinity records outlive reorders and end when they expire or when
 // their endpoint goes.
 type LoadBalancerRR struct {
-	clock Clock
+	clock clock.Clock
 
 	mu       sync.Mutex
 	services map[ServicePortName]*balancerState
@@ -37,11 +39,12 @@ type affinityRecord struct {
 }
 
 // NewLoadBalancerRR returns an empty balancer on the real clock.
-func NewLoadBalancerRR() *LoadBalancerRR { return NewLoadBalancerRRWithClock(realClock{}) }
+func NewLoadBalancerRR() *LoadBalancerRR { return NewLoadBalancerRRWithClock(clock.Real()) }
 
-// NewLoadBalancerRRWithClock returns an empty balancer on clock.
-func NewLoadBalancerRRWithClock(clock Clock) *LoadBalancerRR {
-	return &LoadBalancerRR{clock: clock, services: make(map[ServicePortName]*balancerState)}
+// NewLoadBalancerRRWithClock returns an empty balancer on clk (a
+// *clock.Fake in tests).
+func NewLoadBalancerRRWithClock(clk clock.Clock) *LoadBalancerRR {
+	return &LoadBalancerRR{clock: clk, services: make(map[ServicePortName]*balancerState)}
 }
 
 func newBalancerState(affinity AffinityType, ttl time.Duration) *balancerState {

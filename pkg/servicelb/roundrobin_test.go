@@ -7,11 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/clock"
 )
-
-type fakeClock struct{ now time.Time }
-
-func (c *fakeClock) Now() time.Time { return c.now }
 
 var (
 	foo  = ServicePortName{Namespace: "ns", Name: "foo", Port: "p"}
@@ -31,11 +29,11 @@ type lbCase struct {
 	steps []lbStep
 }
 
-type lbStep func(t *testing.T, lb *LoadBalancerRR, clk *fakeClock, pinned map[int]netip.AddrPort)
+type lbStep func(t *testing.T, lb *LoadBalancerRR, clk *clock.Fake, pinned map[int]netip.AddrPort)
 
 // update installs endpoints: svc name -> port name -> addresses.
 func update(eps map[string]map[string][]string) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) {
 		var all []Endpoints
 		for name, ports := range eps {
 			e := Endpoints{Namespace: "ns", Name: name}
@@ -53,7 +51,7 @@ func update(eps map[string]map[string][]string) lbStep {
 }
 
 func newService(svc ServicePortName, aff AffinityType, ttl time.Duration) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) {
 		require.NoError(t, lb.NewService(svc, aff, ttl))
 	}
 }
@@ -65,7 +63,7 @@ func pick(svc ServicePortName, c, pos int) lbStep {
 }
 
 func pickReset(svc ServicePortName, c, pos int, reset bool) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, pinned map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, pinned map[int]netip.AddrPort) {
 		t.Helper()
 		got, err := lb.NextEndpoint(svc, client(c), reset)
 		require.NoError(t, err)
@@ -81,7 +79,7 @@ func pickReset(svc ServicePortName, c, pos int, reset bool) lbStep {
 }
 
 func pickErr(svc ServicePortName, want error) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) {
 		_, err := lb.NextEndpoint(svc, client(1), false)
 		require.ErrorIs(t, err, want)
 	}
@@ -90,7 +88,7 @@ func pickErr(svc ServicePortName, want error) lbStep {
 // pickAny expects client c to get some endpoint of svc other than the one
 // it was pinned to (its endpoint went away).
 func pickMoved(svc ServicePortName, c int) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, pinned map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, pinned map[int]netip.AddrPort) {
 		got, err := lb.NextEndpoint(svc, client(c), false)
 		require.NoError(t, err)
 		require.NotEqual(t, pinned[c], got)
@@ -100,31 +98,31 @@ func pickMoved(svc ServicePortName, c int) lbStep {
 }
 
 func advance(d time.Duration) lbStep {
-	return func(_ *testing.T, _ *LoadBalancerRR, clk *fakeClock, _ map[int]netip.AddrPort) {
-		clk.now = clk.now.Add(d)
+	return func(_ *testing.T, _ *LoadBalancerRR, clk *clock.Fake, _ map[int]netip.AddrPort) {
+		clk.Advance(d)
 	}
 }
 
 func cleanup(svc ServicePortName) lbStep {
-	return func(_ *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+	return func(_ *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) {
 		lb.CleanupStaleStickySessions(svc)
 	}
 }
 
 func deleteService(svc ServicePortName) lbStep {
-	return func(_ *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) { lb.DeleteService(svc) }
+	return func(_ *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) { lb.DeleteService(svc) }
 }
 
 // sameOrder asserts that svc's order did not change since the step that
 // saved it.
 func saveOrder(svc ServicePortName, into *[]netip.AddrPort) lbStep {
-	return func(_ *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+	return func(_ *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) {
 		*into = lb.Endpoints(svc)
 	}
 }
 
 func sameOrder(svc ServicePortName, saved *[]netip.AddrPort) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) {
 		require.Equal(t, *saved, lb.Endpoints(svc))
 	}
 }
@@ -231,7 +229,7 @@ func TestLoadBalancerRR(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+			clk := clock.NewFake(time.Unix(1_000_000, 0))
 			lb := NewLoadBalancerRRWithClock(clk)
 			pinned := make(map[int]netip.AddrPort)
 			for _, s := range tc.steps {
@@ -243,7 +241,7 @@ func TestLoadBalancerRR(t *testing.T) {
 
 // dropPinned removes the endpoint client c is pinned to from svc.
 func dropPinned(svc ServicePortName, c int) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, pinned map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, pinned map[int]netip.AddrPort) {
 		var keep []netip.AddrPort
 		for _, e := range lb.Endpoints(svc) {
 			if e != pinned[c] {
@@ -255,7 +253,7 @@ func dropPinned(svc ServicePortName, c int) lbStep {
 }
 
 func addEndpoint(svc ServicePortName, a string) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) {
 		eps := append(lb.Endpoints(svc), ep(a))
 		lb.OnEndpointsUpdate([]Endpoints{{Namespace: svc.Namespace, Name: svc.Name, Ports: []EndpointPort{{Name: svc.Port, Addresses: eps}}}})
 	}
@@ -264,7 +262,7 @@ func addEndpoint(svc ServicePortName, a string) lbStep {
 // expectClients asserts that only client c's record survived: the others
 // are assigned afresh (checked by the caller's next picks).
 func expectClients(svc ServicePortName, c int) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) {
 		lb.mu.Lock()
 		defer lb.mu.Unlock()
 		got := lb.services[svc].clients
@@ -276,7 +274,7 @@ func expectClients(svc ServicePortName, c int) lbStep {
 // samePortless asserts two source ports of one client IP share affinity
 // (the balancer never sees ports: the key is the address).
 func samePortless(svc ServicePortName, c int) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, pinned map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, pinned map[int]netip.AddrPort) {
 		mapped := netip.AddrFrom16(client(c).As16()) // ::ffff:127.0.0.c is the same client
 		got, err := lb.NextEndpoint(svc, mapped, false)
 		require.NoError(t, err)
@@ -285,7 +283,7 @@ func samePortless(svc ServicePortName, c int) lbStep {
 }
 
 func expectShare(svc ServicePortName, n int, want map[string]int) lbStep {
-	return func(t *testing.T, lb *LoadBalancerRR, _ *fakeClock, _ map[int]netip.AddrPort) {
+	return func(t *testing.T, lb *LoadBalancerRR, _ *clock.Fake, _ map[int]netip.AddrPort) {
 		got := make(map[string]int)
 		for i := range n {
 			e, err := lb.NextEndpoint(svc, client(i%5), false)

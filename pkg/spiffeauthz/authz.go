@@ -1,6 +1,9 @@
 // Package spiffeauthz authorizes the callers of a gRPC server by the SPIFFE
-// ID of the X.509-SVID that mutual TLS verified: a caller whose ID is not in
-// the list is refused with PermissionDenied and logged. Mutual TLS itself
+// ID of the X.509-SVID that mutual TLS verified: a caller whose ID matches
+// none of the server's rules (Rule: exact IDs, or path patterns in the
+// server's own trust domain, for the two ways SPIRE installations name
+// pods) is refused with PermissionDenied and logged with why each rule
+// missed it. Mutual TLS itself
 // (tlsconfig.MTLSServerConfig) already refuses a caller without an SVID or
 // with one from a trust domain whose bundle the server lacks; this package
 // is the per-identity layer above it. The gRPC health service stays open to
@@ -26,33 +29,24 @@ import (
 // healthPrefix is the method prefix of grpc.health.v1, never refused.
 const healthPrefix = "/grpc.health.v1.Health/"
 
-// ParseIDs parses SPIFFE IDs (spiffe://trust-domain/path), naming the first
-// bad one.
-func ParseIDs(list []string) ([]spiffeid.ID, error) {
-	ids := make([]spiffeid.ID, 0, len(list))
-	for _, s := range list {
-		id, err := spiffeid.FromString(strings.TrimSpace(s))
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a SPIFFE ID: %w", s, err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
-}
+// TrustDomainFunc returns the server's own trust domain (that of its
+// current SVID), for the rules that leave it out; zero when not known.
+type TrustDomainFunc func() spiffeid.TrustDomain
 
-// Authorizer holds the SPIFFE IDs allowed to call a server.
+// Authorizer holds the rules of the callers allowed to call a server.
 type Authorizer struct {
-	allowed map[spiffeid.ID]bool
-	log     *slog.Logger
+	rules []Rule
+	own   TrustDomainFunc
+	log   *slog.Logger
 }
 
-// New returns an authorizer of ids that logs refusals to logger.
-func New(ids []spiffeid.ID, logger *slog.Logger) *Authorizer {
-	a := &Authorizer{allowed: make(map[spiffeid.ID]bool, len(ids)), log: logger}
-	for _, id := range ids {
-		a.allowed[id] = true
+// New returns an authorizer of rules that logs refusals to logger; own
+// gives the trust domain of the rules that leave it out.
+func New(rules []Rule, own TrustDomainFunc, logger *slog.Logger) *Authorizer {
+	if own == nil {
+		own = func() spiffeid.TrustDomain { return spiffeid.TrustDomain{} }
 	}
-	return a
+	return &Authorizer{rules: rules, own: own, log: logger}
 }
 
 // ServerOptions are the interceptors to give grpc.NewServer, chained after
@@ -75,25 +69,48 @@ func (a *Authorizer) ServerOptions() []grpc.ServerOption {
 }
 
 // authorize returns nil for an allowed caller of method, PermissionDenied
-// otherwise.
+// otherwise; a refusal is logged with the caller's ID and why each rule
+// missed it.
 func (a *Authorizer) authorize(ctx context.Context, method string) error {
 	if strings.HasPrefix(method, healthPrefix) {
 		return nil
 	}
 	id, err := callerID(ctx)
-	if err == nil && a.allowed[id] {
+	if err != nil {
+		a.refuse(ctx, method, err.Error(), nil)
+		return status.Errorf(codes.PermissionDenied, "caller without a SPIFFE ID is not authorized for %s: %v", method, err)
+	}
+	misses, ok := a.check(id)
+	if ok {
 		return nil
 	}
-	caller := id.String()
-	if err != nil {
-		caller = err.Error()
+	a.refuse(ctx, method, id.String(), misses)
+	return status.Errorf(codes.PermissionDenied, "caller %s is not authorized for %s: it matches none of the server's rules (%s)", id, method, strings.Join(misses, "; "))
+}
+
+// check returns whether id matches a rule and, when it does not, why each
+// rule missed it ("<rule>: <reason>").
+func (a *Authorizer) check(id spiffeid.ID) ([]string, bool) {
+	own := a.own()
+	misses := make([]string, 0, len(a.rules))
+	for _, r := range a.rules {
+		why := r.Miss(id, own)
+		if why == "" {
+			return nil, true
+		}
+		misses = append(misses, r.String()+": "+why)
 	}
+	return misses, false
+}
+
+// refuse logs one refused call.
+func (a *Authorizer) refuse(ctx context.Context, method, caller string, misses []string) {
 	addr := ""
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		addr = p.Addr.String()
 	}
-	a.log.Warn("refused an unauthorized caller", "method", method, "caller", caller, "peer", addr)
-	return status.Errorf(codes.PermissionDenied, "caller %s is not authorized for %s", caller, method)
+	a.log.Warn("refused an unauthorized caller; to accept it, add a rule that matches its ID to the server's AUTHORIZED_IDS (Helm chart: spire.idScheme, spire.trustDomain)",
+		"method", method, "caller", caller, "peer", addr, "missed", misses)
 }
 
 // callerID is the SPIFFE ID of the client certificate of ctx. go-spiffe's
@@ -116,16 +133,16 @@ func callerID(ctx context.Context) (spiffeid.ID, error) {
 	return id, nil
 }
 
-// Options parses ids and returns the server options that authorize them,
-// or none for an empty list (any verified caller is served).
-func Options(ids []string, logger *slog.Logger) ([]grpc.ServerOption, error) {
-	if len(ids) == 0 {
+// Options parses rules and returns the server options that authorize by
+// them, or none for an empty list (any verified caller is served).
+func Options(rules []string, own TrustDomainFunc, logger *slog.Logger) ([]grpc.ServerOption, error) {
+	if len(rules) == 0 {
 		return nil, nil
 	}
-	parsed, err := ParseIDs(ids)
+	parsed, err := ParseRules(rules)
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("authorizing callers by SPIFFE ID", "ids", ids)
-	return New(parsed, logger).ServerOptions(), nil
+	logger.Info("authorizing callers by SPIFFE ID", "rules", rules)
+	return New(parsed, own, logger).ServerOptions(), nil
 }

@@ -94,16 +94,23 @@ func (s *server) WatchVip(_ *nspv1.Vip, stream nspv1.ConfigurationManager_WatchV
 	}
 }
 
-// serve starts the stub with src's SVID, authorizing allowed, and returns
-// its address and log.
-func serve(t *testing.T, src source, allowed ...spiffeid.ID) (string, *server, *bytes.Buffer) {
+// serve starts the stub with src's SVID, authorizing by rules (its own
+// trust domain that of src's SVID), and returns its address and log.
+func serve(t *testing.T, src source, rules ...string) (string, *server, *bytes.Buffer) {
 	t.Helper()
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
 	svc := &server{vips: make(chan *nspv1.VipResponse), serials: make(chan string, 10)}
+	parsed, err := ParseRules(rules)
+	require.NoError(t, err)
+	own := func() spiffeid.TrustDomain {
+		svid, err := src.GetX509SVID()
+		require.NoError(t, err)
+		return svid.ID.TrustDomain()
+	}
 	opts := append([]grpc.ServerOption{grpc.Creds(grpccreds.NewTLS(tlsconfig.MTLSServerConfig(src, src, tlsconfig.AuthorizeAny())))},
-		New(allowed, logger).ServerOptions()...)
+		New(parsed, own, logger).ServerOptions()...)
 	gs := grpc.NewServer(opts...)
 	ipamv1.RegisterIpamServer(gs, svc)
 	nspv1.RegisterConfigurationManagerServer(gs, svc)
@@ -145,8 +152,7 @@ func allocate(conn *grpc.ClientConn) error {
 func TestCallersAreAuthorizedBySPIFFEID(t *testing.T) {
 	ca := testutil.NewSPIFFECA(t, "causeway.test")
 	serverSrc := ca.Mint(t, ipamPath)
-	proxyID := spiffeid.RequireFromString("spiffe://causeway.test" + proxyPath)
-	addr, _, logs := serve(t, serverSrc, proxyID)
+	addr, _, logs := serve(t, serverSrc, "spiffe://causeway.test"+proxyPath)
 	serverID := serverSrc.SVID.ID
 
 	// The proxy's ID is served.
@@ -184,8 +190,7 @@ func TestCallersAreAuthorizedBySPIFFEID(t *testing.T) {
 func TestRotationKeepsOpenConnections(t *testing.T) {
 	ca := testutil.NewSPIFFECA(t, "causeway.test")
 	serverSrc := &rotating{cur: ca.Mint(t, ipamPath)}
-	proxyID := spiffeid.RequireFromString("spiffe://causeway.test" + proxyPath)
-	addr, svc, _ := serve(t, serverSrc, proxyID)
+	addr, svc, _ := serve(t, serverSrc, proxyPath)
 	serverID := spiffeid.RequireFromString("spiffe://causeway.test" + ipamPath)
 	client := &rotating{cur: ca.Mint(t, proxyPath)}
 	tc := func() *tls.Config { return tlsconfig.MTLSClientConfig(client, client, tlsconfig.AuthorizeID(serverID)) }
@@ -215,12 +220,4 @@ func TestRotationKeepsOpenConnections(t *testing.T) {
 	fresh := dial(t, addr, tc())
 	require.NoError(t, allocate(fresh))
 	require.NotEqual(t, oldSerial, <-svc.serials, "a new connection presents the rotated SVID")
-}
-
-func TestParseIDs(t *testing.T) {
-	ids, err := ParseIDs([]string{"spiffe://td/ns/a/sa/b", " spiffe://td/x "})
-	require.NoError(t, err)
-	require.Equal(t, "spiffe://td/x", ids[1].String())
-	_, err = ParseIDs([]string{"proxy"})
-	require.ErrorContains(t, err, `"proxy" is not a SPIFFE ID`)
 }

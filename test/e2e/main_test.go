@@ -8,8 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // binDir holds the binaries built once for the whole suite; empty when the
@@ -21,7 +21,7 @@ var commands = []string{"./cmd/proxy", "./cmd/ipam", "./cmd/nsp", "./cmd/lab"}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	nsmcp.QuietSDKLogs()
+	controlplane.QuietSDKLogs()
 	os.Exit(run(m))
 }
 

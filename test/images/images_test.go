@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/causeway-net/causeway/internal/configref"
+	"github.com/causeway-net/causeway/deployments/configref"
 	"github.com/causeway-net/causeway/internal/testutil"
 )
 

@@ -17,22 +17,33 @@ const subscriberBuffer = 1024
 // linkTable is the fake's links and the subscribers to their events. The
 // Dataplane's mutex guards it.
 type linkTable struct {
-	byName  map[string]dataplane.Link
-	byIndex map[int]string
+	byIndex map[int]dataplane.Link
 	last    int
 	subs    map[int]chan dataplane.LinkEvent
 	subID   int
 }
 
 func (t *linkTable) init() {
-	if t.byName == nil {
-		t.byName, t.byIndex, t.subs = map[string]dataplane.Link{}, map[int]string{}, map[int]chan dataplane.LinkEvent{}
+	if t.byIndex == nil {
+		t.byIndex, t.subs = map[int]dataplane.Link{}, map[int]chan dataplane.LinkEvent{}
 		t.last = firstIndex
 	}
 }
 
 func (t *linkTable) list() []dataplane.Link {
-	return slices.Collect(maps.Values(t.byName))
+	return slices.SortedFunc(maps.Values(t.byIndex), func(a, b dataplane.Link) int { return a.Index - b.Index })
+}
+
+// byName is the link named name (the one with the highest index if a test
+// left two).
+func (t *linkTable) byName(name string) (dataplane.Link, bool) {
+	var found dataplane.Link
+	for _, l := range t.byIndex {
+		if l.Name == name && l.Index > found.Index {
+			found = l
+		}
+	}
+	return found, found.Index > 0
 }
 
 func (t *linkTable) emit(ev dataplane.LinkEvent) {
@@ -42,7 +53,6 @@ func (t *linkTable) emit(ev dataplane.LinkEvent) {
 }
 
 func (t *linkTable) remove(l dataplane.Link) {
-	delete(t.byName, l.Name)
 	delete(t.byIndex, l.Index)
 	t.emit(dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l})
 }
@@ -60,15 +70,48 @@ func (d *Dataplane) AddLink(name string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.links.init()
-	if l, ok := d.links.byName[name]; ok {
+	if l, ok := d.links.byName(name); ok {
 		return l.Index
 	}
-	d.links.last++
-	l := dataplane.Link{Index: d.links.last, Name: name, Kind: "veth", Up: true, OperState: "up"}
-	d.links.byName[name] = l
-	d.links.byIndex[l.Index] = name
-	d.links.emit(dataplane.LinkEvent{Type: dataplane.LinkAdded, Link: l})
-	return l.Index
+	return d.setLinkLocked(max(d.links.last, firstIndex)+1, name).Link.Index
+}
+
+// SetLink makes link index exist, up, with name (added, or renamed), tells
+// the subscribers, and returns the event the dataplane's link table would
+// send, for a test that hands it to a consumer itself (a link matcher's
+// HandleLinkEvent).
+func (d *Dataplane) SetLink(index int, name string) dataplane.LinkEvent {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.links.init()
+	return d.setLinkLocked(index, name)
+}
+
+func (d *Dataplane) setLinkLocked(index int, name string) dataplane.LinkEvent {
+	typ := dataplane.LinkChanged
+	if _, ok := d.links.byIndex[index]; !ok {
+		typ = dataplane.LinkAdded
+	}
+	l := dataplane.Link{Index: index, Name: name, Kind: "veth", Up: true, OperState: "up"}
+	d.links.byIndex[index] = l
+	d.links.last = max(d.links.last, index)
+	ev := dataplane.LinkEvent{Type: typ, Link: l}
+	d.links.emit(ev)
+	return ev
+}
+
+// DeleteLink removes link index (whether or not it exists), tells the
+// subscribers, and returns the event the dataplane's link table would send.
+func (d *Dataplane) DeleteLink(index int) dataplane.LinkEvent {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.links.init()
+	l, ok := d.links.byIndex[index]
+	if !ok {
+		l = dataplane.Link{Index: index}
+	}
+	d.links.remove(l)
+	return dataplane.LinkEvent{Type: dataplane.LinkDeleted, Link: l}
 }
 
 // DelLink deletes link name, if it exists, and tells the subscribers.
@@ -76,7 +119,7 @@ func (d *Dataplane) DelLink(name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.links.init()
-	if l, ok := d.links.byName[name]; ok {
+	if l, ok := d.links.byName(name); ok {
 		d.links.remove(l)
 	}
 }
@@ -87,8 +130,8 @@ func (d *Dataplane) RemoveLink(index int, name string) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.links.init()
-	l, ok := d.links.byName[name]
-	if !ok || l.Index != index {
+	l, ok := d.links.byIndex[index]
+	if !ok || l.Name != name {
 		return false, nil
 	}
 	d.links.remove(l)
@@ -123,14 +166,14 @@ func (d *Dataplane) Subscribe() (<-chan dataplane.LinkEvent, func()) {
 func (d *Dataplane) Link(index int) (dataplane.Link, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l, ok := d.links.byName[d.links.byIndex[index]]
-	return l, ok && l.Index == index
+	l, ok := d.links.byIndex[index]
+	return l, ok
 }
 
-// LinkByName returns the link named name.
+// LinkByName returns the link named name (the one with the highest index
+// if a test left two).
 func (d *Dataplane) LinkByName(name string) (dataplane.Link, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l, ok := d.links.byName[name]
-	return l, ok
+	return d.links.byName(name)
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // How long a component may take to announce it is serving.
@@ -78,17 +78,17 @@ func (l *Lab) addTargetNetNS(name string) error {
 
 // nsmgrURL is where the NSMgr of the run serves (NSM_CONNECT_TO).
 func (l *Lab) nsmgrURL() *url.URL {
-	return &url.URL{Scheme: "unix", Path: l.run.Path(nsmcp.NSMgrSocket)}
+	return &url.URL{Scheme: "unix", Path: l.run.Path(controlplane.NSMgrSocket)}
 }
 
 // startNSM runs the NSM control plane (NSMgr with its registry and the veth
-// forwarder, see nsmcp) as `lab nsm` in the host namespace, serving on unix
+// forwarder, see pkg/nsm/controlplane) as `lab nsm` in the host namespace, serving on unix
 // sockets in the run directory.
 func (l *Lab) startNSM() error {
 	st := l.state()
 	// The NSMgr makes this directory on the host if it is missing; it goes
 	// with the run when it is still empty.
-	if err := l.run.RecordMissingDirs(nsmcp.SDKConfigDir); err != nil {
+	if err := l.run.RecordMissingDirs(controlplane.SDKConfigDir); err != nil {
 		return err
 	}
 	err := l.startComponent("nsm", "", append([]string{l.bin("lab"), "nsm",

@@ -14,7 +14,7 @@
 //	          one multipath route per VIP over the running LBs
 //	target-N  `lab target` processes (target stubs, echo on the VIPs)
 //
-// The NSM control plane (NSMgr, registry and the veth forwarder of nsmcp)
+// The NSM control plane (NSMgr, registry and the veth forwarder of pkg/nsm/controlplane)
 // is the `lab nsm` process in the host namespace, serving on unix sockets in
 // the run directory; every other component is a real process started with
 // `ip netns exec`. All are recorded in the run state and carry the run's

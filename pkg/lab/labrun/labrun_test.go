@@ -40,7 +40,7 @@ func requireGone(t *testing.T, id, dir string, procs []topo.Process) {
 	require.NotContains(t, string(out), "cw"+id+"-", "no namespace of the run may remain")
 	for _, p := range procs {
 		// A process killed at the end of Down may take a moment to be reaped.
-		require.Eventually(t, func() bool { return !topo.Alive(p.PID, p.StartTime) }, 10*time.Second, 50*time.Millisecond,
+		require.Eventually(t, func() bool { return !topo.Alive(p.PID, p.StartTime) }, time.Minute, 50*time.Millisecond,
 			"process %s (%d) must be gone", p.Name, p.PID)
 	}
 	_, err = os.Stat(dir)

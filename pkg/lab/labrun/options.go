@@ -10,8 +10,8 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
@@ -80,7 +80,7 @@ type Options struct {
 	NSEExpiration time.Duration
 	// TokenLifetime of the NSM tokens of the control plane, the targets and
 	// the proxy (NSM_MAX_TOKEN_LIFETIME); connections refresh at a third
-	// of it (default nsmcp.DefaultTokenLifetime).
+	// of it (default controlplane.DefaultTokenLifetime).
 	TokenLifetime time.Duration
 	// IPAMEnv and ProxyEnv are added to the environment of the ipam and
 	// proxy processes after the lab's own settings (so they override them),
@@ -150,7 +150,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.NSEExpiration = DefaultNSEExpiration
 	}
 	if o.TokenLifetime == 0 {
-		o.TokenLifetime = nsmcp.DefaultTokenLifetime
+		o.TokenLifetime = controlplane.DefaultTokenLifetime
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = DefaultLogLevel

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // stateFile is the lab's description of a run, next to topo's record, so
@@ -139,7 +139,7 @@ func baseOrDefault(b string) string {
 // recorded has the default).
 func (st labState) tokenLifetime() string {
 	if st.TokenLifetime == "" {
-		return nsmcp.DefaultTokenLifetime.String()
+		return controlplane.DefaultTokenLifetime.String()
 	}
 	return st.TokenLifetime
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // Deadline bounds a bed's context: far above what any stub test takes, it
@@ -25,7 +25,7 @@ type Bed struct {
 	// Dir is the test's temporary directory; the control plane's sockets
 	// are in it.
 	Dir   string
-	CP    *nsmcp.ControlPlane
+	CP    *controlplane.ControlPlane
 	Stub  *testutil.NetNS
 	Proxy *testutil.NetNS
 }
@@ -34,14 +34,14 @@ type Bed struct {
 // proxy's, and starts a control plane with cfg in a temporary directory
 // (cfg.Dir is set to it). Everything is stopped and removed at the end of
 // the test, even when it fails; a test may call b.CP.Stop earlier.
-func NewBed(t *testing.T, prefix string, cfg nsmcp.Config) *Bed {
+func NewBed(t *testing.T, prefix string, cfg controlplane.Config) *Bed {
 	t.Helper()
 	b := &Bed{Stub: testutil.NewNetNS(t, prefix), Proxy: testutil.NewNetNS(t, "prx"), Dir: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), Deadline)
 	t.Cleanup(cancel)
 	b.Ctx = ctx
 	cfg.Dir = b.Dir
-	cp, err := nsmcp.Start(ctx, cfg)
+	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start the control plane: %v", err)
 	}

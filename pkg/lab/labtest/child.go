@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // childEnv names a copy of a test binary a child and carries its
@@ -95,7 +95,7 @@ func RunChild[C any](what string, run func(ctx context.Context, cfg C) error) {
 	if raw == "" {
 		return
 	}
-	nsmcp.QuietSDKLogs()
+	controlplane.QuietSDKLogs()
 	os.Exit(runChild(raw, what, run))
 }
 

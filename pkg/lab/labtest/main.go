@@ -7,7 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.uber.org/goleak"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // SDKLogEnv names a file that receives the NSM SDK's logs of a test run
@@ -18,7 +18,7 @@ const SDKLogEnv = "LAB_TEST_SDK_LOG"
 // quiet (or in the file SDKLogEnv names), and goleak over the whole run,
 // leaving out the worker that opencensus starts at init.
 func Main(m *testing.M) {
-	nsmcp.QuietSDKLogs()
+	controlplane.QuietSDKLogs()
 	if p := os.Getenv(SDKLogEnv); p != "" {
 		if f, err := os.Create(p); err == nil {
 			logrus.SetOutput(f)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
 
@@ -56,7 +56,7 @@ type Route struct {
 type LB struct {
 	cfg    Config
 	ns     netns.NsHandle
-	ep     *nsmcp.Endpoint
+	ep     *controlplane.Endpoint
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -91,7 +91,7 @@ func Start(ctx context.Context, cfg Config) (_ *LB, err error) {
 	}
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	l.cancel = cancel
-	l.ep, err = nsmcp.StartEndpoint(life, nsmcp.EndpointConfig{
+	l.ep, err = controlplane.StartEndpoint(life, controlplane.EndpointConfig{
 		Name:       cfg.Name,
 		Service:    cfg.Service,
 		Labels:     cfg.Labels,

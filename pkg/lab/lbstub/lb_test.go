@@ -14,12 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/topo"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // vipGateways reads the LB's route to the VIP: its gateways, sorted.
@@ -53,7 +53,7 @@ func gatewaysTo(t *testing.T, ns *testutil.NetNS, vip string) []string {
 }
 
 func TestLBStubRoutesFollowTargets(t *testing.T) {
-	bed := labtest.NewBed(t, "lb", nsmcp.Config{})
+	bed := labtest.NewBed(t, "lb", controlplane.Config{})
 	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	extNS := testutil.NewNetNS(t, "ext")
 	targets := filepath.Join(bed.Dir, "targets")
@@ -72,7 +72,7 @@ func TestLBStubRoutesFollowTargets(t *testing.T) {
 	// The proxy is the NSC and assigns both ends' addresses.
 	pctx, pcancel := context.WithCancel(ctx)
 	defer pcancel()
-	proxy := nsmcp.NewClient(pctx, nsmcp.ClientConfig{Name: "proxy", NSMgrURL: cp.NSMgrURL, InterfaceName: "lb-a", NetNSPath: prxNS.Path()})
+	proxy := controlplane.NewClient(pctx, controlplane.ClientConfig{Name: "proxy", NSMgrURL: cp.NSMgrURL, InterfaceName: "lb-a", NetNSPath: prxNS.Path()})
 	conn, err := proxy.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
 		Id: "proxy-lb-a", NetworkService: "c.t.ns",
 		Context: &networkservice.ConnectionContext{IpContext: &networkservice.IPContext{

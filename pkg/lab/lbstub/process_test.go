@@ -15,18 +15,18 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/lbstub"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // TestLBStubAsProcess runs the LB stub the way the lab does: as its own
 // process started with `ip netns exec`, naming its namespace through
 // /proc/thread-self and passing it to the forwarder by file descriptor.
 func TestLBStubAsProcess(t *testing.T) {
-	bed := labtest.NewBed(t, "lbp", nsmcp.Config{})
+	bed := labtest.NewBed(t, "lbp", controlplane.Config{})
 	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	targets := filepath.Join(bed.Dir, "targets")
 
@@ -63,7 +63,7 @@ func TestLBStubAsProcess(t *testing.T) {
 func connectProxy(ctx context.Context, t *testing.T, life context.Context, nsmgrURL *url.URL, ns *testutil.NetNS) (networkservice.NetworkServiceClient, *networkservice.Connection) {
 	t.Helper()
 	proxy := retry.NewClient(
-		nsmcp.NewClient(life, nsmcp.ClientConfig{Name: "proxy", NSMgrURL: nsmgrURL, InterfaceName: "lb-p", NetNSPath: ns.Path()}),
+		controlplane.NewClient(life, controlplane.ClientConfig{Name: "proxy", NSMgrURL: nsmgrURL, InterfaceName: "lb-p", NetNSPath: ns.Path()}),
 		retry.WithTryTimeout(10*time.Second), retry.WithInterval(200*time.Millisecond))
 	conn, err := proxy.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
 		Id: "proxy-lb-p", NetworkService: "c.t.ns",
@@ -79,7 +79,7 @@ func connectProxy(ctx context.Context, t *testing.T, life context.Context, nsmgr
 // registration expires the control plane closes the connection and the
 // forwarder removes the veth on the proxy's side.
 func TestLBStubKilled(t *testing.T) {
-	bed := labtest.NewBed(t, "lbk", nsmcp.Config{NSEExpiration: 3 * time.Second})
+	bed := labtest.NewBed(t, "lbk", controlplane.Config{NSEExpiration: 3 * time.Second})
 	ctx, cp, lbNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	child := labtest.StartChild(t, lbNS, lbstub.Config{
 		Name: "lb-k", NSMgrURL: cp.NSMgrURL, Service: "c.t.ns", SocketPath: filepath.Join(bed.Dir, "lb-k.sock"),

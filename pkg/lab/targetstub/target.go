@@ -15,8 +15,8 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/clientinfo"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/retry"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 )
 
@@ -54,7 +54,7 @@ type Config struct {
 	// until Start's context ends.
 	RequestTimeout time.Duration
 	// TokenLifetime of the target's NSM tokens (default
-	// nsmcp.DefaultTokenLifetime): its connection refreshes at a third of it.
+	// controlplane.DefaultTokenLifetime): its connection refreshes at a third of it.
 	TokenLifetime time.Duration
 	// SPIFFE, when set, are the client's credentials instead of the lab's
 	// (a target stub run as a pod of a cluster whose NSM is secure).
@@ -119,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
 			}
 		}
 	}()
-	t.client = retry.NewClient(nsmcp.NewClient(life, nsmcp.ClientConfig{
+	t.client = retry.NewClient(controlplane.NewClient(life, controlplane.ClientConfig{
 		Name:          cfg.Name,
 		NSMgrURL:      cfg.NSMgrURL,
 		InterfaceName: cfg.InterfaceName,

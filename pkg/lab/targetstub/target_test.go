@@ -17,11 +17,11 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/pkg/lab/labtest"
 	"github.com/causeway-net/causeway/pkg/lab/targetaddrs"
 	"github.com/causeway-net/causeway/pkg/lab/targetstub"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // fakeProxy hands out the target address and the gateway like the proxy
@@ -53,10 +53,10 @@ func (fakeProxy) Close(ctx context.Context, c *networkservice.Connection) (*empt
 
 // newFakeProxyBed is a bed whose proxy namespace holds an NSE of the
 // proxy's service that hands out addresses as fakeProxy does.
-func newFakeProxyBed(t *testing.T, prefix string) (*labtest.Bed, *nsmcp.Endpoint) {
+func newFakeProxyBed(t *testing.T, prefix string) (*labtest.Bed, *controlplane.Endpoint) {
 	t.Helper()
-	bed := labtest.NewBed(t, prefix, nsmcp.Config{})
-	nse, err := nsmcp.StartEndpoint(bed.Ctx, nsmcp.EndpointConfig{
+	bed := labtest.NewBed(t, prefix, controlplane.Config{})
+	nse, err := controlplane.StartEndpoint(bed.Ctx, controlplane.EndpointConfig{
 		Name: "fake-proxy", Service: "proxy.c.t.ns", NSMgrURL: bed.CP.NSMgrURL,
 		SocketPath: filepath.Join(bed.Dir, "proxy.sock"), NetNSPath: bed.Proxy.Path(),
 		Elements: []networkservice.NetworkServiceServer{fakeProxy{}},
@@ -177,7 +177,7 @@ func vipRoutes(t *testing.T, h *netlink.Handle, family int, vip string) []netlin
 // answered (a pod deleted while it starts) stops cleanly: Run returns nil,
 // nothing stays published and the echo ports are free again.
 func TestRunStoppedWhileConnecting(t *testing.T) {
-	bed := labtest.NewBed(t, "tgw", nsmcp.Config{})
+	bed := labtest.NewBed(t, "tgw", controlplane.Config{})
 	pubDir := filepath.Join(bed.Dir, "targets")
 	ctx, cancel := context.WithCancel(bed.Ctx)
 	done := make(chan error, 1)

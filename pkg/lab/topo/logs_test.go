@@ -81,6 +81,6 @@ func startLogged(t *testing.T, run *topo.Run, line string) *exec.Cmd {
 	require.Eventually(t, func() bool {
 		data, _ := os.ReadFile(filepath.Join(run.LogDir(), "writer.log"))
 		return strings.Contains(string(data), line)
-	}, 10*time.Second, 20*time.Millisecond, "the process logs to the run's log directory")
+	}, time.Minute, 20*time.Millisecond, "the process logs to the run's log directory")
 	return cmd
 }

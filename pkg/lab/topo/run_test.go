@@ -75,7 +75,7 @@ func TestRunRecordsAndTearsDownAfterCrash(t *testing.T) {
 	require.Eventually(t, func() bool {
 		data, _ := os.ReadFile(filepath.Join(run.LogDir(), "sleeper.log"))
 		return strings.TrimSpace(string(data)) == "in "+run.NetNSName("b")
-	}, 10*time.Second, 50*time.Millisecond, "the process runs in its namespace and logs to the run")
+	}, time.Minute, 50*time.Millisecond, "the process runs in its namespace and logs to the run")
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	file := filepath.Join(t.TempDir(), "extra")
@@ -179,7 +179,7 @@ func TestDownStopsUnrecordedProcesses(t *testing.T) {
 	require.Eventually(t, func() bool {
 		marked, err = run.MarkedProcesses()
 		return err == nil && len(marked) == 2
-	}, 10*time.Second, 20*time.Millisecond, "the process and its child carry the run's marker")
+	}, time.Minute, 20*time.Millisecond, "the process and its child carry the run's marker")
 	require.Contains(t, pids(marked), unrecorded.Process.Pid)
 
 	// Another run's process, one whose marker only begins like the run's

@@ -236,3 +236,62 @@ func sendEgress(ctx context.Context, f EgressFlows, tag string) error {
 	}
 	return nil
 }
+
+// DeliverEgress sends f.Count flows and, while fewer than f.Count datagrams
+// tagged f.Tag have arrived at l, sends as many new flows as are missing,
+// a round every resend, until they have or ctx ends. A datagram may be lost
+// without any fault of the path under test (a socket buffer full while a busy
+// machine delays its reader, a neighbour entry's queue), so a count of
+// arrivals is taken after the lost ones were sent again. It returns how many
+// flows it sent in all; the error is ctx's, or a send's.
+func DeliverEgress(ctx context.Context, l *EgressListener, f EgressFlows, resend time.Duration) (int, error) {
+	want := f.Count
+	sent := 0
+	for {
+		missing := want - l.count(f.Tag)
+		if missing <= 0 {
+			return sent, nil
+		}
+		if sent > 0 {
+			slog.Info("egress datagrams not arrived, sending new flows", "tag", f.Tag, "missing", missing, "sent", sent)
+		}
+		f.Count = missing
+		n, err := SendEgress(ctx, f)
+		sent += n
+		if err != nil {
+			return sent, err
+		}
+		if err := l.await(ctx, f.Tag, want, resend); err != nil {
+			return sent, err
+		}
+	}
+}
+
+// await waits until want datagrams tagged tag have arrived, for at most
+// d, or until ctx ends (its error).
+func (l *EgressListener) await(ctx context.Context, tag string, want int, d time.Duration) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(d)
+	for l.count(tag) < want && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// count is the number of arrivals with the tag.
+func (l *EgressListener) count(tag string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, a := range l.arrivals {
+		if a.Tag == tag {
+			n++
+		}
+	}
+	return n
+}

@@ -182,18 +182,25 @@ func TestEgressArrivesPerLink(t *testing.T) {
 	before, err := traffic.LinkStats(srv.Path())
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// Every flow is a datagram of its own: one lost on a busy machine is
+	// sent again as a new flow (DeliverEgress), so that the count is of
+	// what the routes carried, not of what the machine had time for.
+	const perFamily = 64
+	sent := 0
 	for _, f := range []traffic.EgressFlows{
-		{NetNSPath: cli.Path(), Src: src4, Dst: netip.AddrPortFrom(dst4, 6000), Count: 64, Tag: "v4"},
-		{NetNSPath: cli.Path(), Src: src6, Dst: netip.AddrPortFrom(dst6, 6000), Count: 64, Tag: "v6"},
+		{NetNSPath: cli.Path(), Src: src4, Dst: netip.AddrPortFrom(dst4, 6000), Count: perFamily, Tag: "v4"},
+		{NetNSPath: cli.Path(), Src: src6, Dst: netip.AddrPortFrom(dst6, 6000), Count: perFamily, Tag: "v6"},
 	} {
-		n, err := traffic.SendEgress(ctx, f)
-		require.NoError(t, err)
-		require.Equal(t, 64, n)
+		n, err := traffic.DeliverEgress(ctx, l, f, time.Second)
+		require.NoError(t, err, "%d %s datagrams arrive: %v", perFamily, f.Tag, l.ByIface(f.Tag))
+		require.GreaterOrEqual(t, n, perFamily)
+		sent += n
 	}
-	require.Eventually(t, func() bool { return len(l.Arrivals()) >= 128 }, 20*time.Second, 20*time.Millisecond)
-	for _, a := range l.Arrivals() {
+	arrivals := l.Arrivals()
+	t.Logf("FIGURE: egress flows sent %d, arrived %d (%d of %d sent again)", sent, len(arrivals), sent-2*perFamily, sent)
+	for _, a := range arrivals {
 		want := src4
 		if a.Tag == "v6" {
 			want = src6
@@ -204,12 +211,12 @@ func TestEgressArrivesPerLink(t *testing.T) {
 		by := l.ByIface(tag)
 		t.Log(tag, by)
 		require.Len(t, by, 2, "flows arrive on both links: %v", by)
-		require.Equal(t, 64, by["in-via-a"]+by["in-via-b"])
+		require.GreaterOrEqual(t, by["in-via-a"]+by["in-via-b"], perFamily)
 	}
 	after, err := traffic.LinkStats(srv.Path())
 	require.NoError(t, err)
 	d := traffic.Delta(before, after)
-	require.GreaterOrEqual(t, d["in-via-a"].RxPackets+d["in-via-b"].RxPackets, uint64(128))
+	require.GreaterOrEqual(t, d["in-via-a"].RxPackets+d["in-via-b"].RxPackets, uint64(len(arrivals)))
 
 	_, err = traffic.SendEgress(ctx, traffic.EgressFlows{Dst: netip.AddrPortFrom(dst4, 1), Count: 1})
 	require.Error(t, err)

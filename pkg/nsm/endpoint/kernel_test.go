@@ -15,7 +15,6 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
 
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
@@ -25,6 +24,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/chain/netnsurl"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -39,7 +39,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 	proxyNS := testutil.NewNetNS(t, "nsm-prx")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewVethDomain(ctx, t)
+	domain := nsmtest.NewVethDomain(ctx, t)
 	nsmgrURL := domain.Nodes[0].NSMgr.URL
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -72,7 +72,7 @@ func TestKernelTargetToProxy(t *testing.T) {
 		DialOptions:    creds.NSMDialOptions(),
 		ServerOptions:  creds.NSMServerOptions(),
 		Elements: []networkservice.NetworkServiceServer{
-			nsmsandbox.KernelServer(),
+			nsmtest.KernelServer(),
 			netnsurl.NewServer(proxyNS.Path()),
 			ipcontext.NewServer(setter, ipcontext.WithLogger(quiet)),
 			connlink.NewServer(monitor, connlink.WithLogger(quiet)),

@@ -25,7 +25,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
+	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
@@ -33,11 +33,12 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
 func TestMain(m *testing.M) {
-	nsmsandbox.Quiet()
+	nsmtest.Quiet()
 	goleak.VerifyTestMain(m)
 }
 
@@ -86,7 +87,7 @@ type proxyUnderTest struct {
 	setter  *ipcontextfake.Setter
 	handler *linkstest.Recorder
 	monitor *connlink.Matcher
-	links   *linkstest.Table
+	links   *dataplanefake.Dataplane
 	names   *ifnames
 }
 
@@ -95,7 +96,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	creds := credentials.Insecure(quiet, time.Hour)
 	p := &proxyUnderTest{setter: newTargetSetter(base), handler: &linkstest.Recorder{}, names: &ifnames{}}
-	p.links = linkstest.New()
+	p.links = &dataplanefake.Dataplane{}
 	p.monitor = connlink.New(p.handler, p.links, connlink.WithLogger(quiet))
 	ep, err := endpoint.Start(ctx, endpoint.Config{
 		Name:           name,
@@ -106,7 +107,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 		DialOptions:    creds.NSMDialOptions(),
 		ServerOptions:  creds.NSMServerOptions(),
 		Elements: []networkservice.NetworkServiceServer{
-			nsmsandbox.KernelServer(),
+			nsmtest.KernelServer(),
 			ipcontext.NewServer(p.setter, ipcontext.WithLogger(quiet)),
 			connlink.NewServer(p.monitor, connlink.WithLogger(quiet)),
 			mtu.NewServer(mtu.WithMTU(1450)),
@@ -124,7 +125,7 @@ func startProxy(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name, node
 func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t)
+	domain := nsmtest.NewDomain(ctx, t)
 	nsmgrURL := domain.Nodes[0].NSMgr.URL
 
 	tcp := endpoint.WithListenURL(&url.URL{Scheme: "tcp", Host: "127.0.0.1:0"})
@@ -159,7 +160,7 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 	// The forwarder creates the proxy-side link after the Request.
 	ifname := proxyA.names.last()
 	require.NotEmpty(t, ifname)
-	proxyA.monitor.HandleLinkEvent(proxyA.links.Set(42, ifname))
+	proxyA.monitor.HandleLinkEvent(proxyA.links.SetLink(42, ifname))
 	events, last := proxyA.handler.Events(), proxyA.handler.Last()
 	require.Equal(t, []string{"created 42"}, events)
 	require.Equal(t, proxy.TargetConn, last.Type)
@@ -204,7 +205,7 @@ func TestTargetsReachTheProxyOfTheirNode(t *testing.T) {
 func TestUnixSocketEndpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t, nsmsandbox.WithUnixSockets())
+	domain := nsmtest.NewDomain(ctx, t, nsmtest.WithUnixSockets())
 	nsmgrURL := domain.Nodes[0].NSMgr.URL
 	require.Equal(t, "unix", nsmgrURL.Scheme)
 
@@ -240,7 +241,7 @@ func TestUnixSocketEndpoint(t *testing.T) {
 func TestSocketPathEndpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	domain := nsmsandbox.NewDomain(ctx, t, nsmsandbox.WithUnixSockets())
+	domain := nsmtest.NewDomain(ctx, t, nsmtest.WithUnixSockets())
 	socket := filepath.Join(t.TempDir(), "nse", "lb.sock")
 	require.NoError(t, os.MkdirAll(filepath.Dir(socket), 0o750))
 	require.NoError(t, os.WriteFile(socket, nil, 0o600), "a stale socket file")
@@ -255,7 +256,7 @@ func TestSocketPathEndpoint(t *testing.T) {
 		TokenGenerator: creds.TokenGenerator(),
 		DialOptions:    creds.NSMDialOptions(),
 		ServerOptions:  creds.NSMServerOptions(),
-		Elements:       []networkservice.NetworkServiceServer{nsmsandbox.KernelServer()},
+		Elements:       []networkservice.NetworkServiceServer{nsmtest.KernelServer()},
 	}, endpoint.WithAuthorizeServer(creds.AuthorizeServer()), endpoint.WithLogger(quiet),
 		endpoint.WithSocketPath(socket), endpoint.WithoutNodeMatch())
 	require.NoError(t, err)

@@ -29,8 +29,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/causeway-net/causeway/internal/nsmsandbox"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/egress"
@@ -38,6 +38,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext/ipcontextfake"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/mtu"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
+	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
@@ -53,7 +54,7 @@ type meshBed struct {
 
 func newMeshBed(ctx context.Context, t *testing.T) *meshBed {
 	t.Helper()
-	domain := nsmsandbox.NewDomain(ctx, t)
+	domain := nsmtest.NewDomain(ctx, t)
 	node := domain.Nodes[0]
 	_, err := domain.NewNSRegistryClient(ctx, sandbox.GenerateTestToken).Register(ctx,
 		&registryapi.NetworkService{Name: lbService, Payload: payload.Ethernet})
@@ -62,10 +63,10 @@ func newMeshBed(ctx context.Context, t *testing.T) *meshBed {
 }
 
 // addLB serves and registers an LB endpoint of the service.
-func (b *meshBed) addLB(ctx context.Context, name string) (*nsmsandbox.Conns, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
-	lb := &nsmsandbox.Conns{}
+func (b *meshBed) addLB(ctx context.Context, name string) (*nsmtest.Conns, *sandbox.EndpointEntry, *registryapi.NetworkServiceEndpoint) {
+	lb := &nsmtest.Conns{}
 	nse := &registryapi.NetworkServiceEndpoint{Name: name, NetworkServiceNames: []string{lbService}}
-	return lb, b.node.NewEndpoint(ctx, nse, sandbox.GenerateTestToken, nsmsandbox.KernelServer(), lb), nse
+	return lb, b.node.NewEndpoint(ctx, nse, sandbox.GenerateTestToken, nsmtest.KernelServer(), lb), nse
 }
 
 // proxyClient is the proxy's NSM client "proxy-a" with the kernel mechanism
@@ -115,18 +116,20 @@ func TestSandboxFullMesh(t *testing.T) {
 	bed := newMeshBed(ctx, t)
 	quiet := bed.quiet
 
-	lbs := map[string]*nsmsandbox.Conns{}
+	lbs := map[string]*nsmtest.Conns{}
 	entries := map[string]*sandbox.EndpointEntry{}
 	nses := map[string]*registryapi.NetworkServiceEndpoint{}
 	for _, name := range []string{"lb-1", "lb-2", "lb-3"} {
 		lbs[name], entries[name], nses[name] = bed.addLB(ctx, name)
 	}
-	// lb-x registers once, for a few seconds, and never refreshes.
-	lbs["lb-x"] = &nsmsandbox.Conns{}
-	serveShortLived(ctx, t, bed.nsmgrURL, "lb-x", 3*time.Second, lbs["lb-x"])
+	// lb-x registers once, for a few seconds, and never refreshes: long
+	// enough for a busy machine to connect it before it runs out (3 s
+	// were not, once).
+	lbs["lb-x"] = &nsmtest.Conns{}
+	serveShortLived(ctx, t, bed.nsmgrURL, "lb-x", 15*time.Second, lbs["lb-x"])
 
 	handler := &linkstest.Recorder{}
-	links := linkstest.New()
+	links := &dataplanefake.Dataplane{}
 	monitor := connlink.New(handler, links, connlink.WithLogger(quiet))
 	var egressMu sync.Mutex
 	var egressReports []bool
@@ -174,7 +177,7 @@ func TestSandboxFullMesh(t *testing.T) {
 	for i, nse := range []string{"lb-1", "lb-2", "lb-3"} {
 		ifname[nse] = kernelmech.ToMechanism(conns[nse].GetMechanism()).GetInterfaceName()
 		index[nse] = 20 + i
-		monitor.HandleLinkEvent(links.Set(index[nse], ifname[nse]))
+		monitor.HandleLinkEvent(links.SetLink(index[nse], ifname[nse]))
 		require.Equal(t, []string{fmt.Sprintf("created %d", index[nse])}, handler.Of(ifname[nse]))
 		require.Equal(t, conns[nse].GetId(), handler.Interface(ifname[nse]).ConnKey, "the link is matched to its connection")
 	}
@@ -186,11 +189,11 @@ func TestSandboxFullMesh(t *testing.T) {
 	require.Eventually(t, func() bool { return lbs["lb-2"].Count() == 0 }, wait, tick)
 	require.Eventually(t, func() bool { return len(handler.Of(ifname["lb-2"])) == 2 }, wait, tick)
 	require.Equal(t, fmt.Sprintf("deleted %d", index["lb-2"]), handler.Of(ifname["lb-2"])[1])
-	monitor.HandleLinkEvent(links.Delete(index["lb-2"]))
+	monitor.HandleLinkEvent(links.DeleteLink(index["lb-2"]))
 	require.Len(t, handler.Of(ifname["lb-2"]), 2, "the kernel delete of a closed connection is not announced again")
 
 	// The kernel deletes lb-3's link while its connection lives on.
-	monitor.HandleLinkEvent(links.Delete(index["lb-3"]))
+	monitor.HandleLinkEvent(links.DeleteLink(index["lb-3"]))
 	require.Equal(t, []string{fmt.Sprintf("created %d", index["lb-3"]), fmt.Sprintf("deleted %d", index["lb-3"])}, handler.Of(ifname["lb-3"]))
 
 	// lb-x's registration runs out without a refresh and the mesh hears of
@@ -217,7 +220,7 @@ func TestSandboxFullMesh(t *testing.T) {
 func serveShortLived(ctx context.Context, t *testing.T, nsmgrURL *url.URL, name string, lifetime time.Duration, elem networkservice.NetworkServiceServer) {
 	t.Helper()
 	nse := endpoint.NewServer(ctx, sandbox.GenerateTestToken, endpoint.WithName(name),
-		endpoint.WithAdditionalFunctionality(nsmsandbox.KernelServer(), elem))
+		endpoint.WithAdditionalFunctionality(nsmtest.KernelServer(), elem))
 	srv := testutil.ServeGRPC(t, "", nse.Register, grpc.Creds(grpcfd.TransportCredentials(insecure.NewCredentials())))
 
 	cc, err := grpc.NewClient(grpcutils.URLToTarget(nsmgrURL), sandbox.DialOptions()...)

@@ -53,9 +53,15 @@ causeway.io/trench: {{ .root.Values.trench.name }}
 
 {{- define "causeway.spireVolume" -}}
 - name: spire-agent-socket
+{{- if eq .Values.spire.workloadAPI "csi" }}
+  csi:
+    driver: {{ .Values.spire.csiDriver }}
+    readOnly: true
+{{- else }}
   hostPath:
     path: {{ .Values.spire.socketDir }}
     type: Directory
+{{- end }}
 {{- end -}}
 
 {{/* The container security context of ipam and nsp: nothing but their
@@ -84,9 +90,40 @@ deployments/config-reference.json; the chart's test compares). */}}
 {{- join "\n" $out -}}
 {{- end -}}
 
-{{/* The SPIFFE ID of a component's pods (SPIRE's default registration). */}}
-{{- define "causeway.spiffeID" -}}
-spiffe://{{ .root.Values.spire.trustDomain }}/ns/{{ .root.Release.Namespace }}/sa/{{ .component }}-{{ include "causeway.trench" .root }}
+{{/* The generated name of a controller's pods (dict name): the
+controller's name and a dash, then five random characters (the schema's
+limits on names keep it under the 58 characters where Kubernetes would
+cut the first part). */}}
+{{- define "causeway.generatedPodPattern" -}}
+{{ .name }}-[a-z0-9][a-z0-9][a-z0-9][a-z0-9][a-z0-9]
+{{- end -}}
+
+{{/* The rules (pkg/spiffeauthz) that match the pods of a component (dict
+root, component: proxy or ipam) under spire.idScheme, comma-separated:
+exact service-account IDs and the pod names of its controllers, in this
+release's namespace; in the trust domain spire.trustDomain, or the
+server's own when it is empty. */}}
+{{- define "causeway.spiffeRules" -}}
+{{- $root := .root -}}
+{{- $scheme := $root.Values.spire.idScheme -}}
+{{- $td := "" -}}
+{{- with $root.Values.spire.trustDomain }}{{ $td = printf "spiffe://%s" . }}{{ end -}}
+{{- $base := printf "%s/ns/%s" $td $root.Release.Namespace -}}
+{{- $trench := include "causeway.trench" $root -}}
+{{- $rules := list -}}
+{{- if ne $scheme "pod" -}}
+{{- $rules = append $rules (printf "%s/sa/%s-%s" $base .component $trench) -}}
+{{- end -}}
+{{- if ne $scheme "serviceAccount" -}}
+{{- if eq .component "proxy" -}}
+{{- range $root.Values.conduits -}}
+{{- $rules = append $rules (printf "%s/pod/%s" $base (include "causeway.generatedPodPattern" (dict "name" (printf "proxy-%s-%s" $trench .name)))) -}}
+{{- end -}}
+{{- else -}}
+{{- $rules = append $rules (printf "%s/pod/%s-[0-9]" $base (include "causeway.ipamName" $root)) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $rules -}}
 {{- end -}}
 
 {{/* The security settings of a binary: plain gRPC when asked for, SPIFFE
@@ -97,13 +134,13 @@ the components allowed to call it). */}}
 - name: {{ .prefix }}_INSECURE
   value: "true"
 {{- else }}
-{{- $ids := list }}
+{{- $rules := list }}
 {{- range .callers }}
-{{- $ids = append $ids (include "causeway.spiffeID" (dict "root" $.root "component" .)) }}
+{{- $rules = append $rules (include "causeway.spiffeRules" (dict "root" $.root "component" .)) }}
 {{- end }}
-{{- if $ids }}
+{{- if $rules }}
 - name: {{ .prefix }}_AUTHORIZED_IDS
-  value: {{ join "," $ids | quote }}
+  value: {{ join "," $rules | quote }}
 {{- end }}
 {{- end }}
 {{- end -}}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/causeway-net/causeway/pkg/dataplane"
+	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
 	"github.com/causeway-net/causeway/pkg/proxy"
@@ -30,8 +31,8 @@ func newRecorder() *linkstest.Recorder {
 }
 
 // newMatcher is a matcher over a fake link table, reporting to a recorder.
-func newMatcher() (*linkstest.Table, *linkstest.Recorder, *connlink.Matcher) {
-	links, r := linkstest.New(), newRecorder()
+func newMatcher() (*dataplanefake.Dataplane, *linkstest.Recorder, *connlink.Matcher) {
+	links, r := &dataplanefake.Dataplane{}, newRecorder()
 	return links, r, connlink.New(r, links)
 }
 
@@ -43,20 +44,20 @@ func TestLinkAfterExpect(t *testing.T) {
 	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
 	require.Empty(t, r.Take())
-	m.HandleLinkEvent(links.Set(3, "other"))
+	m.HandleLinkEvent(links.SetLink(3, "other"))
 	require.Empty(t, r.Take())
-	m.HandleLinkEvent(links.Set(7, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(7, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
 	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnKey: "c1"}, r.Last(),
 		"the link of the connection, nothing the proxy knows already")
 	// The same link reported again (e.g. flags change) is not announced twice.
-	m.HandleLinkEvent(links.Set(7, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(7, "nsm-1"))
 	require.Empty(t, r.Take())
 }
 
 func TestLinkBeforeExpect(t *testing.T) {
 	links, r, m := newMatcher()
-	m.HandleLinkEvent(links.Set(7, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(7, "nsm-1"))
 	require.Empty(t, r.Take())
 	m.Expect(lbIface("c1", "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
@@ -65,18 +66,18 @@ func TestLinkBeforeExpect(t *testing.T) {
 func TestRename(t *testing.T) {
 	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
-	m.HandleLinkEvent(links.Set(5, "tmp-veth"))
+	m.HandleLinkEvent(links.SetLink(5, "tmp-veth"))
 	require.Empty(t, r.Take())
-	m.HandleLinkEvent(links.Set(5, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(5, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 5 c1"}, r.Take())
 	// Renamed away: no longer the connection's interface.
-	m.HandleLinkEvent(links.Set(5, "gone"))
+	m.HandleLinkEvent(links.SetLink(5, "gone"))
 	require.Equal(t, []string{"deleted nsm-1 5 c1"}, r.Take())
 }
 
 func TestRefresh(t *testing.T) {
 	links, r, m := newMatcher()
-	m.HandleLinkEvent(links.Set(7, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(7, "nsm-1"))
 	m.Expect(lbIface("c1", "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
 
@@ -84,7 +85,7 @@ func TestRefresh(t *testing.T) {
 	require.Empty(t, r.Take(), "a refresh on the same link announces nothing: the addresses are the proxy's")
 
 	// A heal that moves the connection to another interface name.
-	m.HandleLinkEvent(links.Set(8, "nsm-2"))
+	m.HandleLinkEvent(links.SetLink(8, "nsm-2"))
 	m.Expect(lbIface("c1", "nsm-2"))
 	require.Equal(t, []string{"deleted nsm-1 7 c1", "created nsm-2 8 c1"}, r.Take())
 }
@@ -94,8 +95,8 @@ func TestRefresh(t *testing.T) {
 // what the link is now.
 func TestLateEventAfterExpect(t *testing.T) {
 	links, r, m := newMatcher()
-	added := links.Set(5, "tmp-veth")
-	renamed := links.Set(5, "nsm-1")
+	added := links.SetLink(5, "tmp-veth")
+	renamed := links.SetLink(5, "nsm-1")
 	m.Expect(lbIface("c1", "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 5 c1"}, r.Take())
 	m.HandleLinkEvent(added)
@@ -105,9 +106,9 @@ func TestLateEventAfterExpect(t *testing.T) {
 
 	// A link renamed from one connection's name to another's before the
 	// rename is handled: the Expect of the second takes it.
-	links.Set(6, "nsm-a")
+	links.SetLink(6, "nsm-a")
 	m.Expect(lbIface("a", "nsm-a"))
-	rename := links.Set(6, "nsm-b")
+	rename := links.SetLink(6, "nsm-b")
 	m.Expect(lbIface("b", "nsm-b"))
 	m.HandleLinkEvent(rename)
 	require.Equal(t, []string{"created nsm-a 6 a", "deleted nsm-a 6 a", "created nsm-b 6 b"}, r.Take())
@@ -118,29 +119,29 @@ func TestCloseBeforeLink(t *testing.T) {
 	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
 	m.Forget(proxy.LBConn, "c1")
-	m.HandleLinkEvent(links.Set(7, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(7, "nsm-1"))
 	require.Empty(t, r.Take())
 }
 
 func TestKernelDeleteThenRecreate(t *testing.T) {
 	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
-	m.HandleLinkEvent(links.Set(7, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(7, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1"}, r.Take())
 
-	m.HandleLinkEvent(links.Delete(7))
+	m.HandleLinkEvent(links.DeleteLink(7))
 	require.Equal(t, []string{"deleted nsm-1 7 c1"}, r.Take())
 	require.Equal(t, proxy.Interface{Index: 7, Name: "nsm-1", Type: proxy.LBConn, ConnKey: "c1"}, r.Last(), "the delete names the connection")
-	m.HandleLinkEvent(links.Delete(7))
+	m.HandleLinkEvent(links.DeleteLink(7))
 	require.Empty(t, r.Take(), "a delete is announced once")
 
 	// The connection lives on; a heal creates the link again.
-	m.HandleLinkEvent(links.Set(9, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(9, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 9 c1"}, r.Take())
 
 	m.Forget(proxy.LBConn, "c1")
 	require.Equal(t, []string{"deleted nsm-1 9 c1"}, r.Take())
-	m.HandleLinkEvent(links.Delete(9))
+	m.HandleLinkEvent(links.DeleteLink(9))
 	m.Forget(proxy.LBConn, "c1")
 	require.Empty(t, r.Take())
 }
@@ -148,8 +149,8 @@ func TestKernelDeleteThenRecreate(t *testing.T) {
 func TestMissedDeleteSameNameNewIndex(t *testing.T) {
 	links, r, m := newMatcher()
 	m.Expect(lbIface("c1", "nsm-1"))
-	m.HandleLinkEvent(links.Set(7, "nsm-1"))
-	m.HandleLinkEvent(links.Set(11, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(7, "nsm-1"))
+	m.HandleLinkEvent(links.SetLink(11, "nsm-1"))
 	require.Equal(t, []string{"created nsm-1 7 c1", "deleted nsm-1 7 c1", "created nsm-1 11 c1"}, r.Take())
 }
 
@@ -159,8 +160,8 @@ func TestTargetAndLBWithSameIDAreDistinct(t *testing.T) {
 	tgt.Type = proxy.TargetConn
 	m.Expect(tgt)
 	m.Expect(lbIface("x", "nsm-l"))
-	m.HandleLinkEvent(links.Set(1, "nsm-t"))
-	m.HandleLinkEvent(links.Set(2, "nsm-l"))
+	m.HandleLinkEvent(links.SetLink(1, "nsm-t"))
+	m.HandleLinkEvent(links.SetLink(2, "nsm-l"))
 	m.Forget(proxy.TargetConn, "x")
 	require.Equal(t, []string{"created nsm-t 1 x", "created nsm-l 2 x", "deleted nsm-t 1 x"}, r.Take())
 }
@@ -171,7 +172,7 @@ func TestRun(t *testing.T) {
 	events := make(chan dataplane.LinkEvent)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(context.Background(), events) }()
-	events <- links.Set(4, "nsm-1")
+	events <- links.SetLink(4, "nsm-1")
 	close(events)
 	require.ErrorIs(t, <-done, connlink.ErrSourceClosed)
 	require.Equal(t, []string{"created nsm-1 4 c1"}, r.Take())
@@ -205,7 +206,7 @@ func TestServerElement(t *testing.T) {
 	srv := chain.NewNetworkServiceServer(metadata.NewServer(), connlink.NewServer(m))
 	conn, err := srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("t1", "nsm-t1")})
 	require.NoError(t, err)
-	m.HandleLinkEvent(links.Set(12, "nsm-t1"))
+	m.HandleLinkEvent(links.SetLink(12, "nsm-t1"))
 	require.Equal(t, []string{"created nsm-t1 12 seg-t1"}, r.Take(), "a target connection's key is its first path segment's id")
 	require.Equal(t, proxy.TargetConn, r.Last().Type)
 
@@ -224,18 +225,18 @@ func TestServerCloseOfSupersededConnection(t *testing.T) {
 	srv := chain.NewNetworkServiceServer(metadata.NewServer(), connlink.NewServer(m))
 	old, err := srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("t1", "nsm-t1")})
 	require.NoError(t, err)
-	m.HandleLinkEvent(links.Set(12, "nsm-t1"))
+	m.HandleLinkEvent(links.SetLink(12, "nsm-t1"))
 	healed := kernelConn("t1-healed", "nsm-t2")
 	healed.GetPath().GetPathSegments()[0].Id = "seg-t1"
 	healed, err = srv.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: healed})
 	require.NoError(t, err)
-	m.HandleLinkEvent(links.Set(14, "nsm-t2"))
+	m.HandleLinkEvent(links.SetLink(14, "nsm-t2"))
 	require.Equal(t, []string{"created nsm-t1 12 seg-t1", "deleted nsm-t1 12 seg-t1", "created nsm-t2 14 seg-t1"}, r.Take())
 
 	_, err = srv.Close(context.Background(), old)
 	require.NoError(t, err)
 	require.Empty(t, r.Take(), "the old path's close is not the healed connection's")
-	m.HandleLinkEvent(links.Delete(14))
+	m.HandleLinkEvent(links.DeleteLink(14))
 	require.True(t, m.Lost(proxy.TargetConn, "seg-t1"), "the healed connection is still expected")
 
 	_, err = srv.Close(context.Background(), healed)
@@ -245,7 +246,7 @@ func TestServerCloseOfSupersededConnection(t *testing.T) {
 
 func TestClientElement(t *testing.T) {
 	links, r, m := newMatcher()
-	m.HandleLinkEvent(links.Set(13, "nsm-l1"))
+	m.HandleLinkEvent(links.SetLink(13, "nsm-l1"))
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), connlink.NewClient(m))
 	conn, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: kernelConn("l1", "nsm-l1")})
 	require.NoError(t, err)
@@ -262,7 +263,7 @@ func TestElementWithoutKernelMechanismRecordsNothing(t *testing.T) {
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), connlink.NewClient(m))
 	_, err := cli.Request(context.Background(), &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{Id: "x"}})
 	require.NoError(t, err)
-	m.HandleLinkEvent(links.Set(1, ""))
+	m.HandleLinkEvent(links.SetLink(1, ""))
 	require.Empty(t, r.Take())
 }
 

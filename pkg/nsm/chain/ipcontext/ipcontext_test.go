@@ -3,7 +3,7 @@ package ipcontext_test
 import (
 	"context"
 	"errors"
-	"sync"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 
@@ -16,58 +16,12 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext"
+	"github.com/causeway-net/causeway/pkg/nsm/chain/ipcontext/ipcontextfake"
 	"github.com/causeway-net/causeway/pkg/proxy"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-type call struct {
-	op   string
-	id   string
-	kind proxy.ConnType
-}
-
-// fakeSetter assigns fixed addresses and records every call.
-type fakeSetter struct {
-	mu     sync.Mutex
-	calls  []call
-	setErr error
-}
-
-func (f *fakeSetter) SetIPContext(_ context.Context, conn *networkservice.Connection, t proxy.ConnType) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, call{"set", conn.GetId(), t})
-	if f.setErr != nil {
-		return f.setErr
-	}
-	if conn.GetContext() == nil {
-		conn.Context = &networkservice.ConnectionContext{}
-	}
-	conn.GetContext().IpContext = &networkservice.IPContext{
-		SrcIpAddrs: []string{"172.16.0.2/24"},
-		DstIpAddrs: []string{"172.16.0.3/24"},
-	}
-	return nil
-}
-
-func (f *fakeSetter) UnsetIPContext(_ context.Context, conn *networkservice.Connection, t proxy.ConnType) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, call{"unset", conn.GetId(), t})
-	return nil
-}
-
-func (f *fakeSetter) ops() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, c := range f.calls {
-		out = append(out, c.op)
-	}
-	return out
 }
 
 // tail is the rest of the chain: it checks that the IP context arrived and
@@ -119,7 +73,7 @@ type side struct {
 	close   func(ctx context.Context, c *networkservice.Connection) error
 }
 
-func sides(setter *fakeSetter, tl *tail) []side {
+func sides(setter *ipcontextfake.Setter, tl *tail) []side {
 	srv := chain.NewNetworkServiceServer(metadata.NewServer(), ipcontext.NewServer(setter), tl)
 	cli := chain.NewNetworkServiceClient(metadata.NewClient(), ipcontext.NewClient(setter), tailClient{tl})
 	return []side{
@@ -145,11 +99,13 @@ func sides(setter *fakeSetter, tl *tail) []side {
 }
 
 // eachSide runs test on the server and on the client chain, each with a
-// fresh tail and setter (failing with setErr when not nil).
-func eachSide(t *testing.T, setErr error, test func(t *testing.T, s side, setter *fakeSetter, tl *tail)) {
+// fresh tail and setter (failing with setErr when not nil) that hands out
+// 172.16.0.2/24 first.
+func eachSide(t *testing.T, setErr error, test func(t *testing.T, s side, setter *ipcontextfake.Setter, tl *tail)) {
 	for i := range 2 {
-		setter, tl := &fakeSetter{setErr: setErr}, &tail{}
+		setter, tl := &ipcontextfake.Setter{Subnet: netip.MustParsePrefix("172.16.0.0/24"), First: 2, Err: setErr}, &tail{}
 		s := sides(setter, tl)[i]
+		setter.Type = s.kind
 		t.Run(s.name, func(t *testing.T) { test(t, s, setter, tl) })
 	}
 }
@@ -159,7 +115,7 @@ func newRequest(id string) *networkservice.NetworkServiceRequest {
 }
 
 func TestRequestSetsBeforeNextAndCloseUnsets(t *testing.T) {
-	eachSide(t, nil, func(t *testing.T, s side, setter *fakeSetter, tl *tail) {
+	eachSide(t, nil, func(t *testing.T, s side, setter *ipcontextfake.Setter, tl *tail) {
 		ctx := context.Background()
 		conn, err := s.request(ctx, newRequest("c1"))
 		require.NoError(t, err)
@@ -170,41 +126,41 @@ func TestRequestSetsBeforeNextAndCloseUnsets(t *testing.T) {
 		_, err = s.request(ctx, &networkservice.NetworkServiceRequest{Connection: conn})
 		require.NoError(t, err)
 		require.NoError(t, s.close(ctx, conn))
-		require.Equal(t, []string{"set", "set", "unset"}, setter.ops())
-		for _, c := range setter.calls {
-			require.Equal(t, s.kind, c.kind)
-			require.Equal(t, "c1", c.id)
+		require.Equal(t, []string{"set", "set", "unset"}, setter.Ops())
+		for _, c := range setter.Calls() {
+			require.Equal(t, s.kind, c.Type)
+			require.Equal(t, "c1", c.ID)
 		}
 	})
 }
 
 func TestFailedNewRequestReleases(t *testing.T) {
-	eachSide(t, nil, func(t *testing.T, s side, setter *fakeSetter, tl *tail) {
+	eachSide(t, nil, func(t *testing.T, s side, setter *ipcontextfake.Setter, tl *tail) {
 		tl.fail.Store(true)
 		_, err := s.request(context.Background(), newRequest("c1"))
 		require.Error(t, err)
-		require.Equal(t, []string{"set", "unset"}, setter.ops())
+		require.Equal(t, []string{"set", "unset"}, setter.Ops())
 	})
 }
 
 func TestFailedRefreshKeepsAddresses(t *testing.T) {
-	eachSide(t, nil, func(t *testing.T, s side, setter *fakeSetter, tl *tail) {
+	eachSide(t, nil, func(t *testing.T, s side, setter *ipcontextfake.Setter, tl *tail) {
 		ctx := context.Background()
 		conn, err := s.request(ctx, newRequest("c1"))
 		require.NoError(t, err)
 		tl.fail.Store(true)
 		_, err = s.request(ctx, &networkservice.NetworkServiceRequest{Connection: conn})
 		require.Error(t, err)
-		require.Equal(t, []string{"set", "set"}, setter.ops())
+		require.Equal(t, []string{"set", "set"}, setter.Ops())
 	})
 }
 
 func TestSetterFailureOnNewConnectionReleases(t *testing.T) {
-	eachSide(t, errors.New("ipam down"), func(t *testing.T, s side, setter *fakeSetter, tl *tail) {
+	eachSide(t, errors.New("ipam down"), func(t *testing.T, s side, setter *ipcontextfake.Setter, tl *tail) {
 		_, err := s.request(context.Background(), newRequest("c1"))
 		require.ErrorContains(t, err, "ipam down")
 		require.False(t, tl.sawAddr.Load(), "the request must not go on without addresses")
-		require.Equal(t, []string{"set", "unset"}, setter.ops())
+		require.Equal(t, []string{"set", "unset"}, setter.Ops())
 	})
 }
 

@@ -51,7 +51,7 @@ func next(t *testing.T, evs <-chan *networkservice.ConnectionEvent) *networkserv
 	case ev, ok := <-evs:
 		require.True(t, ok, "the stream ended")
 		return ev
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no event")
 		return nil
 	}
@@ -122,7 +122,7 @@ func TestEventsReachOnlyTheirStream(t *testing.T) {
 		select {
 		case _, ok := <-evs:
 			require.False(t, ok, "the stream ends with the endpoint")
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("the stream did not end with the endpoint")
 		}
 	}

@@ -45,7 +45,7 @@ func (w *earlyWriter) SendFilename(name string) <-chan error {
 	errs := w.FDTransceiver.SendFilename(name)
 	_, err := w.conn.Write([]byte{0})
 	require.NoError(w.t, err)
-	require.Eventually(w.t, func() bool { return len(errs) == 1 }, 10*time.Second, time.Millisecond,
+	require.Eventually(w.t, func() bool { return len(errs) == 1 }, time.Minute, time.Millisecond,
 		"grpcfd reports its close of the written file")
 	return errs
 }
@@ -235,7 +235,7 @@ func TestLateFailureDoesNotBlockGrpcfd(t *testing.T) {
 	close(l.fail)
 	select {
 	case <-l.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the sender's goroutine is blocked on its second error")
 	}
 }

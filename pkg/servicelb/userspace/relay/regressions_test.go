@@ -109,7 +109,7 @@ func TestHangUpWhileBytesWaitDoesNotSpin(t *testing.T) {
 			}
 		}))
 		return ready
-	}, 5*time.Second, time.Millisecond, "the endpoint's FIN reached the relay while answer bytes wait")
+	}, time.Minute, time.Millisecond, "the endpoint's FIN reached the relay while answer bytes wait")
 	time.Sleep(100 * time.Millisecond)
 	var n int
 	require.NoError(t, l.doWait(func() { n = handled }))
@@ -161,7 +161,7 @@ func TestResetAfterHalfCloseIsPassedOn(t *testing.T) {
 	require.Equal(t, uint8(unix.BPF_TCP_CLOSE_WAIT), state(), "the endpoint has the client's FIN")
 	require.NoError(t, c.SetLinger(0))
 	require.NoError(t, c.Close())
-	require.Eventually(t, func() bool { return state() == unix.BPF_TCP_CLOSE }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return state() == unix.BPF_TCP_CLOSE }, time.Minute, time.Millisecond,
 		"the endpoint is reset too")
 }
 

@@ -1,3 +1,6 @@
+// Package linkstest is the one fake of connlink.Handler: a Recorder of
+// what the link matcher tells the proxy, for the tests of the matcher and of
+// the NSM chains it is part of. Their links come from dataplanefake.
 package linkstest
 
 import (

@@ -1,6 +1,6 @@
 // Command gen writes the configuration reference (configref.File) and the
 // configuration tables of the docs (configref.Docs) from the binaries' configuration structs;
-// `go generate ./internal/configref` runs it.
+// `go generate ./deployments/configref` runs it.
 package main
 
 import (
@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/causeway-net/causeway/internal/configref"
+	"github.com/causeway-net/causeway/deployments/configref"
 )
 
 func main() {

@@ -1,4 +1,4 @@
-package daemon
+package grpcsecurity
 
 import (
 	"log/slog"

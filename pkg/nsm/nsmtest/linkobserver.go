@@ -1,4 +1,4 @@
-package nsmsandbox
+package nsmtest
 
 import (
 	"context"

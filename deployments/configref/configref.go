@@ -5,7 +5,7 @@
 // the image user, and the sysctls the proxy expects in its namespace.
 //
 // It is committed as deployments/config-reference.json (`go generate
-// ./internal/configref`), which the Helm chart's test, a module of its own,
+// ./deployments/configref`), which the Helm chart's test, a module of its own,
 // reads: a variable renamed in a struct changes the file (its test here
 // fails until it is regenerated) and then fails the chart's test.
 package configref

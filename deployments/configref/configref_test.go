@@ -20,7 +20,7 @@ func TestCommittedReferenceIsCurrent(t *testing.T) {
 	require.NoError(t, err)
 	got, err := os.ReadFile(filepath.Join("..", "..", File))
 	require.NoError(t, err)
-	require.Equal(t, string(want), string(got), "%s is stale: run go generate ./internal/configref", File)
+	require.Equal(t, string(want), string(got), "%s is stale: run go generate ./deployments/configref", File)
 }
 
 // TestDocTablesAreCurrent fails when a configuration table of the docs
@@ -35,7 +35,7 @@ func TestDocTablesAreCurrent(t *testing.T) {
 		require.NoError(t, err)
 		want, names, err := ref.UpdateTables(got)
 		require.NoError(t, err)
-		require.Equal(t, string(want), string(got), "%s's configuration tables are stale: run go generate ./internal/configref", name)
+		require.Equal(t, string(want), string(got), "%s's configuration tables are stale: run go generate ./deployments/configref", name)
 		found = append(found, names)
 	}
 	require.NoError(t, ref.CheckPlacement(found))

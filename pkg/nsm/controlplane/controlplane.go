@@ -1,4 +1,4 @@
-package nsmcp
+package controlplane
 
 import (
 	"context"
@@ -66,7 +66,7 @@ type ControlPlane struct {
 // still be called to release everything).
 func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	if cfg.Dir == "" {
-		return nil, fmt.Errorf("nsmcp: Dir is required")
+		return nil, fmt.Errorf("controlplane: Dir is required")
 	}
 	if cfg.Name == "" {
 		cfg.Name = "lab"

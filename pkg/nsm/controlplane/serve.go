@@ -1,4 +1,4 @@
-package nsmcp
+package controlplane
 
 import (
 	"errors"

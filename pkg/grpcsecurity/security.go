@@ -1,4 +1,9 @@
-package daemon
+// Package grpcsecurity is the transport security of a service's gRPC server
+// and of its own clients: SPIFFE mTLS from the workload API, or plain text
+// asked for explicitly (and warned), and the authorization of the server's
+// callers by SPIFFE ID (pkg/spiffeauthz). The ipam and nsp daemons open it
+// and hand its server options to their gRPC servers.
+package grpcsecurity
 
 import (
 	"context"
@@ -8,12 +13,15 @@ import (
 	"os"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/insecurewarning"
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
@@ -27,8 +35,9 @@ type SecurityConfig struct {
 	// text, for the recurring warning.
 	Insecure  bool
 	Plaintext string
-	// AuthorizedIDs are the SPIFFE IDs allowed to call; empty: any caller
-	// the trust bundle verifies.
+	// AuthorizedIDs are the rules of the callers allowed to call
+	// (spiffeauthz.Rule: SPIFFE IDs or path patterns in the server's own
+	// trust domain); empty: any caller the trust bundle verifies.
 	AuthorizedIDs []string
 }
 
@@ -36,10 +45,10 @@ func (c SecurityConfig) insecureEnv() string { return c.EnvPrefix + "_INSECURE" 
 
 func (c SecurityConfig) authorizedIDsEnv() string { return c.EnvPrefix + "_AUTHORIZED_IDS" }
 
-// Validate checks the authorized IDs: SPIFFE IDs, and only with mTLS. The
-// error names the setting.
+// Validate checks the authorized IDs: rules, and only with mTLS. The error
+// names the setting.
 func (c SecurityConfig) Validate() error {
-	if _, err := spiffeauthz.ParseIDs(c.AuthorizedIDs); err != nil {
+	if _, err := spiffeauthz.ParseRules(c.AuthorizedIDs); err != nil {
 		return fmt.Errorf("%s: %w", c.authorizedIDsEnv(), err)
 	}
 	if c.Insecure && len(c.AuthorizedIDs) > 0 {
@@ -56,6 +65,9 @@ type Security struct {
 	ServerOptions []grpc.ServerOption
 	// Client are the credentials of the service's clients.
 	Client credentials.TransportCredentials
+	// ownTrustDomain is that of the service's current SVID (zero in plain
+	// text): the trust domain of the rules that leave it out.
+	ownTrustDomain spiffeauthz.TrustDomainFunc
 }
 
 // spiffeWait bounds the wait for the first SVID.
@@ -79,7 +91,7 @@ func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) 
 	} else {
 		logger.Info("using SPIFFE mTLS")
 	}
-	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, logger)
+	authz, err := spiffeauthz.Options(cfg.AuthorizedIDs, sec.ownTrustDomain, logger)
 	if err != nil {
 		release()
 		return nil, nil, fmt.Errorf("%s: %w", cfg.authorizedIDsEnv(), err)
@@ -101,7 +113,7 @@ func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), erro
 		msg := fmt.Sprintf("SPIFFE_ENDPOINT_SOCKET is not set: set it to the SPIRE agent's socket for SPIFFE mTLS, or %s=true for plain gRPC", cfg.insecureEnv())
 		// A configuration error: exit status 2, as for the service's own
 		// variables.
-		return nil, nil, &ExitError{Status: 2, Message: msg, Err: errors.New(msg)}
+		return nil, nil, &daemon.ExitError{Status: 2, Message: msg, Err: errors.New(msg)}
 	}
 	sctx, cancel := context.WithTimeout(ctx, spiffeWait)
 	defer cancel()
@@ -110,7 +122,20 @@ func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), erro
 		return nil, nil, fmt.Errorf("SPIFFE X.509 source: %w", err)
 	}
 	return &Security{
-		ServerOptions: []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsconfig.MTLSServerConfig(source, source, tlsconfig.AuthorizeAny())))},
-		Client:        credentials.NewTLS(tlsconfig.MTLSClientConfig(source, source, tlsconfig.AuthorizeAny())),
+		ServerOptions:  []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsconfig.MTLSServerConfig(source, source, tlsconfig.AuthorizeAny())))},
+		Client:         credentials.NewTLS(tlsconfig.MTLSClientConfig(source, source, tlsconfig.AuthorizeAny())),
+		ownTrustDomain: svidTrustDomain(source),
 	}, func() { _ = source.Close() }, nil
+}
+
+// svidTrustDomain returns the trust domain of src's current SVID (zero if
+// it has none).
+func svidTrustDomain(src x509svid.Source) spiffeauthz.TrustDomainFunc {
+	return func() spiffeid.TrustDomain {
+		svid, err := src.GetX509SVID()
+		if err != nil {
+			return spiffeid.TrustDomain{}
+		}
+		return svid.ID.TrustDomain()
+	}
 }

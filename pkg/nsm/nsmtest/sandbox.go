@@ -1,9 +1,9 @@
-// Package nsmsandbox is test support for the NSM packages and the proxy daemon: an in-process
+// Package nsmtest is test support for the NSM packages and the proxy daemon: an in-process
 // NSM domain (the SDK sandbox: registry, NSMgr and a forwarder that offers
 // and selects the kernel mechanism), an endpoint element that keeps the
 // connections it serves (Conns), and a switch for the SDK's very verbose
 // logging. Test binaries only: the sandbox imports testing.
-package nsmsandbox
+package nsmtest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nsmcp_test
+package controlplane_test
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // ipContextServer is a fake NSE element handing out a fixed IP context.
@@ -76,11 +76,11 @@ func TestVethForwarderKernelE2E(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir, Name: "t"})
+	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t"})
 	require.NoError(t, err)
 	defer cp.Stop()
 
-	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
 		Name:       "nse-1",
 		Service:    "svc",
 		NSMgrURL:   cp.NSMgrURL,
@@ -93,7 +93,7 @@ func TestVethForwarderKernelE2E(t *testing.T) {
 
 	clientCtx, clientCancel := context.WithCancel(ctx)
 	defer clientCancel()
-	nsc := nsmcp.NewClient(clientCtx, nsmcp.ClientConfig{
+	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{
 		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
 	})
 	reqCtx, reqCancel := context.WithTimeout(ctx, time.Minute)
@@ -183,10 +183,10 @@ func TestVethForwarderReplacesLeftover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir})
+	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir})
 	require.NoError(t, err)
 	defer cp.Stop()
-	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
 		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
 		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
 	})
@@ -194,7 +194,7 @@ func TestVethForwarderReplacesLeftover(t *testing.T) {
 	defer nse.Stop()
 	clientCtx, clientCancel := context.WithCancel(ctx)
 	defer clientCancel()
-	nsc := nsmcp.NewClient(clientCtx, nsmcp.ClientConfig{Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path()})
+	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path()})
 	conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{
 		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
 	})

@@ -1,4 +1,4 @@
-package nsmcp_test
+package controlplane_test
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // requestCounter counts the requests that reach it and those that succeed.
@@ -50,10 +50,10 @@ func TestClientPausesWhileNSMIsAway(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	cp, err := nsmcp.Start(ctx, nsmcp.Config{Dir: dir, Name: "t", NSEExpiration: nseExpiration})
+	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t", NSEExpiration: nseExpiration})
 	require.NoError(t, err)
 	defer func() { cp.Stop() }()
-	nse, err := nsmcp.StartEndpoint(ctx, nsmcp.EndpointConfig{
+	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
 		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
 		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
 	})
@@ -63,7 +63,7 @@ func TestClientPausesWhileNSMIsAway(t *testing.T) {
 	tries := &requestCounter{}
 	clientCtx, clientCancel := context.WithCancel(ctx)
 	defer clientCancel()
-	nsc := nsmcp.NewClient(clientCtx, nsmcp.ClientConfig{
+	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{
 		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
 		Elements: []networkservice.NetworkServiceClient{tries},
 	})
@@ -87,7 +87,7 @@ func TestClientPausesWhileNSMIsAway(t *testing.T) {
 	require.NoError(t, err, "the outage leaves the data path")
 
 	healed := tries.ok.Load()
-	cp, err = nsmcp.Start(ctx, nsmcp.Config{Dir: dir, Name: "t", NSEExpiration: nseExpiration})
+	cp, err = controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t", NSEExpiration: nseExpiration})
 	require.NoError(t, err)
 	restarted, tried := time.Now(), tries.n.Load()
 	require.Eventually(t, func() bool { return tries.ok.Load() > healed }, time.Minute, 100*time.Millisecond,

@@ -18,7 +18,7 @@ const EndMarker = "<!-- end of generated table -->"
 
 // BeginMarker opens the generated table of a binary.
 func BeginMarker(binary string) string {
-	return "<!-- " + binary + " configuration: generated from its config struct by `go generate ./internal/configref`; edit the struct's desc tags -->"
+	return "<!-- " + binary + " configuration: generated from its config struct by `go generate ./deployments/configref`; edit the struct's desc tags -->"
 }
 
 // codeSpan matches a 'quoted' span in a description: struct tags cannot

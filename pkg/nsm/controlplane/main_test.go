@@ -1,4 +1,4 @@
-package nsmcp_test
+package controlplane_test
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.uber.org/goleak"
 
-	"github.com/causeway-net/causeway/internal/nsmcp"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 func TestMain(m *testing.M) {
@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 		logrus.SetOutput(f)
 		logrus.SetLevel(logrus.InfoLevel)
 	} else {
-		nsmcp.QuietSDKLogs()
+		controlplane.QuietSDKLogs()
 	}
 	goleak.VerifyTestMain(m,
 		// grpc and the SDK keep package-level workers that outlive tests.
