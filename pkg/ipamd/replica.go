@@ -14,14 +14,10 @@ import (
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/leader"
 )
-
-// klogOnce sets klog's logger once per process.
-var klogOnce sync.Once
 
 // serviceAccountNamespace is where a pod finds its namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -37,10 +33,6 @@ func startReplica(ctx context.Context, cfg *Config, ecfg ipam.Config, hs *grpche
 	if err != nil {
 		return nil, err
 	}
-	// client-go's leader election logs through klog's global logger: into
-	// the daemon's structured log. Set once, before the process's first
-	// client exists (klog's setter is not safe beside its readers).
-	klogOnce.Do(func() { klog.SetSlogLogger(logger.With("component", "client-go")) })
 	return startElection(ctx, rc, ns, id, cfg, ecfg, hs, logger)
 }
 
