@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/envload"
 	"github.com/causeway-net/causeway/internal/logging"
@@ -50,7 +52,20 @@ type Config struct {
 	HealthPort         int           `default:"0" split_words:"true" desc:"new: port of a plain-text 'grpc.health.v1' alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
 	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"new: plain gRPC, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE mTLS from 'SPIFFE_ENDPOINT_SOCKET', which must be set"`
 	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"new: comma-separated rules of the callers allowed (the trench's proxies): SPIFFE IDs, or paths in the server's own trust domain (/ns/<ns>/sa/<account>); path.Match wildcards within a segment (/ns/<ns>/pod/<name>-?????); others get PermissionDenied, logged with the rules they missed; empty: any SVID the trust bundle verifies"`
+
+	Store               string        `default:"bolt" desc:"new: 'bolt' (one replica, the file 'IPAM_DATASOURCE') or 'kubernetes' (custom resources, any number of replicas, one serving behind a Lease; docs/ipam-store.md)"`
+	KubeNamespace       string        `default:"" split_words:"true" desc:"new, kubernetes store: namespace of the records and the Lease; empty: the pod's own"`
+	Kubeconfig          string        `default:"" envconfig:"KUBECONFIG" desc:"new, kubernetes store: a kubeconfig file; empty: the pod's service account"`
+	LeaderLeaseName     string        `default:"" split_words:"true" desc:"new, kubernetes store: the Lease the replicas share; empty: 'causeway-ipam-<trench>'"`
+	LeaderLeaseDuration time.Duration `default:"15s" split_words:"true" desc:"new, kubernetes store: a leader's Lease lasts this long after its last renewal; it stops serving at two thirds of it"`
+	Identity            string        `default:"" desc:"new, kubernetes store: this replica's name in the Lease and in the pools' 'servedBy'; empty: the host name (the pod's name)"`
 }
+
+// The stores IPAM_STORE names.
+const (
+	StoreBolt       = "bolt"
+	StoreKubernetes = "kubernetes"
+)
 
 // EnvPrefix is the prefix of every IPAM environment variable.
 const EnvPrefix = "ipam"
@@ -90,7 +105,10 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("snapshotKeep", c.SnapshotKeep),
 		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort), slog.Int("healthPort", c.HealthPort),
 		slog.Bool("insecure", c.Insecure), slog.Any("authorizedIDs", c.AuthorizedIDs),
-		slog.String("logLevel", c.LogLevel),
+		slog.String("logLevel", c.LogLevel), slog.String("store", c.Store),
+		slog.String("kubeNamespace", c.KubeNamespace), slog.String("kubeconfig", c.Kubeconfig),
+		slog.String("leaderLeaseName", c.leaseName()), slog.String("leaderLeaseDuration", c.LeaderLeaseDuration.String()),
+		slog.String("identity", c.Identity),
 	)
 }
 
@@ -148,8 +166,20 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	if err := c.security().Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Datasource == "" {
-		bad("IPAM_DATASOURCE: empty")
+	switch c.Store {
+	case StoreBolt, "": // "": a Config not loaded from the environment
+		if c.Datasource == "" {
+			bad("IPAM_DATASOURCE: empty")
+		}
+	case StoreKubernetes:
+		if c.LeaderLeaseDuration < 3*time.Second {
+			bad("IPAM_LEADER_LEASE_DURATION: %s is below 3s", c.LeaderLeaseDuration)
+		}
+		if msgs := validation.IsDNS1123Subdomain(c.leaseName()); len(msgs) > 0 {
+			bad("IPAM_LEADER_LEASE_NAME: %q is not a Kubernetes object name: %s", c.leaseName(), strings.Join(msgs, "; "))
+		}
+	default:
+		bad("IPAM_STORE: %q is not %s or %s", c.Store, StoreBolt, StoreKubernetes)
 	}
 	if c.SnapshotInterval < 0 || c.SnapshotKeep < 0 {
 		bad("IPAM_SNAPSHOT_INTERVAL and IPAM_SNAPSHOT_KEEP must not be negative")
@@ -171,4 +201,12 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 		out.GCThreshold = c.GarbageCollectionThreshold
 	}
 	return out, errors.Join(errs...)
+}
+
+// leaseName is the Lease of the replicas.
+func (c *Config) leaseName() string {
+	if c.LeaderLeaseName != "" {
+		return c.LeaderLeaseName
+	}
+	return "causeway-ipam-" + strings.ToLower(c.TrenchName)
 }

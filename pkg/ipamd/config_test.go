@@ -2,6 +2,7 @@ package ipamd
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +114,45 @@ func TestLoadNamesABadPoolPlainly(t *testing.T) {
 	_, err := Load()
 	require.ErrorContains(t, err, `IPAM_PREFIX_IPV4: "10.0.0.0/33" is not a prefix in CIDR notation (such as 172.16.0.0/16)`)
 	assert.NotContains(t, err.Error(), "netip")
+}
+
+// The store is bbolt unless asked; the Kubernetes store's settings are
+// checked only when it is chosen, each problem naming its variable.
+func TestLoadStore(t *testing.T) {
+	c, err := Load()
+	require.NoError(t, err)
+	assert.Equal(t, StoreBolt, c.Store)
+	assert.Equal(t, "causeway-ipam-default", c.leaseName())
+
+	t.Setenv("IPAM_STORE", "etcd")
+	_, err = Load()
+	require.ErrorContains(t, err, `IPAM_STORE: "etcd" is not bolt or kubernetes`)
+
+	t.Setenv("IPAM_STORE", "kubernetes")
+	t.Setenv("IPAM_DATASOURCE", "") // not used by the Kubernetes store
+	t.Setenv("IPAM_TRENCH_NAME", "Blue_Trench")
+	t.Setenv("IPAM_LEADER_LEASE_DURATION", "1s")
+	_, err = Load()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "IPAM_LEADER_LEASE_DURATION: 1s is below 3s")
+	assert.Contains(t, err.Error(), `IPAM_LEADER_LEASE_NAME: "causeway-ipam-blue_trench" is not a Kubernetes object name`)
+	assert.NotContains(t, err.Error(), "IPAM_DATASOURCE")
+
+	t.Setenv("IPAM_LEADER_LEASE_DURATION", "15s")
+	t.Setenv("IPAM_LEADER_LEASE_NAME", "ipam-blue")
+	c, err = Load()
+	require.NoError(t, err)
+	assert.Equal(t, "ipam-blue", c.leaseName())
+}
+
+func TestReplicaNames(t *testing.T) {
+	c := &Config{KubeNamespace: "ns1", Identity: "ipam-0"}
+	ns, id, err := c.replicaNames()
+	require.NoError(t, err)
+	assert.Equal(t, [2]string{"ns1", "ipam-0"}, [2]string{ns, id})
+	c.Identity = ""
+	_, id, err = c.replicaNames()
+	require.NoError(t, err)
+	host, _ := os.Hostname()
+	assert.Equal(t, host, id, "the pod's name is its host name")
 }

@@ -25,9 +25,11 @@ import (
 )
 
 // Run serves ipam.v1.Ipam and grpc.health.v1 until ctx ends or a server
-// fails, then stops and returns. Start order: import of a Meridio database
-// found at the datasource (once: it is then a store), store, engine, snapshots,
-// credentials, gRPC server, metrics server, conduit watch. Stop order:
+// fails, then stops and returns. Start order: credentials, then with the
+// bbolt store the import of a Meridio database found at the datasource
+// (once: it is then a store), store, engine, snapshots (with the Kubernetes
+// store the election, whose leader loads the store: startReplica), then gRPC
+// server, metrics server, conduit watch. Stop order:
 // probes fail, the watch ends, calls in flight get cfg.GracePeriod, the
 // metrics server stops, periodic snapshots stop, the engine flushes its
 // leases, a last snapshot is taken and the store closes. A damaged store is
@@ -46,38 +48,18 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		return err
 	}
 	defer closeSec()
-	if err := importOnStart(ctx, cfg, logger); err != nil {
-		return err
-	}
-	st, err := openStore(cfg)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			logger.Error("closing the store", "error", err)
-		}
-	}()
-	// "" is the process; ipam.v1.Ipam turns NOT_SERVING while store commits fail.
+	// "" is the process; ipam.v1.Ipam is NOT_SERVING while store commits
+	// fail or, with replicas, while this one does not serve.
 	hs := grpchealth.NewServer()
-	hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	ecfg.OnStoreHealth = func(ok bool) {
-		status := healthpb.HealthCheckResponse_SERVING
-		if !ok {
-			status = healthpb.HealthCheckResponse_NOT_SERVING
-		}
-		hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, status)
+	start := startBolt
+	if cfg.Store == StoreKubernetes {
+		start = startReplica
 	}
-	engine, err := ipam.New(ctx, st, ecfg)
+	be, err := start(ctx, cfg, ecfg, hs, logger)
 	if err != nil {
-		return damageExit(cfg, fmt.Errorf("engine: %w", err))
+		return err
 	}
-	snaps := startSnapshots(cfg, st, logger)
-	defer func() {
-		snaps.stopLoop()
-		engine.Close() // flushes leases and queued changes before the store closes
-		snaps.final()
-	}()
+	defer be.stop()
 
 	lis, err := net.Listen("tcp", net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -95,7 +77,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPCKeepaliveTime}),
 		daemon.ProxyPings(),
 	}, sec.ServerOptions...)...)
-	ipamv1.RegisterIpamServer(gs, ipam.NewServer(engine))
+	ipamv1.RegisterIpamServer(gs, be.server)
 	healthpb.RegisterHealthServer(gs, hs)
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- gs.Serve(lis) }()
@@ -105,7 +87,8 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	var metricsSrv *http.Server
 	if cfg.MetricsPort > 0 {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), engine, rpcMetrics, snaps.results)
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), rpcMetrics)
+		reg.MustRegister(be.collectors...)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", ipam.MetricsHandler(reg))
 		metricsSrv = &http.Server{Addr: net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.MetricsPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -135,7 +118,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		defer conn.Close()
 		w := &ipam.ConduitWatcher{
 			Client: nspv1.NewConfigurationManagerClient(conn), Trench: cfg.TrenchName,
-			Syncer: engine, MaxBackoff: cfg.GRPCMaxBackoff, Logger: logger,
+			Syncer: be.syncer, MaxBackoff: cfg.GRPCMaxBackoff, Logger: logger,
 		}
 		go func() {
 			defer close(watchDone)
