@@ -3,7 +3,9 @@ package helmtest
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -225,4 +227,51 @@ func podTemplates(m *manifests) []corev1.PodTemplateSpec {
 		out = append(out, d.Spec.Template)
 	}
 	return out
+}
+
+// TestWalkthroughValues: the values docs/kubernetes.md's walkthrough shows
+// for SPIRE's own chart render on top of the example (the file the
+// Kubernetes suite installs with) and do what the walkthrough says: the
+// Workload API from the CSI driver, service-account rules only.
+func TestWalkthroughValues(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/kubernetes.md")
+	require.NoError(t, err)
+	_, walk, ok := strings.Cut(string(doc), "### Installing on your own cluster")
+	require.True(t, ok, "docs/kubernetes.md has the walkthrough")
+	require.Contains(t, walk, "--values deployments/helm/examples/"+filepath.Base(exampleFile), "the walkthrough installs with the example file")
+	_, block, ok := strings.Cut(walk, "```yaml\n")
+	require.True(t, ok, "the walkthrough shows values for SPIRE's chart")
+	block, _, _ = strings.Cut(block, "```")
+	example, err := os.ReadFile(exampleFile)
+	require.NoError(t, err)
+	_, bins := loadReference(t)
+	m := render(t, string(example)+block)
+	for _, spec := range allPods(m) {
+		for _, v := range spec.Volumes {
+			if v.Name == "spire-agent-socket" {
+				require.NotNil(t, v.CSI, "the walkthrough's values mount the CSI driver")
+			}
+		}
+	}
+	rules := authorizedRules(t, m, bins)
+	for _, r := range append(rules.ipam, rules.nsp...) {
+		require.Contains(t, r, "/sa/", "service-account rules only: %s", r)
+	}
+}
+
+// TestSPIREPodLabels: every pod of the chart carries spire.podLabels (by
+// default the label NSM's ClusterSPIFFEID nsm-workloads selects), and none
+// when they are emptied (so that only the chart's own ClusterSPIFFEID,
+// or the cluster's, selects them).
+func TestSPIREPodLabels(t *testing.T) {
+	for _, tpl := range podTemplates(render(t, "")) {
+		require.Equal(t, "true", tpl.Labels["spiffe.io/spiffe-id"], tpl.Labels)
+	}
+	for _, tpl := range podTemplates(render(t, "spire: {podLabels: null}")) {
+		require.NotContains(t, tpl.Labels, "spiffe.io/spiffe-id")
+	}
+	for _, tpl := range podTemplates(render(t, "spire: {podLabels: {spiffe.io/spiffe-id: null, team.example/spire: causeway}}")) {
+		require.NotContains(t, tpl.Labels, "spiffe.io/spiffe-id")
+		require.Equal(t, "causeway", tpl.Labels["team.example/spire"])
+	}
 }
