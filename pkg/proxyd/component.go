@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 )
 
 // component is one part of the daemon. start brings it up, bounded by ctx
@@ -50,36 +49,6 @@ func (d *Daemon) stopAll() error {
 	}
 	d.running = nil
 	return errors.Join(errs...)
-}
-
-// tasks are the goroutines of one component. They run under one context,
-// detached from the start-up context; stop cancels it and waits for them.
-type tasks struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-func newTasks(parent context.Context) *tasks {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	return &tasks{ctx: ctx, cancel: cancel}
-}
-
-// Go runs fn in a goroutine with the tasks' context.
-func (t *tasks) Go(fn func(ctx context.Context)) {
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		fn(t.ctx)
-	}()
-}
-
-// stop cancels the tasks and waits for them; it never fails, and has the
-// shape of a component's stop.
-func (t *tasks) stop() error {
-	t.cancel()
-	t.wg.Wait()
-	return nil
 }
 
 // noStop is the stop of a component that leaves nothing running.

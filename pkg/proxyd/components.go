@@ -15,6 +15,7 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	"github.com/causeway-net/causeway/internal/insecurewarning"
+	"github.com/causeway-net/causeway/internal/tasks"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
@@ -76,13 +77,13 @@ func (d *Daemon) startHealth(ctx context.Context) (func() error, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socket %s: %w", d.cfg.HealthSocket, err)
 	}
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) {
 		if err := d.health.Serve(ctx, lis); err != nil {
 			d.log.Error("health server stopped", "error", err)
 		}
 	})
-	return t.stop, nil
+	return t.Stop, nil
 }
 
 // startDataplane creates the bridge, sysctls, table and link table (or
@@ -150,10 +151,10 @@ func (d *Daemon) warnPlaintext(ctx context.Context, next func() error) func() er
 	default:
 		return next
 	}
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) { insecurewarning.Warn(ctx, d.log, variable, what, insecurewarning.Interval) })
 	return func() error {
-		_ = t.stop()
+		_ = t.Stop()
 		return next()
 	}
 }
@@ -190,10 +191,10 @@ func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
 // monitorConn drives a subservice from the state of cc; the returned stop
 // ends that and closes cc.
 func (d *Daemon) monitorConn(ctx context.Context, cc *grpc.ClientConn, sub string) func() error {
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) { d.health.ReportConnState(ctx, cc, sub) })
 	return func() error {
-		_ = t.stop()
+		_ = t.Stop()
 		_ = cc.Close()
 		return nil
 	}
@@ -226,19 +227,19 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 func (d *Daemon) startLinkMatcher(ctx context.Context) (func() error, error) {
 	d.links = connlink.New(d.proxy, d.dp, connlink.WithLogger(d.log.With("subsystem", "connlink")))
 	events, unsubscribe := d.dp.Subscribe()
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) {
 		defer unsubscribe()
 		if err := d.links.Run(ctx, events); err != nil && !errors.Is(err, connlink.ErrSourceClosed) {
 			d.log.Error("link matcher stopped", "error", err)
 		}
 	})
-	return t.stop, nil
+	return t.Stop, nil
 }
 
 // startVIPs hands the VIPs of the source to the proxy until stop.
 func (d *Daemon) startVIPs(ctx context.Context) (func() error, error) {
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) {
 		err := d.vips.Run(ctx, func(p []netip.Prefix) {
 			if err := d.proxy.SetVIPs(p); err != nil {
@@ -250,7 +251,7 @@ func (d *Daemon) startVIPs(ctx context.Context) (func() error, error) {
 			d.log.Error("VIP source stopped", "error", err)
 		}
 	})
-	return t.stop, nil
+	return t.Stop, nil
 }
 
 // dialService dials the IPAM or the NSP with Meridio's connection options.

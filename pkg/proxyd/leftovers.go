@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/internal/backoff"
+	"github.com/causeway-net/causeway/internal/tasks"
 )
 
 // firstTime is closed the first time something happens (a registration,
@@ -39,7 +40,7 @@ func (f *firstTime) wait(ctx context.Context) bool {
 // (a link of the earlier run that could not be deleted stays held) is
 // tried again.
 func (d *Daemon) startLeftoverRelease(ctx context.Context) (func() error, error) {
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) {
 		if !d.registered.wait(ctx) || !d.vipsKnown.wait(ctx) || !backoff.Sleep(ctx, d.cfg.LeftoverHold) {
 			return
@@ -56,7 +57,7 @@ func (d *Daemon) startLeftoverRelease(ctx context.Context) (func() error, error)
 			}
 		}
 	})
-	return t.stop, nil
+	return t.Stop, nil
 }
 
 // The pauses between the tries of a failed release of the leftovers.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/causeway-net/causeway/internal/tasks"
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 )
@@ -63,7 +64,7 @@ func (d *Daemon) startNexthopCheck(ctx context.Context) (func() error, error) {
 		feeds = append(feeds, targets)
 	}
 	changed, unwatch := d.proxy.WatchTargets() // signalled at each change of the model
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) {
 		defer unwatch()
 		for {
@@ -82,7 +83,7 @@ func (d *Daemon) startNexthopCheck(ctx context.Context) (func() error, error) {
 		}
 	})
 	return func() error {
-		_ = t.stop()
+		_ = t.Stop()
 		var errs []error
 		for _, f := range feeds {
 			errs = append(errs, f.c.Close())

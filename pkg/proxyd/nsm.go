@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/causeway-net/causeway/internal/tasks"
 	"github.com/causeway-net/causeway/pkg/health"
 	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/chain/backoff"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
@@ -121,14 +122,14 @@ func (d *Daemon) startFullMesh(ctx context.Context) (func() error, error) {
 		fullmesh.WithExpiry(2*time.Second, d.cfg.MaxTokenLifetime/2),
 		fullmesh.WithLogger(d.log.With("subsystem", "fullmesh")),
 	)
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) {
 		err := d.mesh.Run(ctx)
 		if ctx.Err() == nil {
 			d.fail(fmt.Errorf("full mesh stopped: %w", err))
 		}
 	})
-	return t.stop, nil
+	return t.Stop, nil
 }
 
 // startEndpoint serves and registers the endpoint for the targets. Its
@@ -163,7 +164,7 @@ func (d *Daemon) startEndpoint(ctx context.Context) (func() error, error) {
 		return nil, err
 	}
 	d.ep = ep
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) {
 		select {
 		case <-ctx.Done():
@@ -175,7 +176,7 @@ func (d *Daemon) startEndpoint(ctx context.Context) (func() error, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		err := ep.Stop(ctx)
-		_ = t.stop()
+		_ = t.Stop()
 		return err
 	}, nil
 }
@@ -200,10 +201,10 @@ func (d *Daemon) startEndpointProbe(ctx context.Context) (func() error, error) {
 		d.log.Error("endpoint health probe", "error", err)
 		return noStop, nil
 	}
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) { d.probeEndpoint(ctx, healthpb.NewHealthClient(cc)) })
 	return func() error {
-		_ = t.stop()
+		_ = t.Stop()
 		_ = cc.Close()
 		return nil
 	}, nil

@@ -19,9 +19,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/causeway-net/causeway/internal/envload"
+	"github.com/causeway-net/causeway/internal/tasks"
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 	"github.com/causeway-net/causeway/pkg/proxy"
+	"github.com/causeway-net/causeway/pkg/servicelb/feed"
 )
 
 // DebugState is what `proxy -debug` prints: the proxy's model and the
@@ -32,7 +34,7 @@ type DebugState struct {
 	Proxy     proxy.Snapshot      `json:"proxy"`
 	Dataplane *dataplane.Snapshot `json:"dataplane,omitempty"`
 	// Services is the service load balancer (absent when it is off).
-	Services *ServicesState `json:"services,omitempty"`
+	Services *feed.State `json:"services,omitempty"`
 	// NexthopCheck is the datapath check of each LB nexthop
 	// (docs/dataplane.md).
 	NexthopCheck []nexthopcheck.Status `json:"nexthopCheck,omitempty"`
@@ -86,7 +88,7 @@ func (d *Daemon) debugState() DebugState {
 	st := DebugState{Version: Version, Config: envload.Map(d.cfg), Proxy: d.proxy.Snapshot(),
 		Goroutines: runtime.NumGoroutine(), FDs: openFDs(), Memory: memoryState()}
 	if d.services != nil {
-		st.Services = d.services.state()
+		st.Services = d.services.State()
 	}
 	if d.hopCheck != nil {
 		st.NexthopCheck = d.hopCheck.Statuses()
@@ -164,7 +166,7 @@ const idleTimeout = 2 * time.Minute
 // server down (within a second) and waits for it.
 func (d *Daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string) func() error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idleTimeout}
-	t := newTasks(ctx)
+	t := tasks.New(ctx)
 	t.Go(func(context.Context) {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("http server stopped", "server", what, "error", err)
@@ -174,7 +176,7 @@ func (d *Daemon) serveHTTP(ctx context.Context, lis net.Listener, h http.Handler
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-		return t.stop()
+		return t.Stop()
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/proxyd/vipsource"
+	"github.com/causeway-net/causeway/pkg/servicelb/feed"
 )
 
 // Daemon is a running proxy: its components (components.go), started in
@@ -42,7 +43,7 @@ type Daemon struct {
 	nsm       nsmClient
 	mesh      *fullmesh.FullMesh
 	ep        *endpoint.Endpoint
-	services  *serviceLB // nil when NSM_SERVICES_FILE is unset
+	services  *feed.LB // nil when the service load balancer is off
 
 	// The datapath checks (nexthopcheck.go): the LB nexthops'; the
 	// targets', nil unless NSM_TARGET_CHECK_INTERVAL.

@@ -2,68 +2,17 @@ package proxyd
 
 import (
 	"context"
-	"errors"
-	"io/fs"
-	"log/slog"
-	"maps"
-	"net/netip"
-	"reflect"
-	"slices"
-	"sync"
-	"time"
 
-	"github.com/causeway-net/causeway/internal/yamlfile"
-	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
-	"github.com/causeway-net/causeway/pkg/servicelb/filesource"
+	"github.com/causeway-net/causeway/pkg/servicelb/feed"
 	"github.com/causeway-net/causeway/pkg/servicelb/provider"
 )
 
-// serviceLB is the service load balancer of the daemon: the provider
-// NSM_SERVICE_PROVIDER names, fed with the services of the watched
-// NSM_SERVICES_FILE and with the addresses of the connected targets for
-// the ports that take them as endpoints, or from the API server (kube,
-// serviceskube.go).
-type serviceLB struct {
-	cfg      *Config
-	log      *slog.Logger
-	proxy    *proxy.Proxy
-	provider servicelb.Provider
-	events   *eventCounter
-	syncs    *syncMetrics
-	kube     *kubeServices // the Kubernetes source; nil with the file
-
-	changed chan struct{} // capacity 1: the file changed
-
-	mu       sync.Mutex
-	file     *filesource.File // last good version (nil: none yet)
-	loaded   time.Time
-	rejected *Rejection
-	accepted uint64
-	rejects  uint64
-	// withdrawn are the entries of file left out for colliding with the
-	// proxy's state, prefixes the prefixes handed to the targets, held
-	// whether the targets keep theirs instead (see resolve).
-	withdrawn []string
-	prefixes  []netip.Prefix
-	held      bool
-}
-
-// Rejection is the last version of the services file that was refused:
-// when, and why (each problem names its entry).
-type Rejection struct {
-	Time  time.Time `json:"time"`
-	Error string    `json:"error"`
-}
-
-// startServices starts the service load balancer when NSM_SERVICES_FILE is
-// set or NSM_SERVICES_SOURCE is kubernetes. It comes after the proxy (it
-// reads the connected targets, and hands the service prefixes to the
-// targets' IP contexts) and before the endpoint, so that the first target
+// startServices starts the service load balancer (pkg/servicelb/feed) when
+// NSM_SERVICES_FILE is set or NSM_SERVICES_SOURCE is kubernetes. It comes
+// after the proxy and before the endpoint, so that the first target
 // already gets its routes. Off, it removes what a previous run with
-// services left in the namespace. Its stop ends the feeding and the sync
-// loop, closes the provider and runs CleanupLeftovers: no table of ours
-// stays.
+// services left in the namespace.
 func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 	log := d.log.With("subsystem", "services")
 	ns := d.opts.serviceNetNS
@@ -75,301 +24,37 @@ func (d *Daemon) startServices(ctx context.Context) (func() error, error) {
 		}
 		return noStop, nil
 	}
+	cfg, err := d.servicesConfig()
+	if err != nil {
+		return nil, err
+	}
+	lb, stop, err := feed.Start(ctx, cfg, d.proxy, log)
+	if err != nil {
+		return nil, err
+	}
+	d.services = lb
+	return stop, nil
+}
+
+// servicesConfig is the load balancer's configuration from NSM_SERVICE_*
+// and NSM_SERVICES_*.
+func (d *Daemon) servicesConfig() (feed.Config, error) {
 	portRange, err := servicelb.ParsePortRange(d.cfg.ServicePortRange)
 	if err != nil {
-		return nil, err
+		return feed.Config{}, err
 	}
-	s := &serviceLB{cfg: d.cfg, log: log, proxy: d.proxy, events: newEventCounter(log), syncs: newSyncMetrics(),
-		changed: make(chan struct{}, 1)}
-	// The other provider's table, from a run configured otherwise.
-	if err := provider.CleanupLeftovers(ns); err != nil {
-		return nil, err
+	cfg := feed.Config{
+		Provider: d.cfg.ServiceProvider, NetNS: d.opts.serviceNetNS, SyncPeriod: d.cfg.ServiceSyncPeriod,
+		PortRange: portRange, UDPIdleTimeout: d.cfg.ServiceUDPIdleTimeout, File: d.cfg.ServicesFile,
 	}
-	s.provider, err = provider.New(provider.Config{
-		Provider: d.cfg.ServiceProvider, NetNS: ns, Logger: log, SyncPeriod: d.cfg.ServiceSyncPeriod,
-		PortRange: portRange, UDPIdleTimeout: d.cfg.ServiceUDPIdleTimeout, Recorder: s.events, OnSync: s.syncs.observe,
-	})
-	if err != nil {
-		return nil, err
-	}
-	stopProvider := func() error {
-		d.proxy.SetServicePrefixes(nil)
-		return errors.Join(s.provider.Close(), s.provider.CleanupLeftovers())
-	}
-	t := newTasks(ctx)
 	if d.cfg.ServicesSource == ServicesFromKubernetes {
-		s.kube, err = d.startKubeServices(t, s)
-	} else {
-		s.startFile(t)
-	}
-	if err != nil {
-		_ = t.stop()
-		return nil, errors.Join(err, stopProvider())
-	}
-	// The first sync (at once) takes what the file gave.
-	t.Go(s.provider.SyncLoop)
-	d.services = s
-	return func() error {
-		_ = t.stop()
-		return stopProvider()
-	}, nil
-}
-
-// startFile feeds the provider from the watched services file and the
-// connected targets.
-func (s *serviceLB) startFile(t *tasks) {
-	f, err := filesource.LoadFor(s.cfg.ServicesFile, s.facts())
-	if err == nil {
-		s.accept(f)
-	}
-	// Otherwise the proxy serves its VIPs without the services, and the
-	// watch's first read reports the problem (logRejection); a fixed file
-	// is taken up by the watch. Meanwhile the targets keep the service
-	// routes they carry (see resolve).
-	targets, unwatch := s.proxy.WatchTargets()
-	svcs, eps := s.feed(nil, nil)
-	t.Go(func(ctx context.Context) {
-		defer unwatch()
-		s.feedLoop(ctx, targets, svcs, eps)
-	})
-	t.Go(func(ctx context.Context) {
-		err := yamlfile.WatchParsed(ctx, s.cfg.ServicesFile, s.parse, f, s.accept,
-			yamlfile.WithLogger(s.log), yamlfile.WithRejectLog(s.logRejection), yamlfile.WithRejectHook(s.reject), yamlfile.WithRecoverHook(s.recovered))
+		prefixes, err := d.cfg.ServicePrefixList()
 		if err != nil {
-			s.log.Error("services file watch stopped; the last good services stay", "error", err)
+			return feed.Config{}, err
 		}
-	})
-}
-
-// facts are what the services may not collide with: the VIPs in force
-// and the bridge addresses.
-func (s *serviceLB) facts() filesource.Facts {
-	return filesource.Facts{VIPs: s.proxy.VIPs(), Bridge: s.proxy.BridgeAddrs()}
-}
-
-// parse parses a version of the file for the watch: a version that
-// collides with the proxy's state is refused like any broken one.
-func (s *serviceLB) parse(data []byte) (*filesource.File, error) {
-	return filesource.ParseFor(data, s.facts())
-}
-
-// accept takes a new good version of the file (on the watch goroutine).
-func (s *serviceLB) accept(f *filesource.File) {
-	s.mu.Lock()
-	s.file, s.loaded, s.rejected = f, time.Now(), nil
-	s.accepted++
-	s.mu.Unlock()
-	select {
-	case s.changed <- struct{}{}:
-	default:
+		cfg.File = ""
+		cfg.Kube = &feed.Kube{Client: d.opts.kubeClient, Kubeconfig: d.cfg.Kubeconfig,
+			ProxyName: d.cfg.ProxyName(), Node: d.cfg.Host, Prefixes: prefixes}
 	}
-}
-
-// reject records a refused version; the last good one stays in force.
-func (s *serviceLB) reject(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rejected = &Rejection{Time: time.Now(), Error: err.Error()}
-	s.rejects++
-}
-
-// logRejection says what a version of the file that cannot be used means
-// for the services: none yet, or the last good ones kept.
-func (s *serviceLB) logRejection(err error) {
-	s.mu.Lock()
-	known := s.file != nil
-	s.mu.Unlock()
-	path := s.cfg.ServicesFile
-	switch missing := errors.Is(err, fs.ErrNotExist); {
-	case missing && !known:
-		s.log.Warn("services file does not exist; no services until it appears", "path", path)
-	case missing:
-		s.log.Warn("services file removed; keeping the last good services until it is back", "path", path)
-	case !known:
-		s.log.Error("services file refused; no services until a valid version appears, the targets keep the service routes they have",
-			"path", path, "error", err)
-	default:
-		s.log.Error("services file refused; keeping the last good services", "path", path, "error", err)
-	}
-}
-
-// recovered clears the last rejection: the file is back to the services in
-// force (the broken edit was undone).
-func (s *serviceLB) recovered() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rejected = nil
-}
-
-// feedLoop hands the provider the services and endpoints again whenever
-// the file or the connected targets change, until ctx ends.
-func (s *serviceLB) feedLoop(ctx context.Context, targets <-chan struct{}, svcs []servicelb.Service, eps []servicelb.Endpoints) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.changed:
-		case <-targets:
-		}
-		svcs, eps = s.feed(svcs, eps)
-	}
-}
-
-// feed computes the services and endpoints and hands over what differs
-// from the last ones (lastSvcs, lastEps); it returns what it handed over.
-func (s *serviceLB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpoints) ([]servicelb.Service, []servicelb.Endpoints) {
-	f := s.resolve()
-	var addrs []netip.Addr
-	if f.UsesTargets() {
-		addrs = s.proxy.TargetAddrs()
-	}
-	// A target may be an endpoint by address too: with the nftables
-	// provider every target port is in hairpin mode while there are
-	// services (the dataplane sets it, as it enslaves the port).
-	s.proxy.SetTargetHairpin(s.cfg.ServiceProvider == servicelb.ProviderNftables && len(f.Services) > 0)
-	svcs, eps := f.ServiceList(), f.EndpointList(addrs)
-	// Endpoints first: a new service port starts with its endpoints.
-	if lastEps == nil || !reflect.DeepEqual(eps, lastEps) {
-		s.provider.OnEndpointsUpdate(eps)
-	}
-	if lastSvcs == nil || !reflect.DeepEqual(svcs, lastSvcs) {
-		s.provider.OnServiceUpdate(svcs)
-	}
-	return svcs, eps
-}
-
-// resolve returns the services in force: the last good version of the
-// file without the entries that collide with the proxy's state now (a VIP
-// that came after the file; logged when that changes), and hands its
-// prefixes to the targets' IP contexts. With no good version yet (the
-// file broken since the start) it has no services, and the targets keep
-// the service routes they carry: a restart with a broken file does not
-// take the last good routes away from them.
-func (s *serviceLB) resolve() *filesource.File {
-	s.mu.Lock()
-	f := s.file
-	s.mu.Unlock()
-	var prefixes []netip.Prefix
-	held := f == nil
-	if held {
-		s.proxy.HoldServiceRoutes()
-		f = &filesource.File{}
-	} else {
-		var withdrawn []error
-		f, withdrawn = f.Resolve(s.facts())
-		s.noteWithdrawn(withdrawn)
-		prefixes = f.RoutePrefixes()
-		s.proxy.SetServicePrefixes(prefixes)
-	}
-	s.mu.Lock()
-	s.prefixes, s.held = prefixes, held
-	s.mu.Unlock()
-	return f
-}
-
-// noteWithdrawn records the entries of the file in force that collide
-// with the proxy's state, and logs them when they change.
-func (s *serviceLB) noteWithdrawn(errs []error) {
-	msgs := make([]string, 0, len(errs))
-	for _, err := range errs {
-		msgs = append(msgs, err.Error())
-	}
-	s.mu.Lock()
-	changed := !slices.Equal(msgs, s.withdrawn)
-	s.withdrawn = msgs
-	s.mu.Unlock()
-	switch {
-	case !changed:
-	case len(msgs) > 0:
-		s.log.Error("entries of the services file in force withdrawn: they collide with the proxy's state; the other services are served",
-			"withdrawn", msgs)
-	default:
-		s.log.Info("no entry of the services file in force collides with the proxy's state any more: all are served")
-	}
-}
-
-// ServicesState is the service load balancer in -debug.
-type ServicesState struct {
-	File     string `json:"file,omitempty"`
-	Provider string `json:"provider"`
-	// Kubernetes is the Kubernetes source's state (with it, File is
-	// empty and Loaded, Rejected, Withdrawn are unused).
-	Kubernetes *KubeState `json:"kubernetes,omitempty"`
-	// Loaded is when the configuration in force was read; Rejected the
-	// last refused version since (the configuration in force stays).
-	Loaded   time.Time  `json:"loaded,omitzero"`
-	Rejected *Rejection `json:"rejected,omitempty"`
-	// Withdrawn are the entries of the configuration in force left out
-	// for colliding with the proxy's state (a VIP that came after it),
-	// each with the reason.
-	Withdrawn []string `json:"withdrawn,omitempty"`
-	// Prefixes are the prefixes handed to the targets; RoutesHeld says
-	// that no version of the file was good yet, so that the targets keep
-	// the service routes they carry.
-	Prefixes   []netip.Prefix `json:"prefixes"`
-	RoutesHeld bool           `json:"routesHeld,omitempty"`
-	// Ports are the served service ports with their endpoints, sockets or
-	// chains and counters; Events the socket events by service port and
-	// reason (userspace).
-	Ports  []servicelb.PortState                       `json:"ports"`
-	Events map[string]map[servicelb.EventReason]uint64 `json:"events,omitempty"`
-	Stats  *servicelb.SyncStats                        `json:"nftables,omitempty"`
-}
-
-func (s *serviceLB) state() *ServicesState {
-	s.mu.Lock()
-	st := &ServicesState{File: s.cfg.ServicesFile, Provider: s.cfg.ServiceProvider, Loaded: s.loaded, Rejected: s.rejected,
-		Withdrawn: s.withdrawn, Prefixes: s.prefixes, RoutesHeld: s.held}
-	s.mu.Unlock()
-	if s.kube != nil {
-		st.Kubernetes = s.kube.state()
-	}
-	if in, ok := s.provider.(servicelb.Inspector); ok {
-		st.Ports = in.PortStates()
-	}
-	st.Events = s.events.byPort()
-	if r, ok := s.provider.(servicelb.StatsReporter); ok {
-		stats := r.Stats()
-		st.Stats = &stats
-	}
-	return st
-}
-
-// eventCounter logs the sockets' events (through a LogRecorder) and counts
-// them by service port and reason.
-type eventCounter struct {
-	log *servicelb.LogRecorder
-
-	mu     sync.Mutex
-	counts map[string]map[servicelb.EventReason]uint64
-}
-
-func newEventCounter(log *slog.Logger) *eventCounter {
-	return &eventCounter{log: servicelb.NewLogRecorder(log), counts: map[string]map[servicelb.EventReason]uint64{}}
-}
-
-// Record implements servicelb.Recorder.
-func (c *eventCounter) Record(e servicelb.Event) {
-	c.log.Record(e)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.counts[e.Service.String()]
-	if m == nil {
-		m = map[servicelb.EventReason]uint64{}
-		c.counts[e.Service.String()] = m
-	}
-	m[e.Reason]++
-}
-
-func (c *eventCounter) byPort() map[string]map[servicelb.EventReason]uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.counts) == 0 {
-		return nil
-	}
-	out := make(map[string]map[servicelb.EventReason]uint64, len(c.counts))
-	for k, m := range c.counts {
-		out[k] = maps.Clone(m)
-	}
-	return out
+	return cfg, nil
 }

@@ -1,4 +1,4 @@
-package proxyd
+package feed
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func (p *inspectedProvider) PortStates() []servicelb.PortState       { return p.
 // and the file's loads and rejections.
 func TestServiceMetrics(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	s := &serviceLB{cfg: &Config{ServiceProvider: servicelb.ProviderUserspace}, log: log, events: newEventCounter(log),
+	s := &LB{cfg: Config{Provider: servicelb.ProviderUserspace}, log: log, events: newEventCounter(log),
 		provider: &inspectedProvider{ports: []servicelb.PortState{{
 			Service: "shop/dns", Addr: netip.MustParseAddrPort("10.96.0.53:53"), Protocol: servicelb.UDP,
 			Endpoints: []netip.AddrPort{netip.MustParseAddrPort("10.0.0.5:53"), netip.MustParseAddrPort("10.0.0.6:53")},

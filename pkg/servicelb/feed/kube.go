@@ -1,4 +1,4 @@
-package proxyd
+package feed
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/causeway-net/causeway/internal/tasks"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/kubesource"
@@ -28,21 +29,18 @@ type kubeServices struct {
 	proxyName string
 }
 
-// startKubeServices starts the Source, the pods cache and the Publisher
-// as tasks of t.
-func (d *Daemon) startKubeServices(t *tasks, s *serviceLB) (*kubeServices, error) {
-	client := d.opts.kubeClient
+// startKube starts the Source, the pods cache and the Publisher as tasks
+// of t.
+func (s *LB) startKube(t *tasks.Group, cfg Kube) (*kubeServices, error) {
+	client := cfg.Client
 	if client == nil {
 		var err error
-		if client, err = newKubeClient(d.cfg.Kubeconfig); err != nil {
+		if client, err = newKubeClient(cfg.Kubeconfig); err != nil {
 			return nil, err
 		}
 	}
-	prefixes, err := d.cfg.ServicePrefixList()
-	if err != nil {
-		return nil, err
-	}
-	name, node := d.cfg.ProxyName(), d.cfg.Host
+	prefixes := cfg.Prefixes
+	name, node := cfg.ProxyName, cfg.Node
 	log := kubesource.WithLogger(s.log)
 	pub, err := kubesource.NewPublisher(client, name, node, log)
 	if err != nil {
@@ -60,7 +58,7 @@ func (d *Daemon) startKubeServices(t *tasks, s *serviceLB) (*kubeServices, error
 	}
 	k := &kubeServices{src: src, pods: pods, pub: pub, proxyName: name}
 	feed.start()
-	targets, unwatch := d.proxy.WatchTargets()
+	targets, unwatch := s.proxy.WatchTargets()
 	t.Go(src.Run)
 	t.Go(pods.Run)
 	t.Go(func(ctx context.Context) {
@@ -68,7 +66,7 @@ func (d *Daemon) startKubeServices(t *tasks, s *serviceLB) (*kubeServices, error
 		pub.Run(ctx, kubesource.Inputs{
 			Ready:    func() bool { return src.Stats().Synced && pods.Synced() },
 			Services: src.Services,
-			Targets:  func() []kubesource.Target { return pods.Targets(conns(d.proxy.Targets())) },
+			Targets:  func() []kubesource.Target { return pods.Targets(conns(s.proxy.Targets())) },
 			Changed:  targets,
 		})
 	})
@@ -107,7 +105,7 @@ func conns(ts []proxy.Target) []kubesource.Conn {
 // prefix) and the hairpin that the nftables provider needs while there
 // are services.
 type kubeFeed struct {
-	s        *serviceLB
+	s        *LB
 	prefixes []netip.Prefix
 }
 
@@ -140,7 +138,7 @@ func (f *kubeFeed) OnServiceUpdate(svcs []servicelb.Service) {
 		slices.SortFunc(routes, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 	}
 	f.setRoutes(routes)
-	f.s.proxy.SetTargetHairpin(f.s.cfg.ServiceProvider == servicelb.ProviderNftables && len(svcs) > 0)
+	f.s.proxy.SetTargetHairpin(f.s.cfg.Provider == servicelb.ProviderNftables && len(svcs) > 0)
 	f.s.provider.OnServiceUpdate(svcs)
 }
 

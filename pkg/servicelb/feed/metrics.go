@@ -1,4 +1,4 @@
-package proxyd
+package feed
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +21,7 @@ var (
 )
 
 // Describe implements prometheus.Collector.
-func (s *serviceLB) Describe(ch chan<- *prometheus.Desc) {
+func (s *LB) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{svcEndpoints, svcNewFlows, svcTCPConns, svcUDPClients, svcUDPRefused, svcEvents, svcFileLoads,
 		svcFileRejects, svcSyncObjects, svcAPIAway, svcAPIOutages} {
 		ch <- d
@@ -32,8 +32,8 @@ func (s *serviceLB) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (s *serviceLB) Collect(ch chan<- prometheus.Metric) {
-	st := s.state()
+func (s *LB) Collect(ch chan<- prometheus.Metric) {
+	st := s.State()
 	for _, p := range st.Ports {
 		labels := []string{p.Service, string(p.Protocol), p.Addr.String()}
 		ch <- prometheus.MustNewConstMetric(svcEndpoints, prometheus.GaugeValue, float64(len(p.Endpoints)), labels...)
