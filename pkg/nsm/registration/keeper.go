@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/registry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/causeway-net/causeway/internal/backoff"
 )
@@ -30,6 +32,9 @@ type Keeper struct {
 	mu         sync.Mutex
 	granted    *registry.NetworkServiceEndpoint // as last accepted
 	registered bool
+
+	// serviceTakenOnce logs the first refusal of the network service.
+	serviceTakenOnce sync.Once
 
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -152,9 +157,9 @@ func (k *Keeper) try(ctx context.Context) error {
 	stop := time.AfterFunc(k.opts.tryTimeout, cancel)
 	defer stop.Stop()
 	if k.ns != nil {
-		if _, err := k.reg.Service.Register(ctx, k.ns.Clone()); err != nil {
+		if err := k.registerService(ctx); err != nil {
 			k.set(nil)
-			return fmt.Errorf("register network service %s: %w", k.ns.GetName(), err)
+			return err
 		}
 	}
 	granted, err := k.reg.Endpoint.Register(ctx, k.nse.Clone())
@@ -163,6 +168,28 @@ func (k *Keeper) try(ctx context.Context) error {
 		return fmt.Errorf("register endpoint %s: %w", k.nse.GetName(), err)
 	}
 	k.set(granted)
+	return nil
+}
+
+// registerService registers the network service. A refusal
+// (PermissionDenied) means that the registry's policy keeps the service to
+// the identity that registered it first, as NSM's does: with SPIFFE IDs
+// per pod, the same service of every proxy of a DaemonSet or every LB of a
+// conduit is registered by its first pod only. The service then exists, and
+// the endpoint is registered all the same (logged once per keeper); if it
+// did not, the endpoint's registration fails and is retried.
+func (k *Keeper) registerService(ctx context.Context) error {
+	_, err := k.reg.Service.Register(ctx, k.ns.Clone())
+	if err == nil || status.Code(err) != codes.PermissionDenied {
+		if err != nil {
+			return fmt.Errorf("register network service %s: %w", k.ns.GetName(), err)
+		}
+		return nil
+	}
+	k.serviceTakenOnce.Do(func() {
+		k.opts.logger.Info("the registry keeps the network service to the workload that registered it first; registering the endpoint only",
+			"networkService", k.ns.GetName(), "endpoint", k.nse.GetName(), "reason", err.Error())
+	})
 	return nil
 }
 

@@ -10,6 +10,9 @@ import (
 	"github.com/networkservicemesh/api/pkg/api/registry"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/causeway-net/causeway/internal/registryfake"
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -157,4 +160,50 @@ func startInBackground(f *registryfake.Registry, ch *changes) (*registration.Kee
 		registration.WithoutFirstWait(),
 		registration.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond),
 		registration.WithOnChange(ch.add))
+}
+
+// servicesOwnedElsewhere refuses every network service registration, as
+// NSM's registry policy does for a service that another identity
+// registered first.
+type servicesOwnedElsewhere struct {
+	registry.NetworkServiceRegistryClient
+}
+
+func (servicesOwnedElsewhere) Register(context.Context, *registry.NetworkService, ...grpc.CallOption) (*registry.NetworkService, error) {
+	return nil, status.Error(codes.PermissionDenied, "no sufficient privileges")
+}
+
+// A network service that another workload registered first (NSM's policy:
+// with pod IDs, every proxy of a DaemonSet registers the same service) does
+// not keep the endpoint out: it is registered, refreshed and removed on
+// Stop, and the refusal is logged once. Without the service in the
+// registry, the endpoint is not registered.
+func TestServiceOfAnotherWorkload(t *testing.T) {
+	f, ch := newFakeRegistry(), &changes{}
+	_, err := f.Services().Register(context.Background(), &registry.NetworkService{Name: "svc"})
+	require.NoError(t, err, "the first pod's registration")
+	var log testutil.JSONLog
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	k, err := registration.Start(ctx,
+		registration.Registrar{Service: servicesOwnedElsewhere{f.Services()}, Endpoint: f},
+		&registry.NetworkService{Name: "svc"},
+		&registry.NetworkServiceEndpoint{Name: "nse-2", NetworkServiceNames: []string{"svc"}},
+		registration.WithRetryBackoff(10*time.Millisecond, 50*time.Millisecond), registration.WithOnChange(ch.add),
+		registration.WithLogger(slog.New(slog.NewJSONHandler(&log, nil))))
+	require.NoError(t, err)
+	require.True(t, k.Registered())
+	require.Eventually(t, func() bool { return f.Counts().EndpointRegisters >= 3 && f.Registered("nse-2") },
+		time.Minute, 10*time.Millisecond, "refreshed")
+	require.Equal(t, 1, log.Count("the registry keeps the network service to the workload that registered it first; registering the endpoint only"), log.String())
+	require.NoError(t, k.Stop(context.Background()))
+	require.False(t, f.Registered("nse-2"))
+
+	empty := newFakeRegistry()
+	_, err = registration.Start(context.Background(),
+		registration.Registrar{Service: servicesOwnedElsewhere{empty.Services()}, Endpoint: empty},
+		&registry.NetworkService{Name: "svc"},
+		&registry.NetworkServiceEndpoint{Name: "nse-2", NetworkServiceNames: []string{"svc"}},
+		registration.WithFirstTimeout(200*time.Millisecond), registration.WithRetryBackoff(10*time.Millisecond, 20*time.Millisecond))
+	require.ErrorContains(t, err, "register endpoint nse-2", "a refused service that does not exist keeps the endpoint out")
 }
