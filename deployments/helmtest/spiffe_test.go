@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,7 +112,7 @@ func TestIDSchemes(t *testing.T) {
 			rules := authorizedRules(t, m, bins)
 			for _, scheme := range []string{"pod", "serviceAccount"} {
 				got := podIDs(m, "example.org", scheme)
-				want := contains(tc.serves, scheme)
+				want := slices.Contains(tc.serves, scheme)
 				for _, p := range got.proxies {
 					require.Equal(t, want, allowed(rules.ipam, p, "example.org"), "%s: IPAM and proxy %s", tc.scheme, p)
 					require.Equal(t, want, allowed(rules.nsp, p, "example.org"), "%s: nsp and proxy %s", tc.scheme, p)
@@ -134,15 +135,6 @@ func TestIDSchemes(t *testing.T) {
 			}
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestTrustDomainPinned: spire.trustDomain writes it into every rule; a
