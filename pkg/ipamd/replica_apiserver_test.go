@@ -43,7 +43,10 @@ type runningReplica struct {
 }
 
 func (r runningReplica) serving(t *testing.T) bool {
-	hr, err := healthpb.NewHealthClient(r.conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "ipam.v1.Ipam"})
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	// WaitForReady: the replica may not listen yet.
+	hr, err := healthpb.NewHealthClient(r.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "ipam.v1.Ipam"}, grpc.WaitForReady(true))
 	require.NoError(t, err)
 	return hr.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
