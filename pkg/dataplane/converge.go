@@ -21,8 +21,9 @@ const (
 	kRoutes4
 	kRoutes6
 	kRules
+	kFilters
 
-	kAll = kBridge | kAddrs | kPorts | kMTU | kRoutes4 | kRoutes6 | kRules
+	kAll = kBridge | kAddrs | kPorts | kMTU | kRoutes4 | kRoutes6 | kRules | kFilters
 )
 
 func routeKind(f family) kinds {
@@ -70,6 +71,10 @@ func (dp *Dataplane) convergeLocked(goal *spec, reread kinds) (kinds, error) {
 		if failed&kAddrs == 0 {
 			note(kAddrs, dp.applyAddrsLocked(goal.addrs))
 		}
+		// The filters before the ports: a port is never enslaved unfiltered.
+		if failed&kFilters == 0 {
+			note(kFilters, dp.applyFiltersLocked(goal))
+		}
 		if failed&kPorts == 0 {
 			joined, left, err := dp.applyPortsLocked(goal.ports)
 			note(kPorts, err)
@@ -90,6 +95,7 @@ func (dp *Dataplane) convergeLocked(goal *spec, reread kinds) (kinds, error) {
 		note(kRules, dp.applyRulesLocked(goal.vips))
 	}
 	if goal.noBridge {
+		note(kFilters, dp.applyFiltersLocked(goal))
 		note(kBridge, dp.removeBridgeLocked())
 	}
 	return failed, errors.Join(errs...)
@@ -131,6 +137,9 @@ func (dp *Dataplane) readLocked(ks kinds, adopt bool, note func(kinds, error)) {
 	if ks&kRules != 0 {
 		note(kRules, dp.loadRulesLocked())
 	}
+	if ks&kFilters != 0 {
+		note(kFilters, dp.loadFiltersLocked())
+	}
 }
 
 // startLocked is the start: it adopts or creates the bridge, removes what
@@ -143,6 +152,9 @@ func (dp *Dataplane) startLocked() error {
 	}
 	if err := dp.removeMeridioLeftoversLocked(); err != nil {
 		return fmt.Errorf("remove Meridio's leftovers: %w", err)
+	}
+	if err := dp.findLeftoverFiltersLocked(); err != nil {
+		return err
 	}
 	var errs []error
 	dp.readLocked(kAll&^kBridge, true, func(_ kinds, err error) {
@@ -184,7 +196,7 @@ func (dp *Dataplane) startLocked() error {
 // rules that carry our protocol in our table (including ones this run did
 // not create).
 func (dp *Dataplane) teardownLocked() error {
-	_, err := dp.convergeLocked(emptyState(), kRoutes4|kRoutes6|kRules)
+	_, err := dp.convergeLocked(emptyState(), kRoutes4|kRoutes6|kRules|kFilters)
 	dp.m = newModel()
 	return err
 }

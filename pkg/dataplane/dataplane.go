@@ -550,12 +550,15 @@ const (
 	opRouteDel
 	opRuleAdd
 	opRuleDel
+	opFilterSet
+	opFilterDel
 	numOps
 )
 
 var opNames = [numOps]string{
 	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu", "link set hairpin",
 	"addr add", "addr del", "route replace", "route del", "rule add", "rule del",
+	"nft port filters set", "nft port filters del",
 }
 
 func (o op) String() string { return opNames[o] }

@@ -55,6 +55,10 @@ type spec struct {
 	nexthopPorts map[netip.Addr]int
 	tiedPorts    map[int]struct{} // the ports of nexthopPorts
 	hairpin      []int            // sorted, unique: the ports in hairpin mode
+	filters      map[int]portFilter
+	// keepFilters: leave the port filter table as it is (the adopted
+	// state, before the first Apply).
+	keepFilters bool
 }
 
 // hasPrefix reports whether d has p as a VIP or, for a host prefix, as a
@@ -134,6 +138,11 @@ func normalize(s State) (*spec, error) {
 	}
 	d.vips = sortSet(d.vips, netip.Prefix.Compare)
 	d.hairpin = sortSet(slices.Clone(s.HairpinPorts), cmp.Compare[int])
+	filters, err := normalizeFilters(s.PortFilters, d.vips)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	d.filters = filters
 	for a, idx := range s.NexthopPorts {
 		d.nexthopPorts[a.Unmap().WithZone("")] = idx
 		d.tiedPorts[idx] = struct{}{}
@@ -244,6 +253,7 @@ type model struct {
 	ports       *sortedMap[int, *portState]
 	routes      [2]routeState
 	rules       *sortedMap[netip.Prefix, struct{}]
+	filters     filterState
 }
 
 func newModel() *model {
@@ -265,7 +275,7 @@ func newRules() *sortedMap[netip.Prefix, struct{}] {
 // restores rather than changes. Routes and rules are kept only with
 // Options.AdoptLeftovers.
 func (m *model) adopted(routesAndRules bool) *spec {
-	d := &spec{addrs: maps.Clone(m.addrs), ports: slices.Clone(m.ports.keys)}
+	d := &spec{addrs: maps.Clone(m.addrs), ports: slices.Clone(m.ports.keys), keepFilters: true}
 	if routesAndRules {
 		for _, f := range families {
 			d.nexthops[f] = slices.Clone(m.routes[f].nexthops)

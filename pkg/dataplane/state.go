@@ -1,6 +1,7 @@
 // Package dataplane owns everything Causeway does to the Linux kernel in the
 // proxy's network namespace: the bridge and its ports (and their hairpin
-// mode), the policy routing table with one ECMP default route per family,
+// mode, and the filter that holds a target's port to its own MAC and
+// addresses: the nftables table of the bridge family PortFilterTable), the policy routing table with one ECMP default route per family,
 // the `from <VIP>` rules, the namespace sysctls (bridge netfilter included,
 // for the service load balancer), the kernel's gratuitous ARP / unsolicited
 // neighbour advertisements for the bridge's addresses, conntrack clean-up,
@@ -112,6 +113,12 @@ type State struct {
 	// list; a port found in hairpin mode on an adopted bridge keeps it.
 	// Entries that are not Ports are ignored.
 	HairpinPorts []int `json:"hairpinPorts,omitempty"`
+
+	// PortFilters hold target ports to their own MAC and addresses (see
+	// PortFilter); the VIPs are allowed sources on every filtered port.
+	// Ports without one (the load balancers') are not filtered. Entries
+	// that are not Ports are ignored by the bridge but kept by the table.
+	PortFilters []PortFilter `json:"portFilters,omitempty"`
 
 	// Retired are links that connections had before a heal moved them to
 	// new ones. Apply deletes each one that still exists under its name

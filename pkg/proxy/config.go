@@ -76,6 +76,10 @@ type Config struct {
 	// IPAMTimeout bounds each background IPAM call: renewals and release
 	// attempts (default 10s). Calls made for a request use its context.
 	IPAMTimeout time.Duration
+	// PortFilterOff leaves the targets' ports unfiltered: by default each
+	// target's port may send only from its own MAC (the first it uses)
+	// and from its own addresses and the VIPs (dataplane.PortFilter).
+	PortFilterOff bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Clock times the release delays and the bridge renewal; nil means the

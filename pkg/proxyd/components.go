@@ -208,7 +208,8 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 		Conduit: d.cfg.Conduit, Trench: d.cfg.Trench, Node: d.cfg.Host, Families: proxy.ParseIPFamily(d.cfg.IPFamily),
 		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp, Links: d.dp,
 		ReleaseDelay: d.cfg.IPReleaseDelay, BridgeRenewInterval: d.cfg.BridgeIPRenewInterval,
-		Logger: d.log.With("subsystem", "proxy"),
+		PortFilterOff: d.cfg.PortFilterOff,
+		Logger:        d.log.With("subsystem", "proxy"),
 	})
 	if err != nil {
 		return nil, err

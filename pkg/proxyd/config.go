@@ -91,6 +91,7 @@ type Config struct {
 	NexthopCheckFailures  int           `default:"8" desc:"new: probes lost in a row that take an LB nexthop out of its route (detection: this many intervals, plus up to one)" envconfig:"NEXTHOP_CHECK_FAILURES"`
 	NexthopCheckSuccesses int           `default:"5" desc:"new: probes answered in a row, after the hold-down, that put an LB nexthop back" envconfig:"NEXTHOP_CHECK_SUCCESSES"`
 	NexthopCheckHoldDown  time.Duration `default:"1s" desc:"new: least time an LB nexthop stays out once it answers again; doubled for each flap, up to 32 times" envconfig:"NEXTHOP_CHECK_HOLD_DOWN"`
+	PortFilterOff         bool          `default:"false" desc:"new: leaves the targets' bridge ports unfiltered; by default a target's port may send only from one MAC (the first it uses, never one another port or the bridge uses) and from its own addresses and the VIPs, in ARP, neighbour discovery and IP (an nftables table of the bridge family, docs/security.md)" envconfig:"PORT_FILTER_OFF"`
 	TargetCheckInterval   time.Duration `default:"0s" desc:"new: time between two echo probes of a target, for the report only (-debug, metrics, a log line per change; nothing is taken from a target); the other NSM_NEXTHOP_CHECK_* settings apply; 0 turns it off" envconfig:"TARGET_CHECK_INTERVAL"`
 }
 

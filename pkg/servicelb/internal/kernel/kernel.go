@@ -16,20 +16,11 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/causeway-net/causeway/internal/netnsdo"
+	"github.com/causeway-net/causeway/internal/nftconn"
 )
 
 // NFT returns an nftables connection to ns.
-func NFT(ns netns.NsHandle) (*nftables.Conn, error) {
-	var opts []nftables.ConnOption
-	if !netnsdo.Current(ns) {
-		opts = append(opts, nftables.WithNetNSFd(int(ns)))
-	}
-	c, err := nftables.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("nftables connection: %w", err)
-	}
-	return c, nil
-}
+func NFT(ns netns.NsHandle) (*nftables.Conn, error) { return nftconn.Open(ns) }
 
 // Table is the inet table named name.
 func Table(name string) *nftables.Table {
@@ -38,20 +29,7 @@ func Table(name string) *nftables.Table {
 
 // TableExists reports whether ns has our inet table name.
 func TableExists(ns netns.NsHandle, name string) (bool, error) {
-	c, err := NFT(ns)
-	if err != nil {
-		return false, err
-	}
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return false, fmt.Errorf("list nftables tables: %w", err)
-	}
-	for _, t := range tables {
-		if t.Name == name {
-			return true, nil
-		}
-	}
-	return false, nil
+	return nftconn.TableExists(ns, nftables.TableFamilyINet, name)
 }
 
 // DeleteTable removes the inet table name from ns; a missing table is no
