@@ -76,6 +76,9 @@ type Config struct {
 	// IPAMTimeout bounds each background IPAM call: renewals and release
 	// attempts (default 10s). Calls made for a request use its context.
 	IPAMTimeout time.Duration
+	// VIPs is what a VIP may not be (see VIPPolicy); zero bounds take the
+	// defaults.
+	VIPs VIPPolicy
 	// PortFilterOff leaves the targets' ports unfiltered: by default each
 	// target's port may send only from its own MAC (the first it uses)
 	// and from its own addresses and the VIPs (dataplane.PortFilter).
@@ -151,6 +154,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.IPAMTimeout <= 0 {
 		c.IPAMTimeout = DefaultIPAMTimeout
 	}
+	c.VIPs = c.VIPs.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

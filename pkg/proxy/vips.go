@@ -13,7 +13,9 @@ import (
 // SetVIPs sets the VIPs whose traffic from the targets is routed to the load
 // balancers: the dataplane keeps one rule per VIP (and flushes the
 // conntrack entries of the VIPs it removes). Invalid entries (not a prefix,
-// a default route, or overlapping the node subnet of the bridge) are
+// a default route, overlapping the node subnet of the bridge, or refused by
+// Config.VIPs: overlapping a network of the cluster or the node, or a
+// reserved one, or wider than the bound) are
 // rejected with a logged reason and do not stop the valid ones; the
 // returned error lists them. It costs O(V log V) in the number of VIPs, and
 // one comparison when the list is the one set last.
@@ -58,7 +60,7 @@ func (p *Proxy) revalidateVIPsLocked() (bool, []error) {
 	accepted := make([]netip.Prefix, 0, len(p.vipWanted))
 	var errs []error
 	for _, v := range p.vipWanted {
-		if err := validateVIP(v, bridge); err != nil {
+		if err := validateVIP(v, bridge, p.cfg.VIPs); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -105,7 +107,7 @@ func (p *Proxy) servesFamilyOf(a netip.Addr) bool {
 	return slices.Contains(p.cfg.Families, want)
 }
 
-func validateVIP(v netip.Prefix, bridge []netip.Prefix) error {
+func validateVIP(v netip.Prefix, bridge []netip.Prefix, policy VIPPolicy) error {
 	if !v.IsValid() {
 		return fmt.Errorf("VIP %v: not a valid prefix", v)
 	}
@@ -117,5 +119,5 @@ func validateVIP(v netip.Prefix, bridge []netip.Prefix) error {
 			return fmt.Errorf("VIP %v: overlaps the conduit's node subnet %v", v, b.Masked())
 		}
 	}
-	return nil
+	return policy.check(netip.PrefixFrom(v.Addr().Unmap(), v.Bits()).Masked())
 }

@@ -204,12 +204,16 @@ func (d *Daemon) monitorConn(ctx context.Context, cc *grpc.ClientConn, sub strin
 // has its addresses. Its stop forces the pending address releases.
 func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 	d.log.Info("allocating bridge addresses", "ipam", d.cfg.IPAMService)
+	vips, err := d.cfg.VIPPolicy()
+	if err != nil {
+		return nil, err
+	}
 	p, err := proxy.New(ctx, proxy.Config{
 		Conduit: d.cfg.Conduit, Trench: d.cfg.Trench, Node: d.cfg.Host, Families: proxy.ParseIPFamily(d.cfg.IPFamily),
 		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp, Links: d.dp,
 		ReleaseDelay: d.cfg.IPReleaseDelay, BridgeRenewInterval: d.cfg.BridgeIPRenewInterval,
-		PortFilterOff: d.cfg.PortFilterOff,
-		Logger:        d.log.With("subsystem", "proxy"),
+		PortFilterOff: d.cfg.PortFilterOff, VIPs: vips,
+		Logger: d.log.With("subsystem", "proxy"),
 	})
 	if err != nil {
 		return nil, err

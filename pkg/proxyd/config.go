@@ -91,6 +91,10 @@ type Config struct {
 	NexthopCheckFailures  int           `default:"8" desc:"new: probes lost in a row that take an LB nexthop out of its route (detection: this many intervals, plus up to one)" envconfig:"NEXTHOP_CHECK_FAILURES"`
 	NexthopCheckSuccesses int           `default:"5" desc:"new: probes answered in a row, after the hold-down, that put an LB nexthop back" envconfig:"NEXTHOP_CHECK_SUCCESSES"`
 	NexthopCheckHoldDown  time.Duration `default:"1s" desc:"new: least time an LB nexthop stays out once it answers again; doubled for each flap, up to 32 times" envconfig:"NEXTHOP_CHECK_HOLD_DOWN"`
+	ClusterPrefixes       string        `default:"" desc:"new: comma-separated networks of the cluster and the nodes (pod, service and node networks, the IPAM's pools): a VIP that overlaps one is refused, with an error naming both (loopback, link-local, multicast and unspecified networks always are)" envconfig:"CLUSTER_PREFIXES"`
+	VIPMinPrefixLength4   int           `default:"24" desc:"new: the widest IPv4 VIP accepted (a shorter prefix is refused)" envconfig:"VIP_MIN_PREFIX_LENGTH_IPV4"`
+	VIPMinPrefixLength6   int           `default:"120" desc:"new: the widest IPv6 VIP accepted (a shorter prefix is refused)" envconfig:"VIP_MIN_PREFIX_LENGTH_IPV6"`
+	EndpointPrefixes      string        `default:"" desc:"new: kubernetes source: comma-separated pools of the conduit (the IPAM's): endpoints of EndpointSlices outside them are ignored and logged once (loopback, link-local, multicast and unspecified ones always are); empty: not bounded to pools" envconfig:"ENDPOINT_PREFIXES"`
 	PortFilterOff         bool          `default:"false" desc:"new: leaves the targets' bridge ports unfiltered; by default a target's port may send only from one MAC (the first it uses, never one another port or the bridge uses) and from its own addresses and the VIPs, in ARP, neighbour discovery and IP (an nftables table of the bridge family, docs/security.md)" envconfig:"PORT_FILTER_OFF"`
 	TargetCheckInterval   time.Duration `default:"0s" desc:"new: time between two echo probes of a target, for the report only (-debug, metrics, a log line per change; nothing is taken from a target); the other NSM_NEXTHOP_CHECK_* settings apply; 0 turns it off" envconfig:"TARGET_CHECK_INTERVAL"`
 }
@@ -242,6 +246,18 @@ func (c *Config) Validate() error {
 		bad("SERVICE_PROVIDER", "%q is not %q or %q", c.ServiceProvider, servicelb.ProviderNftables, servicelb.ProviderUserspace)
 	}
 	errs = append(errs, c.validateServicesSource()...)
+	if _, err := c.VIPPolicy(); err != nil {
+		bad("CLUSTER_PREFIXES", "%v", err)
+	}
+	if c.VIPMinPrefixLength4 < 1 || c.VIPMinPrefixLength4 > 32 {
+		bad("VIP_MIN_PREFIX_LENGTH_IPV4", "%d is not in [1, 32]", c.VIPMinPrefixLength4)
+	}
+	if c.VIPMinPrefixLength6 < 1 || c.VIPMinPrefixLength6 > 128 {
+		bad("VIP_MIN_PREFIX_LENGTH_IPV6", "%d is not in [1, 128]", c.VIPMinPrefixLength6)
+	}
+	if _, err := c.EndpointPrefixList(); err != nil {
+		bad("ENDPOINT_PREFIXES", "%v", err)
+	}
 	if _, err := servicelb.ParsePortRange(c.ServicePortRange); err != nil {
 		bad("SERVICE_PORT_RANGE", "%v", err)
 	}

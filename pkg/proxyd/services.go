@@ -52,9 +52,16 @@ func (d *Daemon) servicesConfig() (feed.Config, error) {
 		if err != nil {
 			return feed.Config{}, err
 		}
+		pools, err := d.cfg.EndpointPrefixList()
+		if err != nil {
+			return feed.Config{}, err
+		}
+		if len(pools) == 0 {
+			d.log.Warn("endpoints are not bounded to the conduit's pools: set NSM_ENDPOINT_PREFIXES (docs/security.md)")
+		}
 		cfg.File = ""
 		cfg.Kube = &feed.Kube{Client: d.opts.kubeClient, Kubeconfig: d.cfg.Kubeconfig,
-			ProxyName: d.cfg.ProxyName(), Node: d.cfg.Host, Prefixes: prefixes}
+			ProxyName: d.cfg.ProxyName(), Node: d.cfg.Host, Prefixes: prefixes, Pools: pools}
 	}
 	return cfg, nil
 }

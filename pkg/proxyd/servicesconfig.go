@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
@@ -35,9 +36,15 @@ func (c *Config) ProxyName() string {
 
 // ServicePrefixList parses NSM_SERVICE_PREFIXES.
 func (c *Config) ServicePrefixList() ([]netip.Prefix, error) {
+	return parsePrefixList(c.ServicePrefixes, servicelb.CheckServicePrefix)
+}
+
+// parsePrefixList parses a comma-separated list of prefixes, each checked
+// by check (when not nil).
+func parsePrefixList(list string, check func(netip.Prefix) error) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	var errs []error
-	for s := range strings.SplitSeq(c.ServicePrefixes, ",") {
+	for s := range strings.SplitSeq(list, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
@@ -46,9 +53,11 @@ func (c *Config) ServicePrefixList() ([]netip.Prefix, error) {
 			errs = append(errs, fmt.Errorf("%q is not a prefix in CIDR notation", s))
 			continue
 		}
-		if err := servicelb.CheckServicePrefix(p); err != nil {
-			errs = append(errs, err)
-			continue
+		if check != nil {
+			if err := check(p); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		out = append(out, p)
 	}
@@ -85,4 +94,16 @@ func (c *Config) validateServicesSource() []error {
 		bad("SERVICE_PREFIXES", "%v", err)
 	}
 	return errs
+}
+
+// VIPPolicy is what a VIP may not be: NSM_CLUSTER_PREFIXES and the
+// width bounds.
+func (c *Config) VIPPolicy() (proxy.VIPPolicy, error) {
+	forbidden, err := parsePrefixList(c.ClusterPrefixes, nil)
+	return proxy.VIPPolicy{Forbidden: forbidden, MinPrefixLen4: c.VIPMinPrefixLength4, MinPrefixLen6: c.VIPMinPrefixLength6}, err
+}
+
+// EndpointPrefixList parses NSM_ENDPOINT_PREFIXES.
+func (c *Config) EndpointPrefixList() ([]netip.Prefix, error) {
+	return parsePrefixList(c.EndpointPrefixes, nil)
 }

@@ -46,4 +46,7 @@ type Kube struct {
 	// Prefixes are the routes handed to the targets; empty: each service
 	// IP's host prefix.
 	Prefixes []netip.Prefix
+	// Pools are the conduit's address pools: endpoints outside are
+	// ignored (kubesource.WithEndpointPools).
+	Pools []netip.Prefix
 }

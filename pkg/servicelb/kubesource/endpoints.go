@@ -15,12 +15,13 @@ import (
 // part's family whose slice has a port of the same name and protocol.
 // Ready endpoints serve; when a port has none, the serving ones that
 // terminate do (kube-proxy's fallback); publishNotReady takes them all.
-func endpointsOf(parts []familyPart, bySlice map[string]*discoveryv1.EndpointSlice, publishNotReady bool) []servicelb.Endpoints {
+// Addresses that allow refuses are left out.
+func endpointsOf(parts []familyPart, bySlice map[string]*discoveryv1.EndpointSlice, publishNotReady bool, allow func(slice string, a netip.Addr) bool) []servicelb.Endpoints {
 	out := make([]servicelb.Endpoints, 0, len(parts))
 	for _, part := range parts {
 		e := servicelb.Endpoints{Namespace: part.service.Ref.Namespace, Name: part.service.Ref.Name}
 		for _, p := range part.service.Ports {
-			addrs := portAddrs(part.family, p, bySlice, publishNotReady)
+			addrs := portAddrs(part.family, p, bySlice, publishNotReady, allow)
 			if len(addrs) > 0 {
 				e.Ports = append(e.Ports, servicelb.EndpointPort{Name: p.Name, Addresses: addrs})
 			}
@@ -31,9 +32,10 @@ func endpointsOf(parts []familyPart, bySlice map[string]*discoveryv1.EndpointSli
 }
 
 // portAddrs is the sorted, distinct endpoints of one service port.
-func portAddrs(fam corev1.IPFamily, p servicelb.ServicePort, bySlice map[string]*discoveryv1.EndpointSlice, all bool) []netip.AddrPort {
+func portAddrs(fam corev1.IPFamily, p servicelb.ServicePort, bySlice map[string]*discoveryv1.EndpointSlice, all bool,
+	allow func(slice string, a netip.Addr) bool) []netip.AddrPort {
 	var ready, serving []netip.AddrPort
-	for _, s := range bySlice {
+	for name, s := range bySlice {
 		if string(s.AddressType) != string(fam) {
 			continue
 		}
@@ -43,7 +45,7 @@ func portAddrs(fam corev1.IPFamily, p servicelb.ServicePort, bySlice map[string]
 		}
 		for _, ep := range s.Endpoints {
 			a, ok := endpointAddr(ep, port)
-			if !ok {
+			if !ok || !allow(name, a.Addr()) {
 				continue
 			}
 			switch c := ep.Conditions; {

@@ -13,6 +13,7 @@ type options struct {
 	prefixes  []netip.Prefix
 	eventNode string
 	changed   func()
+	pools     []netip.Prefix
 }
 
 // WithLogger logs to log (default slog.Default()).
@@ -25,6 +26,15 @@ func WithLogger(log *slog.Logger) Option {
 // refused. None (the default): every cluster IP is served.
 func WithPrefixes(prefixes []netip.Prefix) Option {
 	return func(o *options) { o.prefixes = prefixes }
+}
+
+// WithEndpointPools keeps a Source's endpoints inside pools (the
+// conduit's, where its targets' addresses come from): an endpoint outside
+// is ignored and logged once. None (the default): not bounded to pools;
+// loopback, link-local, multicast and unspecified endpoints are ignored
+// either way.
+func WithEndpointPools(pools []netip.Prefix) Option {
+	return func(o *options) { o.pools = pools }
 }
 
 // WithEvents makes a Source write an Event on each Service for what it

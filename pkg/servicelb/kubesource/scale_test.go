@@ -153,7 +153,7 @@ func heapInUse() uint64 {
 func BenchmarkOneEndpointChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			tr := newTracker(discard, nil, func(*corev1.Service, []problem) {})
+			tr := newTracker(discard, nil, func(*corev1.Service, []problem) {}, newEndpointFilter(nil, discard))
 			var last *discoveryv1.EndpointSlice
 			for _, o := range scaleObjects(n) {
 				switch o := o.(type) {

@@ -80,7 +80,7 @@ func New(client Client, name string, h Handler, opts ...Option) (*Source, error)
 		s.refusals = newRefusals(client, o.eventNode, log)
 		refused = s.refusals.report
 	}
-	s.tracker = newTracker(log, o.prefixes, refused)
+	s.tracker = newTracker(log, o.prefixes, refused, newEndpointFilter(o.pools, log))
 	return s, nil
 }
 

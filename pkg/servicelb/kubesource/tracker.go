@@ -33,6 +33,7 @@ type tracker struct {
 	log      *slog.Logger
 	prefixes []netip.Prefix
 	refused  func(svc *corev1.Service, problems []problem) // called on a change of a Service's problems
+	filter   *endpointFilter
 
 	mu       sync.Mutex
 	entries  map[types.NamespacedName]*entry
@@ -43,8 +44,8 @@ type tracker struct {
 	eps      flatList[servicelb.Endpoints]
 }
 
-func newTracker(log *slog.Logger, prefixes []netip.Prefix, refused func(*corev1.Service, []problem)) *tracker {
-	return &tracker{log: log, prefixes: prefixes, refused: refused, entries: map[types.NamespacedName]*entry{}}
+func newTracker(log *slog.Logger, prefixes []netip.Prefix, refused func(*corev1.Service, []problem), filter *endpointFilter) *tracker {
+	return &tracker{log: log, prefixes: prefixes, refused: refused, filter: filter, entries: map[types.NamespacedName]*entry{}}
 }
 
 // setService records svc under key (nil: deleted) and recomputes that
@@ -112,7 +113,8 @@ func (t *tracker) entry(key types.NamespacedName) *entry {
 func (t *tracker) recompute(key types.NamespacedName, e *entry) {
 	t.epDirty = true
 	publishNotReady := e.svc != nil && e.svc.Spec.PublishNotReadyAddresses
-	e.endpoints = endpointsOf(e.parts, e.slices, publishNotReady)
+	allow := func(slice string, a netip.Addr) bool { return t.filter.allow(key, slice, a) }
+	e.endpoints = endpointsOf(e.parts, e.slices, publishNotReady, allow)
 	t.eps.replace(&e.epSlots, e.endpoints)
 	if e.svc == nil && len(e.slices) == 0 {
 		delete(t.entries, key)

@@ -1,0 +1,61 @@
+package kubesource
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// TestForgedSliceEndpointsIgnored performs the attack of finding 3: a slice
+// with the right labels, written by someone who may write slices, points
+// a Service at the proxy's loopback, a cloud metadata address, the pod
+// network and an IPv6 link-local address. Only the endpoint inside the
+// conduit's pools is served; each refused address is logged once, however
+// often the slice changes.
+func TestForgedSliceEndpointsIgnored(t *testing.T) {
+	ctx := context.Background()
+	forged := func(extra ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+		eps := append([]discoveryv1.Endpoint{
+			ep("127.0.0.1", true, true, false), ep("169.254.169.254", true, true, false),
+			ep("10.244.0.9", true, true, false), ep("172.16.0.5", true, true, false),
+		}, extra...)
+		return slice("shop", "web-a", "web", discoveryv1.AddressTypeIPv4, eps...)
+	}
+	client := fake.NewClientset(service("shop", "web", "10.96.0.10"), forged())
+	log := &testutil.JSONLog{}
+	_, rec := startWith(t, client, slog.New(slog.NewJSONHandler(log, nil)),
+		WithEndpointPools([]netip.Prefix{netip.MustParsePrefix("172.16.0.0/16"), netip.MustParsePrefix("fd00::/48")}))
+	web := spn("shop", "web", "http")
+	require.Equal(t, addrs("172.16.0.5:8080"), rec.endpoints()[web], "only the endpoint inside the conduit's pools")
+
+	// The slice changes (a new legitimate endpoint): the refused ones are
+	// not logged again.
+	_, err := client.DiscoveryV1().EndpointSlices("shop").Update(ctx, forged(ep("172.16.1.5", true, true, false)), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return equalAddrs(rec.endpoints()[web], addrs("172.16.0.5:8080", "172.16.1.5:8080")) },
+		waitFor, 5*time.Millisecond)
+	require.Equal(t, 3, log.Count("endpoint ignored"), "each refused address logged once:\n%s", log.String())
+	for _, why := range []string{"loopback", "link-local (a metadata service)", "outside the conduit's pools"} {
+		line, _ := log.Find(0, "endpoint ignored", "reason", why)
+		require.NotNil(t, line, "a refusal for %s", why)
+	}
+}
+
+// TestEndpointFilterWithoutPools: without pools, only the addresses no
+// target can have are refused.
+func TestEndpointFilterWithoutPools(t *testing.T) {
+	f := newEndpointFilter(nil, discard)
+	for a, ok := range map[string]bool{"10.244.0.9": true, "fd00::5": true, "127.0.0.2": false, "::1": false,
+		"169.254.169.254": false, "fe80::1": false, "224.0.0.1": false, "0.0.0.0": false} {
+		require.Equal(t, ok, f.refusal(netip.MustParseAddr(a)) == "", a)
+	}
+}
