@@ -41,3 +41,23 @@ func TestVIPAndEndpointBounds(t *testing.T) {
 	_, err := tryRender("clusterNetworks: [not-a-prefix]\n")
 	require.ErrorContains(t, err, "clusterNetworks")
 }
+
+// TestLimitsRender: the limits reach the proxies and the IPAM, and the
+// schema refuses a limit that is not positive.
+func TestLimitsRender(t *testing.T) {
+	values := "services: {enabled: true, source: kubernetes, limits: {services: 7, connectionsPerClient: 9}}\n" +
+		"proxy: {limits: {connectionsPerClient: 5}}\nipam: {limits: {conduits: 3, addressesPerNode: 11}}\n"
+	for _, e := range proxyEnv(t, values) {
+		require.Equal(t, "5", e["NSM_MAX_CONNECTIONS_PER_CLIENT"])
+		require.Equal(t, "7", e["NSM_SERVICES_MAX"])
+		require.Equal(t, "9", e["NSM_SERVICE_MAX_CONNECTIONS_PER_CLIENT"])
+	}
+	m := render(t, values)
+	_, bins := loadReference(t)
+	require.Len(t, m.statefulSets, 1)
+	e := env(container(t, m.statefulSets[0].Spec.Template.Spec, "ipam"), bins["ipam"])
+	require.Equal(t, "3", e["IPAM_MAX_CONDUITS"])
+	require.Equal(t, "11", e["IPAM_MAX_CHILDREN_PER_NODE"])
+	_, err := tryRender("proxy: {limits: {connectionsPerClient: 0}}\n")
+	require.ErrorContains(t, err, "connectionsPerClient")
+}

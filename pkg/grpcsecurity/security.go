@@ -68,6 +68,22 @@ type Security struct {
 	// ownTrustDomain is that of the service's current SVID (zero in plain
 	// text): the trust domain of the rules that leave it out.
 	ownTrustDomain spiffeauthz.TrustDomainFunc
+	// source is the workload API's X.509 source (nil in plain text).
+	source *workloadapi.X509Source
+}
+
+// ClientFor are the credentials of a client that holds the server it dials
+// to rules (spiffeauthz.ServerAuthorizer; empty: any SVID the bundle
+// verifies). In plain text they are Client.
+func (s *Security) ClientFor(rules []string) (credentials.TransportCredentials, error) {
+	if s.source == nil {
+		return s.Client, nil
+	}
+	authz, err := spiffeauthz.ServerAuthorizer(rules, s.ownTrustDomain)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(tlsconfig.MTLSClientConfig(s.source, s.source, authz)), nil
 }
 
 // spiffeWait bounds the wait for the first SVID.
@@ -125,6 +141,7 @@ func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), erro
 		ServerOptions:  []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsconfig.MTLSServerConfig(source, source, tlsconfig.AuthorizeAny())))},
 		Client:         credentials.NewTLS(tlsconfig.MTLSClientConfig(source, source, tlsconfig.AuthorizeAny())),
 		ownTrustDomain: svidTrustDomain(source),
+		source:         source,
 	}, func() { _ = source.Close() }, nil
 }
 

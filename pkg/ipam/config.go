@@ -65,6 +65,12 @@ var (
 	DefaultIPv6 = FamilyConfig{Pool: netip.MustParsePrefix("fd00::/48"), ConduitLength: 56, NodeLength: 64}
 )
 
+// Default limits of the daemon (Config's zero is no bound).
+const (
+	DefaultMaxConduits        = 64
+	DefaultMaxChildrenPerNode = 1024
+)
+
 // Config configures an Engine.
 type Config struct {
 	// Trench is the only trench this IPAM serves.
@@ -84,6 +90,13 @@ type Config struct {
 	// MaxBatch caps the changes committed in one store transaction.
 	// Default 4096; 1 gives one commit per change (no group commit).
 	MaxBatch int
+	// MaxConduits bounds the conduits of the trench, per family (listed
+	// or not: a caller may name any conduit); MaxChildrenPerNode the
+	// children of one node subnet (an IPv6 /64 has no useful bound of
+	// its own). Zero: no bound (the daemon's settings default to the
+	// values below); a refusal is ErrExhausted (gRPC ResourceExhausted),
+	// logged once per cause and counted.
+	MaxConduits, MaxChildrenPerNode int
 	// OnStoreHealth, if set, is called (from the writer goroutine) with false
 	// when a store commit fails after succeeding, and with true when commits
 	// succeed again.
@@ -124,7 +137,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s: pool %s is of the wrong family", f, fc.Pool)
 		}
 	}
-	if c.GCInterval < 0 || c.GCThreshold < 0 || c.LeaseFlushInterval < 0 || c.MaxBatch < 0 {
+	if c.GCInterval < 0 || c.GCThreshold < 0 || c.LeaseFlushInterval < 0 || c.MaxBatch < 0 || c.MaxConduits < 0 || c.MaxChildrenPerNode < 0 {
 		return fmt.Errorf("negative interval, threshold or batch size")
 	}
 	if c.GCInterval > 0 && c.GCThreshold == 0 {

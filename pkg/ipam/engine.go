@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/internal/clock"
+	"github.com/causeway-net/causeway/internal/limits"
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 )
 
@@ -28,6 +29,7 @@ type Engine struct {
 	w        *writer
 	trenches map[Family]*trench // fixed after New
 	stats    *storeStats
+	refusals *limits.Refusals
 
 	// nsp is the last conduit list of the configuration server (nil until
 	// the first one).
@@ -56,6 +58,7 @@ func New(ctx context.Context, st store.Store, cfg Config) (*Engine, error) {
 		cfg.Logger = slog.Default()
 	}
 	e := &Engine{
+		refusals: limits.New(metricsNamespace, cfg.Logger),
 		cfg:      cfg,
 		log:      cfg.Logger,
 		now:      cfg.Clock.Now,
@@ -235,6 +238,10 @@ func (e *Engine) allocate(ctx context.Context, t *trench, cname, nname, chname s
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if max := e.cfg.MaxChildrenPerNode; max > 0 && len(n.children) >= max {
+		e.refusals.Refuse("children_per_node", max, t.family.String()+" "+cname+" "+nname, "child", chname)
+		return nil, fmt.Errorf("%w: node %q of conduit %q (%s) holds %d addresses, the limit", ErrExhausted, nname, cname, n.prefix, max)
+	}
 	i, ok := n.slots.take()
 	if !ok {
 		return nil, fmt.Errorf("%w: node %q of conduit %q (%s) is full", ErrExhausted, nname, cname, n.prefix)
@@ -255,6 +262,10 @@ func (e *Engine) createConduit(t *trench, name string) error {
 	defer t.mu.Unlock()
 	if t.conduits[name] != nil {
 		return nil
+	}
+	if max := e.cfg.MaxConduits; max > 0 && len(t.conduits) >= max {
+		e.refusals.Refuse("conduits_per_trench", max, t.family.String()+" "+t.name, "conduit", name)
+		return fmt.Errorf("%w: trench %q has %d conduits, the limit (conduit %q refused)", ErrExhausted, t.name, max, name)
 	}
 	i, ok := t.slots.take()
 	if !ok {

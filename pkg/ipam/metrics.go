@@ -77,6 +77,7 @@ func (e *Engine) Describe(ch chan<- *prometheus.Desc) {
 	e.stats.ops.Describe(ch)
 	e.stats.batch.Describe(ch)
 	e.stats.latency.Describe(ch)
+	e.refusals.Describe(ch)
 }
 
 // Collect implements prometheus.Collector: the allocation gauges are read
@@ -108,6 +109,7 @@ func (e *Engine) Collect(ch chan<- prometheus.Metric) {
 	e.stats.ops.Collect(ch)
 	e.stats.batch.Collect(ch)
 	e.stats.latency.Collect(ch)
+	e.refusals.Collect(ch)
 }
 
 var _ prometheus.Collector = (*Engine)(nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/grpcsecurity"
 	"github.com/causeway-net/causeway/pkg/ipam"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Config is read from IPAM_* environment variables, with Meridio's names and
@@ -44,6 +45,8 @@ type Config struct {
 
 	ListenAddress      string        `default:"" split_words:"true" desc:"new: bind address of the gRPC and metrics ports; empty means all"`
 	MetricsPort        int           `default:"2112" split_words:"true" desc:"new: Prometheus '/metrics' (allocations in use per conduit/node, RPC counts and latency); 0 turns it off"`
+	MaxConduits        int           `default:"64" split_words:"true" desc:"new: conduits of the trench per family (a caller may name any conduit); one more is refused (ResourceExhausted), logged once, counted"`
+	MaxChildrenPerNode int           `default:"1024" split_words:"true" desc:"new: addresses of one node subnet; one more is refused (ResourceExhausted), logged once per node, counted"`
 	LeaseFlushInterval time.Duration `default:"1m" split_words:"true" desc:"new: write-behind period of renewed leases; the GC threshold must be at least twice it"`
 	GracePeriod        time.Duration `default:"10s" split_words:"true" desc:"new: how long a stop waits for calls in flight"`
 	SnapshotDir        string        `default:"" split_words:"true" desc:"new: directory of the store's snapshots; empty means 'snapshots/' next to 'IPAM_DATASOURCE' (see docs/ipam-store.md)"`
@@ -51,6 +54,7 @@ type Config struct {
 	SnapshotKeep       int           `default:"4" split_words:"true" desc:"new: how many snapshots are kept (the newest); 0 turns snapshots off; 'ipam restore' puts one back"`
 	HealthPort         int           `default:"0" split_words:"true" desc:"new: port of a plain-text 'grpc.health.v1' alone, for the kubelet's gRPC probes (they speak no TLS); 0: none"`
 	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"new: plain gRPC, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE mTLS from 'SPIFFE_ENDPOINT_SOCKET', which must be set"`
+	NSPServerIDs       []string      `envconfig:"NSP_SERVER_IDS" desc:"new: comma-separated rules (as IPAM_AUTHORIZED_IDS) of the SPIFFE IDs the configuration server may have: the IPAM's NSP client refuses the handshake with any other; empty: any SVID the trust bundle verifies"`
 	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"new: comma-separated rules of the callers allowed (the trench's proxies): SPIFFE IDs, or paths in the server's own trust domain (/ns/<ns>/sa/<account>); path.Match wildcards within a segment (/ns/<ns>/pod/<name>-?????); others get PermissionDenied, logged with the rules they missed; empty: any SVID the trust bundle verifies"`
 
 	Store               string        `default:"bolt" desc:"new: 'bolt' (one replica, the file 'IPAM_DATASOURCE') or 'kubernetes' (custom resources, any number of replicas, one serving behind a Lease; docs/ipam-store.md)"`
@@ -128,7 +132,11 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		bad("IPAM_LOG_LEVEL: %v", err)
 	}
-	out := ipam.Config{Trench: c.TrenchName, LeaseFlushInterval: c.LeaseFlushInterval}
+	out := ipam.Config{Trench: c.TrenchName, LeaseFlushInterval: c.LeaseFlushInterval,
+		MaxConduits: c.MaxConduits, MaxChildrenPerNode: c.MaxChildrenPerNode}
+	if c.MaxConduits <= 0 || c.MaxChildrenPerNode <= 0 {
+		bad("IPAM_MAX_CONDUITS and IPAM_MAX_CHILDREN_PER_NODE must be positive")
+	}
 	if err := ipam.ValidateName("trench", c.TrenchName, false); err != nil {
 		bad("IPAM_TRENCH_NAME: %v", err)
 	}
@@ -165,6 +173,9 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	}
 	if err := c.security().Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := spiffeauthz.ParseRules(c.NSPServerIDs); err != nil {
+		bad("IPAM_NSP_SERVER_IDS: %v", err)
 	}
 	switch c.Store {
 	case StoreBolt, "": // "": a Config not loaded from the environment

@@ -104,8 +104,14 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	} else {
 		// grpc.NewClient does not connect until used: the IPAM serves even
 		// while the configuration server is down; the watcher logs it.
+		creds, err := sec.ClientFor(cfg.NSPServerIDs)
+		if err != nil {
+			cancelWatch()
+			gs.Stop()
+			return fmt.Errorf("IPAM_NSP_SERVER_IDS: %w", err)
+		}
 		conn, err := grpc.NewClient(cfg.NSPService,
-			grpc.WithTransportCredentials(sec.Client),
+			grpc.WithTransportCredentials(creds),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.GRPCKeepaliveTime, PermitWithoutStream: true}),
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 				BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: cfg.GRPCMaxBackoff,

@@ -79,6 +79,11 @@ type Config struct {
 	// VIPs is what a VIP may not be (see VIPPolicy); zero bounds take the
 	// defaults.
 	VIPs VIPPolicy
+	// MaxConnectionsPerClient bounds the target connections one client
+	// (clientIdentity) holds; a new one past it is refused with
+	// ResourceExhausted, logged once per client and counted (default
+	// DefaultMaxConnectionsPerClient).
+	MaxConnectionsPerClient int
 	// PortFilterOff leaves the targets' ports unfiltered: by default each
 	// target's port may send only from its own MAC (the first it uses)
 	// and from its own addresses and the VIPs (dataplane.PortFilter).
@@ -155,6 +160,9 @@ func (c Config) withDefaults() (Config, error) {
 		c.IPAMTimeout = DefaultIPAMTimeout
 	}
 	c.VIPs = c.VIPs.withDefaults()
+	if c.MaxConnectionsPerClient <= 0 {
+		c.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -41,6 +41,7 @@ type connState struct {
 	lastName string                    // that link's name
 	hops     []netip.Addr              // the nexthops of link: the LB's addresses, from allocs
 	client   ClientInfo                // a target's pod, from its connection's labels
+	clientID string                    // a target's client, for its limit (clientIdentity)
 }
 
 // ConnKey returns the key of a connection, the one name the proxy, the
@@ -125,6 +126,14 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	}
 	defer unlock()
 
+	if t == TargetConn {
+		p.mu.Lock()
+		err := p.admitTargetLocked(id, clientIdentity(conn, id))
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
 	prior := p.priorAllocs(id)
 	ipc := ensureIPContext(conn)
 	inUse := addrSet(ipc.GetSrcIpAddrs(), ipc.GetDstIpAddrs())
@@ -235,6 +244,7 @@ func (p *Proxy) commitAllocs(id string, t ConnType, conn *networkservice.Connect
 		ci := clientInfoOf(conn)
 		changed = changed || ci != st.client
 		st.client = ci
+		st.clientID = clientIdentity(conn, id)
 	}
 	if pr := st.release; pr != nil && pr.full && pr.closedBy != "" && owner != "" && pr.closedBy != owner {
 		// Scheduled by the close of another connection with this key

@@ -54,6 +54,7 @@ func (p *Proxy) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range proxyMetrics {
 		ch <- m.desc
 	}
+	p.refusals.Describe(ch)
 }
 
 // Collect implements prometheus.Collector; the values are read from Stats at
@@ -63,4 +64,5 @@ func (p *Proxy) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range proxyMetrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.typ, m.value(s), p.cfg.Conduit, p.cfg.Trench)
 	}
+	p.refusals.Collect(ch)
 }

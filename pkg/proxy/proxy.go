@@ -10,6 +10,7 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/limits"
 )
 
 // ErrClosed is returned by calls made after Close.
@@ -25,6 +26,8 @@ type Proxy struct {
 	log     *slog.Logger
 	subnets map[ipamv1.IPFamily]*ipamv1.Subnet
 	locks   keyLocks
+	// refusals counts and logs the refusals of the limits.
+	refusals *limits.Refusals
 	// serialFamilies allocates the families one after the other (only the
 	// benchmark's Meridio-like baseline sets it).
 	serialFamilies bool
@@ -95,6 +98,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 	p := &Proxy{
 		cfg:       cfg,
 		log:       cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
+		refusals:  limits.New("causeway_proxy", cfg.Logger),
 		subnets:   map[ipamv1.IPFamily]*ipamv1.Subnet{},
 		bridge:    map[ipamv1.IPFamily]netip.Prefix{},
 		conns:     map[string]*connState{},

@@ -161,7 +161,7 @@ func (d *Daemon) warnPlaintext(ctx context.Context, next func() error) func() er
 
 // startIPAMClient dials the IPAM and follows its connection's health.
 func (d *Daemon) startIPAMClient(ctx context.Context) (func() error, error) {
-	cc, err := d.dialService(d.cfg.IPAMService)
+	cc, err := d.dialService(d.cfg.IPAMService, d.cfg.IPAMServerIDs)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", d.cfg.IPAMService, err)
 	}
@@ -179,7 +179,7 @@ func (d *Daemon) startVIPSource(ctx context.Context) (func() error, error) {
 		d.health.SetServing(health.NSPCli, true)
 		return noStop, nil
 	}
-	cc, err := d.dialService(d.cfg.NSPAddress())
+	cc, err := d.dialService(d.cfg.NSPAddress(), d.cfg.NSPServerIDs)
 	if err != nil {
 		return nil, fmt.Errorf("NSP %s: %w", d.cfg.NSPAddress(), err)
 	}
@@ -212,7 +212,7 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 		Conduit: d.cfg.Conduit, Trench: d.cfg.Trench, Node: d.cfg.Host, Families: proxy.ParseIPFamily(d.cfg.IPFamily),
 		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp, Links: d.dp,
 		ReleaseDelay: d.cfg.IPReleaseDelay, BridgeRenewInterval: d.cfg.BridgeIPRenewInterval,
-		PortFilterOff: d.cfg.PortFilterOff, VIPs: vips,
+		PortFilterOff: d.cfg.PortFilterOff, VIPs: vips, MaxConnectionsPerClient: d.cfg.MaxConnectionsPerClient,
 		Logger: d.log.With("subsystem", "proxy"),
 	})
 	if err != nil {
@@ -260,10 +260,14 @@ func (d *Daemon) startVIPs(ctx context.Context) (func() error, error) {
 }
 
 // dialService dials the IPAM or the NSP with Meridio's connection options.
-func (d *Daemon) dialService(target string) (*grpc.ClientConn, error) {
+// The server must have an ID of serverIDs (empty: any of the trust domain).
+func (d *Daemon) dialService(target string, serverIDs []string) (*grpc.ClientConn, error) {
 	var tc grpccreds.TransportCredentials = insecure.NewCredentials()
 	if d.creds.Secure() && !d.cfg.IPAMInsecure {
-		tc = d.creds.ClientTransportCredentials()
+		var err error
+		if tc, err = d.creds.ClientTransportCredentialsFor(serverIDs); err != nil {
+			return nil, err
+		}
 	}
 	bc := backoff.DefaultConfig
 	bc.MaxDelay = d.cfg.GRPCMaxBackoff

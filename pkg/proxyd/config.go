@@ -21,6 +21,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 	"github.com/causeway-net/causeway/pkg/servicelb"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Config is the proxy's configuration, read from NSM_* environment
@@ -61,16 +62,18 @@ type Config struct {
 	NSPService string `default:"" desc:"new: NSP address used as is, instead of the one built from the three above" envconfig:"NSP_SERVICE"`
 	// VIPFile, when set, takes the VIPs from this watched YAML file
 	// instead of the NSP (vipsource.FileSource).
-	VIPFile        string `default:"" desc:"new: take the VIPs from this watched YAML file (the 'nsp' format) instead of the NSP; missing or invalid at start, it is waited for (no VIPs known until then); a later deletion or broken edit keeps the last good VIPs (logged)" envconfig:"VIP_FILE"`
-	BridgeName     string `default:"bridge0" desc:"new: bridge name" envconfig:"BRIDGE_NAME"`
-	BridgeMACFile  string `default:"" desc:"new: file that keeps the bridge MAC when the bridge itself is re-created (new pod)" envconfig:"BRIDGE_MAC_FILE"`
-	DebugSocket    string `default:"/tmp/causeway-proxy-debug.sock" desc:"new: where the running proxy serves its state for '-debug'" envconfig:"DEBUG_SOCKET"`
-	Table          int    `default:"1" desc:"new: routing table of the ECMP routes and VIP rules" envconfig:"TABLE"`
-	HealthSocket   string `default:"/tmp/health.sock" desc:"new: gRPC health (Startup / Readiness / Liveness) unix socket; 'proxy -probe startup|readiness|liveness' asks it" envconfig:"HEALTH_SOCKET"`
-	MetricsAddress string `default:":9091" desc:"new: Prometheus '/metrics'; empty turns it off" envconfig:"METRICS_ADDRESS"`
-	Insecure       bool   `default:"false" desc:"new: plain gRPC and unsigned NSM tokens, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE from 'SPIFFE_ENDPOINT_SOCKET'" envconfig:"INSECURE"`
-	IPAMInsecure   bool   `default:"false" desc:"new: plain gRPC toward the IPAM and NSP even when NSM uses SPIFFE (warned at start and hourly)" envconfig:"IPAM_INSECURE"`
-	ListenOn       string `default:"" desc:"new: unix socket of the NSE (default: a fresh temporary directory)" envconfig:"LISTEN_ON"`
+	VIPFile        string   `default:"" desc:"new: take the VIPs from this watched YAML file (the 'nsp' format) instead of the NSP; missing or invalid at start, it is waited for (no VIPs known until then); a later deletion or broken edit keeps the last good VIPs (logged)" envconfig:"VIP_FILE"`
+	BridgeName     string   `default:"bridge0" desc:"new: bridge name" envconfig:"BRIDGE_NAME"`
+	BridgeMACFile  string   `default:"" desc:"new: file that keeps the bridge MAC when the bridge itself is re-created (new pod)" envconfig:"BRIDGE_MAC_FILE"`
+	DebugSocket    string   `default:"/tmp/causeway-proxy-debug.sock" desc:"new: where the running proxy serves its state for '-debug'" envconfig:"DEBUG_SOCKET"`
+	Table          int      `default:"1" desc:"new: routing table of the ECMP routes and VIP rules" envconfig:"TABLE"`
+	HealthSocket   string   `default:"/tmp/health.sock" desc:"new: gRPC health (Startup / Readiness / Liveness) unix socket; 'proxy -probe startup|readiness|liveness' asks it" envconfig:"HEALTH_SOCKET"`
+	MetricsAddress string   `default:":9091" desc:"new: Prometheus '/metrics'; empty turns it off" envconfig:"METRICS_ADDRESS"`
+	Insecure       bool     `default:"false" desc:"new: plain gRPC and unsigned NSM tokens, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE from 'SPIFFE_ENDPOINT_SOCKET'" envconfig:"INSECURE"`
+	IPAMServerIDs  []string `desc:"new: comma-separated rules (SPIFFE IDs, or paths in the proxy's trust domain, with path.Match wildcards within a segment) of the IDs the IPAM may have: the proxy refuses the handshake with any other; empty: any SVID the trust bundle verifies" envconfig:"IPAM_SERVER_IDS"`
+	NSPServerIDs   []string `desc:"new: the same for the configuration server (NSP)" envconfig:"NSP_SERVER_IDS"`
+	IPAMInsecure   bool     `default:"false" desc:"new: plain gRPC toward the IPAM and NSP even when NSM uses SPIFFE (warned at start and hourly)" envconfig:"IPAM_INSECURE"`
+	ListenOn       string   `default:"" desc:"new: unix socket of the NSE (default: a fresh temporary directory)" envconfig:"LISTEN_ON"`
 
 	// Service load balancer (docs/servicelb.md): off unless ServicesFile
 	// is set or ServicesSource is "kubernetes".
@@ -86,17 +89,20 @@ type Config struct {
 
 	// Datapath check of the LB nexthops (docs/dataplane.md, "Datapath
 	// liveness of the LB nexthops").
-	NexthopCheckOff       bool          `default:"false" desc:"new: turns off the datapath check of the LB nexthops (ICMP echo from the bridge; a nexthop that stops answering leaves its family's route, never the last one)" envconfig:"NEXTHOP_CHECK_OFF"`
-	NexthopCheckInterval  time.Duration `default:"50ms" desc:"new: time between two echo probes of an LB nexthop, and the time a probe has to be answered (at least 10ms)" envconfig:"NEXTHOP_CHECK_INTERVAL"`
-	NexthopCheckFailures  int           `default:"8" desc:"new: probes lost in a row that take an LB nexthop out of its route (detection: this many intervals, plus up to one)" envconfig:"NEXTHOP_CHECK_FAILURES"`
-	NexthopCheckSuccesses int           `default:"5" desc:"new: probes answered in a row, after the hold-down, that put an LB nexthop back" envconfig:"NEXTHOP_CHECK_SUCCESSES"`
-	NexthopCheckHoldDown  time.Duration `default:"1s" desc:"new: least time an LB nexthop stays out once it answers again; doubled for each flap, up to 32 times" envconfig:"NEXTHOP_CHECK_HOLD_DOWN"`
-	ClusterPrefixes       string        `default:"" desc:"new: comma-separated networks of the cluster and the nodes (pod, service and node networks, the IPAM's pools): a VIP that overlaps one is refused, with an error naming both (loopback, link-local, multicast and unspecified networks always are)" envconfig:"CLUSTER_PREFIXES"`
-	VIPMinPrefixLength4   int           `default:"24" desc:"new: the widest IPv4 VIP accepted (a shorter prefix is refused)" envconfig:"VIP_MIN_PREFIX_LENGTH_IPV4"`
-	VIPMinPrefixLength6   int           `default:"120" desc:"new: the widest IPv6 VIP accepted (a shorter prefix is refused)" envconfig:"VIP_MIN_PREFIX_LENGTH_IPV6"`
-	EndpointPrefixes      string        `default:"" desc:"new: kubernetes source: comma-separated pools of the conduit (the IPAM's): endpoints of EndpointSlices outside them are ignored and logged once (loopback, link-local, multicast and unspecified ones always are); empty: not bounded to pools" envconfig:"ENDPOINT_PREFIXES"`
-	PortFilterOff         bool          `default:"false" desc:"new: leaves the targets' bridge ports unfiltered; by default a target's port may send only from one MAC (the first it uses, never one another port or the bridge uses) and from its own addresses and the VIPs, in ARP, neighbour discovery and IP (an nftables table of the bridge family, docs/security.md)" envconfig:"PORT_FILTER_OFF"`
-	TargetCheckInterval   time.Duration `default:"0s" desc:"new: time between two echo probes of a target, for the report only (-debug, metrics, a log line per change; nothing is taken from a target); the other NSM_NEXTHOP_CHECK_* settings apply; 0 turns it off" envconfig:"TARGET_CHECK_INTERVAL"`
+	NexthopCheckOff                bool          `default:"false" desc:"new: turns off the datapath check of the LB nexthops (ICMP echo from the bridge; a nexthop that stops answering leaves its family's route, never the last one)" envconfig:"NEXTHOP_CHECK_OFF"`
+	NexthopCheckInterval           time.Duration `default:"50ms" desc:"new: time between two echo probes of an LB nexthop, and the time a probe has to be answered (at least 10ms)" envconfig:"NEXTHOP_CHECK_INTERVAL"`
+	NexthopCheckFailures           int           `default:"8" desc:"new: probes lost in a row that take an LB nexthop out of its route (detection: this many intervals, plus up to one)" envconfig:"NEXTHOP_CHECK_FAILURES"`
+	NexthopCheckSuccesses          int           `default:"5" desc:"new: probes answered in a row, after the hold-down, that put an LB nexthop back" envconfig:"NEXTHOP_CHECK_SUCCESSES"`
+	NexthopCheckHoldDown           time.Duration `default:"1s" desc:"new: least time an LB nexthop stays out once it answers again; doubled for each flap, up to 32 times" envconfig:"NEXTHOP_CHECK_HOLD_DOWN"`
+	ClusterPrefixes                string        `default:"" desc:"new: comma-separated networks of the cluster and the nodes (pod, service and node networks, the IPAM's pools): a VIP that overlaps one is refused, with an error naming both (loopback, link-local, multicast and unspecified networks always are)" envconfig:"CLUSTER_PREFIXES"`
+	VIPMinPrefixLength4            int           `default:"24" desc:"new: the widest IPv4 VIP accepted (a shorter prefix is refused)" envconfig:"VIP_MIN_PREFIX_LENGTH_IPV4"`
+	VIPMinPrefixLength6            int           `default:"120" desc:"new: the widest IPv6 VIP accepted (a shorter prefix is refused)" envconfig:"VIP_MIN_PREFIX_LENGTH_IPV6"`
+	EndpointPrefixes               string        `default:"" desc:"new: kubernetes source: comma-separated pools of the conduit (the IPAM's): endpoints of EndpointSlices outside them are ignored and logged once (loopback, link-local, multicast and unspecified ones always are); empty: not bounded to pools" envconfig:"ENDPOINT_PREFIXES"`
+	MaxConnectionsPerClient        int           `default:"128" desc:"new: target connections one client (the SPIFFE ID of its path token, else its pod) holds on this proxy; a new one past it is refused (ResourceExhausted), logged once per client, counted in causeway_proxy_limit_refusals_total" envconfig:"MAX_CONNECTIONS_PER_CLIENT"`
+	ServicesMax                    int           `default:"1000" desc:"new: kubernetes source: Services served by this conduit; one more is not served (logged once, counted in causeway_proxy_service_limit_refusals_total) until a later change of it finds room" envconfig:"SERVICES_MAX"`
+	ServiceMaxConnectionsPerClient int           `default:"512" desc:"new: userspace provider: TCP connections one client address holds through the relay; one more is reset (logged once per client, counted)" envconfig:"SERVICE_MAX_CONNECTIONS_PER_CLIENT"`
+	PortFilterOff                  bool          `default:"false" desc:"new: leaves the targets' bridge ports unfiltered; by default a target's port may send only from one MAC (the first it uses, never one another port or the bridge uses) and from its own addresses and the VIPs, in ARP, neighbour discovery and IP (an nftables table of the bridge family, docs/security.md)" envconfig:"PORT_FILTER_OFF"`
+	TargetCheckInterval            time.Duration `default:"0s" desc:"new: time between two echo probes of a target, for the report only (-debug, metrics, a log line per change; nothing is taken from a target); the other NSM_NEXTHOP_CHECK_* settings apply; 0 turns it off" envconfig:"TARGET_CHECK_INTERVAL"`
 }
 
 // TargetCheck is the settings of the datapath check of the targets, and
@@ -254,6 +260,17 @@ func (c *Config) Validate() error {
 	}
 	if c.VIPMinPrefixLength6 < 1 || c.VIPMinPrefixLength6 > 128 {
 		bad("VIP_MIN_PREFIX_LENGTH_IPV6", "%d is not in [1, 128]", c.VIPMinPrefixLength6)
+	}
+	for env, n := range map[string]int{"MAX_CONNECTIONS_PER_CLIENT": c.MaxConnectionsPerClient, "SERVICES_MAX": c.ServicesMax,
+		"SERVICE_MAX_CONNECTIONS_PER_CLIENT": c.ServiceMaxConnectionsPerClient} {
+		if n <= 0 {
+			bad(env, "must be positive, got %d", n)
+		}
+	}
+	for env, rules := range map[string][]string{"IPAM_SERVER_IDS": c.IPAMServerIDs, "NSP_SERVER_IDS": c.NSPServerIDs} {
+		if _, err := spiffeauthz.ParseRules(rules); err != nil {
+			bad(env, "%v", err)
+		}
 	}
 	if _, err := c.EndpointPrefixList(); err != nil {
 		bad("ENDPOINT_PREFIXES", "%v", err)

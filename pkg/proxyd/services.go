@@ -46,6 +46,7 @@ func (d *Daemon) servicesConfig() (feed.Config, error) {
 	cfg := feed.Config{
 		Provider: d.cfg.ServiceProvider, NetNS: d.opts.serviceNetNS, SyncPeriod: d.cfg.ServiceSyncPeriod,
 		PortRange: portRange, UDPIdleTimeout: d.cfg.ServiceUDPIdleTimeout, File: d.cfg.ServicesFile,
+		MaxConnectionsPerClient: d.cfg.ServiceMaxConnectionsPerClient,
 	}
 	if d.cfg.ServicesSource == ServicesFromKubernetes {
 		prefixes, err := d.cfg.ServicePrefixList()
@@ -61,7 +62,8 @@ func (d *Daemon) servicesConfig() (feed.Config, error) {
 		}
 		cfg.File = ""
 		cfg.Kube = &feed.Kube{Client: d.opts.kubeClient, Kubeconfig: d.cfg.Kubeconfig,
-			ProxyName: d.cfg.ProxyName(), Node: d.cfg.Host, Prefixes: prefixes, Pools: pools}
+			ProxyName: d.cfg.ProxyName(), Node: d.cfg.Host, Prefixes: prefixes, Pools: pools,
+			MaxServices: d.cfg.ServicesMax}
 	}
 	return cfg, nil
 }

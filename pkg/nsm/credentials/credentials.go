@@ -13,6 +13,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/tools/spiffejwt"
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // Source provides the workload's SVID and the trust bundles
@@ -129,6 +131,28 @@ func (c *Credentials) ClientTransportCredentials() grpccreds.TransportCredential
 		return insecure.NewCredentials()
 	}
 	return grpccreds.NewTLS(c.ClientTLSConfig())
+}
+
+// ClientTransportCredentialsFor are ClientTransportCredentials that hold
+// the server to rules (spiffeauthz.ServerAuthorizer, in the trust domain
+// of the current SVID for the rules that leave it out; empty: any SVID the
+// bundle verifies).
+func (c *Credentials) ClientTransportCredentialsFor(rules []string) (grpccreds.TransportCredentials, error) {
+	if c.source == nil {
+		return insecure.NewCredentials(), nil
+	}
+	own := func() spiffeid.TrustDomain {
+		svid, err := c.source.GetX509SVID()
+		if err != nil {
+			return spiffeid.TrustDomain{}
+		}
+		return svid.ID.TrustDomain()
+	}
+	authz, err := spiffeauthz.ServerAuthorizer(rules, own)
+	if err != nil {
+		return nil, err
+	}
+	return grpccreds.NewTLS(tlsconfig.MTLSClientConfig(c.source, c.source, authz)), nil
 }
 
 // ServerTransportCredentials are for plain gRPC servers.

@@ -28,6 +28,9 @@ type Config struct {
 	SyncPeriod     time.Duration
 	PortRange      servicelb.PortRange
 	UDPIdleTimeout time.Duration
+	// MaxConnectionsPerClient bounds the TCP connections of one client
+	// through the userspace provider (0: relay.DefaultMaxPerClient).
+	MaxConnectionsPerClient int
 	// File is the services file; the source when Kube is nil.
 	File string
 	// Kube, when set, is the Kubernetes source.
@@ -49,4 +52,6 @@ type Kube struct {
 	// Pools are the conduit's address pools: endpoints outside are
 	// ignored (kubesource.WithEndpointPools).
 	Pools []netip.Prefix
+	// MaxServices bounds the Services served (kubesource.WithMaxServices).
+	MaxServices int
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/causeway-net/causeway/internal/limits"
 	"github.com/causeway-net/causeway/internal/tasks"
 	"github.com/causeway-net/causeway/internal/yamlfile"
 	"github.com/causeway-net/causeway/pkg/proxy"
@@ -31,7 +32,8 @@ type LB struct {
 	provider servicelb.Provider
 	events   *eventCounter
 	syncs    *syncMetrics
-	kube     *kubeServices // the Kubernetes source; nil with the file
+	refusals *limits.Refusals // of the limits: relay connections, Services
+	kube     *kubeServices    // the Kubernetes source; nil with the file
 
 	changed chan struct{} // capacity 1: the file changed
 
@@ -66,13 +68,15 @@ type Rejection struct {
 // ours stays.
 func Start(ctx context.Context, cfg Config, p *proxy.Proxy, log *slog.Logger) (_ *LB, stop func() error, err error) {
 	s := &LB{cfg: cfg, log: log, proxy: p, events: newEventCounter(log), syncs: newSyncMetrics(),
-		changed: make(chan struct{}, 1)}
+		refusals: limits.New("causeway_proxy_service", log),
+		changed:  make(chan struct{}, 1)}
 	if err := provider.CleanupLeftovers(cfg.NetNS); err != nil {
 		return nil, nil, err
 	}
 	s.provider, err = provider.New(provider.Config{
 		Provider: cfg.Provider, NetNS: cfg.NetNS, Logger: log, SyncPeriod: cfg.SyncPeriod,
 		PortRange: cfg.PortRange, UDPIdleTimeout: cfg.UDPIdleTimeout, Recorder: s.events, OnSync: s.syncs.observe,
+		MaxTCPPerClient: cfg.MaxConnectionsPerClient, Refusals: s.refusals,
 	})
 	if err != nil {
 		return nil, nil, err

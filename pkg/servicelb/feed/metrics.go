@@ -29,6 +29,9 @@ func (s *LB) Describe(ch chan<- *prometheus.Desc) {
 	if s.syncs != nil {
 		s.syncs.Describe(ch)
 	}
+	if s.refusals != nil {
+		s.refusals.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -69,6 +72,9 @@ func (s *LB) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.syncs != nil {
 		s.syncs.Collect(ch)
+	}
+	if s.refusals != nil {
+		s.refusals.Collect(ch)
 	}
 	if st.Stats != nil {
 		ch <- prometheus.MustNewConstMetric(svcSyncObjects, prometheus.CounterValue, float64(st.Stats.TotalObjects))

@@ -2,6 +2,7 @@ package kubesource
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/causeway-net/causeway/internal/limits"
 	"github.com/causeway-net/causeway/internal/testutil"
 )
 
@@ -58,4 +60,33 @@ func TestEndpointFilterWithoutPools(t *testing.T) {
 		"169.254.169.254": false, "fe80::1": false, "224.0.0.1": false, "0.0.0.0": false} {
 		require.Equal(t, ok, f.refusal(netip.MustParseAddr(a)) == "", a)
 	}
+}
+
+// TestServicesPerConduitBounded performs the attack of finding 4 on the
+// source: Services attached to the conduit without end. Past the bound a
+// new Service is not served, counted and logged once; when one goes, the
+// refused one is served at its next change.
+func TestServicesPerConduitBounded(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset(service("shop", "web-0", "10.96.0.10"), service("shop", "web-1", "10.96.0.11"))
+	log := &testutil.JSONLog{}
+	lg := slog.New(slog.NewJSONHandler(log, nil))
+	refusals := limits.New("test", lg)
+	_, rec := startWith(t, client, lg, WithMaxServices(2, refusals))
+	api := client.CoreV1().Services("shop")
+	for i := 2; i < 6; i++ {
+		_, err := api.Create(ctx, service("shop", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.96.0.%d", 10+i)), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return refusals.Count("services_per_conduit") >= 4 }, waitFor, 5*time.Millisecond)
+	require.Len(t, rec.ports(), 2, "two Services served")
+	require.Equal(t, 4, log.Count("limit reached: request refused (logged once per cause)"), "once per Service")
+
+	require.NoError(t, api.Delete(ctx, "web-0", metav1.DeleteOptions{}))
+	again := service("shop", "web-2", "10.96.0.12")
+	again.Labels["touched"] = "yes"
+	_, err := api.Update(ctx, again, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := rec.ports()[spn("shop", "web-2", "http")]; return ok }, waitFor, 5*time.Millisecond)
+	require.Len(t, rec.ports(), 2)
 }

@@ -3,6 +3,8 @@ package kubesource
 import (
 	"log/slog"
 	"net/netip"
+
+	"github.com/causeway-net/causeway/internal/limits"
 )
 
 // Option configures a Source, a Publisher or NodePods.
@@ -14,6 +16,8 @@ type options struct {
 	eventNode string
 	changed   func()
 	pools     []netip.Prefix
+	maxSvcs   int
+	refusals  *limits.Refusals
 }
 
 // WithLogger logs to log (default slog.Default()).
@@ -35,6 +39,15 @@ func WithPrefixes(prefixes []netip.Prefix) Option {
 // either way.
 func WithEndpointPools(pools []netip.Prefix) Option {
 	return func(o *options) { o.pools = pools }
+}
+
+// WithMaxServices makes a Source serve at most max Services (each a
+// route pushed to every target, an Event per node, memory in the proxy):
+// a Service past it is not served, its refusal counted in refusals and
+// logged once; it is served at a later change of it that finds room.
+// Zero: no bound.
+func WithMaxServices(max int, refusals *limits.Refusals) Option {
+	return func(o *options) { o.maxSvcs, o.refusals = max, refusals }
 }
 
 // WithEvents makes a Source write an Event on each Service for what it

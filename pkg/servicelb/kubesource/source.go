@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/causeway-net/causeway/internal/limits"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
@@ -81,6 +82,10 @@ func New(client Client, name string, h Handler, opts ...Option) (*Source, error)
 		refused = s.refusals.report
 	}
 	s.tracker = newTracker(log, o.prefixes, refused, newEndpointFilter(o.pools, log))
+	if o.refusals == nil {
+		o.refusals = limits.New("causeway_proxy_service", log)
+	}
+	s.tracker.maxServices, s.tracker.refusals = o.maxSvcs, o.refusals
 	return s, nil
 }
 

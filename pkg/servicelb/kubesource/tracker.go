@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/causeway-net/causeway/internal/limits"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
@@ -34,12 +35,18 @@ type tracker struct {
 	prefixes []netip.Prefix
 	refused  func(svc *corev1.Service, problems []problem) // called on a change of a Service's problems
 	filter   *endpointFilter
+	// maxServices bounds the Services served (0: no bound); a new one
+	// past it is not served until a later change of it finds room, and
+	// the refusal goes to refusals.
+	maxServices int
+	refusals    *limits.Refusals
 
 	mu       sync.Mutex
 	entries  map[types.NamespacedName]*entry
 	svcDirty bool
 	epDirty  bool
 	triggers []time.Time // of the slice changes since the last snapshot
+	served   int         // entries with a Service
 	svcs     flatList[servicelb.Service]
 	eps      flatList[servicelb.Endpoints]
 }
@@ -55,6 +62,19 @@ func (t *tracker) setService(key types.NamespacedName, svc *corev1.Service) {
 	defer t.mu.Unlock()
 	e := t.entry(key)
 	old := e.svc
+	if old == nil && svc != nil && t.maxServices > 0 && t.served >= t.maxServices {
+		t.refusals.Refuse("services_per_conduit", t.maxServices, key.String())
+		if len(e.slices) == 0 {
+			delete(t.entries, key)
+		}
+		return
+	}
+	switch {
+	case old == nil && svc != nil:
+		t.served++
+	case old != nil && svc == nil:
+		t.served--
+	}
 	e.svc = svc
 	var problems []problem
 	if svc != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/causeway-net/causeway/internal/limits"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/nftlb"
 	"github.com/causeway-net/causeway/pkg/servicelb/userspace"
@@ -33,6 +34,9 @@ type Config struct {
 	UDPIdleTimeout time.Duration
 	MaxUDPClients  int
 	Recorder       servicelb.Recorder
+	// MaxTCPPerClient and Refusals: userspace.Options'.
+	MaxTCPPerClient int
+	Refusals        *limits.Refusals
 }
 
 // New returns the configured provider.
@@ -42,6 +46,7 @@ func New(cfg Config) (servicelb.Provider, error) {
 		return userspace.NewProxier(servicelb.NewLoadBalancerRR(), cfg.ListenIP, cfg.PortRange, cfg.SyncPeriod, userspace.Options{
 			NetNS: cfg.NetNS, Logger: cfg.Logger, Recorder: cfg.Recorder, MinSyncPeriod: cfg.MinSyncPeriod,
 			UDPIdleTimeout: cfg.UDPIdleTimeout, MaxUDPClients: cfg.MaxUDPClients, OnSync: cfg.OnSync,
+			MaxTCPPerClient: cfg.MaxTCPPerClient, Refusals: cfg.Refusals,
 		})
 	case servicelb.ProviderNftables:
 		return nftlb.New(nftlb.Options{NetNS: cfg.NetNS, Logger: cfg.Logger, MinSyncPeriod: cfg.MinSyncPeriod,

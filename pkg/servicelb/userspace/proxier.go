@@ -14,6 +14,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/causeway-net/causeway/internal/limits"
 	"github.com/causeway-net/causeway/internal/netnsdo"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/internal/kernel"
@@ -56,6 +57,11 @@ type Options struct {
 	NoRedirect bool
 	// OnSync is told of each sync of SyncLoop.
 	OnSync servicelb.SyncObserver
+	// MaxTCPPerClient bounds the TCP connections one client address holds
+	// through NewProxier's relay (relay.Config.MaxPerClient); Refusals
+	// counts its refusals.
+	MaxTCPPerClient int
+	Refusals        *limits.Refusals
 }
 
 func (o *Options) defaults() {
@@ -121,7 +127,8 @@ func NewProxier(lb servicelb.LoadBalancer, listenIP netip.Addr, portRange servic
 		return nil, ErrProxyOnLocalhost
 	}
 	opts.defaults()
-	loop, err := relay.Start(relay.Config{NetNS: opts.NetNS, Log: opts.Logger.With("provider", servicelb.ProviderUserspace)})
+	loop, err := relay.Start(relay.Config{NetNS: opts.NetNS, Log: opts.Logger.With("provider", servicelb.ProviderUserspace),
+		MaxPerClient: opts.MaxTCPPerClient, Refusals: opts.Refusals})
 	if err != nil {
 		return nil, fmt.Errorf("userspace proxier: %w", err)
 	}

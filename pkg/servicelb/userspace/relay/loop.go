@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"runtime"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/causeway-net/causeway/internal/limits"
 	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
@@ -33,7 +35,17 @@ type Config struct {
 	DialTimeouts []time.Duration
 	// Log receives what goes wrong in the loop itself (slog.Default if nil).
 	Log *slog.Logger
+	// MaxPerClient bounds the connections one client address holds
+	// through the loop, all listeners together; a connection past it is
+	// reset at once, and the refusal counted in Refusals (logged once per
+	// client). Zero: DefaultMaxPerClient.
+	MaxPerClient int
+	// Refusals counts the refusals (nil: counted and logged on their own).
+	Refusals *limits.Refusals
 }
+
+// DefaultMaxPerClient is the default of Config.MaxPerClient.
+const DefaultMaxPerClient = 512
 
 // DialTimeouts are the default successive dial timeouts.
 var DialTimeouts = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
@@ -63,6 +75,7 @@ type Loop struct {
 	nextID  uint64
 	entries map[uint64]entry
 	pairs   map[*pair]struct{}
+	clients map[netip.Addr]int // the pairs of each client address
 	pipes   pipePool
 	timers  timerHeap
 	now     time.Time
@@ -82,8 +95,15 @@ func Start(cfg Config) (*Loop, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.MaxPerClient <= 0 {
+		cfg.MaxPerClient = DefaultMaxPerClient
+	}
+	if cfg.Refusals == nil {
+		cfg.Refusals = limits.New("causeway_proxy_relay", cfg.Log)
+	}
 	l := &Loop{cfg: cfg, log: cfg.Log, done: make(chan struct{}), nextID: 1, // 0 is the eventfd
-		entries: make(map[uint64]entry), pairs: make(map[*pair]struct{}), listeners: make(map[*Listener]struct{})}
+		entries: make(map[uint64]entry), pairs: make(map[*pair]struct{}), listeners: make(map[*Listener]struct{}),
+		clients: make(map[netip.Addr]int)}
 	if err := l.open(); err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}

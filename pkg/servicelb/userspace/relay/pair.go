@@ -50,6 +50,12 @@ func (s *side) handle(l *Loop, events uint32) { s.pair.handle(l, s, events) }
 
 // startPair takes an accepted connection and dials its first endpoint.
 func startPair(l *Loop, ln *Listener, fd int, client netip.AddrPort) {
+	if max := l.cfg.MaxPerClient; l.clients[client.Addr()] >= max {
+		l.cfg.Refusals.Refuse("relay_connections_per_client", max, client.Addr().String(), "service", ln.addr.String())
+		closeFD(fd, true)
+		return
+	}
+	l.clients[client.Addr()]++
 	p := &pair{ln: ln, client: client}
 	p.cs = side{pair: p, fd: fd}
 	p.es = side{pair: p, fd: -1}
@@ -196,6 +202,11 @@ func (p *pair) finish(l *Loop, reset bool) {
 	p.up.release(l)
 	p.down.release(l)
 	delete(l.pairs, p)
+	if n := l.clients[p.client.Addr()] - 1; n > 0 {
+		l.clients[p.client.Addr()] = n
+	} else {
+		delete(l.clients, p.client.Addr())
+	}
 	p.ln.active.Add(-1)
 }
 

@@ -1,0 +1,65 @@
+package proxy
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// signedBy is a target connection whose first path segment carries a
+// token with the subject sub (its signature is not the proxy's to check).
+func signedBy(segID, sub string) *networkservice.Connection {
+	c := targetConn(segID)
+	claims := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"` + sub + `"}`))
+	c.GetPath().GetPathSegments()[0].Token = "e30." + claims + ".sig"
+	return c
+}
+
+// TestConnectionsPerClientBounded performs the attack of finding 4 on the
+// proxy: one client opens connections under ids it chooses, to empty its
+// node's subnet. Past the limit each new id is refused with
+// ResourceExhausted, counted and logged once; another client is not
+// affected, and the greedy client's own connections still refresh.
+func TestConnectionsPerClientBounded(t *testing.T) {
+	log := &testutil.JSONLog{}
+	e := newTestEnv(t, func(c *Config) {
+		c.MaxConnectionsPerClient = 3
+		c.Logger = slog.New(slog.NewJSONHandler(log, nil))
+	})
+	ctx := context.Background()
+	greedy := "spiffe://example.org/ns/team-b/sa/greedy"
+	for i := range 3 {
+		require.NoError(t, e.p.SetIPContext(ctx, signedBy(fmt.Sprintf("g-%d", i), greedy), TargetConn))
+	}
+	for i := 3; i < 8; i++ {
+		err := e.p.SetIPContext(ctx, signedBy(fmt.Sprintf("g-%d", i), greedy), TargetConn)
+		require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+		require.ErrorContains(t, err, greedy)
+	}
+	require.NoError(t, e.p.SetIPContext(ctx, signedBy("g-0", greedy), TargetConn), "a refresh is no new connection")
+	require.NoError(t, e.p.SetIPContext(ctx, signedBy("other-0", "spiffe://example.org/ns/team-a/sa/web"), TargetConn))
+
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(e.p))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var refused float64
+	for _, mf := range mfs {
+		if mf.GetName() == "causeway_proxy_limit_refusals_total" {
+			refused = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	require.Equal(t, 5.0, refused)
+	require.Equal(t, 5, e.p.refusals.Count("connections_per_client"))
+	require.Equal(t, 1, log.Count("limit reached: request refused (logged once per cause)"))
+}
