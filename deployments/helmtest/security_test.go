@@ -1,6 +1,8 @@
 package helmtest
 
 import (
+	"path"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,4 +62,82 @@ func TestLimitsRender(t *testing.T) {
 	require.Equal(t, "11", e["IPAM_MAX_CHILDREN_PER_NODE"])
 	_, err := tryRender("proxy: {limits: {connectionsPerClient: 0}}\n")
 	require.ErrorContains(t, err, "connectionsPerClient")
+}
+
+// TestServerIDsDerivedAsCallerRules: the proxies hold the IPAM and the
+// configuration server to the IDs the chart gives those pods, derived as
+// the servers' rules of their callers are (the NSP authorizes the IPAM by
+// the very rules the proxies expect of it), in every identity scheme; none
+// in plain text.
+func TestServerIDsDerivedAsCallerRules(t *testing.T) {
+	for _, scheme := range []string{"any", "pod", "serviceAccount"} {
+		t.Run(scheme, func(t *testing.T) {
+			values := "spire: {idScheme: " + scheme + "}\n"
+			m := render(t, values)
+			_, bins := loadReference(t)
+			ipamEnv := env(container(t, m.statefulSets[0].Spec.Template.Spec, "ipam"), bins["ipam"])
+			nspEnv := env(container(t, m.deployments[0].Spec.Template.Spec, "nsp"), bins["nsp"])
+			for _, e := range proxyEnv(t, values) {
+				require.NotEmpty(t, e["NSM_IPAM_SERVER_IDS"])
+				require.True(t, strings.HasSuffix(nspEnv["NSP_AUTHORIZED_IDS"], ","+e["NSM_IPAM_SERVER_IDS"]) ||
+					nspEnv["NSP_AUTHORIZED_IDS"] == e["NSM_IPAM_SERVER_IDS"],
+					"the IPAM's ID as the NSP authorizes it: %q in %q", e["NSM_IPAM_SERVER_IDS"], nspEnv["NSP_AUTHORIZED_IDS"])
+				require.Equal(t, e["NSM_NSP_SERVER_IDS"], ipamEnv["IPAM_NSP_SERVER_IDS"])
+				matches := func(id string) bool {
+					for _, r := range strings.Split(e["NSM_NSP_SERVER_IDS"], ",") {
+						if ok, _ := path.Match(r, id); ok {
+							return true
+						}
+					}
+					return false
+				}
+				if scheme != "serviceAccount" {
+					require.True(t, matches("/ns/"+namespace+"/pod/nsp-trench-a-6d4cf56db6-x2k9p"), "the NSP's pods")
+				}
+				if scheme != "pod" {
+					require.True(t, matches("/ns/"+namespace+"/sa/nsp-trench-a"), "the NSP's account")
+				}
+				require.False(t, matches("/ns/"+namespace+"/sa/proxy-trench-a"))
+			}
+		})
+	}
+	for _, e := range proxyEnv(t, "insecure: true\n") {
+		require.Empty(t, e["NSM_IPAM_SERVER_IDS"], "the default, from the reference: none set")
+	}
+}
+
+// TestSysctlInitPinnedByDigest: with a digest the init container's image
+// is pulled by it; a malformed digest is refused.
+func TestSysctlInitPinnedByDigest(t *testing.T) {
+	d := "sha256:" + strings.Repeat("ab", 32)
+	m := render(t, "images: {sysctlInit: {repository: registry.example/busybox, tag: \"1.36\", digest: "+d+"}}\n")
+	for _, ds := range m.daemonSets {
+		require.Equal(t, "registry.example/busybox:1.36@"+d, ds.Spec.Template.Spec.InitContainers[0].Image)
+	}
+	_, err := tryRender("images: {sysctlInit: {repository: busybox, digest: latest}}\n")
+	require.ErrorContains(t, err, "digest")
+}
+
+// TestNetworkPolicies: each component's pods take the gRPC of this release's
+// pods only, and metrics only from metricsFrom; the value turns them off.
+func TestNetworkPolicies(t *testing.T) {
+	m := render(t, "")
+	require.Len(t, m.policies, 3)
+	ipam := m.policies["ipam-trench-a"]
+	require.NotNil(t, ipam)
+	require.Len(t, ipam.Spec.Ingress, 1, "gRPC only: metrics closed without metricsFrom")
+	require.Equal(t, "7777", ipam.Spec.Ingress[0].Ports[0].Port.String())
+	require.Equal(t, map[string]string{"app.kubernetes.io/instance": "causeway", "causeway.io/trench": "trench-a"},
+		ipam.Spec.Ingress[0].From[0].PodSelector.MatchLabels)
+	proxy := m.policies["proxy-load-balancer-trench-a"]
+	require.NotNil(t, proxy)
+	require.Empty(t, proxy.Spec.Ingress, "a proxy takes nothing on its pod network")
+
+	m = render(t, "networkPolicy: {metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]}\n")
+	proxy = m.policies["proxy-load-balancer-trench-a"]
+	require.Len(t, proxy.Spec.Ingress, 1)
+	require.Equal(t, "9091", proxy.Spec.Ingress[0].Ports[0].Port.String())
+	require.Equal(t, "monitoring", proxy.Spec.Ingress[0].From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+
+	require.Empty(t, render(t, "networkPolicy: {enabled: false}\n").policies)
 }

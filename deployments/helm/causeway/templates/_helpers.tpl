@@ -21,7 +21,9 @@ trenches can share a namespace. */}}
 
 {{- define "causeway.image" -}}
 {{- $img := index .root.Values.images .name -}}
-image: {{ printf "%s:%s" $img.repository (default .root.Chart.AppVersion $img.tag) | quote }}
+{{- $ref := printf "%s:%s" $img.repository (default .root.Chart.AppVersion $img.tag) }}
+{{- with $img.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end }}
+image: {{ $ref | quote }}
 imagePullPolicy: {{ $img.pullPolicy }}
 {{- end -}}
 
@@ -119,6 +121,8 @@ server's own when it is empty. */}}
 {{- range $root.Values.conduits -}}
 {{- $rules = append $rules (printf "%s/pod/%s" $base (include "causeway.generatedPodPattern" (dict "name" (printf "proxy-%s-%s" $trench .name)))) -}}
 {{- end -}}
+{{- else if eq .component "nsp" -}}
+{{- $rules = append $rules (printf "%s/pod/%s-[a-z0-9]*-[a-z0-9][a-z0-9][a-z0-9][a-z0-9][a-z0-9]" $base (include "causeway.nspName" $root)) -}}
 {{- else -}}
 {{- $rules = append $rules (printf "%s/pod/%s-[0-9]" $base (include "causeway.ipamName" $root)) -}}
 {{- end -}}
@@ -128,7 +132,8 @@ server's own when it is empty. */}}
 
 {{/* The security settings of a binary: plain gRPC when asked for, SPIFFE
 otherwise, with the callers it authorizes (prefix: IPAM or NSP; callers:
-the components allowed to call it). */}}
+the components allowed to call it) and the IDs of the servers it dials
+(servers: variable suffix → component), derived the same way. */}}
 {{- define "causeway.securityEnv" -}}
 {{- if .root.Values.insecure }}
 - name: {{ .prefix }}_INSECURE
@@ -141,6 +146,10 @@ the components allowed to call it). */}}
 {{- if $rules }}
 - name: {{ .prefix }}_AUTHORIZED_IDS
   value: {{ join "," $rules | quote }}
+{{- end }}
+{{- range $env, $server := .servers }}
+- name: {{ $.prefix }}_{{ $env }}
+  value: {{ include "causeway.spiffeRules" (dict "root" $.root "component" $server) | quote }}
 {{- end }}
 {{- end }}
 {{- end -}}
