@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -40,6 +41,10 @@ type manifests struct {
 	clusterRoles map[string]*rbacv1.ClusterRole
 	bindings     map[string]*rbacv1.ClusterRoleBinding
 	policies     map[string]*networkingv1.NetworkPolicy
+	admission    []*admissionv1.ValidatingAdmissionPolicy
+	admissionBnd []*admissionv1.ValidatingAdmissionPolicyBinding
+	roles        []*rbacv1.Role
+	roleBindings []*rbacv1.RoleBinding
 	// clusterSPIFFEIDs are spire-controller-manager's objects, not typed
 	// here (its API is not a dependency of the test).
 	clusterSPIFFEIDs []map[string]any
@@ -115,6 +120,13 @@ func renderHelm3(vals map[string]any) (string, error) {
 	return rel.Manifest, nil
 }
 
+// collect appends a new object to list and returns it, to decode into.
+func collect[T any](list *[]*T) any {
+	o := new(T)
+	*list = append(*list, o)
+	return o
+}
+
 // decode decodes each manifest into its Kubernetes API type; an unknown
 // field or an unexpected kind is an error.
 func decode(all string) (*manifests, error) {
@@ -132,14 +144,11 @@ func decode(all string) (*manifests, error) {
 		var obj any
 		switch head.APIVersion + "/" + head.Kind {
 		case "apps/v1/DaemonSet":
-			o := &appsv1.DaemonSet{}
-			m.daemonSets, obj = append(m.daemonSets, o), o
+			obj = collect(&m.daemonSets)
 		case "apps/v1/StatefulSet":
-			o := &appsv1.StatefulSet{}
-			m.statefulSets, obj = append(m.statefulSets, o), o
+			obj = collect(&m.statefulSets)
 		case "apps/v1/Deployment":
-			o := &appsv1.Deployment{}
-			m.deployments, obj = append(m.deployments, o), o
+			obj = collect(&m.deployments)
 		case "v1/Service":
 			obj = &corev1.Service{}
 		case "v1/ConfigMap":
@@ -152,6 +161,14 @@ func decode(all string) (*manifests, error) {
 			obj = &rbacv1.ClusterRoleBinding{}
 		case "networking.k8s.io/v1/NetworkPolicy":
 			obj = &networkingv1.NetworkPolicy{}
+		case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy":
+			obj = collect(&m.admission)
+		case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
+			obj = collect(&m.admissionBnd)
+		case "rbac.authorization.k8s.io/v1/Role":
+			obj = collect(&m.roles)
+		case "rbac.authorization.k8s.io/v1/RoleBinding":
+			obj = collect(&m.roleBindings)
 		case "spire.spiffe.io/v1alpha1/ClusterSPIFFEID":
 			o := map[string]any{}
 			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {

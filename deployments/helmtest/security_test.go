@@ -141,3 +141,67 @@ func TestNetworkPolicies(t *testing.T) {
 
 	require.Empty(t, render(t, "networkPolicy: {enabled: false}\n").policies)
 }
+
+// TestProxiesHeldToTheirOwnSlices: with the kubernetes source the chart
+// ships a ValidatingAdmissionPolicy (and its Deny binding) that matches the
+// proxies' account only and holds every slice it writes, before and after,
+// to Causeway's managed-by, this release's conduits and the node of its
+// bound token; with services.namespaces the writes are granted by Roles in
+// those namespaces only, and the policy checks the namespace too. The
+// expressions use only what Kubernetes' CEL offers (request, object,
+// oldObject, variables, has, in, ==, ?:); they are not compiled here:
+// the module does not carry a CEL library.
+func TestProxiesHeldToTheirOwnSlices(t *testing.T) {
+	m := render(t, apiValues)
+	require.Len(t, m.admission, 1)
+	require.Len(t, m.admissionBnd, 1)
+	vap, bnd := m.admission[0], m.admissionBnd[0]
+	require.Equal(t, vap.Name, bnd.Spec.PolicyName)
+	require.Equal(t, "Deny", string(bnd.Spec.ValidationActions[0]))
+	require.Equal(t, "Fail", string(*vap.Spec.FailurePolicy))
+	require.Equal(t, "request.userInfo.username == 'system:serviceaccount:"+namespace+":proxy-trench-a'",
+		vap.Spec.MatchConditions[0].Expression)
+	rules := vap.Spec.MatchConstraints.ResourceRules[0]
+	require.Equal(t, []string{"endpointslices"}, rules.Resources)
+	require.ElementsMatch(t, []string{"CREATE", "UPDATE", "DELETE"}, []string{string(rules.Operations[0]), string(rules.Operations[1]), string(rules.Operations[2])})
+	var all string
+	for _, v := range vap.Spec.Variables {
+		all += v.Expression + "\n"
+	}
+	for _, v := range vap.Spec.Validations {
+		all += v.Expression + "\n"
+	}
+	for _, want := range []string{
+		"request.userInfo.extra['authentication.kubernetes.io/node-name'][0]",
+		"object.metadata.labels['endpointslice.kubernetes.io/managed-by'] == 'proxy.causeway-net.github.io'",
+		"oldObject.metadata.labels['endpointslice.kubernetes.io/managed-by'] == 'proxy.causeway-net.github.io'",
+		"in ['lb-a.trench-a." + namespace + "','lb-b.trench-a." + namespace + "']",
+		"oldObject.metadata.labels['causeway-net.github.io/node'] == variables.node",
+		"(object == null || (",
+		"(oldObject == null || (",
+	} {
+		require.Contains(t, all, want)
+	}
+	require.Equal(t, strings.Count(all, "("), strings.Count(all, ")"), "balanced parentheses")
+	require.Equal(t, strings.Count(all, "["), strings.Count(all, "]"), "balanced brackets")
+	require.Empty(t, m.roles, "no namespace list: no Roles")
+
+	m = render(t, strings.Replace(apiValues, "source: kubernetes,", "source: kubernetes, namespaces: [shop, web],", 1))
+	require.Len(t, m.roles, 2)
+	require.Len(t, m.roleBindings, 2)
+	for _, r := range m.roles {
+		require.Contains(t, []string{"shop", "web"}, r.Namespace)
+		require.Equal(t, []string{"get", "create", "update", "delete"}, r.Rules[0].Verbs)
+	}
+	for _, rule := range m.clusterRoles[namespace+"-proxy-trench-a-services"].Rules {
+		require.NotContains(t, rule.Verbs, "create", "the ClusterRole only reads")
+	}
+	last := m.admission[0].Spec.Validations[len(m.admission[0].Spec.Validations)-1]
+	require.Equal(t, "request.namespace in ['shop','web']", last.Expression)
+	for _, ds := range m.daemonSets {
+		_, bins := loadReference(t)
+		require.Equal(t, "shop,web", env(container(t, ds.Spec.Template.Spec, "proxy"), bins["proxy"])["NSM_SERVICES_NAMESPACES"])
+	}
+
+	require.Empty(t, render(t, "").admission, "no kubernetes source: no policy")
+}

@@ -42,8 +42,9 @@ func TestServicesFromAPIRender(t *testing.T) {
 	require.NotNil(t, role, "ClusterRole %s", name)
 	require.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"services", "pods"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"},
-			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+			Verbs: []string{"get", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}, role.Rules, "least privilege: no secrets, no wildcard, no other resource")
 	require.Len(t, m.bindings, 1)

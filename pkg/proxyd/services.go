@@ -63,7 +63,7 @@ func (d *Daemon) servicesConfig() (feed.Config, error) {
 		cfg.File = ""
 		cfg.Kube = &feed.Kube{Client: d.opts.kubeClient, Kubeconfig: d.cfg.Kubeconfig,
 			ProxyName: d.cfg.ProxyName(), Node: d.cfg.Host, Prefixes: prefixes, Pools: pools,
-			MaxServices: d.cfg.ServicesMax}
+			MaxServices: d.cfg.ServicesMax, Namespaces: d.cfg.ServicesNamespaces}
 	}
 	return cfg, nil
 }

@@ -54,4 +54,7 @@ type Kube struct {
 	Pools []netip.Prefix
 	// MaxServices bounds the Services served (kubesource.WithMaxServices).
 	MaxServices int
+	// Namespaces, when not empty, are the only namespaces served
+	// (kubesource.WithNamespaces).
+	Namespaces []string
 }

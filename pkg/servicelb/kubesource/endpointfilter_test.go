@@ -90,3 +90,15 @@ func TestServicesPerConduitBounded(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := rec.ports()[spn("shop", "web-2", "http")]; return ok }, waitFor, 5*time.Millisecond)
 	require.Len(t, rec.ports(), 2)
 }
+
+// TestOptInNamespaces: with an opt-in list, a Service labelled for the
+// conduit in another namespace (and its slices) is not served.
+func TestOptInNamespaces(t *testing.T) {
+	client := fake.NewClientset(service("shop", "web", "10.96.0.10"), service("intruder", "dns", "10.96.0.53"),
+		slice("intruder", "dns-a", "dns", discoveryv1.AddressTypeIPv4, ep("172.16.0.9", true, true, false)))
+	_, rec := startWith(t, client, discard, WithNamespaces([]string{"shop"}))
+	require.Eventually(t, func() bool { return len(rec.ports()) == 1 }, waitFor, 5*time.Millisecond)
+	_, ok := rec.ports()[spn("shop", "web", "http")]
+	require.True(t, ok)
+	require.Empty(t, rec.endpoints()[spn("intruder", "dns", "http")])
+}

@@ -17,6 +17,7 @@ type options struct {
 	changed   func()
 	pools     []netip.Prefix
 	maxSvcs   int
+	nsList    []string
 	refusals  *limits.Refusals
 }
 
@@ -48,6 +49,13 @@ func WithEndpointPools(pools []netip.Prefix) Option {
 // Zero: no bound.
 func WithMaxServices(max int, refusals *limits.Refusals) Option {
 	return func(o *options) { o.maxSvcs, o.refusals = max, refusals }
+}
+
+// WithNamespaces makes a Source serve only the Services of namespaces (an
+// opt-in list: a Service labelled for the conduit elsewhere is ignored).
+// None (the default): every namespace.
+func WithNamespaces(namespaces []string) Option {
+	return func(o *options) { o.nsList = namespaces }
 }
 
 // WithEvents makes a Source write an Event on each Service for what it

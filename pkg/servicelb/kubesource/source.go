@@ -86,6 +86,13 @@ func New(client Client, name string, h Handler, opts ...Option) (*Source, error)
 		o.refusals = limits.New("causeway_proxy_service", log)
 	}
 	s.tracker.maxServices, s.tracker.refusals = o.maxSvcs, o.refusals
+	if len(o.nsList) > 0 {
+		s.tracker.namespaces = map[string]bool{}
+		for _, ns := range o.nsList {
+			s.tracker.namespaces[ns] = true
+		}
+		log.Info("Services served from these namespaces only", "namespaces", o.nsList)
+	}
 	return s, nil
 }
 

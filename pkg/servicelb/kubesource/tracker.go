@@ -40,6 +40,9 @@ type tracker struct {
 	// the refusal goes to refusals.
 	maxServices int
 	refusals    *limits.Refusals
+	// namespaces, when not empty, are the only namespaces whose Services
+	// and slices are read (the others are ignored).
+	namespaces map[string]bool
 
 	mu       sync.Mutex
 	entries  map[types.NamespacedName]*entry
@@ -58,6 +61,9 @@ func newTracker(log *slog.Logger, prefixes []netip.Prefix, refused func(*corev1.
 // setService records svc under key (nil: deleted) and recomputes that
 // Service's parts and endpoints.
 func (t *tracker) setService(key types.NamespacedName, svc *corev1.Service) {
+	if !t.inNamespaces(key.Namespace) {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entry(key)
@@ -106,6 +112,9 @@ func (t *tracker) setService(key types.NamespacedName, svc *corev1.Service) {
 // recomputes that Service's endpoints; trigger (if not zero) is when the
 // change it carries was seen by its writer.
 func (t *tracker) setSlice(key types.NamespacedName, name string, s *discoveryv1.EndpointSlice, trigger time.Time) {
+	if !t.inNamespaces(key.Namespace) {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !trigger.IsZero() {
@@ -119,6 +128,9 @@ func (t *tracker) setSlice(key types.NamespacedName, name string, s *discoveryv1
 	}
 	t.recompute(key, e)
 }
+
+// inNamespaces reports whether the Services of namespace ns are read.
+func (t *tracker) inNamespaces(ns string) bool { return len(t.namespaces) == 0 || t.namespaces[ns] }
 
 func (t *tracker) entry(key types.NamespacedName) *entry {
 	e := t.entries[key]

@@ -208,3 +208,10 @@ a directory (not with subPath, whose file the kubelet never updates). */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* A CEL check of a ValidatingAdmissionPolicy (a printf format whose %[1]s
+is the object) applied to the object written and to the one it replaces,
+each when there is one (no object on DELETE, no oldObject on CREATE). */}}
+{{- define "causeway.bothSlices" -}}
+(object == null || ({{ printf . "object" }})) && (oldObject == null || ({{ printf . "oldObject" }}))
+{{- end -}}
