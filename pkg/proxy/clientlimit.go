@@ -34,24 +34,34 @@ func clientIdentity(conn *networkservice.Connection, id string) string {
 	return "connection:" + id
 }
 
-// tokenSubject is the "sub" claim of a JWT, read without checking its
-// signature (done earlier in the chain); "" when it has none.
+// tokenSubject is the "sub" claim of a signed JWT, read without checking
+// its signature (done earlier in the chain); "" when it has none, or when
+// the token is unsigned (alg "none", plain local use: every client's
+// token then has the same subject, which proves nothing).
 func tokenSubject(token string) string {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
 		return ""
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return ""
+	var header struct {
+		Alg string `json:"alg"`
 	}
 	var claims struct {
 		Sub string `json:"sub"`
 	}
-	if json.Unmarshal(payload, &claims) != nil {
+	if decodeJWTPart(parts[0], &header) != nil || header.Alg == "" || strings.EqualFold(header.Alg, "none") ||
+		decodeJWTPart(parts[1], &claims) != nil {
 		return ""
 	}
 	return claims.Sub
+}
+
+func decodeJWTPart(part string, into any) error {
+	raw, err := base64.RawURLEncoding.DecodeString(part)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, into)
 }
 
 // admitTargetLocked refuses a new target connection id of a client that

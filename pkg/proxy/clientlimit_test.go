@@ -21,7 +21,8 @@ import (
 func signedBy(segID, sub string) *networkservice.Connection {
 	c := targetConn(segID)
 	claims := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"` + sub + `"}`))
-	c.GetPath().GetPathSegments()[0].Token = "e30." + claims + ".sig"
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256"}`))
+	c.GetPath().GetPathSegments()[0].Token = header + "." + claims + ".sig"
 	return c
 }
 
@@ -62,4 +63,11 @@ func TestConnectionsPerClientBounded(t *testing.T) {
 	require.Equal(t, 5.0, refused)
 	require.Equal(t, 5, e.p.refusals.Count("connections_per_client"))
 	require.Equal(t, 1, log.Count("limit reached: request refused (logged once per cause)"))
+
+	// Unsigned tokens (plain local use) all carry one subject: it is not
+	// taken as the client's identity.
+	unsigned := targetConn("u-0")
+	unsigned.GetPath().GetPathSegments()[0].Token = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none"}`)) + "." +
+		base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"`+greedy+`"}`)) + "."
+	require.NoError(t, e.p.SetIPContext(ctx, unsigned, TargetConn))
 }
