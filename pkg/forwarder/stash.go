@@ -64,22 +64,16 @@ type end struct {
 	name     string
 }
 
-// loadNSCEnd returns the NSC side stashServer stored, if any.
-func loadNSCEnd(ctx context.Context) (end, bool) {
-	v, ok := metadata.Map(ctx, false).Load(nscMechanismKey{})
-	if !ok {
-		return end{}, false
-	}
-	e, ok := v.(end)
-	return e, ok
-}
+// loadNSCEnd returns the kernel NSC side stashServer stored, if any.
+func loadNSCEnd(ctx context.Context) (end, bool) { return loadStashed[end](ctx, nscMechanismKey{}) }
 
 // loadNSCTunnel returns the VXLAN side stashServer stored, if any.
 func loadNSCTunnel(ctx context.Context) (tunnelParams, bool) {
-	v, ok := metadata.Map(ctx, false).Load(nscTunnelKey{})
-	if !ok {
-		return tunnelParams{}, false
-	}
-	p, ok := v.(tunnelParams)
-	return p, ok
+	return loadStashed[tunnelParams](ctx, nscTunnelKey{})
+}
+
+func loadStashed[T any](ctx context.Context, key any) (T, bool) {
+	v, _ := metadata.Map(ctx, false).Load(key)
+	t, ok := v.(T)
+	return t, ok
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"sync"
 
 	"github.com/golang/protobuf/ptypes/empty"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
@@ -56,6 +55,8 @@ type tunnel struct {
 	ns     netns.NsHandle
 	name   string
 	tag    string // the device's alias: which connection it serves
+	nodeNS string // where the device is made ("": the forwarder's own)
+	mtu    int
 }
 
 // tagPrefix begins the alias of every device the forwarder makes; the
@@ -64,6 +65,24 @@ type tunnel struct {
 const tagPrefix = "causeway-forwarder/"
 
 func (t *tunnel) key() string { return t.ns.UniqueId() + "/" + t.name + "|" + t.params.String() }
+
+func (t *tunnel) present() bool { return matches(t) }
+
+func (t *tunnel) adoptable() bool { return matches(t) }
+
+// clearWay removes a device in the way under t's name, and the devices an
+// earlier run made for t's connection under other names (its Close was lost
+// with that run, and a reselect named the endpoint's interface anew).
+func (t *tunnel) clearWay() {
+	deleteVXLAN(t.ns, t.name)
+	deleteTagged(t.ns, t.tag)
+}
+
+func (t *tunnel) remove() { deleteVXLAN(t.ns, t.name) }
+
+func (t *tunnel) close() { _ = t.ns.Close() }
+
+func (t *tunnel) attrs() []any { return []any{"name", t.name, "tunnel", t.params.String()} }
 
 // vxlanClient is the forwarder's client element for connections that cross
 // nodes. Once the other side has answered it creates the connection's
@@ -75,12 +94,11 @@ func (t *tunnel) key() string { return t.ns.UniqueId() + "/" + t.name + "|" + t.
 // device on Close.
 type vxlanClient struct {
 	nodeNS  string // "" for the forwarder's own namespace
-	mu      sync.Mutex
-	tunnels map[string]*tunnel // by client-side connection id
+	tunnels *madeFor[*tunnel]
 }
 
 func newVXLANClient(nodeNS string) *vxlanClient {
-	return &vxlanClient{nodeNS: nodeNS, tunnels: make(map[string]*tunnel)}
+	return &vxlanClient{nodeNS: nodeNS, tunnels: newMadeFor[*tunnel]("vxlan device")}
 }
 
 func (v *vxlanClient) Request(ctx context.Context, request *networkservice.NetworkServiceRequest, opts ...grpc.CallOption) (*networkservice.Connection, error) {
@@ -140,61 +158,19 @@ func (v *vxlanClient) ensure(connID string, where end, params tunnelParams, mtu 
 	if err != nil {
 		return fmt.Errorf("device namespace: %w", err)
 	}
-	want := &tunnel{params: params, ns: ns, name: where.name, tag: tagPrefix + connID}
-
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if have, ok := v.tunnels[connID]; ok {
-		if have.key() == want.key() && matches(have) {
-			_ = want.ns.Close()
-			return nil
-		}
-		deleteVXLAN(have.ns, have.name)
-		_ = have.ns.Close()
-		delete(v.tunnels, connID)
-	}
-	// A device an earlier run of the forwarder made for this connection is
-	// taken over as it is, as the veth pairs are: a restarted forwarder
-	// must not cut the data path.
-	if matches(want) {
-		v.tunnels[connID] = want
-		slog.Info("vxlan device adopted from an earlier forwarder run", "conn", connID, "name", want.name, "tunnel", params.String())
-		return nil
-	}
-	// Other leftovers are replaced: a device in the way under our name,
-	// and the connection's devices an earlier run made under other names
-	// (its Close was lost with that run, and a reselect named the
-	// endpoint's interface anew).
-	deleteVXLAN(want.ns, want.name)
-	deleteTagged(want.ns, want.tag)
-	if err := v.create(want, mtu); err != nil {
-		_ = want.ns.Close()
-		return err
-	}
-	v.tunnels[connID] = want
-	slog.Debug("vxlan device created", "conn", connID, "name", want.name, "tunnel", params.String())
-	return nil
+	return v.tunnels.ensure(connID, &tunnel{
+		params: params, ns: ns, name: where.name, tag: tagPrefix + connID, nodeNS: v.nodeNS, mtu: mtu,
+	})
 }
 
 // remove deletes the device of connID, if any.
-func (v *vxlanClient) remove(connID string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	t, ok := v.tunnels[connID]
-	if !ok {
-		return
-	}
-	delete(v.tunnels, connID)
-	deleteVXLAN(t.ns, t.name)
-	_ = t.ns.Close()
-	slog.Debug("vxlan device deleted", "conn", connID, "name", t.name)
-}
+func (v *vxlanClient) remove(connID string) { v.tunnels.remove(connID) }
 
 // create adds the device from the node's namespace, which keeps its UDP
 // socket, directly into the target namespace under its final name, and
 // sets it up.
-func (v *vxlanClient) create(t *tunnel, mtu int) error {
-	node, err := v.openNodeNS()
+func (t *tunnel) create() error {
+	node, err := openNodeNS(t.nodeNS)
 	if err != nil {
 		return err
 	}
@@ -207,8 +183,8 @@ func (v *vxlanClient) create(t *tunnel, mtu int) error {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = t.name
 	attrs.Namespace = netlink.NsFd(t.ns)
-	if mtu > 0 {
-		attrs.MTU = mtu
+	if t.mtu > 0 {
+		attrs.MTU = t.mtu
 	}
 	dev := &netlink.Vxlan{
 		LinkAttrs: attrs,
@@ -221,40 +197,24 @@ func (v *vxlanClient) create(t *tunnel, mtu int) error {
 	if err := h.LinkAdd(dev); err != nil {
 		return fmt.Errorf("add vxlan %s (%s): %w", t.name, t.params, err)
 	}
-	if err := setAlias(t.ns, t.name, t.tag); err != nil {
+	if err := setUp(t.ns, t.name, t.tag); err != nil {
 		deleteVXLAN(t.ns, t.name)
 		return err
-	}
-	return setUp(t.ns, t.name)
-}
-
-func setAlias(ns netns.NsHandle, name, alias string) error {
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return fmt.Errorf("netlink handle: %w", err)
-	}
-	defer h.Close()
-	l, err := h.LinkByName(name)
-	if err != nil {
-		return fmt.Errorf("find %s: %w", name, err)
-	}
-	if err := h.LinkSetAlias(l, alias); err != nil {
-		return fmt.Errorf("tag %s: %w", name, err)
 	}
 	return nil
 }
 
-func (v *vxlanClient) openNodeNS() (netns.NsHandle, error) {
-	if v.nodeNS == "" {
+func openNodeNS(path string) (netns.NsHandle, error) {
+	if path == "" {
 		ns, err := netns.Get()
 		if err != nil {
 			return netns.None(), fmt.Errorf("own namespace: %w", err)
 		}
 		return ns, nil
 	}
-	ns, err := netns.GetFromPath(v.nodeNS)
+	ns, err := netns.GetFromPath(path)
 	if err != nil {
-		return netns.None(), fmt.Errorf("node namespace %s: %w", v.nodeNS, err)
+		return netns.None(), fmt.Errorf("node namespace %s: %w", path, err)
 	}
 	return ns, nil
 }

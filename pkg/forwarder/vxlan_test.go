@@ -55,7 +55,7 @@ func TestVXLANDeviceLifecycle(t *testing.T) {
 	restarted := newVXLANClient(node.Path())
 	require.NoError(t, restarted.ensure("conn-1", where, p, 1400))
 	require.Equal(t, first, nsc.LinkIndex(t, "nsm0"), "a restarted forwarder adopts the device")
-	restarted.tunnels["conn-1"].ns.Close() // one owner left: v
+	restarted.tunnels.byConn["conn-1"].close() // one owner left: v
 
 	other := p
 	other.vni = 44
@@ -86,5 +86,5 @@ func TestVXLANDeviceLifecycle(t *testing.T) {
 	bad.vni = 0
 	require.ErrorContains(t, v.ensure("conn-2", where, bad, 0), "VNI")
 	require.Nil(t, vxlanIn(t, nsc, "nsm0"))
-	require.Empty(t, v.tunnels)
+	require.Empty(t, v.tunnels.byConn)
 }
