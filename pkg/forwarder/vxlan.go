@@ -183,8 +183,12 @@ func (t *tunnel) create() error {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = t.name
 	attrs.Namespace = netlink.NsFd(t.ns)
-	if t.mtu > 0 {
-		attrs.MTU = t.mtu
+	attrs.MTU = t.mtu
+	if attrs.MTU <= 0 {
+		// The connection says none: what the node network carries. The
+		// kernel's default for a device without a lower one is 1500,
+		// which the node network can only carry in fragments.
+		attrs.MTU = underlayMTU(h, t.params)
 	}
 	dev := &netlink.Vxlan{
 		LinkAttrs: attrs,
@@ -202,6 +206,30 @@ func (t *tunnel) create() error {
 		return err
 	}
 	return nil
+}
+
+// Bytes a VXLAN packet adds to the inner frame: outer IP, UDP, VXLAN and
+// the inner Ethernet header.
+const (
+	vxlanOverhead4 = 20 + 8 + 8 + 14
+	vxlanOverhead6 = 40 + 8 + 8 + 14
+)
+
+// underlayMTU is the MTU of the node's link toward the tunnel's remote, less
+// the VXLAN overhead; 0 (the kernel's default) when the route is unknown.
+func underlayMTU(h *netlink.Handle, p tunnelParams) int {
+	routes, err := h.RouteGet(p.remote)
+	if err != nil || len(routes) == 0 {
+		return 0
+	}
+	l, err := h.LinkByIndex(routes[0].LinkIndex)
+	if err != nil {
+		return 0
+	}
+	if p.remote.To4() != nil {
+		return l.Attrs().MTU - vxlanOverhead4
+	}
+	return l.Attrs().MTU - vxlanOverhead6
 }
 
 func openNodeNS(path string) (netns.NsHandle, error) {

@@ -76,6 +76,16 @@ func TestVXLANDeviceLifecycle(t *testing.T) {
 	v.remove("conn-1")
 	require.Nil(t, vxlanIn(t, nsc, "nsm0"))
 
+	// No MTU from the connection: the node network's, less the overhead.
+	require.NoError(t, v.ensure("conn-3", end{netnsURL: where.netnsURL, name: "nsm3"}, p, 0))
+	require.Equal(t, 1500-50, vxlanIn(t, nsc, "nsm3").MTU)
+	v.remove("conn-3")
+	node.MustExec(t, "ip", "addr", "add", "2001:db8::1/64", "dev", "ln0", "nodad")
+	p6 := tunnelParams{local: net.ParseIP("2001:db8::1"), remote: net.ParseIP("2001:db8::2"), vni: 46, port: 4789}
+	require.NoError(t, v.ensure("conn-3", end{netnsURL: where.netnsURL, name: "nsm3"}, p6, 0))
+	require.Equal(t, 1500-70, vxlanIn(t, nsc, "nsm3").MTU)
+	v.remove("conn-3")
+
 	bad := p
 	bad.peerPort = 8472
 	require.ErrorContains(t, v.ensure("conn-2", where, bad, 0), "ports differ")
