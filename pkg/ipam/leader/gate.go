@@ -28,6 +28,9 @@ type Gate struct {
 	// OnChange, if set, is called (under the gate's lock) with true when an
 	// engine starts serving and false when it stops.
 	OnChange func(serving bool)
+	// Standby, if set, answers the calls while no engine serves here (a
+	// Forwarder); nil refuses them with Unavailable.
+	Standby ipamv1.IpamServer
 }
 
 var (
@@ -72,10 +75,15 @@ func (g *Gate) Serving() bool {
 	return g.server != nil
 }
 
-func (g *Gate) current() *ipam.Server {
+// current returns what answers a call now: the serving engine's server,
+// else the standby, else nil.
+func (g *Gate) current() ipamv1.IpamServer {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return g.server
+	if g.server != nil {
+		return g.server
+	}
+	return g.Standby
 }
 
 // Allocate implements ipam.v1.Ipam.
