@@ -62,6 +62,19 @@ func checkIPAMReplicas(t *testing.T, m *manifests, e map[string]string) {
 		require.NotContains(t, r.Verbs, "patch")
 	}
 
+	// Deleted nodes: read-only on nodes, the one cluster-wide grant.
+	require.Equal(t, "true", e["IPAM_FREE_DELETED_NODES"])
+	var nodeRoles []string
+	for name, b := range m.bindings {
+		if slices.Contains(b.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Name: spec.ServiceAccountName, Namespace: namespace}) {
+			nodeRoles = append(nodeRoles, name)
+			cr, ok := m.clusterRoles[b.RoleRef.Name]
+			require.True(t, ok, "ClusterRole %s", b.RoleRef.Name)
+			require.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}}}, cr.Rules)
+		}
+	}
+	require.Len(t, nodeRoles, 1, "one cluster-wide binding of the IPAM's account")
+
 	// Spread over nodes, and drained one at a time.
 	aa := spec.Affinity.PodAntiAffinity
 	require.NotNil(t, aa)

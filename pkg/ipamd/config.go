@@ -60,6 +60,7 @@ type Config struct {
 	LeaderLeaseName     string        `default:"" split_words:"true" desc:"new, kubernetes store: the Lease the replicas share; empty: 'causeway-ipam-<trench>'"`
 	LeaderLeaseDuration time.Duration `default:"15s" split_words:"true" desc:"new, kubernetes store: a leader's Lease lasts this long after its last renewal; it stops serving at two thirds of it"`
 	Identity            string        `default:"" desc:"new, kubernetes store: this replica's name in the Lease and in the pools' 'servedBy'; empty: the host name (the pod's name)"`
+	FreeDeletedNodes    bool          `default:"false" split_words:"true" desc:"new, kubernetes store: watch the cluster's Nodes; the subnets of a node deleted from the cluster are freed by the leader once their leases end (needs get, list, watch on nodes)"`
 	LeaderAddress       string        `default:"" split_words:"true" desc:"new, kubernetes store: where a standby forwards calls, host:port with '{identity}' standing for the leader's identity (the chart: '{identity}.<peer service>.<namespace>.svc:7777'); a standby is then ready while the leader answers; empty: standbys refuse calls (Unavailable) and are NOT_SERVING"`
 }
 
@@ -111,6 +112,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("kubeNamespace", c.KubeNamespace), slog.String("kubeconfig", c.Kubeconfig),
 		slog.String("leaderLeaseName", c.leaseName()), slog.String("leaderLeaseDuration", c.LeaderLeaseDuration.String()),
 		slog.String("identity", c.Identity), slog.String("leaderAddress", c.LeaderAddress),
+		slog.Bool("freeDeletedNodes", c.FreeDeletedNodes),
 	)
 }
 

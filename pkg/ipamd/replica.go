@@ -12,12 +12,14 @@ import (
 	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/leader"
+	"github.com/causeway-net/causeway/pkg/ipam/nodewatch"
 )
 
 // serviceAccountNamespace is where a pod finds its namespace.
@@ -66,6 +68,20 @@ func startElection(ctx context.Context, rc *rest.Config, ns, id string, cfg *Con
 		go func() {
 			defer wg.Done()
 			fw.Run(ectx)
+		}()
+	}
+	if cfg.FreeDeletedNodes {
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		nw := &nodewatch.Watcher{Client: cs, Engine: gate, Logger: logger}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nw.Run(ectx)
 		}()
 	}
 	wg.Add(1)

@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -129,4 +130,26 @@ func (g *Gate) Collect(ch chan<- prometheus.Metric) {
 	if e != nil {
 		e.Collect(ch)
 	}
+}
+
+// NodeNames returns the serving engine's nodes (none while it does not
+// serve): a deleted node is freed by the leader only.
+func (g *Gate) NodeNames() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.engine == nil {
+		return nil
+	}
+	return g.engine.NodeNames()
+}
+
+// FreeNode frees a deleted node's subnets in the serving engine (nothing
+// while it does not serve).
+func (g *Gate) FreeNode(name string) (int, time.Time) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.engine == nil {
+		return 0, time.Time{}
+	}
+	return g.engine.FreeNode(name)
 }
