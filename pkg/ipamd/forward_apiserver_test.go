@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -134,13 +135,14 @@ func waitHealthy(t *testing.T, r runningReplica, service, what string) {
 	}
 }
 
-// tryAllocate allocates child on node worker of conduit a.
+// tryAllocate allocates child on node worker of conduit a (waiting for the
+// replica to listen).
 func tryAllocate(c ipamv1.IpamClient, child string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	p, err := c.Allocate(ctx, &ipamv1.Child{Name: child, Subnet: &ipamv1.Subnet{
 		Conduit: &nspv1.Conduit{Name: "a", Trench: &nspv1.Trench{Name: "default"}}, Node: "worker", IpFamily: ipamv1.IPFamily_IPV4,
-	}})
+	}}, grpc.WaitForReady(true))
 	if err != nil {
 		return "", err
 	}
