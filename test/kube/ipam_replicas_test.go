@@ -36,16 +36,16 @@ func TestIPAMReplicas(t *testing.T) {
 	t.Run("LeaderKilled", func(t *testing.T) { tr.killIPAMLeader(ctx, t) })
 }
 
-// installReplicated installs the chart as installChart does, with
-// ipam.replicas, and removes it with the IPAM's records and Lease (which
-// helm uninstall leaves, as a database would) when t ends.
+// installReplicated installs the chart as installChart does (example
+// values, this clone's images, nothing for SPIRE), with ipam.replicas, and
+// removes it with the IPAM's records and Lease (which helm uninstall
+// leaves, as a database would) when t ends.
 func (c *cluster) installReplicated(ctx context.Context, t *testing.T) {
 	t.Helper()
 	tag := os.Getenv("CAUSEWAY_IMAGE_TAG")
 	if tag == "" {
 		t.Fatal("CAUSEWAY_IMAGE_TAG names the images to install (make test-kube sets it)")
 	}
-	registerSPIFFE(t, chartNamespace, "proxy-"+chartRelease, "ipam-"+chartRelease, "nsp-"+chartRelease)
 	repo, btag, _ := strings.Cut(c.image(ctx, t, "busybox"), ":")
 	set := []string{"images.sysctlInit.repository=" + repo, "images.sysctlInit.tag=" + btag}
 	for _, b := range []string{"proxy", "ipam", "nsp"} {
