@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -38,6 +39,9 @@ type manifests struct {
 	accounts     map[string]*corev1.ServiceAccount
 	clusterRoles map[string]*rbacv1.ClusterRole
 	bindings     map[string]*rbacv1.ClusterRoleBinding
+	roles        map[string]*rbacv1.Role
+	roleBindings map[string]*rbacv1.RoleBinding
+	pdbs         map[string]*policyv1.PodDisruptionBudget
 	// clusterSPIFFEIDs are spire-controller-manager's objects, not typed
 	// here (its API is not a dependency of the test).
 	clusterSPIFFEIDs []map[string]any
@@ -118,7 +122,8 @@ func renderHelm3(vals map[string]any) (string, error) {
 func decode(all string) (*manifests, error) {
 	m := &manifests{services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
 		accounts: map[string]*corev1.ServiceAccount{}, clusterRoles: map[string]*rbacv1.ClusterRole{},
-		bindings: map[string]*rbacv1.ClusterRoleBinding{}}
+		bindings: map[string]*rbacv1.ClusterRoleBinding{}, roles: map[string]*rbacv1.Role{},
+		roleBindings: map[string]*rbacv1.RoleBinding{}, pdbs: map[string]*policyv1.PodDisruptionBudget{}}
 	for name, doc := range releaseutil.SplitManifests(all) {
 		var head struct {
 			APIVersion string `json:"apiVersion"`
@@ -148,6 +153,12 @@ func decode(all string) (*manifests, error) {
 			obj = &rbacv1.ClusterRole{}
 		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
 			obj = &rbacv1.ClusterRoleBinding{}
+		case "rbac.authorization.k8s.io/v1/Role":
+			obj = &rbacv1.Role{}
+		case "rbac.authorization.k8s.io/v1/RoleBinding":
+			obj = &rbacv1.RoleBinding{}
+		case "policy/v1/PodDisruptionBudget":
+			obj = &policyv1.PodDisruptionBudget{}
 		case "spire.spiffe.io/v1alpha1/ClusterSPIFFEID":
 			o := map[string]any{}
 			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
@@ -172,6 +183,12 @@ func decode(all string) (*manifests, error) {
 			m.clusterRoles[o.Name] = o
 		case *rbacv1.ClusterRoleBinding:
 			m.bindings[o.Name] = o
+		case *rbacv1.Role:
+			m.roles[o.Name] = o
+		case *rbacv1.RoleBinding:
+			m.roleBindings[o.Name] = o
+		case *policyv1.PodDisruptionBudget:
+			m.pdbs[o.Name] = o
 		}
 	}
 	slices.SortFunc(m.daemonSets, func(a, b *appsv1.DaemonSet) int { return strings.Compare(a.Name, b.Name) })
