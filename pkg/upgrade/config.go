@@ -21,7 +21,7 @@ var ErrPaused = errors.New("upgrade paused")
 // Config is read from UPGRADE_* environment variables.
 type Config struct {
 	Namespace    string        `desc:"namespace of the DaemonSets (the release's)"`
-	Selector     string        `default:"app.kubernetes.io/name=causeway" desc:"label selector of the proxy DaemonSets to upgrade"`
+	Selector     string        `default:"causeway.io/conduit" desc:"label selector of the proxy DaemonSets to upgrade (those of other update strategies than OnDelete are left alone)"`
 	ReadyTimeout time.Duration `default:"5m" split_words:"true" desc:"how long a node's proxy may take to be ready again before the upgrade stops"`
 	PollInterval time.Duration `default:"2s" split_words:"true" desc:"how often a pod's readiness is read while waiting for it"`
 	Kubeconfig   string        `desc:"kubeconfig file; empty: the pod's service account"`

@@ -81,7 +81,7 @@ func newCluster(t *testing.T, next corev1.PodTemplateSpec, mod func(pod *corev1.
 	t.Helper()
 	ds := &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "proxy-a-lb", Namespace: ns, UID: "ds-uid", Generation: 2,
-			Labels: map[string]string{"app.kubernetes.io/name": "causeway"}},
+			Labels: map[string]string{"causeway.io/conduit": "lb"}},
 		Spec: appsv1.DaemonSetSpec{
 			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "proxy"}},
 			Template:       next,
@@ -238,7 +238,7 @@ func (c *cluster) upgrade(t *testing.T) ([]Step, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c.waitAllReady(t)
-	u := New(c.cs, Config{Namespace: ns, Selector: "app.kubernetes.io/name=causeway",
+	u := New(c.cs, Config{Namespace: ns, Selector: "causeway.io/conduit",
 		ReadyTimeout: 500 * time.Millisecond, PollInterval: 5 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return u.Run(ctx)
@@ -380,7 +380,7 @@ func TestNeverTakesASecondNodeAway(t *testing.T) {
 	c.actions = nil
 	c.mu.Unlock()
 
-	u := New(c.cs, Config{Namespace: ns, Selector: "app.kubernetes.io/name=causeway", ReadyTimeout: time.Second, PollInterval: 5 * time.Millisecond},
+	u := New(c.cs, Config{Namespace: ns, Selector: "causeway.io/conduit", ReadyTimeout: time.Second, PollInterval: 5 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	steps, err := u.Run(context.Background())
 	require.Error(t, err)
