@@ -79,7 +79,7 @@ func TestProxyUpdateStrategy(t *testing.T) {
 	require.ErrorContains(t, err, "readyTimeout")
 }
 
-// TestUpgradeHook: after every helm upgrade a Job runs causeway-upgrade
+// TestUpgradeHook: after every helm upgrade (or rollback) a Job runs causeway-upgrade
 // from the new proxy image, under an account that may do what the upgrade
 // does in the release's namespace and nothing else; its selector picks
 // every proxy DaemonSet of the release and nothing else.
@@ -93,7 +93,8 @@ func TestUpgradeHook(t *testing.T) {
 	require.Len(t, h.bindings, 1)
 	job, sa, role, rb := h.jobs[0], h.accounts[0], h.roles[0], h.bindings[0]
 	for _, name := range []string{"Job/" + job.Name, "ServiceAccount/" + sa.Name, "Role/" + role.Name, "RoleBinding/" + rb.Name} {
-		require.Equal(t, []release.HookEvent{release.HookPostUpgrade}, h.events[name], "%s runs after an upgrade only", name)
+		require.Equal(t, []release.HookEvent{release.HookPostUpgrade, release.HookPostRollback}, h.events[name],
+			"%s runs after an upgrade or a rollback only", name)
 	}
 	for _, o := range []map[string]string{sa.Annotations, role.Annotations, rb.Annotations} {
 		require.Less(t, o["helm.sh/hook-weight"], job.Annotations["helm.sh/hook-weight"], "the account exists before the Job")
