@@ -368,6 +368,7 @@ func TestStopsWhenANodeDoesNotComeBackReady(t *testing.T) {
 
 func TestNeverTakesASecondNodeAway(t *testing.T) {
 	c := newCluster(t, template("v2"), nil)
+	c.waitAllReady(t)
 	c.mu.Lock()
 	c.broken["node-3"] = true
 	c.mu.Unlock()
