@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -99,9 +100,19 @@ func documents(all string) []string {
 // renderHelm3 installs the chart client-side with Helm 3's SDK (a dry run,
 // schema included) and returns its manifests.
 func renderHelm3(vals map[string]any) (string, error) {
+	rel, err := installHelm3(vals)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// installHelm3 is Helm 3's client-side dry-run install of the chart: its
+// manifests, and its hooks apart.
+func installHelm3(vals map[string]any) (*release.Release, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
-		return "", fmt.Errorf("load chart: %w", err)
+		return nil, fmt.Errorf("load chart: %w", err)
 	}
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun = true
@@ -110,11 +121,7 @@ func renderHelm3(vals map[string]any) (string, error) {
 	install.ReleaseName = "causeway"
 	install.Namespace = namespace
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
-	rel, err := install.Run(chrt, vals)
-	if err != nil {
-		return "", err
-	}
-	return rel.Manifest, nil
+	return install.Run(chrt, vals)
 }
 
 // decode decodes each manifest into its Kubernetes API type; an unknown
