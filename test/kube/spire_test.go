@@ -98,13 +98,15 @@ const serviceAccountValues = `spire:
   podLabels: {spiffe.io/spiffe-id: null}
 `
 
-// useServiceAccountIDs upgrades the release to service-account IDs: every
-// pod of the chart replaced, the proxy's SVID is
-// spiffe://k8s.nsm/ns/<namespace>/sa/<its service account>, the IPAM and
-// the nsp authorize it by the service-account rules (a target replaced is
-// served: the proxy allocated its addresses), and traffic flows again.
+// useServiceAccountIDs upgrades the release to service-account IDs: the
+// proxy's pod moved to the new template (in place by the chart's upgrade
+// hook: only its labels change), the IPAM's and the nsp's replaced; the
+// proxy's SVID becomes spiffe://k8s.nsm/ns/<namespace>/sa/<its service
+// account>, the IPAM and the nsp authorize it by the service-account rules
+// (a target replaced is served: the proxy allocated its addresses), and
+// traffic flows again.
 func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
-	proxy := tr.c.waitProxyReady(ctx, t)
+	tr.c.waitProxyReady(ctx, t)
 	file := filepath.Join(t.TempDir(), "sa.yaml")
 	if err := os.WriteFile(file, []byte(serviceAccountValues), 0o644); err != nil {
 		t.Fatal(err)
@@ -112,14 +114,20 @@ func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
 	start := time.Now()
 	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
 		"--reuse-values", "--values", file, "--wait", "--timeout", "5m")
-	proxy = tr.c.waitReplaced(ctx, t, proxy, proxySelector)
+	var proxy *corev1.Pod
+	eventually(ctx, t, "the proxy Ready without NSM's label", func(ctx context.Context) error {
+		if proxy = tr.c.waitProxyReady(ctx, t); proxy.Labels[spiffeLabel] != "" {
+			return fmt.Errorf("%s still labelled %s", proxy.Name, spiffeLabel)
+		}
+		return nil
+	})
 	tr.waitServed(ctx, t)
 	t.Logf("FIGURE: helm upgrade to service-account IDs to every target served again: %.1f s", time.Since(start).Seconds())
 	want := "spiffe://" + nsmTrustDomain + "/ns/" + chartNamespace + "/sa/" + proxy.Spec.ServiceAccountName
 	eventually(ctx, t, "the proxy's SVID of its service account", func(ctx context.Context) error {
 		got := tr.c.svids(ctx, proxy, metav1.Time{})
-		if len(got) == 0 || got[0].SPIFFEID != want {
-			return fmt.Errorf("the proxy logged the SVIDs %v, want %s", got, want)
+		if len(got) == 0 || got[len(got)-1].SPIFFEID != want {
+			return fmt.Errorf("the proxy logged the SVIDs %v, want the last one %s", got, want)
 		}
 		return nil
 	})
