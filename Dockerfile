@@ -1,5 +1,6 @@
 # Causeway's images: one runtime image per binary (proxy, ipam, nsp), each
-# FROM scratch with nothing but its static binary, run as a non-root numeric
+# FROM scratch with nothing but its static binary (the proxy's also holds
+# causeway-upgrade, its upgrade step), run as a non-root numeric
 # user. Build one with its stage name as the target:
 #
 #   docker build --target proxy --build-arg VERSION=v1.0.0 -t causeway/proxy:v1.0.0 .
@@ -37,11 +38,11 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=${VERSION}" -o /out/ ./cmd/proxy ./cmd/ipam ./cmd/nsp \
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=${VERSION}" -o /out/ ./cmd/proxy ./cmd/ipam ./cmd/nsp ./cmd/causeway-upgrade \
 	&& setcap cap_net_admin=ep /out/proxy
 
 FROM scratch AS prebuilt
-COPY bin/proxy bin/ipam bin/nsp /out/
+COPY bin/proxy bin/ipam bin/nsp bin/causeway-upgrade /out/
 
 FROM ${BINARIES} AS binaries
 
@@ -49,6 +50,9 @@ FROM ${BINARIES} AS binaries
 # image has no /etc/passwd; the Helm chart runs the pods as it too.
 FROM scratch AS proxy
 COPY --from=binaries /out/proxy /usr/local/bin/proxy
+# The proxies' upgrade step, run by the chart's post-upgrade hook Job from
+# the new proxy image (docs/kubernetes.md, "Upgrades"); no capability.
+COPY --from=binaries /out/causeway-upgrade /usr/local/bin/causeway-upgrade
 USER 10005:10005
 ENTRYPOINT ["/usr/local/bin/proxy"]
 

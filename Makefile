@@ -61,7 +61,7 @@ test-stress:
 # build is done in CI; CI runs this target after it, with
 # CAUSEWAY_REQUIRE_ROOT set, so that a missing binary fails instead of
 # skipping. The packages' other tests run in both.
-APISERVER_PKGS := ./pkg/ipam/leader/... ./pkg/ipam/store/kube/... ./pkg/ipamd/...
+APISERVER_PKGS := ./pkg/ipam/leader/... ./pkg/ipam/nodewatch/... ./pkg/ipam/store/kube/... ./pkg/ipamd/...
 test-apiserver:
 	$(GO) test -tags apiserver $(TESTFLAGS) $(APISERVER_PKGS)
 

@@ -20,13 +20,15 @@ tag=${2:?usage: build-images.sh BINDIR TAG}
 repo=${IMAGE_REPO:-localhost/causeway}
 top=$(cd "$(dirname "$0")/.." && pwd)
 binaries=(proxy ipam nsp)
+# Binaries that ride in another's image: causeway-upgrade in the proxy's.
+extras=(causeway-upgrade)
 
 # The context holds copies, so the capability is not set on bin/ itself (a
 # rebuild would drop it silently anyway).
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 mkdir "$ctx/bin"
-for b in "${binaries[@]}"; do
+for b in "${binaries[@]}" "${extras[@]}"; do
 	if ! go version -m "$bindir/$b" | grep -q 'build[[:space:]]CGO_ENABLED=0'; then
 		echo "build-images: $bindir/$b is not a static build (CGO_ENABLED=0)" >&2
 		exit 1

@@ -20,7 +20,7 @@ deps=(
 	"nft|nftables|nft --version"
 	"ping|iputils-ping|ping -V"
 	"sysctl|procps|sysctl -n kernel.ostype"
-	"git (version stamp, CI's tree checks)|git|git --version"
+	"git (version stamp, CI's tree checks, the test cluster's third-party sources where ../shared is absent)|git|git --version"
 	"make|make|make --version"
 	"gcc (cgo for go test -race)|gcc|gcc --version"
 	"buildah (make images, the image test)|buildah|check_buildah"

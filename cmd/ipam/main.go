@@ -5,7 +5,8 @@
 // pkg/ipamd. "ipam restore" puts a store snapshot back (docs/ipam-store.md);
 // "ipam import" reads a Meridio IPAM database (docs/moving-from-meridio.md),
 // which the service also imports on start when it finds one at
-// IPAM_DATASOURCE. Exit status: 0 clean stop, 1 failure, 2 configuration
+// IPAM_DATASOURCE; "ipam migrate" copies the bbolt store into the
+// Kubernetes store (docs/ipam-store.md). Exit status: 0 clean stop, 1 failure, 2 configuration
 // error, 3 damaged store (ipamd.ExitStoreDamaged), 4 a SQLite file that is
 // not Meridio's IPAM (ipamd.ExitStoreForeign).
 package main
@@ -30,6 +31,7 @@ func main() {
 		Commands: []daemon.Command{
 			{Name: "restore", Usage: "put a store snapshot back (docs/ipam-store.md)", Run: ipamd.Restore},
 			{Name: "import", Usage: "read a Meridio IPAM database into the store (docs/moving-from-meridio.md)", Run: ipamd.Import},
+			{Name: "migrate", Usage: "copy the bbolt store into the Kubernetes store (docs/ipam-store.md)", Run: ipamd.Migrate},
 		},
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }

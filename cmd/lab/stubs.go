@@ -62,7 +62,7 @@ func withSPIFFE(ctx context.Context, spiffe bool, lifetime time.Duration, run fu
 	if !spiffe {
 		return run(nil)
 	}
-	creds, err := credentials.FromWorkloadAPI(ctx, lifetime)
+	creds, err := credentials.FromWorkloadAPI(ctx, lifetime, nil)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 // Package configref is the reference of what Causeway's binaries take from
 // their environment, read from their configuration structs (pkg/proxyd,
-// pkg/ipamd, pkg/nspd) with envconfig's own naming rules, plus the few
+// pkg/ipamd, pkg/nspd, pkg/upgrade) with envconfig's own naming rules, plus the few
 // facts a deployment must agree with: where each binary sits in its image,
 // the image user, and the sysctls the proxy expects in its namespace.
 //
@@ -24,6 +24,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/ipamd"
 	"github.com/causeway-net/causeway/pkg/nspd"
 	"github.com/causeway-net/causeway/pkg/proxyd"
+	"github.com/causeway-net/causeway/pkg/upgrade"
 )
 
 // File is the reference's path from the module root.
@@ -75,16 +76,22 @@ func Build() (Reference, error) {
 	for _, b := range []struct {
 		name, prefix string
 		spec         any
+		spiffe       bool // it reads SPIFFE_ENDPOINT_SOCKET too
 	}{
-		{"proxy", proxyd.EnvPrefix, &proxyd.Config{}},
-		{"ipam", ipamd.EnvPrefix, &ipamd.Config{}},
-		{"nsp", nspd.EnvPrefix, &nspd.Config{}},
+		{"proxy", proxyd.EnvPrefix, &proxyd.Config{}, true},
+		{"ipam", ipamd.EnvPrefix, &ipamd.Config{}, true},
+		{"nsp", nspd.EnvPrefix, &nspd.Config{}, true},
+		// In the proxy's image, run by the chart's upgrade hook.
+		{"causeway-upgrade", upgrade.EnvPrefix, &upgrade.Config{}, false},
 	} {
 		vars, err := structVars(b.prefix, b.spec)
 		if err != nil {
 			return Reference{}, fmt.Errorf("%s: %w", b.name, err)
 		}
-		ref.Binaries = append(ref.Binaries, Binary{Name: b.name, Image: ImageBinary(b.name), Vars: append(vars, spiffeSocket)})
+		if b.spiffe {
+			vars = append(vars, spiffeSocket)
+		}
+		ref.Binaries = append(ref.Binaries, Binary{Name: b.name, Image: ImageBinary(b.name), Vars: vars})
 	}
 	return ref, nil
 }

@@ -32,6 +32,7 @@ var installs = []struct {
 	{name: "ipv6", family: "ipv6", conduits: []string{"load-balancer"},
 		values: "ipFamily: ipv6\nvips: [{name: vip-v6, address: 2001:db8::1/128}]"},
 	{name: "dualstack", family: "dualstack", conduits: []string{"load-balancer"}, values: ""},
+	{name: "ipam replicas", family: "dualstack", conduits: []string{"load-balancer"}, values: "ipam: {replicas: 3}"},
 	{name: "two conduits", family: "dualstack", conduits: []string{"lb-a", "lb-b"}, values: `
 trench: {name: red}
 conduits:
@@ -318,6 +319,11 @@ func checkIPAM(t *testing.T, m *manifests, bins map[string]binary, spec corev1.P
 	checkGRPCProbes(t, c, e, "IPAM_HEALTH_PORT", "ipam.v1.Ipam")
 	checkServiceAddress(t, m, e["IPAM_NSP_SERVICE"], m.deployments[0].Spec.Template.Spec, "nsp", "grpc")
 	checkHostSocket(t, spec, c, e["SPIFFE_ENDPOINT_SOCKET"])
+	require.Empty(t, c.SecurityContext.Capabilities.Add)
+	if e["IPAM_STORE"] == "kubernetes" {
+		checkIPAMReplicas(t, m, e)
+		return
+	}
 
 	// The store is on the volume claim.
 	vm, _ := mountOf(t, spec, c, e["IPAM_DATASOURCE"])
@@ -325,7 +331,8 @@ func checkIPAM(t *testing.T, m *manifests, bins map[string]binary, spec corev1.P
 	claims := m.statefulSets[0].Spec.VolumeClaimTemplates
 	require.Len(t, claims, 1)
 	require.Equal(t, claims[0].Name, vm.Name)
-	require.Empty(t, c.SecurityContext.Capabilities.Add)
+	require.Empty(t, m.roles, "one replica on a file: no access to the API")
+	require.False(t, *spec.AutomountServiceAccountToken)
 }
 
 // nspFile is the configuration server's file as the chart writes it.
@@ -425,7 +432,9 @@ func checkAuthorizedIDs(t *testing.T, m *manifests, bins map[string]binary) {
 			require.True(t, allowed(rules.nsp, id, "example.org"), "the nsp serves the proxy %s", id)
 		}
 		require.True(t, allowed(rules.nsp, ids.ipam, "example.org"), "the nsp serves the IPAM %s", ids.ipam)
-		require.False(t, allowed(rules.ipam, ids.ipam, "example.org"), "the IPAM does not serve itself")
+		// Replicas: a standby forwards to the leader as itself.
+		replicas := *m.statefulSets[0].Spec.Replicas > 1
+		require.Equal(t, replicas, allowed(rules.ipam, ids.ipam, "example.org"), "the IPAM serves itself only when replicated")
 		require.False(t, allowed(rules.ipam, ids.nsp, "example.org"), "the IPAM does not serve the nsp")
 	}
 }

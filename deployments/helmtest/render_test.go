@@ -13,11 +13,13 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -43,8 +45,11 @@ type manifests struct {
 	policies     map[string]*networkingv1.NetworkPolicy
 	admission    []*admissionv1.ValidatingAdmissionPolicy
 	admissionBnd []*admissionv1.ValidatingAdmissionPolicyBinding
-	roles        []*rbacv1.Role
-	roleBindings []*rbacv1.RoleBinding
+	// roles and roleBindings are keyed by name, or namespace/name for
+	// those the chart puts in another namespace.
+	roles        map[string]*rbacv1.Role
+	roleBindings map[string]*rbacv1.RoleBinding
+	pdbs         map[string]*policyv1.PodDisruptionBudget
 	// clusterSPIFFEIDs are spire-controller-manager's objects, not typed
 	// here (its API is not a dependency of the test).
 	clusterSPIFFEIDs []map[string]any
@@ -102,9 +107,19 @@ func documents(all string) []string {
 // renderHelm3 installs the chart client-side with Helm 3's SDK (a dry run,
 // schema included) and returns its manifests.
 func renderHelm3(vals map[string]any) (string, error) {
+	rel, err := installHelm3(vals)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// installHelm3 is Helm 3's client-side dry-run install of the chart: its
+// manifests, and its hooks apart.
+func installHelm3(vals map[string]any) (*release.Release, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
-		return "", fmt.Errorf("load chart: %w", err)
+		return nil, fmt.Errorf("load chart: %w", err)
 	}
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun = true
@@ -113,11 +128,15 @@ func renderHelm3(vals map[string]any) (string, error) {
 	install.ReleaseName = "causeway"
 	install.Namespace = namespace
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
-	rel, err := install.Run(chrt, vals)
-	if err != nil {
-		return "", err
+	return install.Run(chrt, vals)
+}
+
+// nsKey is name, or namespace/name when the object names its namespace.
+func nsKey(namespace, name string) string {
+	if namespace == "" {
+		return name
 	}
-	return rel.Manifest, nil
+	return namespace + "/" + name
 }
 
 // collect appends a new object to list and returns it, to decode into.
@@ -132,7 +151,9 @@ func collect[T any](list *[]*T) any {
 func decode(all string) (*manifests, error) {
 	m := &manifests{services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
 		accounts: map[string]*corev1.ServiceAccount{}, clusterRoles: map[string]*rbacv1.ClusterRole{},
-		bindings: map[string]*rbacv1.ClusterRoleBinding{}, policies: map[string]*networkingv1.NetworkPolicy{}}
+		bindings: map[string]*rbacv1.ClusterRoleBinding{}, roles: map[string]*rbacv1.Role{},
+		roleBindings: map[string]*rbacv1.RoleBinding{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
+		policies: map[string]*networkingv1.NetworkPolicy{}}
 	for name, doc := range releaseutil.SplitManifests(all) {
 		var head struct {
 			APIVersion string `json:"apiVersion"`
@@ -166,9 +187,11 @@ func decode(all string) (*manifests, error) {
 		case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
 			obj = collect(&m.admissionBnd)
 		case "rbac.authorization.k8s.io/v1/Role":
-			obj = collect(&m.roles)
+			obj = &rbacv1.Role{}
 		case "rbac.authorization.k8s.io/v1/RoleBinding":
-			obj = collect(&m.roleBindings)
+			obj = &rbacv1.RoleBinding{}
+		case "policy/v1/PodDisruptionBudget":
+			obj = &policyv1.PodDisruptionBudget{}
 		case "spire.spiffe.io/v1alpha1/ClusterSPIFFEID":
 			o := map[string]any{}
 			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
@@ -195,6 +218,12 @@ func decode(all string) (*manifests, error) {
 			m.bindings[o.Name] = o
 		case *networkingv1.NetworkPolicy:
 			m.policies[o.Name] = o
+		case *rbacv1.Role:
+			m.roles[nsKey(o.Namespace, o.Name)] = o
+		case *rbacv1.RoleBinding:
+			m.roleBindings[nsKey(o.Namespace, o.Name)] = o
+		case *policyv1.PodDisruptionBudget:
+			m.pdbs[o.Name] = o
 		}
 	}
 	slices.SortFunc(m.daemonSets, func(a, b *appsv1.DaemonSet) int { return strings.Compare(a.Name, b.Name) })

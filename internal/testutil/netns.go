@@ -54,6 +54,21 @@ func (n *NetNS) LinkIndex(t testing.TB, name string) int {
 	return l.Attrs().Index
 }
 
+// Links are the namespace's links; the test fails when they cannot be listed.
+func (n *NetNS) Links(t testing.TB) []netlink.Link {
+	t.Helper()
+	h, err := netlink.NewHandleAt(n.Handle)
+	if err != nil {
+		t.Fatalf("netlink handle in %s: %v", n.Name, err)
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		t.Fatalf("links in %s: %v", n.Name, err)
+	}
+	return links
+}
+
 // MustExec is Exec that fails the test on error.
 func (n *NetNS) MustExec(t testing.TB, args ...string) string {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
+	vxlanmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/vxlan"
 	"google.golang.org/grpc"
 
 	"github.com/networkservicemesh/sdk-kernel/pkg/kernel/networkservice/connectioncontextkernel"
@@ -16,6 +17,7 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/chains/endpoint"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/connect"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/discover"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/filtermechanisms"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/recvfd"
@@ -47,9 +49,12 @@ type Config struct {
 	TokenGenerator token.GeneratorFunc
 	// DialTimeout bounds dials toward the NSMgr (default 5s).
 	DialTimeout time.Duration
+	// Remote, when its NodeIP is set, lets the forwarder join namespaces of
+	// two nodes with VXLAN (the zero value: one node, veth pairs only).
+	Remote Remote
 }
 
-// Forwarder is the veth forwarder endpoint. Register it on a gRPC server on a
+// Forwarder is the forwarder endpoint. Register it on a gRPC server on a
 // unix socket (FD passing needs one) and register that URL with the NSMgr.
 type Forwarder struct {
 	endpoint.Endpoint
@@ -59,11 +64,8 @@ type Forwarder struct {
 //
 // Server side: dumpretry (runs the rest again after an interrupted netlink
 // dump), recvfd, discover (its registry listings run again when they
-// break, see findretry), roundrobin, mechanisms{KERNEL: accept as
-// is}, connectioncontextkernel (programs the NSC end), stash (remembers the
-// NSC end). Client side: mechanism translation, kernel mechanism,
-// connectioncontextkernel (programs the NSE end), veth (creates the pair once
-// the NSE has answered), recvfd.
+// break, see findretry), roundrobin, then ServerElements. Client side:
+// mechanism translation, then ClientElements.
 func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 	if cfg.NSMgrURL == nil {
 		return nil, fmt.Errorf("forwarder: NSMgr URL is required")
@@ -95,7 +97,7 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 	connectNSE := connect.NewServer(client.NewClient(ctx,
 		client.WithName(cfg.Name),
 		client.WithAdditionalFunctionality(
-			append([]networkservice.NetworkServiceClient{mechanismtranslation.NewClient()}, ClientElements()...)...,
+			append([]networkservice.NetworkServiceClient{mechanismtranslation.NewClient()}, ClientElements(cfg.Remote)...)...,
 		),
 		client.WithDialOptions(cfg.DialOptions...),
 		client.WithDialTimeout(cfg.DialTimeout),
@@ -109,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 		discover.NewServer(nsClient, nseClient),
 		roundrobin.NewServer(),
 	}
-	servers = append(append(servers, ServerElements()...), connectNSE)
+	servers = append(append(servers, ServerElements(cfg.Remote)...), connectNSE)
 	f := &Forwarder{}
 	f.Endpoint = endpoint.NewServer(ctx, cfg.TokenGenerator,
 		endpoint.WithName(cfg.Name),
@@ -119,28 +121,37 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 }
 
 // ServerElements are the forwarder's own server-side elements, which follow
-// discovery and endpoint selection: mechanisms{KERNEL: accept as is},
-// connectioncontextkernel (programs the NSC end), stash (remembers the NSC
-// end for the client side).
-func ServerElements() []networkservice.NetworkServiceServer {
+// discovery and endpoint selection: mechanisms{KERNEL: accept as is; VXLAN,
+// when r is enabled: SDK's vni server}, connectioncontextkernel (programs a
+// KERNEL NSC end), stash (remembers the NSC end, kernel or VXLAN, for the
+// client side).
+func ServerElements(r Remote) []networkservice.NetworkServiceServer {
+	accepted := map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: null.NewServer()}
+	if r.enabled() {
+		accepted[vxlanmech.MECHANISM] = r.acceptServer()
+	}
 	return []networkservice.NetworkServiceServer{
-		mechanisms.NewServer(map[string]networkservice.NetworkServiceServer{
-			kernelmech.MECHANISM: null.NewServer(),
-		}),
+		mechanisms.NewServer(accepted),
 		connectioncontextkernel.NewServer(),
 		stashServer{},
 	}
 }
 
 // ClientElements are the forwarder's own client-side elements, which follow
-// mechanism translation: kernel mechanism, connectioncontextkernel (programs
-// the NSE end), veth (creates the pair once the NSE has answered), recvfd.
+// mechanism translation: the offers (KERNEL, class LOCAL; VXLAN, class
+// REMOTE, with this node's end, when r is enabled), filtermechanisms (keeps
+// LOCAL toward a unix socket, the NSMgr's own endpoints, and REMOTE toward
+// another node's NSMgr, as NSM's forwarders do), connectioncontextkernel
+// (programs a KERNEL NSE end), veth (joins two namespaces of this node),
+// vxlan (puts a tunnel's device into this node's namespace), recvfd.
 // A test's NSM sandbox builds its forwarder from ServerElements and these.
-func ClientElements() []networkservice.NetworkServiceClient {
-	return []networkservice.NetworkServiceClient{
-		kernel.NewClient(),
+func ClientElements(r Remote) []networkservice.NetworkServiceClient {
+	elements := append([]networkservice.NetworkServiceClient{kernel.NewClient()}, r.offerClients()...)
+	return append(elements,
+		filtermechanisms.NewClient(),
 		connectioncontextkernel.NewClient(),
 		newVethClient(),
+		newVXLANClient(r.NodeNetNS),
 		recvfd.NewClient(),
-	}
+	)
 }

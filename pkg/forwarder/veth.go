@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 
 	"github.com/golang/protobuf/ptypes/empty"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
@@ -25,6 +24,7 @@ import (
 type pair struct {
 	nscNS, nseNS     netns.NsHandle
 	nscName, nseName string
+	mtu              int
 }
 
 // key identifies where and how the pair is placed: when it changes (a heal
@@ -38,16 +38,32 @@ func (p *pair) close() {
 	_ = p.nseNS.Close()
 }
 
+func (p *pair) present() bool {
+	return linkExists(p.nscNS, p.nscName) && linkExists(p.nseNS, p.nseName)
+}
+
+func (p *pair) adoptable() bool { return peers(p) }
+
+func (p *pair) clearWay() { p.remove() }
+
+func (p *pair) create() error { return createPair(p, p.mtu) }
+
+func (p *pair) remove() {
+	deleteLink(p.nscNS, p.nscName)
+	deleteLink(p.nseNS, p.nseName)
+}
+
+func (p *pair) attrs() []any { return []any{"nsc", p.nscName, "nse", p.nseName} }
+
 // vethClient is the forwarder's client element that creates, after the NSE
 // has answered, a veth pair between the NSC's and the NSE's namespaces. It is
 // idempotent across refreshes and removes the pair on Close.
 type vethClient struct {
-	mu    sync.Mutex
-	pairs map[string]*pair // by client-side connection id
+	pairs *madeFor[*pair]
 }
 
 func newVethClient() *vethClient {
-	return &vethClient{pairs: make(map[string]*pair)}
+	return &vethClient{pairs: newMadeFor[*pair]("veth pair")}
 }
 
 func (v *vethClient) Request(ctx context.Context, request *networkservice.NetworkServiceRequest, opts ...grpc.CallOption) (*networkservice.Connection, error) {
@@ -89,54 +105,15 @@ func (v *vethClient) ensure(connID string, nsc, nse end, mtu int) error {
 		_ = nscNS.Close()
 		return fmt.Errorf("veth for %s: nse side: %w", connID, err)
 	}
-	want := &pair{nscNS: nscNS, nseNS: nseNS, nscName: nsc.name, nseName: nse.name}
-
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if have, ok := v.pairs[connID]; ok {
-		if have.key() == want.key() && linkExists(have.nscNS, have.nscName) && linkExists(have.nseNS, have.nseName) {
-			want.close()
-			return nil
-		}
-		deleteLink(have.nscNS, have.nscName)
-		deleteLink(have.nseNS, have.nseName)
-		have.close()
-		delete(v.pairs, connID)
-	}
-	// A pair that an earlier run of the forwarder made for this very
-	// connection is taken over as it is: a restarted control plane must
-	// not cut the data paths it set up (NSM's forwarders do the same).
-	if peers(want) {
-		v.pairs[connID] = want
-		slog.Info("veth pair adopted from an earlier forwarder run", "conn", connID, "nsc", want.nscName, "nse", want.nseName)
-		return nil
-	}
-	// Other leftovers (a lost Close, a link in the way) are replaced.
-	deleteLink(want.nscNS, want.nscName)
-	deleteLink(want.nseNS, want.nseName)
-	if err := createPair(want, mtu); err != nil {
-		want.close()
+	want := &pair{nscNS: nscNS, nseNS: nseNS, nscName: nsc.name, nseName: nse.name, mtu: mtu}
+	if err := v.pairs.ensure(connID, want); err != nil {
 		return fmt.Errorf("veth for %s: %w", connID, err)
 	}
-	v.pairs[connID] = want
-	slog.Debug("veth pair created", "conn", connID, "nsc", want.nscName, "nse", want.nseName)
 	return nil
 }
 
 // remove deletes the pair of connID, if any.
-func (v *vethClient) remove(connID string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	p, ok := v.pairs[connID]
-	if !ok {
-		return
-	}
-	delete(v.pairs, connID)
-	deleteLink(p.nscNS, p.nscName)
-	deleteLink(p.nseNS, p.nseName)
-	p.close()
-	slog.Debug("veth pair deleted", "conn", connID, "nsc", p.nscName, "nse", p.nseName)
-}
+func (v *vethClient) remove(connID string) { v.pairs.remove(connID) }
 
 // createPair creates the veth directly inside the two namespaces with their
 // final names, so nothing is ever visible in the forwarder's namespace.
@@ -158,13 +135,15 @@ func createPair(p *pair, mtu int) error {
 	if err := h.LinkAdd(veth); err != nil {
 		return fmt.Errorf("add veth %s/%s: %w", p.nscName, p.nseName, err)
 	}
-	if err := setUp(p.nscNS, p.nscName); err != nil {
+	if err := setUp(p.nscNS, p.nscName, ""); err != nil {
 		return err
 	}
-	return setUp(p.nseNS, p.nseName)
+	return setUp(p.nseNS, p.nseName, "")
 }
 
-func setUp(ns netns.NsHandle, name string) error {
+// setUp sets the link called name in ns up, with alias as its alias when
+// that is not empty.
+func setUp(ns netns.NsHandle, name, alias string) error {
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		return fmt.Errorf("netlink handle: %w", err)
@@ -173,6 +152,11 @@ func setUp(ns netns.NsHandle, name string) error {
 	l, err := h.LinkByName(name)
 	if err != nil {
 		return fmt.Errorf("find %s: %w", name, err)
+	}
+	if alias != "" {
+		if err := h.LinkSetAlias(l, alias); err != nil {
+			return fmt.Errorf("set alias of %s: %w", name, err)
+		}
 	}
 	if err := h.LinkSetUp(l); err != nil {
 		return fmt.Errorf("set %s up: %w", name, err)

@@ -88,7 +88,7 @@ func TestRestartedForwarderAdoptsItsPairs(t *testing.T) {
 	defer after.remove("conn-1")
 	require.NoError(t, after.ensure("conn-1", c, e, 1400))
 	require.Equal(t, made, index(t, nsc, "nsm0"), "adopted, not recreated")
-	for _, p := range before.pairs {
+	for _, p := range before.pairs.byConn {
 		p.close() // the dead run's namespace handles
 	}
 

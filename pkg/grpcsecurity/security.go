@@ -23,6 +23,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/insecurewarning"
+	"github.com/causeway-net/causeway/internal/svidlog"
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
@@ -96,7 +97,7 @@ const spiffeWait = time.Minute
 // narrows the callers). release stops the warning and releases the X.509
 // source.
 func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) (_ *Security, release func(), err error) {
-	sec, closeCreds, err := transport(ctx, cfg)
+	sec, closeCreds, err := transport(ctx, cfg, logger)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,8 +118,8 @@ func OpenSecurity(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) 
 }
 
 // transport returns the server and client credentials of cfg's mode and the
-// function that releases them.
-func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), error) {
+// function that releases them. Each SVID received is logged.
+func transport(ctx context.Context, cfg SecurityConfig, logger *slog.Logger) (*Security, func(), error) {
 	if cfg.Insecure {
 		return &Security{
 			ServerOptions: []grpc.ServerOption{grpc.Creds(insecure.NewCredentials())},
@@ -137,12 +138,13 @@ func transport(ctx context.Context, cfg SecurityConfig) (*Security, func(), erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("SPIFFE X.509 source: %w", err)
 	}
+	stopLog := svidlog.Start(source, logger)
 	return &Security{
 		ServerOptions:  []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tlsconfig.MTLSServerConfig(source, source, tlsconfig.AuthorizeAny())))},
 		Client:         credentials.NewTLS(tlsconfig.MTLSClientConfig(source, source, tlsconfig.AuthorizeAny())),
 		ownTrustDomain: svidTrustDomain(source),
 		source:         source,
-	}, func() { _ = source.Close() }, nil
+	}, func() { stopLog(); _ = source.Close() }, nil
 }
 
 // svidTrustDomain returns the trust domain of src's current SVID (zero if

@@ -117,9 +117,7 @@ func (e *Engine) reapDrainedLocked(t *trench, c *conduit) bool {
 		empty := len(n.children) == 0
 		n.mu.RUnlock()
 		if empty {
-			delete(c.nodes, name)
-			c.slots.put(n.index)
-			e.w.enqueue(store.Op{Kind: store.OpDelete, Record: store.Record{Key: t.nodeKey(c.name, name)}})
+			e.removeNodeLocked(t, c, n)
 			e.log.Info("node of a draining conduit removed: no allocation left", "family", t.family, "conduit", c.name, "node", name, "prefix", n.prefix)
 		}
 	}

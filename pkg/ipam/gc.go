@@ -56,9 +56,7 @@ func (e *Engine) collectConduit(t *trench, c *conduit, cutoff int64) (nodes, chi
 	c.mu.Lock()
 	for name, n := range c.nodes {
 		if n.updated.Load() < cutoff && !n.childLeased(cutoff) {
-			delete(c.nodes, name)
-			c.slots.put(n.index)
-			e.w.enqueue(store.Op{Kind: store.OpDelete, Record: store.Record{Key: t.nodeKey(c.name, name)}})
+			e.removeNodeLocked(t, c, n)
 			e.log.Debug("node expired", "family", t.family, "conduit", c.name, "node", name, "prefix", n.prefix)
 			nodes++
 		}
@@ -85,6 +83,14 @@ func (e *Engine) collectConduit(t *trench, c *conduit, cutoff int64) (nodes, chi
 		n.mu.Unlock()
 	}
 	return nodes, children, draining
+}
+
+// removeNodeLocked removes n and its children from c, whose lock is held
+// for writing (and t's for reading).
+func (e *Engine) removeNodeLocked(t *trench, c *conduit, n *node) {
+	delete(c.nodes, n.name)
+	c.slots.put(n.index)
+	e.w.enqueue(store.Op{Kind: store.OpDelete, Record: store.Record{Key: t.nodeKey(c.name, n.name)}})
 }
 
 // childLeased reports whether a child of n was renewed at or after cutoff,

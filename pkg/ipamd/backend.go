@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -26,17 +27,13 @@ type backend struct {
 // setHealth returns a hook that sets ipam.v1.Ipam's serving status.
 func setHealth(hs *grpchealth.Server) func(ok bool) {
 	return func(ok bool) {
-		status := healthpb.HealthCheckResponse_SERVING
-		if !ok {
-			status = healthpb.HealthCheckResponse_NOT_SERVING
-		}
-		hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, status)
+		hs.SetServingStatus(ipamv1.Ipam_ServiceDesc.ServiceName, servingStatus(ok))
 	}
 }
 
 // startBolt imports a Meridio database found at the datasource, opens the
 // bbolt store and its engine and starts the snapshots.
-func startBolt(ctx context.Context, cfg *Config, ecfg ipam.Config, hs *grpchealth.Server, logger *slog.Logger) (*backend, error) {
+func startBolt(ctx context.Context, cfg *Config, ecfg ipam.Config, hs *grpchealth.Server, _ credentials.TransportCredentials, logger *slog.Logger) (*backend, error) {
 	if err := importOnStart(ctx, cfg, logger); err != nil {
 		return nil, err
 	}

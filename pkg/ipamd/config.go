@@ -18,6 +18,7 @@ import (
 	"github.com/causeway-net/causeway/internal/logging"
 	"github.com/causeway-net/causeway/pkg/grpcsecurity"
 	"github.com/causeway-net/causeway/pkg/ipam"
+	"github.com/causeway-net/causeway/pkg/ipam/leader"
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
@@ -63,6 +64,8 @@ type Config struct {
 	LeaderLeaseName     string        `default:"" split_words:"true" desc:"new, kubernetes store: the Lease the replicas share; empty: 'causeway-ipam-<trench>'"`
 	LeaderLeaseDuration time.Duration `default:"15s" split_words:"true" desc:"new, kubernetes store: a leader's Lease lasts this long after its last renewal; it stops serving at two thirds of it"`
 	Identity            string        `default:"" desc:"new, kubernetes store: this replica's name in the Lease and in the pools' 'servedBy'; empty: the host name (the pod's name)"`
+	FreeDeletedNodes    bool          `default:"false" split_words:"true" desc:"new, kubernetes store: watch the cluster's Nodes; the subnets of a node deleted from the cluster are freed by the leader once their leases end (needs get, list, watch on nodes)"`
+	LeaderAddress       string        `default:"" split_words:"true" desc:"new, kubernetes store: where a standby forwards calls, host:port with '{identity}' standing for the leader's identity (the chart: '{identity}.<peer service>.<namespace>.svc:7777'); a standby is then ready while the leader answers; empty: standbys refuse calls (Unavailable) and are NOT_SERVING"`
 }
 
 // The stores IPAM_STORE names.
@@ -112,7 +115,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("logLevel", c.LogLevel), slog.String("store", c.Store),
 		slog.String("kubeNamespace", c.KubeNamespace), slog.String("kubeconfig", c.Kubeconfig),
 		slog.String("leaderLeaseName", c.leaseName()), slog.String("leaderLeaseDuration", c.LeaderLeaseDuration.String()),
-		slog.String("identity", c.Identity),
+		slog.String("identity", c.Identity), slog.String("leaderAddress", c.LeaderAddress),
+		slog.Bool("freeDeletedNodes", c.FreeDeletedNodes),
 	)
 }
 
@@ -188,6 +192,9 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 		}
 		if msgs := validation.IsDNS1123Subdomain(c.leaseName()); len(msgs) > 0 {
 			bad("IPAM_LEADER_LEASE_NAME: %q is not a Kubernetes object name: %s", c.leaseName(), strings.Join(msgs, "; "))
+		}
+		if c.LeaderAddress != "" && !strings.Contains(c.LeaderAddress, leader.IdentityPlaceholder) {
+			bad("IPAM_LEADER_ADDRESS: %q does not contain %s (the leader's identity): every standby would forward to one fixed address", c.LeaderAddress, leader.IdentityPlaceholder)
 		}
 	default:
 		bad("IPAM_STORE: %q is not %s or %s", c.Store, StoreBolt, StoreKubernetes)

@@ -132,14 +132,17 @@ func TestLoadStore(t *testing.T) {
 	t.Setenv("IPAM_DATASOURCE", "") // not used by the Kubernetes store
 	t.Setenv("IPAM_TRENCH_NAME", "Blue_Trench")
 	t.Setenv("IPAM_LEADER_LEASE_DURATION", "1s")
+	t.Setenv("IPAM_LEADER_ADDRESS", "ipam-0.peers:7777")
 	_, err = Load()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "IPAM_LEADER_LEASE_DURATION: 1s is below 3s")
 	assert.Contains(t, err.Error(), `IPAM_LEADER_LEASE_NAME: "causeway-ipam-blue_trench" is not a Kubernetes object name`)
+	assert.Contains(t, err.Error(), `IPAM_LEADER_ADDRESS: "ipam-0.peers:7777" does not contain {identity}`)
 	assert.NotContains(t, err.Error(), "IPAM_DATASOURCE")
 
 	t.Setenv("IPAM_LEADER_LEASE_DURATION", "15s")
 	t.Setenv("IPAM_LEADER_LEASE_NAME", "ipam-blue")
+	t.Setenv("IPAM_LEADER_ADDRESS", "{identity}.peers:7777")
 	c, err = Load()
 	require.NoError(t, err)
 	assert.Equal(t, "ipam-blue", c.leaseName())

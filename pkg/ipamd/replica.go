@@ -9,14 +9,17 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/leader"
+	"github.com/causeway-net/causeway/pkg/ipam/nodewatch"
 )
 
 // serviceAccountNamespace is where a pod finds its namespace.
@@ -24,7 +27,7 @@ const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/n
 
 // startReplica starts this replica's part in the election; it serves only
 // while it leads (pkg/ipam/leader).
-func startReplica(ctx context.Context, cfg *Config, ecfg ipam.Config, hs *grpchealth.Server, logger *slog.Logger) (*backend, error) {
+func startReplica(ctx context.Context, cfg *Config, ecfg ipam.Config, hs *grpchealth.Server, creds credentials.TransportCredentials, logger *slog.Logger) (*backend, error) {
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return nil, err
@@ -33,11 +36,12 @@ func startReplica(ctx context.Context, cfg *Config, ecfg ipam.Config, hs *grpche
 	if err != nil {
 		return nil, err
 	}
-	return startElection(ctx, rc, ns, id, cfg, ecfg, hs, logger)
+	return startElection(ctx, rc, ns, id, cfg, ecfg, hs, creds, logger)
 }
 
-// startElection runs the election against the API server of rc.
-func startElection(ctx context.Context, rc *rest.Config, ns, id string, cfg *Config, ecfg ipam.Config, hs *grpchealth.Server, logger *slog.Logger) (*backend, error) {
+// startElection runs the election against the API server of rc, and with
+// IPAM_LEADER_ADDRESS the forwarding of a standby's calls to the leader.
+func startElection(ctx context.Context, rc *rest.Config, ns, id string, cfg *Config, ecfg ipam.Config, hs *grpchealth.Server, creds credentials.TransportCredentials, logger *slog.Logger) (*backend, error) {
 	records, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -46,18 +50,46 @@ func startElection(ctx context.Context, rc *rest.Config, ns, id string, cfg *Con
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	health := setHealth(hs)
-	health(false)
-	gate := &leader.Gate{OnChange: health}
-	ecfg.OnStoreHealth = health
+	health := &replicaHealth{hs: hs}
+	health.update()
+	gate := &leader.Gate{OnChange: health.setServing}
+	ecfg.OnStoreHealth = health.setServing
 	ectx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var onNewLeader func(string)
+	if cfg.LeaderAddress != "" {
+		_, retry := leader.Timings(cfg.LeaderLeaseDuration)
+		fw := &leader.Forwarder{
+			Self: id, Address: cfg.LeaderAddress, Creds: creds,
+			Period: retry, OnReachable: health.setForwarding, Logger: logger,
+		}
+		gate.Standby, onNewLeader = fw, fw.SetLeader
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fw.Run(ectx)
+		}()
+	}
+	if cfg.FreeDeletedNodes {
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		nw := &nodewatch.Watcher{Client: cs, Engine: gate, Logger: logger}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nw.Run(ectx)
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		err := leader.Elect(ectx, leader.Config{
 			Leases: leases, Records: records, Namespace: ns, LeaseName: cfg.leaseName(), Identity: id,
-			LeaseDuration: cfg.LeaderLeaseDuration, Engine: ecfg, Gate: gate, Logger: logger,
+			LeaseDuration: cfg.LeaderLeaseDuration, Engine: ecfg, Gate: gate, OnNewLeader: onNewLeader, Logger: logger,
 		})
 		if err != nil {
 			logger.Error("leader election ended", "error", err)

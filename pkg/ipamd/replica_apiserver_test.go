@@ -21,8 +21,9 @@ import (
 	"github.com/causeway-net/causeway/internal/testutil"
 )
 
-// kubeconfig writes a kubeconfig file of the test's API server.
-func kubeconfig(t *testing.T, api *apiservertest.Server) string {
+// kubeconfig writes a kubeconfig file of the test's API server, reached at
+// host (its own, or a proxy's).
+func kubeconfig(t *testing.T, api *apiservertest.Server, host string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	content := fmt.Sprintf(`apiVersion: v1
@@ -31,7 +32,7 @@ clusters: [{name: test, cluster: {server: %q, insecure-skip-tls-verify: true}}]
 users: [{name: test, user: {token: %q}}]
 contexts: [{name: test, context: {cluster: test, user: test}}]
 current-context: test
-`, api.Config.Host, api.Config.BearerToken)
+`, host, api.Config.BearerToken)
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
 	return path
 }
@@ -42,25 +43,39 @@ type runningReplica struct {
 	stop   func() error
 }
 
+// serving reports whether the replica says ipam.v1.Ipam is SERVING (what
+// readiness asks).
 func (r runningReplica) serving(t *testing.T) bool {
+	return r.healthy(t, "ipam.v1.Ipam")
+}
+
+// healthy reports whether the replica says service is SERVING.
+func (r runningReplica) healthy(t *testing.T, service string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	// WaitForReady: the replica may not listen yet.
-	hr, err := healthpb.NewHealthClient(r.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "ipam.v1.Ipam"}, grpc.WaitForReady(true))
+	hr, err := healthpb.NewHealthClient(r.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service}, grpc.WaitForReady(true))
 	require.NoError(t, err)
 	return hr.GetStatus() == healthpb.HealthCheckResponse_SERVING
+}
+
+// startAPI starts an API server with the IPAM's CRDs.
+func startAPI(t *testing.T) *apiservertest.Server {
+	t.Helper()
+	root, err := testutil.ModuleRoot()
+	require.NoError(t, err)
+	bin, etcd := apiservertest.Require(t, root)
+	api := apiservertest.Start(t, bin, etcd)
+	api.InstallCRDs(filepath.Join(root, "deployments/helm/causeway/crds/ipam.causeway.net.yaml"))
+	return api
 }
 
 // Two ipam processes on IPAM_STORE=kubernetes: one serves, the other
 // refuses and says NOT_SERVING; when the serving one stops, the other
 // serves the same addresses.
 func TestRunReplicasOnKubernetesStore(t *testing.T) {
-	root, err := testutil.ModuleRoot()
-	require.NoError(t, err)
-	bin, etcd := apiservertest.Require(t, root)
-	api := apiservertest.Start(t, bin, etcd)
-	api.InstallCRDs(filepath.Join(root, "deployments/helm/causeway/crds/ipam.causeway.net.yaml"))
-	kc := kubeconfig(t, api)
+	api := startAPI(t)
+	kc := kubeconfig(t, api, api.Config.Host)
 
 	var rs []runningReplica
 	for i := range 2 {
@@ -74,7 +89,7 @@ func TestRunReplicasOnKubernetesStore(t *testing.T) {
 	other := rs[1-leader]
 	addr := allocate(t, rs[leader].client, ipamv1.IPFamily_IPV4, "a")
 	assert.False(t, other.serving(t))
-	_, err = other.client.Allocate(context.Background(), &ipamv1.Child{Name: "bridge", Subnet: &ipamv1.Subnet{
+	_, err := other.client.Allocate(context.Background(), &ipamv1.Child{Name: "bridge", Subnet: &ipamv1.Subnet{
 		Conduit: &nspv1.Conduit{Name: "a", Trench: &nspv1.Trench{Name: "default"}}, Node: "worker", IpFamily: ipamv1.IPFamily_IPV4,
 	}})
 	require.ErrorContains(t, err, "does not serve now", "the standby refuses")

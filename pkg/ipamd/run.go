@@ -55,7 +55,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	if cfg.Store == StoreKubernetes {
 		start = startReplica
 	}
-	be, err := start(ctx, cfg, ecfg, hs, logger)
+	be, err := start(ctx, cfg, ecfg, hs, sec.Client, logger)
 	if err != nil {
 		return err
 	}

@@ -185,7 +185,7 @@ apply_manifest() {
 			sedargs+=(-e "s#@IMAGE:$name@#$(image_named "$name")#g")
 		fi
 	done
-	for name in DNS_SERVICE_IP TRUST_DOMAIN NODE_IP VOLUMES; do
+	for name in DNS_SERVICE_IP TRUST_DOMAIN SPIRE_CLUSTER NODE_IP VOLUMES; do
 		sedargs+=(-e "s#@$name@#${!name}#g")
 	done
 	local doc
@@ -196,11 +196,14 @@ apply_manifest() {
 	kubectl apply -f - <<<"$doc" >/dev/null
 }
 
-# start_addons applies the default StorageClass and its volumes, CoreDNS and SPIRE.
+# start_addons applies the default StorageClass and its volumes, CoreDNS,
+# and SPIRE with the custom resources of its controller manager (from the
+# controller manager's source: sources.sh).
 start_addons() {
 	apply_manifest storage
 	local_volumes | kubectl apply -f - >/dev/null
 	apply_manifest coredns
+	kubectl apply --server-side -f "$(third_party_dir spire-controller-manager)/config/crd/bases" >/dev/null
 	apply_manifest spire
 }
 
@@ -229,12 +232,13 @@ EOV
 	done
 }
 
-# available NAMESPACE KIND/NAME: whether the Deployment or DaemonSet has
-# all its pods ready.
+# available NAMESPACE KIND/NAME: whether the Deployment, StatefulSet or
+# DaemonSet has all its pods ready.
 available() {
 	local want have
 	case "$2" in
 	deployment/*) want=.spec.replicas have=.status.availableReplicas ;;
+	statefulset/*) want=.spec.replicas have=.status.availableReplicas ;;
 	daemonset/*) want=.status.desiredNumberScheduled have=.status.numberAvailable ;;
 	esac
 	local got

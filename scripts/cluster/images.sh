@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the test cluster's own images (the pod sandbox's pause, CoreDNS,
-# SPIRE's server and agent, and the suite's probe of services)
-# once, from sources of this clone, into $CAUSEWAY_CACHE/images as
-# docker-archive files keyed by a hash of their sources (the archives of
-# other versions are removed); `up.sh` imports them into containerd. Nothing
+# SPIRE's server, agent and controller manager, NSM's nsmgr and registry-k8s,
+# the project's veth forwarder, and the suite's probe of services) once,
+# from sources of this clone and the released sources of sources.sh, into
+# $CAUSEWAY_CACHE/images as docker-archive files keyed by a hash of their
+# sources (the archives of other versions are removed); `up.sh` imports them into containerd. Nothing
 # is pulled: each image is FROM scratch with one static binary. Prints
 # nothing but its log.
 set -euo pipefail
@@ -31,6 +32,7 @@ build_image() {
 	static) (cd "$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/$name" "$pkg") ;;
 	cgo-static) (cd "$moddir" && CGO_ENABLED=1 go build -trimpath -tags netgo,osusergo \
 		-ldflags "-s -w -linkmode external -extldflags -static" -o "$tmp/$name" "$pkg") ;;
+	third-party) third_party_build "${moddir#third-party:}" "$pkg" "$tmp" "$tmp/$name" ;;
 	busybox) ;;
 	esac
 	mkdir -p "$tmp/rootfs"
@@ -63,7 +65,11 @@ prune() {
 	done
 }
 
+# images.sh [NAME...]: only the images named (default: all).
 for entry in "${CLUSTER_IMAGES[@]}"; do
+	if [ $# -gt 0 ] && [[ " $* " != *" ${entry%% *} "* ]]; then
+		continue
+	fi
 	# shellcheck disable=SC2086 # an entry is five words
 	build_image $entry
 	# shellcheck disable=SC2086

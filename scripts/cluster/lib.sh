@@ -23,9 +23,11 @@ die() { log "$*"; exit 1; }
 
 # The cluster's own images: name, module directory, package, user, and how
 # the binary is linked: static (CGO_ENABLED=0), cgo-static (cgo, linked
-# statically: SPIRE's server needs cgo for its sqlite store) or busybox (the
-# host's static busybox, Debian's busybox-static, for the chart's sysctl
-# init container).
+# statically: SPIRE's server needs cgo for its sqlite store), third-party
+# (CGO_ENABLED=0, from the released source of a program the module proxy
+# does not serve, sources.sh; the module directory is third-party:<name>)
+# or busybox (the host's static busybox, Debian's busybox-static, for the
+# chart's sysctl init container).
 KUBE_MOD="$CLUSTER_REPO/test/kube"
 CLUSTER_IMAGES=(
 	"pause $KUBE_MOD ./images/pause 65535:65535 static"
@@ -33,28 +35,40 @@ CLUSTER_IMAGES=(
 	"coredns $KUBE_MOD/tools/coredns . 0:0 static"
 	"spire-server $KUBE_MOD/tools/spire github.com/spiffe/spire/cmd/spire-server 0:0 cgo-static"
 	"spire-agent $KUBE_MOD/tools/spire github.com/spiffe/spire/cmd/spire-agent 0:0 static"
-	"nsm-registry $KUBE_MOD ./images/nsm-registry 65534:65534 static"
-	"nsmgr $KUBE_MOD ./images/nsmgr 0:0 static"
+	"spire-controller-manager third-party:spire-controller-manager ./cmd 0:0 third-party"
+	"cmd-nsmgr third-party:cmd-nsmgr . 0:0 third-party"
+	"cmd-registry-k8s third-party:cmd-registry-k8s . 65534:65534 third-party"
 	"forwarder $KUBE_MOD ./images/forwarder 0:0 static"
 	"busybox $KUBE_MOD /bin/busybox 0:0 busybox"
 )
 
 # image_ref NAME MODDIR PKG: the reference of one of the cluster's own
 # images, tagged with a hash of the Go version, its module's requirements and
-# the Go files of this clone that PKG is built from (or PKG itself when it is
-# a file).
+# the Go files of this clone that PKG is built from, by their paths within
+# the clone (or PKG itself when it is a file); for a third-party program,
+# of the Go version, PKG and every file of its source and of the
+# third-party modules it replaces.
 image_ref() {
 	local hash
 	hash="$( (
 		go version
-		cd "$2" && sha256sum go.mod go.sum 2>/dev/null
-		if [ -f "$3" ]; then
-			sha256sum "$3"
-		else
-			go list -deps -f '{{if not .Standard}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}' "$3" |
-				grep "^$CLUSTER_REPO/" | LC_ALL=C sort | xargs -r sha256sum
-		fi
-	) | sha256sum | cut -c1-12)"
+		case "$2" in
+		third-party:*)
+			echo "$3"
+			third_party_hash "${2#third-party:}"
+			;;
+		*)
+			cd "$2" && sha256sum go.mod go.sum 2>/dev/null
+			if [ -f "$3" ]; then
+				sha256sum "$3"
+			else
+				# by their paths within the clone: the same in every clone
+				go list -deps -f '{{if not .Standard}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}{{"\n"}}{{end}}{{end}}' "$3" |
+					sed -n "s#^$CLUSTER_REPO/##p" | LC_ALL=C sort | (cd "$CLUSTER_REPO" && xargs -r sha256sum)
+			fi
+			;;
+		esac
+	) | sha256sum | cut -c1-12)" || return 1
 	echo "localhost/kube/$1:$hash"
 }
 
@@ -65,8 +79,10 @@ image_named() {
 		read -r name moddir pkg user <<<"$entry"
 		if [ "$name" = "$1" ]; then
 			image_ref "$name" "$moddir" "$pkg"
+			return
 		fi
 	done
+	die "no image named $1"
 }
 
 # image_archive REF: where the image REF is cached.
@@ -107,7 +123,11 @@ POD_BRIDGE=cw-cni0
 SERVICE_CIDR=10.96.0.0/16,fd10:96::/112
 API_SERVICE_IP=10.96.0.1
 DNS_SERVICE_IP=10.96.0.10
-TRUST_DOMAIN=example.org
+# SPIRE as NSM's deployments-k8s ships it (examples/spire/single_cluster):
+# its trust domain and the cluster name of its k8s_psat node attestation and
+# its controller manager.
+TRUST_DOMAIN=k8s.nsm
+SPIRE_CLUSTER=k8s-nsm-cluster
 VOLUMES=8
 ETCD_URL=http://127.0.0.1:2379
 CONTAINERD_SOCK="$CLUSTER_RUN/containerd/containerd.sock"
@@ -139,3 +159,5 @@ HOST_SYSCTLS=(
 COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 kubectl() { "$K8S_CACHE/bin/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
+
+. "$CLUSTER_REPO/scripts/cluster/sources.sh"

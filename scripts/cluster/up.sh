@@ -2,8 +2,10 @@
 # Starts the single-node test cluster as root (`make cluster`): builds or
 # reuses the cached binaries and images, records the host's state, starts
 # etcd, containerd, the control plane, the kubelet and kube-proxy as
-# processes, then CoreDNS, SPIRE, NSM and a default StorageClass, and prints when the node is Ready. A
-# failed start stops what it started (down.sh). `make cluster-down` stops it.
+# processes, then a default StorageClass, CoreDNS, SPIRE with its controller
+# manager and NSM's nsmgr and registry-k8s with the project's forwarder, and
+# prints when each is up. A failed start stops what it started (down.sh).
+# `make cluster-down` stops it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
@@ -41,14 +43,15 @@ wait_for "the node Ready" 300 node_ready
 start_addons
 echo "FIGURE: cluster start to node Ready $((SECONDS - start)) s"
 wait_for "CoreDNS available" 300 available kube-system deployment/coredns
-wait_for "the SPIRE server available" 300 available spire deployment/spire-server
+wait_for "the SPIRE server and its controller manager available" 300 available spire statefulset/spire-server
 wait_for "the SPIRE agent available" 300 available spire daemonset/spire-agent
-"$here/spire-register.sh" node
+# The controller manager's webhook checks the ClusterSPIFFEID: it answers
+# once the manager has its certificate in the webhook's configuration.
+wait_for "the ClusterSPIFFEID nsm-workloads accepted" 120 apply_manifest spire-workloads
 echo "FIGURE: cluster start to CoreDNS and SPIRE available $((SECONDS - start)) s"
-"$here/spire-register.sh" nsm-system nsm-registry nsmgr forwarder
 apply_manifest nsm
-wait_for "NSM's registry available" 300 available nsm-system deployment/nsm-registry
-wait_for "the NSMgr available" 300 available nsm-system daemonset/nsmgr
+wait_for "NSM's registry-k8s available" 300 available nsm-system deployment/registry-k8s
+wait_for "NSM's nsmgr available" 300 available nsm-system daemonset/nsmgr
 wait_for "the forwarder available" 300 available nsm-system daemonset/forwarder
 echo "FIGURE: cluster start to NSM available $((SECONDS - start)) s"
 echo "cluster: up; KUBECONFIG=$KUBECONFIG_ADMIN; kubectl and helm in $CLUSTER_STATE/bin"

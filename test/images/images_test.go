@@ -33,6 +33,10 @@ const proxyCaps = "cap_net_admin=ep"
 // binaries are the images, each named after its binary.
 var binaries = []string{"proxy", "ipam", "nsp"}
 
+// extras are the binaries an image holds beside its own: the proxy's
+// upgrade step rides in the proxy's image.
+var extras = map[string][]string{"proxy": {"causeway-upgrade"}}
+
 // TestImages builds the three images offline and checks, for each, that
 // its user is not root, its entrypoint is its binary and the only file of
 // its layers, that only the proxy binary carries a file capability and that
@@ -79,7 +83,7 @@ func TestImages(t *testing.T) {
 // trimmed paths, version stamped) into dir.
 func buildStatic(t *testing.T, dir string) string {
 	t.Setenv("CGO_ENABLED", "0")
-	for _, name := range binaries {
+	for _, name := range append(slices.Clone(binaries), extras["proxy"]...) {
 		_, err := testutil.BuildBinary(dir, "./cmd/"+name, "-trimpath", "-ldflags", "-X main.version="+version)
 		require.NoError(t, err)
 	}
@@ -94,7 +98,11 @@ func checkImage(t *testing.T, name string, cfg imageConfig, rootfs string) {
 	require.NotZero(t, uid, "the image runs as root (user %q)", cfg.User)
 	require.Equal(t, []int{configref.ImageUser, configref.ImageUser}, []int{uid, gid}, "the user the chart runs the pods as")
 
-	require.Equal(t, []string{binary}, regularFiles(t, rootfs), "the image holds its binary and nothing else")
+	files := []string{binary}
+	for _, extra := range extras[name] {
+		files = append(files, configref.ImageBinary(extra))
+	}
+	require.ElementsMatch(t, files, regularFiles(t, rootfs), "the image holds its binary (and its extras) and nothing else")
 
 	caps := fileCapabilities(t, rootfs)
 	if name == "proxy" {
@@ -103,10 +111,12 @@ func checkImage(t *testing.T, name string, cfg imageConfig, rootfs string) {
 		require.Empty(t, caps, "file capabilities")
 	}
 
-	run := exec.Command("chroot", fmt.Sprintf("--userspec=%d:%d", uid, gid), rootfs, binary, "-version")
-	out, err := run.CombinedOutput()
-	require.NoError(t, err, "%s -version as %d:%d in the image's root: %s", binary, uid, gid, out)
-	require.Equal(t, version, strings.TrimSpace(string(out)))
+	for _, b := range files {
+		run := exec.Command("chroot", fmt.Sprintf("--userspec=%d:%d", uid, gid), rootfs, b, "-version")
+		out, err := run.CombinedOutput()
+		require.NoError(t, err, "%s -version as %d:%d in the image's root: %s", b, uid, gid, out)
+		require.Equal(t, version, strings.TrimSpace(string(out)))
+	}
 
 	if name == "proxy" {
 		checkProxyStarts(t, rootfs, uid, gid)

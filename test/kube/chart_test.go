@@ -80,8 +80,9 @@ const servicePort = 8080
 // installChart installs the chart as a user does: the example values (with
 // the proxies' services on, servicesValues), the
 // images of this clone (loaded by make test-kube with CAUSEWAY_IMAGE_TAG)
-// and the cluster's own sysctl image, after registering the chart's service
-// accounts with SPIRE. It uninstalls it when t ends. Image references go
+// and the cluster's own sysctl image; nothing for SPIRE (the chart's
+// defaults fit NSM's: its pods get their IDs from NSM's ClusterSPIFFEID,
+// nobody registers them). It uninstalls it when t ends. Image references go
 // in with --set-string: a tag of digits only (a git hash such as 6776663)
 // would otherwise be a number, which the chart's schema refuses.
 func (c *cluster) installChart(ctx context.Context, t *testing.T) {
@@ -91,7 +92,6 @@ func (c *cluster) installChart(ctx context.Context, t *testing.T) {
 		t.Fatal("CAUSEWAY_IMAGE_TAG names the images to install (make test-kube sets it)")
 	}
 	c.recycleVolumes(t)
-	registerSPIFFE(t, chartNamespace, "proxy-"+chartRelease, "ipam-"+chartRelease, "nsp-"+chartRelease)
 	busybox := c.image(ctx, t, "busybox")
 	repo, btag, _ := strings.Cut(busybox, ":")
 	set := []string{

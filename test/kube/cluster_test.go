@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,7 +28,8 @@ func kubeconfigPath() string {
 
 // cluster is the suite's handle on the test cluster.
 type cluster struct {
-	client *kubernetes.Clientset
+	client  *kubernetes.Clientset
+	dynamic *dynamic.DynamicClient // custom resources (NSM's registry, SPIRE's controller manager)
 }
 
 // newCluster connects to the test cluster. It needs root (the suite looks at
@@ -53,7 +55,11 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
-	return &cluster{client: client}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		t.Fatalf("dynamic client: %v", err)
+	}
+	return &cluster{client: client, dynamic: dyn}
 }
 
 // eventually calls check every poll until it returns nil, and fails t with

@@ -18,6 +18,8 @@ type probePod struct {
 	hostPaths      map[string]string // host directory -> mount path
 	claims         map[string]string // claim name -> mount path
 	user           int64             // with fsGroup the same; default: the image's
+	labels         map[string]string // of the pod
+	created        *string           // if not nil, set to the pod's name once created
 }
 
 // runProbe runs the probe as a pod to its end and returns its output; the
@@ -29,7 +31,7 @@ func (c *cluster) runProbe(ctx context.Context, t *testing.T, p probePod) (strin
 	}
 	pods := c.client.CoreV1().Pods(p.namespace)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Labels: p.labels},
 		Spec: corev1.PodSpec{
 			RestartPolicy:      corev1.RestartPolicyNever,
 			ServiceAccountName: p.serviceAccount,
@@ -63,6 +65,9 @@ func (c *cluster) runProbe(ctx context.Context, t *testing.T, p probePod) (strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pods.Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) })
+	if p.created != nil {
+		*p.created = pod.Name
+	}
 	var phase corev1.PodPhase
 	eventually(ctx, t, "the probe pod done", func(ctx context.Context) error {
 		got, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,8 +237,12 @@ func (tr *trench) replaceProxy(ctx context.Context, t *testing.T) {
 }
 
 // replaceNSM deletes the NSMgr's and the forwarder's pods while the external
-// host probes the VIP: no probe is lost (the data path is the kernel's; the
-// connections heal on the new NSMgr) and everything turns Ready by itself.
+// host probes the VIP: no probe is lost until both are Ready again and the
+// proxy with them (the data path is the kernel's), and everything turns
+// Ready by itself. The connections then heal through the new NSMgr (each
+// re-requested as it is); the probes run 15 s more so that a heal that
+// breaks a path is seen: none may cut traffic for longer than a probe or
+// two (maxHealGap), as in the lab's NSM outage (test/e2e).
 func (tr *trench) replaceNSM(ctx context.Context, t *testing.T) {
 	tr.c.waitProxyReady(ctx, t)
 	before := tr.targetAddrs(ctx, t)
@@ -263,22 +268,35 @@ func (tr *trench) replaceNSM(ctx context.Context, t *testing.T) {
 	}
 	ready := time.Since(start)
 	tr.c.waitProxyReady(ctx, t)
-	// The targets' and the proxy's connections heal through the new NSMgr
-	// (they refresh, or the liveness check asks the new one); probe on for
-	// a while after it so that a late heal that breaks the path is seen.
+	back := time.Now()
 	time.Sleep(15 * time.Second)
 	tr.waitServed(ctx, t)
 	series := stop()
 	checkKept(t, before, tr.targetAddrs(ctx, t))
-	t.Logf("FIGURE: NSMgr and forwarder pods replaced: both Ready after %.1f s; %d of %d probes lost (longest gap %s)",
-		ready.Seconds(), series.Failures(), len(series), series.LongestGap().Len().Round(time.Millisecond))
-	if n := series.Failures(); n != 0 {
-		t.Errorf("%d probes lost while NSM's pods were replaced (deleted at %s): %v", n, start.Format(time.RFC3339Nano), series.Gaps())
+	outage, heals := series.Before(back), series.After(back)
+	t.Logf("FIGURE: NSMgr and forwarder pods replaced: both Ready after %.1f s; %d of %d probes lost until then and the proxy Ready, %d of %d in the 15 s of heals after (longest gap %s)",
+		ready.Seconds(), outage.Failures(), len(outage), heals.Failures(), len(heals), heals.LongestGap().Len().Round(time.Millisecond))
+	failed := false
+	if n := outage.Failures(); n != 0 {
+		failed = true
+		t.Errorf("%d probes lost while NSM's pods were replaced (deleted at %s): %s", n, start.Format(time.RFC3339Nano), lostProbes(outage))
+	}
+	if g := heals.LongestGap(); g.Failures > 0 && (g.Len() > maxHealGap || g.Open) {
+		failed = true
+		t.Errorf("a heal through the new NSMgr cut traffic for %s (from %s): %s", g, back.Format(time.RFC3339Nano), lostProbes(heals))
+	} else if heals.Failures() > 0 {
+		t.Logf("probes lost as the connections healed: %s", lostProbes(heals))
+	}
+	if failed {
 		tr.logPods(ctx, t, "nsm-system", "app in (nsmgr,forwarder)")
 		tr.logPods(ctx, t, chartNamespace, "app.kubernetes.io/instance="+chartRelease+",app.kubernetes.io/component notin (ipam,nsp)")
 		tr.logStubs(ctx, t)
 	}
 }
+
+// maxHealGap is the longest gap a connection's heal may make: a probe or
+// two of 10 ms.
+const maxHealGap = 50 * time.Millisecond
 
 // logPods logs the last lines of the logs of the pods of selector in
 // namespace (a failed check: what each component said meanwhile).
@@ -312,4 +330,16 @@ func (c *cluster) waitReplaced(ctx context.Context, t *testing.T, pod *corev1.Po
 		return fmt.Errorf("none Ready yet")
 	})
 	return next
+}
+
+// lostProbes lists the failed probes of series, each with its start and
+// error, the first ten of them.
+func lostProbes(series traffic.Series) string {
+	var out []string
+	for _, p := range series {
+		if !p.OK() && len(out) < 10 {
+			out = append(out, p.Start.UTC().Format("15:04:05.000")+" "+p.Err.Error())
+		}
+	}
+	return strings.Join(out, "; ")
 }

@@ -2,7 +2,8 @@ package kube_test
 
 import (
 	"context"
-	"os/exec"
+	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // spireSockets is where the SPIRE agent serves the Workload API on the node.
@@ -26,14 +28,20 @@ func repoPath(rel string) string {
 // scriptPath returns the path of scripts/cluster/NAME in this clone.
 func scriptPath(name string) string { return repoPath(filepath.Join("scripts", "cluster", name)) }
 
-// registerSPIFFE registers the service account sa of namespace ns with the
-// cluster's SPIRE, as a user of the chart does (docs/kubernetes.md).
-func registerSPIFFE(t *testing.T, ns string, sas ...string) {
-	t.Helper()
-	out, err := exec.Command(scriptPath("spire-register.sh"), append([]string{ns}, sas...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("spire-register.sh %s %v: %v\n%s", ns, sas, err, out)
-	}
+// spiffeLabel selects the pods of the ClusterSPIFFEID nsm-workloads, NSM's
+// (scripts/cluster/manifests/spire-workloads.yaml): each gets the SPIFFE ID
+// spiffe://k8s.nsm/ns/<namespace>/pod/<pod>.
+const spiffeLabel = "spiffe.io/spiffe-id"
+
+// spiffeLabels are the labels of a pod that gets an SVID.
+func spiffeLabels() map[string]string { return map[string]string{spiffeLabel: "true"} }
+
+// nsmTrustDomain is the trust domain of NSM's SPIRE.
+const nsmTrustDomain = "k8s.nsm"
+
+// podSPIFFEID is the SPIFFE ID of a labelled pod.
+func podSPIFFEID(ns, pod string) string {
+	return "spiffe://" + nsmTrustDomain + "/ns/" + ns + "/pod/" + pod
 }
 
 // serviceAccount makes the service account name in namespace ns.
@@ -47,29 +55,82 @@ func (c *cluster) serviceAccount(ctx context.Context, t *testing.T, ns, name str
 	}
 }
 
-// TestSPIRE: a pod whose service account is registered gets the SVID
-// spiffe://example.org/ns/<namespace>/sa/<account> from the node's agent;
-// a pod of an account that is not registered gets none within 15 s, after
-// the agent has learnt the other registration.
+// TestSPIRE: SPIRE's controller manager made the ClusterSPIFFEID of NSM's
+// example; a pod labelled as it selects gets the SVID
+// spiffe://k8s.nsm/ns/<namespace>/pod/<pod> from the node's agent, with no
+// entry made by hand; a pod without the label gets none within 15 s, after
+// the other one got its own.
 func TestSPIRE(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c.serviceAccount(ctx, t, "default", "registered")
-	c.serviceAccount(ctx, t, "default", "unregistered")
-	registerSPIFFE(t, "default", "registered")
-	probe := func(sa, timeout string) (string, error) {
+	csid, err := c.dynamic.Resource(clusterSPIFFEIDs).Get(ctx, "nsm-workloads", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the ClusterSPIFFEID nsm-workloads: %v", err)
+	}
+	if tmpl, _, _ := unstructured.NestedString(csid.Object, "spec", "spiffeIDTemplate"); tmpl != podSPIFFEID("{{.PodMeta.Namespace}}", "{{.PodMeta.Name}}") {
+		t.Errorf("nsm-workloads' template %q", tmpl)
+	}
+	probe := func(labels map[string]string, name *string, timeout string) (string, error) {
 		return c.runProbe(ctx, t, probePod{
-			serviceAccount: sa,
-			args:           []string{"-svid", "unix://" + spireSockets + "/agent.sock", "-timeout", timeout},
-			hostPaths:      map[string]string{spireSockets: spireSockets},
+			labels:    labels,
+			created:   name,
+			args:      []string{"-svid", "unix://" + spireSockets + "/agent.sock", "-timeout", timeout},
+			hostPaths: map[string]string{spireSockets: spireSockets},
 		})
 	}
-	out, err := probe("registered", "60s")
-	if want := "svid spiffe://example.org/ns/default/sa/registered"; err != nil || !strings.Contains(out, want) {
-		t.Fatalf("registered account: %v; output %q, want %q", err, out, want)
+	var name string
+	out, err := probe(spiffeLabels(), &name, "60s")
+	if want := "svid " + podSPIFFEID("default", name); err != nil || !strings.Contains(out, want) {
+		t.Fatalf("labelled pod: %v; output %q, want %q", err, out, want)
 	}
-	if out, err := probe("unregistered", "15s"); err == nil {
-		t.Fatalf("an unregistered account got an SVID: %q", out)
+	if out, err := probe(nil, nil, "15s"); err == nil {
+		t.Fatalf("a pod without the label got an SVID: %q", out)
 	}
+}
+
+// serviceAccountValues switch a release to SPIRE's other common scheme:
+// service-account IDs from the chart's own ClusterSPIFFEID, the pods no
+// longer labelled for NSM's (a null deletes the chart's default label).
+const serviceAccountValues = `spire:
+  idScheme: serviceAccount
+  clusterSPIFFEIDs: {create: true}
+  podLabels: {spiffe.io/spiffe-id: null}
+`
+
+// useServiceAccountIDs upgrades the release to service-account IDs: the
+// proxy's pod moved to the new template (in place by the chart's upgrade
+// hook: only its labels change), the IPAM's and the nsp's replaced; the
+// proxy's SVID becomes spiffe://k8s.nsm/ns/<namespace>/sa/<its service
+// account>, the IPAM and the nsp authorize it by the service-account rules
+// (a target replaced is served: the proxy allocated its addresses), and
+// traffic flows again.
+func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
+	tr.c.waitProxyReady(ctx, t)
+	file := filepath.Join(t.TempDir(), "sa.yaml")
+	if err := os.WriteFile(file, []byte(serviceAccountValues), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
+		"--reuse-values", "--values", file, "--wait", "--timeout", "5m")
+	var proxy *corev1.Pod
+	eventually(ctx, t, "the proxy Ready without NSM's label", func(ctx context.Context) error {
+		if proxy = tr.c.waitProxyReady(ctx, t); proxy.Labels[spiffeLabel] != "" {
+			return fmt.Errorf("%s still labelled %s", proxy.Name, spiffeLabel)
+		}
+		return nil
+	})
+	tr.waitServed(ctx, t)
+	t.Logf("FIGURE: helm upgrade to service-account IDs to every target served again: %.1f s", time.Since(start).Seconds())
+	want := "spiffe://" + nsmTrustDomain + "/ns/" + chartNamespace + "/sa/" + proxy.Spec.ServiceAccountName
+	eventually(ctx, t, "the proxy's SVID of its service account", func(ctx context.Context) error {
+		got := tr.c.svids(ctx, proxy, metav1.Time{})
+		if len(got) == 0 || got[len(got)-1].SPIFFEID != want {
+			return fmt.Errorf("the proxy logged the SVIDs %v, want the last one %s", got, want)
+		}
+		return nil
+	})
+	tr.replaceTarget(ctx, t)
+	tr.checkTraffic(ctx, t)
 }

@@ -65,7 +65,8 @@ func stubDeployment(name, account, image string, replicas int32, args []string) 
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				// NSM's ClusterSPIFFEID gives each its pod's SPIFFE ID.
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name, spiffeLabel: "true"}},
 				Spec: corev1.PodSpec{
 					ServiceAccountName:            account,
 					TerminationGracePeriodSeconds: &grace,
@@ -97,8 +98,7 @@ func stubDeployment(name, account, image string, replicas int32, args []string) 
 	}
 }
 
-// startStubs registers the stubs' service accounts with SPIRE and starts
-// two LB stubs (NSEs of the conduit's network service) and three targets
+// startStubs starts two LB stubs (NSEs of the conduit's network service) and three targets
 // (clients of the proxy's), in the chart's namespace; they go when t ends.
 func (c *cluster) startStubs(ctx context.Context, t *testing.T) {
 	t.Helper()
@@ -112,7 +112,6 @@ func (c *cluster) startStubs(ctx context.Context, t *testing.T) {
 	}
 	c.serviceAccount(ctx, t, chartNamespace, lbAccount)
 	c.serviceAccount(ctx, t, chartNamespace, targetAccount)
-	registerSPIFFE(t, chartNamespace, lbAccount, targetAccount)
 	deployments := c.client.AppsV1().Deployments(chartNamespace)
 	for _, d := range []*appsv1.Deployment{
 		stubDeployment(lbDeployment, lbAccount, image, 2, stubArgs("lb", "-service", conduitService,

@@ -43,7 +43,11 @@ func TestTrench(t *testing.T) {
 		tr.replaceNSM(ctx, t)
 		tr.checkTraffic(ctx, t)
 	})
+	t.Run("RegistryReplaced", func(t *testing.T) { tr.replaceRegistry(ctx, t) })
+	t.Run("SPIREReplaced", func(t *testing.T) { tr.replaceSPIRE(ctx, t) })
+	t.Run("SVIDRotated", func(t *testing.T) { tr.rotateSVIDs(ctx, t) })
 	t.Run("LBFrozen", func(t *testing.T) { tr.freezeLB(ctx, t) })
+	t.Run("ServiceAccountIDs", func(t *testing.T) { tr.useServiceAccountIDs(ctx, t) })
 	t.Run("UpgradeUninstall", func(t *testing.T) { tr.upgradeUninstall(ctx, t) })
 }
 

@@ -39,6 +39,9 @@ type Config struct {
 	Gate *Gate
 	// Retry is the pause after a failed load of the store (default 1s).
 	Retry time.Duration
+	// OnNewLeader, if set, is called with the identity in the Lease each
+	// time it changes (a Forwarder's SetLeader).
+	OnNewLeader func(identity string)
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -87,6 +90,9 @@ func Elect(ctx context.Context, cfg Config) error {
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(id string) {
 				cfg.Logger.Info("IPAM leader", "leader", id, "self", id == cfg.Identity)
+				if cfg.OnNewLeader != nil {
+					cfg.OnNewLeader(id)
+				}
 			},
 		},
 	}

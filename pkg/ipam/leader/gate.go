@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -28,6 +29,9 @@ type Gate struct {
 	// OnChange, if set, is called (under the gate's lock) with true when an
 	// engine starts serving and false when it stops.
 	OnChange func(serving bool)
+	// Standby, if set, answers the calls while no engine serves here (a
+	// Forwarder); nil refuses them with Unavailable.
+	Standby ipamv1.IpamServer
 }
 
 var (
@@ -72,10 +76,15 @@ func (g *Gate) Serving() bool {
 	return g.server != nil
 }
 
-func (g *Gate) current() *ipam.Server {
+// current returns what answers a call now: the serving engine's server,
+// else the standby, else nil.
+func (g *Gate) current() ipamv1.IpamServer {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	return g.server
+	if g.server != nil {
+		return g.server
+	}
+	return g.Standby
 }
 
 // Allocate implements ipam.v1.Ipam.
@@ -121,4 +130,26 @@ func (g *Gate) Collect(ch chan<- prometheus.Metric) {
 	if e != nil {
 		e.Collect(ch)
 	}
+}
+
+// NodeNames returns the serving engine's nodes (none while it does not
+// serve): a deleted node is freed by the leader only.
+func (g *Gate) NodeNames() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.engine == nil {
+		return nil
+	}
+	return g.engine.NodeNames()
+}
+
+// FreeNode frees a deleted node's subnets in the serving engine (nothing
+// while it does not serve).
+func (g *Gate) FreeNode(name string) (int, time.Time) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.engine == nil {
+		return 0, time.Time{}
+	}
+	return g.engine.FreeNode(name)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"path/filepath"
 	"sync"
@@ -42,22 +43,43 @@ type Config struct {
 	// SIGKILL stays registered, hence how fast its clients heal away from it.
 	// Values under 3s are raised to 3s (a registration try may take 2s).
 	NSEExpiration time.Duration
+
+	// The fields below make the control plane one node of several.
+
+	// Registry, when set, is the registry the nodes share (StartRegistry);
+	// the NSMgr then keeps none of its own.
+	Registry *url.URL
+	// Listen, when set, is a TCP address (host:port) on which the NSMgr is
+	// served too, for the forwarders of other nodes; the registry knows
+	// this node's endpoints by it. Needs Registry.
+	Listen string
+	// Remote is the forwarder's remote mechanism (its zero value: none).
+	Remote forwarder.Remote
 }
 
-// ControlPlane is a running NSMgr (with its embedded memory registry) and a
-// veth forwarder registered with it, both served on unix sockets.
+// ControlPlane is a running NSMgr and the forwarder registered with it, both
+// served on unix sockets.
 //
-// The NSMgr's own registry is used rather than a separate memory registry:
-// with one node and unix sockets this is the layout the SDK supports (its
-// sandbox does the same); the registry API is served on the NSMgr socket.
+// Alone on its machine (no Config.Registry), the NSMgr's own registry is
+// used rather than a separate memory registry: with one node and unix
+// sockets this is the layout the SDK supports (its sandbox does the same);
+// the registry API is served on the NSMgr socket. As one node of several,
+// the NSMgr uses the registry the nodes share and is served on TCP too, as
+// NSM's NSMgrs are, for the other nodes' forwarders.
 type ControlPlane struct {
 	// NSMgrURL is what NSCs and NSEs dial (NSM_CONNECT_TO for the proxy).
 	NSMgrURL *url.URL
+	// NodeURL is the NSMgr's TCP URL when Config.Listen is set (nil else).
+	NodeURL *url.URL
 
 	cancel   context.CancelFunc
 	nsmgrSrv *Server
+	tcpSrv   *Server
+	ctx      context.Context
+	cfg      Config
+	fwdMu    sync.Mutex // the forwarder's run, replaced by RestartForwarder
+	fwdStop  context.CancelFunc
 	fwdSrv   *Server
-	fwd      *forwarder.Forwarder
 	fwdReg   *Registration
 	stopOnce sync.Once
 }
@@ -76,58 +98,115 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 	}
 	cfg.NSEExpiration = max(cfg.NSEExpiration, 3*time.Second)
 	ctx, cancel := context.WithCancel(ctx)
-	cp := &ControlPlane{cancel: cancel}
+	cp := &ControlPlane{cancel: cancel, ctx: ctx, cfg: cfg}
 	defer func() {
 		if err != nil {
 			cp.Stop()
 		}
 	}()
 
+	if err := cp.startNSMgr(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err := cp.startForwarder(); err != nil {
+		return nil, err
+	}
+	slog.Info("nsm control plane up", "nsmgr", cp.NSMgrURL.String(), "forwarder", cp.fwdSrv.URL.String())
+	return cp, nil
+}
+
+// startNSMgr serves the NSMgr on its unix socket and, for a node of
+// several, on its TCP address.
+func (c *ControlPlane) startNSMgr(ctx context.Context, cfg Config) error {
+	if cfg.Listen != "" && cfg.Registry == nil {
+		return fmt.Errorf("controlplane: Listen %s needs a shared Registry", cfg.Listen)
+	}
+	var tcp net.Listener
 	mgrName := cfg.Name + "-nsmgr"
 	mgrGen := TokenGenerator(mgrName, cfg.TokenLifetime)
-	mgr := nsmgr.NewServer(ctx, mgrGen,
+	opts := []nsmgr.Option{
 		nsmgr.WithName(mgrName),
 		nsmgr.WithAuthorizeServer(authorize.NewServer(authorize.Any())),
 		nsmgr.WithAuthorizeMonitorConnectionServer(authmonitor.NewMonitorConnectionServer(authmonitor.Any())),
 		nsmgr.WithDialOptions(DialOptions(mgrGen)...),
-		nsmgr.WithDialTimeout(5*time.Second),
+		nsmgr.WithDialTimeout(5 * time.Second),
 		nsmgr.WithDefaultExpiration(cfg.NSEExpiration),
-	)
-	cp.nsmgrSrv, err = Serve(filepath.Join(cfg.Dir, NSMgrSocket), mgr.Register)
-	if err != nil {
-		return nil, fmt.Errorf("serve nsmgr: %w", err)
 	}
-	cp.NSMgrURL = cp.nsmgrSrv.URL
+	if cfg.Registry != nil {
+		opts = append(opts, nsmgr.WithRegistry(cfg.Registry))
+	}
+	if cfg.Listen != "" {
+		// Bound first: the NSMgr must know the URL it is reached by.
+		var err error
+		if tcp, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("nsmgr: listen on %s: %w", cfg.Listen, err)
+		}
+		opts = append(opts, nsmgr.WithURL((&url.URL{Scheme: "tcp", Host: tcp.Addr().String()}).String()))
+	}
+	mgr := nsmgr.NewServer(ctx, mgrGen, opts...)
+	if tcp != nil {
+		c.tcpSrv = serveOn(tcp, &url.URL{Scheme: "tcp", Host: tcp.Addr().String()}, "", mgr.Register)
+		c.NodeURL = c.tcpSrv.URL
+	}
+	var err error
+	c.nsmgrSrv, err = Serve(filepath.Join(cfg.Dir, NSMgrSocket), mgr.Register)
+	if err != nil {
+		return fmt.Errorf("serve nsmgr: %w", err)
+	}
+	c.NSMgrURL = c.nsmgrSrv.URL
+	return nil
+}
 
-	fwdName := cfg.Name + "-forwarder"
-	fwdGen := TokenGenerator(fwdName, cfg.TokenLifetime)
-	fwdDial := DialOptions(fwdGen)
-	cp.fwd, err = forwarder.New(ctx, forwarder.Config{
-		Name:           fwdName,
-		NSMgrURL:       cp.NSMgrURL,
-		DialOptions:    fwdDial,
-		TokenGenerator: fwdGen,
+// startForwarder builds, serves and registers the forwarder; its run ends
+// with c.fwdStop (its registration abandoned, as when a process dies) or
+// with the control plane.
+func (c *ControlPlane) startForwarder() error {
+	c.fwdMu.Lock()
+	defer c.fwdMu.Unlock()
+	ctx, stop := context.WithCancel(c.ctx)
+	c.fwdStop = stop
+	name := c.cfg.Name + "-forwarder"
+	gen := TokenGenerator(name, c.cfg.TokenLifetime)
+	dial := DialOptions(gen)
+	fwd, err := forwarder.New(ctx, forwarder.Config{
+		Name:           name,
+		NSMgrURL:       c.NSMgrURL,
+		DialOptions:    dial,
+		TokenGenerator: gen,
+		Remote:         c.cfg.Remote,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("build forwarder: %w", err)
+		return fmt.Errorf("build forwarder: %w", err)
 	}
-	cp.fwdSrv, err = Serve(filepath.Join(cfg.Dir, ForwarderSocket), cp.fwd.Register)
+	c.fwdSrv, err = Serve(filepath.Join(c.cfg.Dir, ForwarderSocket), fwd.Register)
 	if err != nil {
-		return nil, fmt.Errorf("serve forwarder: %w", err)
+		return fmt.Errorf("serve forwarder: %w", err)
 	}
-	cp.fwdReg, err = registerForwarder(ctx, cp.NSMgrURL, fwdDial, &registry.NetworkServiceEndpoint{
-		Name:                fwdName,
+	c.fwdReg, err = registerForwarder(ctx, c.NSMgrURL, dial, &registry.NetworkServiceEndpoint{
+		Name:                name,
 		NetworkServiceNames: []string{forwarder.ServiceName},
 		NetworkServiceLabels: map[string]*registry.NetworkServiceLabels{
 			forwarder.ServiceName: {Labels: map[string]string{"p2p": "true"}},
 		},
-		Url: cp.fwdSrv.URL.String(),
+		Url: c.fwdSrv.URL.String(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("register forwarder: %w", err)
+		return fmt.Errorf("register forwarder: %w", err)
 	}
-	slog.Info("nsm control plane up", "nsmgr", cp.NSMgrURL.String(), "forwarder", cp.fwdSrv.URL.String())
-	return cp, nil
+	return nil
+}
+
+// RestartForwarder replaces the forwarder by a new one of the same name on
+// the same socket, as when NSM's forwarder pod is replaced: the old one
+// stops at once without unregistering; the data paths it made stay and the
+// new one adopts them on the next refresh of their connections.
+func (c *ControlPlane) RestartForwarder() error {
+	c.fwdMu.Lock()
+	c.fwdStop()
+	c.fwdSrv.Stop()
+	c.fwdSrv, c.fwdReg = nil, nil
+	c.fwdMu.Unlock()
+	return c.startForwarder()
 }
 
 // Stop unregisters the forwarder, stops both servers and ends every
@@ -139,6 +218,8 @@ func Start(ctx context.Context, cfg Config) (_ *ControlPlane, err error) {
 func (c *ControlPlane) Stop() { c.stopOnce.Do(c.stop) }
 
 func (c *ControlPlane) stop() {
+	c.fwdMu.Lock()
+	defer c.fwdMu.Unlock()
 	if c.fwdReg != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := c.fwdReg.Unregister(ctx); err != nil {
@@ -152,5 +233,8 @@ func (c *ControlPlane) stop() {
 	}
 	if c.nsmgrSrv != nil {
 		c.nsmgrSrv.Stop()
+	}
+	if c.tcpSrv != nil {
+		c.tcpSrv.Stop()
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
@@ -19,10 +20,11 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
-// ipContextServer is a fake NSE element handing out a fixed IP context.
-type ipContextServer struct{}
+// ipContextServer is a fake NSE element handing out a fixed IP context: its
+// own, or by default one IPv4 address each side and a route.
+type ipContextServer struct{ ipContext *networkservice.IPContext }
 
-func (ipContextServer) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
+func (s ipContextServer) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
 	c := r.GetConnection()
 	if c.GetContext() == nil {
 		c.Context = &networkservice.ConnectionContext{}
@@ -32,6 +34,9 @@ func (ipContextServer) Request(ctx context.Context, r *networkservice.NetworkSer
 		SrcIpAddrs: []string{"10.80.0.2/24"},
 		DstIpAddrs: []string{"10.80.0.1/24"},
 		SrcRoutes:  []*networkservice.Route{{Prefix: "20.0.0.0/24", NextHop: "10.80.0.1"}},
+	}
+	if s.ipContext != nil {
+		c.Context.IpContext = proto.Clone(s.ipContext).(*networkservice.IPContext)
 	}
 	return next.Server(ctx).Request(ctx, r)
 }

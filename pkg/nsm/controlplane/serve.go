@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Server is a gRPC server on a unix socket, owned by whoever called Serve.
+// Server is a gRPC server on a unix socket or a TCP address, owned by
+// whoever called Serve or ServeTCP.
 type Server struct {
 	URL  *url.URL
 	path string
@@ -34,20 +35,33 @@ func Serve(path string, register func(*grpc.Server)) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	s := &Server{
-		URL:  &url.URL{Scheme: "unix", Path: path},
-		path: path,
-		srv:  grpc.NewServer(ServerOptions()...),
+	return serveOn(ln, &url.URL{Scheme: "unix", Path: path}, path, register), nil
+}
+
+// ServeTCP listens on the TCP address addr (host:port, port 0 for any) and
+// serves like Serve; the URL is tcp://<the address bound>. An NSMgr is
+// served there for the forwarders of other nodes; the registry shared by
+// the nodes is served there too.
+func ServeTCP(addr string, register func(*grpc.Server)) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	return serveOn(ln, &url.URL{Scheme: "tcp", Host: ln.Addr().String()}, "", register), nil
+}
+
+// serveOn serves on ln until Stop; path is the socket file to remove then.
+func serveOn(ln net.Listener, u *url.URL, path string, register func(*grpc.Server)) *Server {
+	s := &Server{URL: u, path: path, srv: grpc.NewServer(ServerOptions()...)}
 	register(s.srv)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		if err := s.srv.Serve(ln); err != nil {
-			slog.Warn("grpc server stopped", "socket", path, "error", err)
+			slog.Warn("grpc server stopped", "address", u.String(), "error", err)
 		}
 	}()
-	return s, nil
+	return s
 }
 
 // Stop stops the server at once (open streams are cut, as when a process
@@ -55,5 +69,7 @@ func Serve(path string, register func(*grpc.Server)) (*Server, error) {
 func (s *Server) Stop() {
 	s.srv.Stop()
 	s.wg.Wait()
-	_ = os.Remove(s.path)
+	if s.path != "" {
+		_ = os.Remove(s.path)
+	}
 }

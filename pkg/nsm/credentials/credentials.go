@@ -21,6 +21,7 @@ import (
 	grpccreds "google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/causeway-net/causeway/internal/svidlog"
 	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
@@ -55,19 +56,24 @@ func New(ctx context.Context, cfg Config) (*Credentials, error) {
 	if cfg.Insecure {
 		return Insecure(cfg.Logger, cfg.MaxTokenLifetime), nil
 	}
-	return FromWorkloadAPI(ctx, cfg.MaxTokenLifetime)
+	return FromWorkloadAPI(ctx, cfg.MaxTokenLifetime, cfg.Logger)
 }
 
 // FromWorkloadAPI connects to the SPIFFE workload API (the socket named by
 // SPIFFE_ENDPOINT_SOCKET) and waits, bounded by ctx, for the first SVID.
-// maxTokenLifetime bounds the NSM tokens. Close releases the source.
-func FromWorkloadAPI(ctx context.Context, maxTokenLifetime time.Duration) (*Credentials, error) {
+// maxTokenLifetime bounds the NSM tokens. Each SVID it receives is logged
+// to logger (nil: slog.Default()). Close releases the source.
+func FromWorkloadAPI(ctx context.Context, maxTokenLifetime time.Duration, logger *slog.Logger) (*Credentials, error) {
 	src, err := workloadapi.NewX509Source(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("spiffe workload api x509 source: %w", err)
 	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	stopLog := svidlog.Start(src, logger)
 	c := FromSource(src, maxTokenLifetime)
-	c.closer = src.Close
+	c.closer = func() error { stopLog(); return src.Close() }
 	return c, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	"github.com/networkservicemesh/api/pkg/api/networkservice/payload"
 )
 
@@ -70,16 +71,19 @@ func (f *FullMesh) runMember(base context.Context, m *member, prev <-chan struct
 	if f.opts.recovery != nil {
 		recovered = f.recover(base, m)
 		if recovered != nil {
-			log.Info("recovering the connection of a previous run with reselect")
+			log.Info("resuming the connection of a previous run on its data path")
 		}
 	}
-	for {
+	for try := 0; ; try++ {
 		if m.stopped() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), f.opts.requestTimeout)
 		req := f.newRequest(m)
-		if recovered != nil {
+		switch {
+		case recovered != nil && try == 0:
+			req.Connection = resume(recovered, req.GetConnection())
+		case recovered != nil:
 			req.Connection = reselect(recovered, req.GetConnection())
 		}
 		conn, err := f.client.Request(ctx, req)
@@ -90,6 +94,10 @@ func (f *FullMesh) runMember(base context.Context, m *member, prev <-chan struct
 			m.mu.Unlock()
 			log.Info("connected to load balancer")
 			break
+		}
+		if recovered != nil && try == 0 {
+			log.Warn("the previous run's connection could not be resumed; reselecting", "error", err)
+			continue
 		}
 		log.Warn("request to load balancer failed", "error", err)
 		t := time.NewTimer(f.opts.retryInterval)
@@ -154,18 +162,42 @@ func (f *FullMesh) recover(base context.Context, m *member) *networkservice.Conn
 	return nil
 }
 
+// resume turns a recovered connection into a refresh of its data path:
+// its whole path (so that the NSMgr and the forwarder know it as theirs)
+// and its mechanism (the same interface). The mechanism's namespace is
+// named again as a file of this process, for the fd to be passed anew (the
+// inode URL recovered was passed by the previous run).
+func resume(old, fresh *networkservice.Connection) *networkservice.Connection {
+	conn := ours(old, fresh)
+	conn.State = networkservice.State_UP
+	if k := kernelmech.ToMechanism(conn.GetMechanism()); k != nil {
+		k.SetNetNSURL(ownNetNS)
+	}
+	return conn
+}
+
+// ownNetNS names the process's network namespace as the SDK's kernel
+// mechanism client does.
+const ownNetNS = "file:///proc/thread-self/ns/net"
+
 // reselect turns a recovered connection into a request for a new data
-// path to the same endpoint: our path segment first, no mechanism, the
-// reselect state, and the identity and labels of a fresh request.
+// path to the same endpoint: no mechanism, the reselect state.
 func reselect(old, fresh *networkservice.Connection) *networkservice.Connection {
+	conn := ours(old, fresh)
+	conn.Mechanism = nil
+	conn.State = networkservice.State_RESELECT_REQUESTED
+	return conn
+}
+
+// ours is a copy of a recovered connection seen from our end (our path
+// segment first) with the identity and labels of a fresh request.
+func ours(old, fresh *networkservice.Connection) *networkservice.Connection {
 	conn := old.Clone()
 	conn.Id = fresh.GetId()
 	conn.NetworkService = fresh.GetNetworkService()
 	conn.NetworkServiceEndpointName = fresh.GetNetworkServiceEndpointName()
 	conn.Payload = fresh.GetPayload()
 	conn.Labels = fresh.GetLabels()
-	conn.Mechanism = nil
-	conn.State = networkservice.State_RESELECT_REQUESTED
 	if conn.GetPath() != nil {
 		conn.GetPath().Index = 0
 	}

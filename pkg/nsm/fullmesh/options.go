@@ -120,8 +120,10 @@ func WithPinner(p *Pinner) Option {
 // WithRecovery makes the mesh look, before the first Request to an
 // endpoint, for a connection with the same id left in the NSMgr by a
 // previous run of the proxy (asking states, the NSMgr's MonitorConnection
-// service), and request that connection again with reselect, so that the
-// forwarder replaces its interfaces instead of leaving stale ones behind.
+// service), and resume it: its first Request refreshes that connection on
+// its data path (the same path and interface, which the forwarder keeps);
+// if that fails, the next ones reselect it, so that the forwarder replaces
+// its interfaces instead of leaving stale ones behind.
 func WithRecovery(states networkservice.MonitorConnectionClient) Option {
 	return func(o *options) { o.recovery = states }
 }

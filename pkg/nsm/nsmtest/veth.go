@@ -24,7 +24,7 @@ func NewVethDomain(ctx context.Context, t *testing.T) *sandbox.Domain {
 	servers := append([]networkservice.NetworkServiceServer{
 		dumpretry.NewServer(), // an interrupted netlink dump is retried, not failed
 		recvfd.NewServer(),
-	}, forwarder.ServerElements()...)
+	}, forwarder.ServerElements(forwarder.Remote{})...)
 	return sandbox.NewBuilder(ctx, t).
 		UseUnixSockets().
 		SetNodeSetup(func(ctx context.Context, node *sandbox.Node, _ int) {
@@ -37,7 +37,7 @@ func NewVethDomain(ctx context.Context, t *testing.T) *sandbox.Domain {
 				},
 			}, sandbox.GenerateTestToken,
 				sandbox.WithForwarderAdditionalFunctionalityServer(servers...),
-				sandbox.WithForwarderAdditionalFunctionalityClient(forwarder.ClientElements()...),
+				sandbox.WithForwarderAdditionalFunctionalityClient(forwarder.ClientElements(forwarder.Remote{})...),
 			)
 		}).
 		Build()

@@ -1,8 +1,9 @@
-// Package nsmpod runs one of the test cluster's NSM control plane components
-// (NSMgr, registry, forwarder; test/kube/images) as a pod: its SPIFFE
+// Package nsmpod runs the test cluster's own NSM component, the project's
+// veth forwarder (test/kube/images/forwarder), as a pod: its SPIFFE
 // credentials from the node's SPIRE agent, its gRPC servers, and its life
-// until the kubelet stops it. The components' own logic is the SDK's and the
-// project's; the images' commands only wire it.
+// until the kubelet stops it. The forwarder's logic is the project's
+// (pkg/forwarder); the image's command only wires it. NSM's nsmgr and
+// registry are NSM's own commands (scripts/cluster/sources.sh).
 package nsmpod
 
 import (
@@ -66,7 +67,7 @@ func Run(name string, component Component) int {
 }
 
 func run(ctx context.Context, component Component) error {
-	creds, err := credentials.FromWorkloadAPI(ctx, TokenLifetime)
+	creds, err := credentials.FromWorkloadAPI(ctx, TokenLifetime, nil)
 	if err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}

@@ -3,6 +3,18 @@ trenches can share a namespace. */}}
 {{- define "causeway.trench" -}}{{ .Values.trench.name }}{{- end -}}
 {{- define "causeway.ipamName" -}}ipam-{{ include "causeway.trench" . }}{{- end -}}
 {{- define "causeway.ipamService" -}}ipam-service-{{ include "causeway.trench" . }}{{- end -}}
+{{- /* The headless Service that gives each IPAM replica its DNS name. */ -}}
+{{- define "causeway.ipamPeers" -}}ipam-peers-{{ include "causeway.trench" . }}{{- end -}}
+{{- define "causeway.ipamLease" -}}causeway-ipam-{{ include "causeway.trench" . }}{{- end -}}
+{{- /* The IPAM's store: ipam.store, or when empty bolt for one replica and
+kubernetes for more; bolt with more than one replica fails the render. */ -}}
+{{- define "causeway.ipamStore" -}}
+{{- $store := .Values.ipam.store | default (ternary "bolt" "kubernetes" (eq (int .Values.ipam.replicas) 1)) -}}
+{{- if and (eq $store "bolt") (gt (int .Values.ipam.replicas) 1) -}}
+{{- fail (printf "ipam.replicas is %d with ipam.store bolt: a bbolt file has one writer; set ipam.store: kubernetes (or leave it empty) for replicas" (int .Values.ipam.replicas)) -}}
+{{- end -}}
+{{- $store -}}
+{{- end -}}
 {{- define "causeway.nspName" -}}nsp-{{ include "causeway.trench" . }}{{- end -}}
 {{/* The proxy builds the NSP address as <NSM_NSP_SERVICE_NAME>-<trench>.<namespace>:<port>. */}}
 {{- define "causeway.nspServicePrefix" -}}nsp-service{{- end -}}

@@ -1,0 +1,170 @@
+package helmtest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/release"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+)
+
+// hooks are the rendered hook objects of one install.
+type hooks struct {
+	accounts []*corev1.ServiceAccount
+	roles    []*rbacv1.Role
+	bindings []*rbacv1.RoleBinding
+	jobs     []*batchv1.Job
+	events   map[string][]release.HookEvent // by kind/name
+}
+
+// renderHooks renders the chart's hooks (Helm 3's SDK; a dry run keeps
+// them apart from the manifests) and decodes them strictly.
+func renderHooks(t *testing.T, values string) *hooks {
+	t.Helper()
+	vals := map[string]any{}
+	require.NoError(t, yaml.Unmarshal([]byte(values), &vals))
+	rel, err := installHelm3(vals)
+	require.NoError(t, err)
+	h := &hooks{events: map[string][]release.HookEvent{}}
+	for _, hk := range rel.Hooks {
+		obj := h.add(t, hk.Kind)
+		require.NoError(t, yaml.UnmarshalStrict([]byte(hk.Manifest), obj), "%s %s:\n%s", hk.Kind, hk.Name, hk.Manifest)
+		h.events[hk.Kind+"/"+hk.Name] = append(h.events[hk.Kind+"/"+hk.Name], hk.Events...)
+	}
+	return h
+}
+
+// add makes a new hook object of kind, listed in h.
+func (h *hooks) add(t *testing.T, kind string) any {
+	switch kind {
+	case "ServiceAccount":
+		h.accounts = append(h.accounts, &corev1.ServiceAccount{})
+		return h.accounts[len(h.accounts)-1]
+	case "Role":
+		h.roles = append(h.roles, &rbacv1.Role{})
+		return h.roles[len(h.roles)-1]
+	case "RoleBinding":
+		h.bindings = append(h.bindings, &rbacv1.RoleBinding{})
+		return h.bindings[len(h.bindings)-1]
+	case "Job":
+		h.jobs = append(h.jobs, &batchv1.Job{})
+		return h.jobs[len(h.jobs)-1]
+	}
+	t.Fatalf("unexpected hook kind %s", kind)
+	return nil
+}
+
+// TestProxyUpdateStrategy: the proxies are not replaced by Kubernetes on a
+// new template (OnDelete) unless asked for.
+func TestProxyUpdateStrategy(t *testing.T) {
+	for _, ds := range render(t, twoConduits().values).daemonSets {
+		require.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, ds.Name)
+	}
+	m := render(t, "proxy: {updateStrategy: RollingUpdate}")
+	require.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, m.daemonSets[0].Spec.UpdateStrategy.Type)
+	require.Empty(t, renderHooks(t, "proxy: {updateStrategy: RollingUpdate}").jobs, "no upgrade hook when Kubernetes replaces the pods")
+	require.Empty(t, renderHooks(t, "proxy: {upgrade: {enabled: false}}").jobs)
+
+	_, err := tryRender("proxy: {updateStrategy: Recreate}")
+	require.ErrorContains(t, err, "updateStrategy")
+	_, err = tryRender("proxy: {upgrade: {readyTimeout: soon}}")
+	require.ErrorContains(t, err, "readyTimeout")
+}
+
+// TestUpgradeHook: after every helm upgrade (or rollback) a Job runs causeway-upgrade
+// from the new proxy image, under an account that may do what the upgrade
+// does in the release's namespace and nothing else; its selector picks
+// every proxy DaemonSet of the release and nothing else.
+func TestUpgradeHook(t *testing.T) {
+	values := twoConduits().values + "\nproxy: {upgrade: {readyTimeout: 90s}}"
+	m := render(t, values)
+	h := renderHooks(t, values)
+	require.Len(t, h.jobs, 1)
+	require.Len(t, h.accounts, 1)
+	require.Len(t, h.roles, 1)
+	require.Len(t, h.bindings, 1)
+	job, sa, role, rb := h.jobs[0], h.accounts[0], h.roles[0], h.bindings[0]
+	for _, name := range []string{"Job/" + job.Name, "ServiceAccount/" + sa.Name, "Role/" + role.Name, "RoleBinding/" + rb.Name} {
+		require.Equal(t, []release.HookEvent{release.HookPostUpgrade, release.HookPostRollback}, h.events[name],
+			"%s runs after an upgrade or a rollback only", name)
+	}
+	for _, o := range []map[string]string{sa.Annotations, role.Annotations, rb.Annotations} {
+		require.Less(t, o["helm.sh/hook-weight"], job.Annotations["helm.sh/hook-weight"], "the account exists before the Job")
+	}
+
+	// The account: the Job's, bound to the Role, least privilege.
+	spec := job.Spec.Template.Spec
+	require.Equal(t, sa.Name, spec.ServiceAccountName)
+	require.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name}, rb.RoleRef)
+	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: namespace}}, rb.Subjects)
+	allowed := map[string][]string{}
+	for _, r := range role.Rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				allowed[g+"/"+res] = append(allowed[g+"/"+res], r.Verbs...)
+			}
+		}
+	}
+	for k := range allowed {
+		slices.Sort(allowed[k])
+	}
+	require.Equal(t, map[string][]string{
+		"apps/daemonsets":          {"get", "list"},
+		"apps/controllerrevisions": {"list"},
+		"/pods":                    {"delete", "get", "list", "patch", "watch"},
+	}, allowed)
+
+	// The Job: the proxy's image, the upgrade binary, no retry, the
+	// restricted security context.
+	require.Equal(t, int32(0), *job.Spec.BackoffLimit, "a stop is not retried by itself")
+	require.Equal(t, corev1.RestartPolicyNever, spec.RestartPolicy)
+	c := container(t, spec, "upgrade")
+	proxy := container(t, m.daemonSets[0].Spec.Template.Spec, "proxy")
+	require.Equal(t, proxy.Image, c.Image, "the upgrade runs from the new proxy image")
+	_, bins := loadReference(t)
+	b := bins["causeway-upgrade"]
+	require.Equal(t, []string{b.image}, c.Command)
+	checkEnvKnown(t, c, b)
+	e := env(c, b)
+	require.Equal(t, "<metadata.namespace>", e["UPGRADE_NAMESPACE"])
+	require.Equal(t, "90s", e["UPGRADE_READY_TIMEOUT"])
+	sc := c.SecurityContext
+	require.NotNil(t, sc)
+	require.False(t, *sc.AllowPrivilegeEscalation)
+	require.True(t, *sc.RunAsNonRoot)
+	require.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	require.Empty(t, sc.Capabilities.Add)
+
+	sel, err := labels.Parse(e["UPGRADE_SELECTOR"])
+	require.NoError(t, err)
+	require.Len(t, m.daemonSets, 2)
+	for _, ds := range m.daemonSets {
+		require.True(t, sel.Matches(labels.Set(ds.Labels)), "the selector %q picks %s", sel, ds.Name)
+	}
+	for _, s := range m.statefulSets {
+		require.False(t, sel.Matches(labels.Set(s.Labels)), "the selector %q leaves %s alone", sel, s.Name)
+	}
+	for _, d := range m.deployments {
+		require.False(t, sel.Matches(labels.Set(d.Labels)), "the selector %q leaves %s alone", sel, d.Name)
+	}
+	require.True(t, strings.Contains(sel.String(), "app.kubernetes.io/instance=causeway"), fmt.Sprint(sel))
+}
+
+// twoConduits is the values of the install of two conduits (found by
+// name: the list grows).
+func twoConduits() struct{ values string } {
+	for _, in := range installs {
+		if in.name == "two conduits" {
+			return struct{ values string }{in.values}
+		}
+	}
+	panic("no install named \"two conduits\"")
+}

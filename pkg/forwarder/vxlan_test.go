@@ -1,0 +1,100 @@
+package forwarder
+
+import (
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// vxlanIn returns the VXLAN device called name in ns, nil when there is none.
+func vxlanIn(t *testing.T, ns *testutil.NetNS, name string) *netlink.Vxlan {
+	t.Helper()
+	for _, l := range ns.Links(t) {
+		if l.Attrs().Name == name {
+			dev, ok := l.(*netlink.Vxlan)
+			require.True(t, ok, "%s is a %s", name, l.Type())
+			return dev
+		}
+	}
+	return nil
+}
+
+// TestVXLANDeviceLifecycle drives the VXLAN element's kernel side directly:
+// the device is made from the node's namespace into the client's with the
+// tunnel's parameters and MTU; a refresh keeps it; a restarted forwarder
+// adopts it; other parameters replace it; Close removes it; bad parameters
+// are refused and change nothing.
+func TestVXLANDeviceLifecycle(t *testing.T) {
+	node := testutil.NewNetNS(t, "xn")
+	nsc := testutil.NewNetNS(t, "xc")
+	node.MustExec(t, "ip", "link", "add", "ln0", "type", "veth", "peer", "name", "ln1")
+	node.MustExec(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "ln0")
+	node.MustExec(t, "ip", "link", "set", "ln0", "up")
+
+	v := newVXLANClient(node.Path())
+	defer v.remove("conn-1")
+	where := end{netnsURL: "file://" + nsc.Path(), name: "nsm0"}
+	p := tunnelParams{local: net.ParseIP("192.0.2.1"), remote: net.ParseIP("192.0.2.2"), vni: 42, port: 4789, peerPort: 4789}
+	require.NoError(t, v.ensure("conn-1", where, p, 1400))
+	dev := vxlanIn(t, nsc, "nsm0")
+	require.NotNil(t, dev)
+	require.Equal(t, 42, dev.VxlanId)
+	require.Equal(t, "192.0.2.2", dev.Group.String())
+	require.Equal(t, "192.0.2.1", dev.SrcAddr.String())
+	require.Equal(t, 1400, dev.MTU)
+	require.Nil(t, vxlanIn(t, node, "nsm0"), "nothing in the node's namespace")
+	first := dev.Index
+
+	require.NoError(t, v.ensure("conn-1", where, p, 1400))
+	require.Equal(t, first, nsc.LinkIndex(t, "nsm0"), "refresh keeps the device")
+
+	restarted := newVXLANClient(node.Path())
+	require.NoError(t, restarted.ensure("conn-1", where, p, 1400))
+	require.Equal(t, first, nsc.LinkIndex(t, "nsm0"), "a restarted forwarder adopts the device")
+	restarted.tunnels.byConn["conn-1"].close() // one owner left: v
+
+	other := p
+	other.vni = 44
+	require.NoError(t, v.ensure("conn-1", where, other, 1400))
+	require.Equal(t, 44, vxlanIn(t, nsc, "nsm0").VxlanId, "a new VNI replaces the device")
+	require.Equal(t, tagPrefix+"conn-1", vxlanIn(t, nsc, "nsm0").Alias)
+
+	// A forwarder started again after a lost Close, asked for the
+	// connection under another interface name (a reselect names the
+	// endpoint's interface anew): the earlier run's device goes.
+	again := newVXLANClient(node.Path())
+	require.NoError(t, again.ensure("conn-1", end{netnsURL: where.netnsURL, name: "nsm9"}, p, 1400))
+	require.Nil(t, vxlanIn(t, nsc, "nsm0"), "the earlier run's device of the connection")
+	require.NotNil(t, vxlanIn(t, nsc, "nsm9"))
+	again.remove("conn-1")
+	require.NoError(t, v.ensure("conn-1", where, other, 1400))
+
+	v.remove("conn-1")
+	require.Nil(t, vxlanIn(t, nsc, "nsm0"))
+
+	// No MTU from the connection: the node network's, less the overhead.
+	require.NoError(t, v.ensure("conn-3", end{netnsURL: where.netnsURL, name: "nsm3"}, p, 0))
+	require.Equal(t, 1500-50, vxlanIn(t, nsc, "nsm3").MTU)
+	v.remove("conn-3")
+	node.MustExec(t, "ip", "addr", "add", "2001:db8::1/64", "dev", "ln0", "nodad")
+	p6 := tunnelParams{local: net.ParseIP("2001:db8::1"), remote: net.ParseIP("2001:db8::2"), vni: 46, port: 4789}
+	require.NoError(t, v.ensure("conn-3", end{netnsURL: where.netnsURL, name: "nsm3"}, p6, 0))
+	require.Equal(t, 1500-70, vxlanIn(t, nsc, "nsm3").MTU)
+	v.remove("conn-3")
+
+	bad := p
+	bad.peerPort = 8472
+	require.ErrorContains(t, v.ensure("conn-2", where, bad, 0), "ports differ")
+	bad = p
+	bad.remote = net.ParseIP("2001:db8::2")
+	require.ErrorContains(t, v.ensure("conn-2", where, bad, 0), "two families")
+	bad = p
+	bad.vni = 0
+	require.ErrorContains(t, v.ensure("conn-2", where, bad, 0), "VNI")
+	require.Nil(t, vxlanIn(t, nsc, "nsm0"))
+	require.Empty(t, v.tunnels.byConn)
+}

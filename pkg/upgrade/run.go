@@ -1,0 +1,43 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Run upgrades the DaemonSets cfg selects through the API server (the
+// kubeconfig's, or the pod's service account's) and logs what it did to
+// each pod; it fails when the upgrade stopped.
+func Run(ctx context.Context, cfg *Config, log *slog.Logger) error {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes API (UPGRADE_KUBECONFIG %q): %w", cfg.Kubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	steps, err := New(cs, *cfg, log).Run(ctx)
+	count := map[Action]int{}
+	for _, s := range steps {
+		count[s.Action]++
+	}
+	args := []any{"inPlace", count[InPlace], "replaced", count[Replaced], "skipped", count[Skipped]}
+	if err != nil {
+		log.Error("upgrade stopped; run it again (the same helm upgrade) to resume", append(args, "error", err)...)
+		return err
+	}
+	log.Info("upgrade done", args...)
+	return nil
+}

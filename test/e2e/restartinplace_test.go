@@ -1,0 +1,210 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/pkg/lab/labrun"
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
+)
+
+// kernelWatch records what `ip monitor` reports in a namespace: links,
+// addresses, routes and rules, one line per change.
+type kernelWatch struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu    sync.Mutex
+	lines []string
+}
+
+// watchKernel starts `ip -o monitor` in the namespace at path; the test's
+// cleanup stops it.
+func watchKernel(t *testing.T, path string) *kernelWatch {
+	t.Helper()
+	w := &kernelWatch{done: make(chan struct{})}
+	w.cmd = exec.Command("nsenter", "--net="+path, "ip", "-o", "monitor", "link", "address", "route", "rule")
+	out, err := w.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, w.cmd.Start())
+	go func() {
+		defer close(w.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			w.mu.Lock()
+			w.lines = append(w.lines, sc.Text())
+			w.mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *kernelWatch) stop() {
+	if w.cmd.Process != nil {
+		_ = w.cmd.Process.Kill()
+		<-w.done
+		_ = w.cmd.Wait()
+		w.cmd.Process = nil
+	}
+}
+
+// take returns the lines recorded since the last take.
+func (w *kernelWatch) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.lines
+	w.lines = nil
+	return out
+}
+
+// removals are the lines of a link, address, route or rule deleted (the
+// kernel's "Deleted" notices); neighbour and cache entries are not ours.
+func removals(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "Deleted ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// deletions counts the removals by kind: the LB links and the target
+// links (a link is one the proxy's namespace held as a bridge port: its
+// name says which service it serves), addresses, routes of our protocol
+// (202), rules.
+type deletions struct{ lbLinks, targetLinks, addrs, routes, rules int }
+
+func countDeletions(lines []string, lbService string) deletions {
+	var d deletions
+	seen := map[string]bool{}
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, " mtu "):
+			// "Deleted 4: <name>@<peer>: <flags> mtu ...", once per link.
+			name, _, _ := strings.Cut(l[strings.Index(l, ": ")+2:], "@")
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			if strings.HasPrefix(name, lbService[:min(len(lbService), 10)]) {
+				d.lbLinks++
+			} else {
+				d.targetLinks++
+			}
+		case strings.Contains(l, " inet"):
+			d.addrs++
+		case strings.Contains(l, " lookup "):
+			d.rules++
+		case strings.Contains(l, "proto 202"):
+			d.routes++
+		}
+	}
+	return d
+}
+
+func (d deletions) String() string {
+	return fmt.Sprintf("LB links %d, target links %d, addresses %d, our routes %d, rules %d", d.lbLinks, d.targetLinks, d.addrs, d.routes, d.rules)
+}
+
+// TestProxyRestartInPlace restarts the proxy in its namespace 20 times in a
+// row (CAUSEWAY_E2E_INPLACE_ROUNDS changes the count) with TCP and UDP
+// probes to a VIP of each family running, alternating a SIGTERM (as the
+// kubelet stops a container whose image changed) and a SIGKILL (a crash),
+// while `ip monitor` in the proxy's namespace records every link, address,
+// route and rule deleted. Asserted: the lab is green after every restart;
+// no VIP rule is ever deleted; after a kill, the LB links, their addresses
+// and the ECMP routes are kept (the LB connections are resumed on their
+// data paths). Reported for each restart: the probes lost and what was
+// deleted (a SIGTERM closes the LB connections; the targets' links are
+// replaced by their heal), and the total.
+func TestProxyRestartInPlace(t *testing.T) {
+	rounds := 20
+	if v, err := strconv.Atoi(os.Getenv("CAUSEWAY_E2E_INPLACE_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	l := newLab(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds)*time.Minute+2*time.Minute)
+	defer cancel()
+	ps := map[string]*traffic.Prober{}
+	for _, v4 := range []bool{true, false} {
+		family := map[bool]string{true: "IPv4", false: "IPv6"}[v4]
+		for network, p := range startProbers(t, ctx, l, vipOf(t, l, v4)) {
+			ps[family+" "+network] = p
+		}
+	}
+	waitProbes(t, ps, time.Time{}, 20, "probes before the restarts")
+	watch := watchKernel(t, l.NetNSPath("proxy"))
+
+	start := time.Now()
+	totalLost, totalProbes := 0, 0
+	lost := map[string][]int{}
+	for r := 1; r <= rounds; r++ {
+		how := restartHow(r)
+		from := mark(ps, fmt.Sprintf("restart %d", r))
+		how.restart(t, l)
+		requireGreen(t, ctx, l, waitLong, fmt.Sprintf("restart %d (%s)", r, how.name))
+		// Green means every target and LB has reached the new run; the
+		// probes after that show the data path as the new run keeps it.
+		to := waitProbes(t, ps, time.Now(), 10, fmt.Sprintf("probes after restart %d", r))
+		n, probes, gap := 0, 0, time.Duration(0)
+		for _, p := range ps {
+			s := p.Series().After(from).Before(to)
+			n += s.Failures()
+			probes += len(s)
+			gap = max(gap, s.LongestGap().Len())
+		}
+		totalLost += n
+		totalProbes += probes
+		lost[how.name] = append(lost[how.name], n)
+		d := countDeletions(removals(watch.take()), "load-balancer")
+		t.Logf("FIGURE: proxy restart in place %d of %d (%s): %d of %d probes lost (TCP and UDP, both families), longest gap %v; deleted: %v",
+			r, rounds, how.name, n, probes, gap.Round(time.Millisecond), d)
+		require.Zero(t, d.rules, "restart %d (%s): no VIP rule is deleted", r, how.name)
+		if how.name == "SIGKILL" {
+			require.Zero(t, d.lbLinks, "restart %d (SIGKILL): the LB connections are resumed on their links", r)
+			require.Zero(t, d.routes, "restart %d (SIGKILL): the ECMP routes stay", r)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(ps)) {
+		s := ps[name].Stop().After(start)
+		t.Logf("FIGURE: proxy restart in place, %d restarts (%s): %v", rounds, name, s)
+	}
+	for how, n := range lost {
+		t.Logf("FIGURE: proxy restart in place by %s: probes lost per restart %d to %d", how, slices.Min(n), slices.Max(n))
+	}
+	t.Logf("FIGURE: proxy restarted in place %d times under traffic in %v: %d of %d probes lost in total",
+		rounds, time.Since(start).Round(time.Second), totalLost, totalProbes)
+}
+
+// restartKind is a way the proxy is restarted in place.
+type restartKind struct {
+	name    string
+	restart func(t *testing.T, l *labrun.Lab)
+}
+
+// restartHow alternates a graceful stop and a kill.
+func restartHow(round int) restartKind {
+	if round%2 == 1 {
+		return restartKind{"SIGTERM", func(t *testing.T, l *labrun.Lab) {
+			require.NoError(t, l.RestartComponent("proxy", stopGrace))
+		}}
+	}
+	return restartKind{"SIGKILL", func(t *testing.T, l *labrun.Lab) {
+		require.NoError(t, l.KillProxy())
+		require.NoError(t, l.StartProxy())
+	}}
+}

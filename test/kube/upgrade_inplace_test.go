@@ -1,0 +1,191 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
+)
+
+// TestUpgradeInPlace: the proxy's upgrades as an operator makes them, with
+// TCP and UDP probes through every VIP from the external host: helm
+// upgrade to a new image tag (the chart's hook patches the proxy pod's
+// image: the same pod, the same network namespace, its container
+// restarted), helm rollback to the first tag (in place again), the proxy
+// container killed and restarted by the kubelet, and an upgrade that must
+// replace the pod (a new memory limit). Each one's loss is a figure, the
+// in-place ones beside the replacement.
+func TestUpgradeInPlace(t *testing.T) {
+	c := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	tr := c.startTrench(ctx, t)
+	tr.waitServed(ctx, t)
+	tag := os.Getenv("CAUSEWAY_IMAGE_TAG")
+	next := tag + "-inplace"
+	for _, b := range []string{"proxy", "ipam", "nsp"} {
+		ref := "localhost/causeway/" + b
+		ctrImages(t, "tag", "--force", ref+":"+tag, ref+":"+next)
+		t.Cleanup(func() {
+			_ = exec.Command("ctr", "--address", containerdSock, "-n", "k8s.io", "images", "rm", ref+":"+next).Run()
+		})
+	}
+	setTags := func(tag string) []string {
+		return []string{"--set-string", "images.proxy.tag=" + tag + ",images.ipam.tag=" + tag + ",images.nsp.tag=" + tag}
+	}
+	t.Run("HelmUpgrade", func(t *testing.T) {
+		tr.changeProxy(ctx, t, "helm upgrade to a new image tag, in place", true, next, func() {
+			helm(t, append([]string{"upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
+				"--reuse-values"}, setTags(next)...)...)
+		})
+	})
+	t.Run("HelmRollback", func(t *testing.T) {
+		tr.changeProxy(ctx, t, "helm rollback to the first image tag, in place", true, tag, func() {
+			helm(t, "rollback", chartRelease, "1", "--namespace", chartNamespace)
+		})
+	})
+	t.Run("ContainerKilled", func(t *testing.T) {
+		tr.changeProxy(ctx, t, "proxy container killed, restarted by the kubelet", true, tag, func() {
+			proxy := tr.c.waitProxyReady(ctx, t)
+			out, err := exec.CommandContext(ctx, "ctr", "--address", containerdSock, "-n", "k8s.io", "tasks", "kill",
+				"--signal", "SIGKILL", runtimeID(proxy, proxyContainer)).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kill the proxy container: %v: %s", err, out)
+			}
+		})
+	})
+	t.Run("UpgradeReplacingThePod", func(t *testing.T) {
+		tr.changeProxy(ctx, t, "helm upgrade that cannot be made in place (a new memory limit), pod replaced", false, next, func() {
+			helm(t, append([]string{"upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
+				"--reuse-values", "--set", "proxy.resources.limits.memory=160Mi"}, setTags(next)...)...)
+		})
+	})
+}
+
+// changeProxy runs change while every VIP is probed (TCP and UDP) and
+// waits for the proxy Ready on image tag tag with its container
+// restarted: in the same pod and network namespace when inPlace, in a new
+// pod otherwise. The targets keep their addresses, the bridge its own;
+// traffic comes back; the probes lost are reported.
+func (tr *trench) changeProxy(ctx context.Context, t *testing.T, what string, inPlace bool, tag string, change func()) {
+	t.Helper()
+	proxy := tr.c.waitProxyReady(ctx, t)
+	bridge := tr.proxyBridge(ctx, t, proxy)
+	before := tr.targetAddrs(ctx, t)
+	netns := nsInode(t, tr.c.podNetNS(ctx, t, proxy, proxyContainer))
+	ctr := runtimeID(proxy, proxyContainer)
+	stop := tr.probeEveryVIP(ctx, t)
+	time.Sleep(time.Second)
+	start := time.Now()
+	change()
+	var now *corev1.Pod
+	eventually(ctx, t, "the proxy Ready on "+tag+" with its container restarted", func(ctx context.Context) error {
+		_, p, err := tr.c.chartPods(ctx)
+		switch {
+		case err != nil:
+			return err
+		case p == nil:
+			return fmt.Errorf("no proxy pod")
+		case !strings.HasSuffix(upgradedContainer(p, proxyContainer).Image, ":"+tag):
+			return fmt.Errorf("%s runs %s", p.Name, upgradedContainer(p, proxyContainer).Image)
+		case runtimeID(p, proxyContainer) == ctr:
+			return fmt.Errorf("%s: container %s not restarted yet", p.Name, ctr)
+		case !podReady(p):
+			return fmt.Errorf("%s not Ready", p.Name)
+		}
+		now = p
+		return nil
+	})
+	ready := time.Since(start)
+	if kept := now.UID == proxy.UID; kept != inPlace {
+		t.Errorf("%s: pod %s (%s) now %s (%s): kept %v, want %v", what, proxy.Name, proxy.UID, now.Name, now.UID, kept, inPlace)
+	}
+	if inPlace && nsInode(t, tr.c.podNetNS(ctx, t, now, proxyContainer)) != netns {
+		t.Errorf("%s: the proxy's network namespace changed", what)
+	}
+	tr.waitServed(ctx, t)
+	time.Sleep(time.Second)
+	series := stop()
+	if got := tr.proxyBridge(ctx, t, now); !slices.Equal(got, bridge) {
+		t.Errorf("the proxy's bridge had %v, now %v", bridge, got)
+	}
+	checkKept(t, before, tr.targetAddrs(ctx, t))
+	lost, total := 0, 0
+	var longest time.Duration
+	for _, name := range slices.Sorted(maps.Keys(series)) {
+		s := series[name]
+		if len(s) == 0 || !s[len(s)-1].OK() {
+			t.Errorf("%s: %s traffic did not come back: %v", what, name, s.LongestGap())
+		}
+		lost, total = lost+s.Failures(), total+len(s)
+		longest = max(longest, s.LongestGap().Len())
+		t.Logf("FIGURE: %s (%s): %d of %d probes lost, longest gap %s", what, name, s.Failures(), len(s), s.LongestGap().Len().Round(time.Millisecond))
+	}
+	t.Logf("FIGURE: %s: proxy Ready after %.1f s; %d of %d probes lost (TCP and UDP through every VIP), longest gap %s",
+		what, ready.Seconds(), lost, total, longest.Round(time.Millisecond))
+}
+
+// probeEveryVIP probes every VIP over TCP and UDP from the external host
+// until the returned function stops them and returns their series, by
+// "<vip> <network>".
+func (tr *trench) probeEveryVIP(ctx context.Context, t *testing.T) func() map[string]traffic.Series {
+	t.Helper()
+	stops := map[string]func() traffic.Series{}
+	for _, vip := range chartVIPs {
+		addr, local := echoAt(vip)
+		for _, network := range []string{"tcp", "udp"} {
+			stops[vip.String()+" "+network] = startProber(ctx, t, traffic.ProbeConfig{
+				NetNSPath: tr.ext.ns.Path(), Network: network, Addr: addr, Local: local, Interval: 10 * time.Millisecond,
+			})
+		}
+	}
+	return func() map[string]traffic.Series {
+		out := map[string]traffic.Series{}
+		for name, stop := range stops {
+			out[name] = stop()
+		}
+		return out
+	}
+}
+
+// upgradedContainer is the named container of pod (empty when it has none).
+func upgradedContainer(pod *corev1.Pod, name string) corev1.Container {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	return corev1.Container{}
+}
+
+// runtimeID is the runtime's id of the named container of pod, without
+// its scheme.
+func runtimeID(pod *corev1.Pod, name string) string {
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == name {
+			_, id, _ := strings.Cut(s.ContainerID, "://")
+			return id
+		}
+	}
+	return ""
+}
+
+// nsInode identifies the namespace at path.
+func nsInode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
