@@ -62,16 +62,18 @@ func (h *hooks) add(t *testing.T, kind string) any {
 	return nil
 }
 
-// TestProxyUpdateStrategy: the proxies are not replaced by Kubernetes on a
-// new template (OnDelete) unless asked for.
+// TestProxyUpdateStrategy: Kubernetes replaces the proxies on a new
+// template (RollingUpdate) unless OnDelete is asked for, which brings the
+// upgrade hook (unless it is turned off).
 func TestProxyUpdateStrategy(t *testing.T) {
 	for _, ds := range render(t, twoConduits().values).daemonSets {
-		require.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, ds.Name)
+		require.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, ds.Name)
 	}
-	m := render(t, "proxy: {updateStrategy: RollingUpdate}")
-	require.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, m.daemonSets[0].Spec.UpdateStrategy.Type)
-	require.Empty(t, renderHooks(t, "proxy: {updateStrategy: RollingUpdate}").jobs, "no upgrade hook when Kubernetes replaces the pods")
-	require.Empty(t, renderHooks(t, "proxy: {upgrade: {enabled: false}}").jobs)
+	require.Empty(t, renderHooks(t, "").jobs, "no upgrade hook when Kubernetes replaces the pods")
+	m := render(t, "proxy: {updateStrategy: OnDelete}")
+	require.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, m.daemonSets[0].Spec.UpdateStrategy.Type)
+	require.Len(t, renderHooks(t, "proxy: {updateStrategy: OnDelete}").jobs, 1, "the upgrade hook with OnDelete")
+	require.Empty(t, renderHooks(t, "proxy: {updateStrategy: OnDelete, upgrade: {enabled: false}}").jobs)
 
 	_, err := tryRender("proxy: {updateStrategy: Recreate}")
 	require.ErrorContains(t, err, "updateStrategy")
@@ -84,7 +86,7 @@ func TestProxyUpdateStrategy(t *testing.T) {
 // does in the release's namespace and nothing else; its selector picks
 // every proxy DaemonSet of the release and nothing else.
 func TestUpgradeHook(t *testing.T) {
-	values := twoConduits().values + "\nproxy: {upgrade: {readyTimeout: 90s}}"
+	values := twoConduits().values + "\nproxy: {updateStrategy: OnDelete, upgrade: {readyTimeout: 90s}}"
 	m := render(t, values)
 	h := renderHooks(t, values)
 	require.Len(t, h.jobs, 1)

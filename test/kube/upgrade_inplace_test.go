@@ -17,7 +17,8 @@ import (
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
-// TestUpgradeInPlace: the proxy's upgrades as an operator makes them, with
+// TestUpgradeInPlace: the proxy's upgrades as an operator makes them with
+// proxy.updateStrategy OnDelete (the chart's upgrade hook), with
 // TCP and UDP probes through every VIP from the external host: helm
 // upgrade to a new image tag (the chart's hook patches the proxy pod's
 // image: the same pod, the same network namespace, its container
@@ -31,6 +32,14 @@ func TestUpgradeInPlace(t *testing.T) {
 	defer cancel()
 	tr := c.startTrench(ctx, t)
 	tr.waitServed(ctx, t)
+	// The in-place path is opt-in: the DaemonSets to OnDelete (no template
+	// change, so no pod moves; the hook finds nothing to do).
+	proxy := tr.c.waitProxyReady(ctx, t)
+	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
+		"--reuse-values", "--set", "proxy.updateStrategy=OnDelete")
+	if p := tr.c.waitProxyReady(ctx, t); p.Name != proxy.Name || restarts(p) != restarts(proxy) {
+		t.Fatalf("the switch to OnDelete moved the proxy: %s (%d restarts), now %s (%d restarts)", proxy.Name, restarts(proxy), p.Name, restarts(p))
+	}
 	tag := os.Getenv("CAUSEWAY_IMAGE_TAG")
 	next := tag + "-inplace"
 	for _, b := range []string{"proxy", "ipam", "nsp"} {
@@ -51,7 +60,9 @@ func TestUpgradeInPlace(t *testing.T) {
 	})
 	t.Run("HelmRollback", func(t *testing.T) {
 		tr.changeProxy(ctx, t, "helm rollback to the first image tag, in place", true, tag, func() {
-			helm(t, "rollback", chartRelease, "1", "--namespace", chartNamespace)
+			// Revision 2: the first tag with OnDelete (1 is the install, with
+			// Kubernetes' RollingUpdate).
+			helm(t, "rollback", chartRelease, "2", "--namespace", chartNamespace)
 		})
 	})
 	t.Run("ContainerKilled", func(t *testing.T) {
