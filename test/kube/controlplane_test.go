@@ -89,8 +89,7 @@ func (tr *trench) replaceRegistry(ctx context.Context, t *testing.T) {
 	tr.waitServed(ctx, t)
 	t.Logf("FIGURE: registry-k8s pod replaced: new pod Ready after %.1f s; a new target served %.1f s after its predecessor's delete; %d of %d probes lost (longest gap %s)",
 		ready.Seconds(), foundIn.Seconds(), series.Failures(), len(series), series.LongestGap().Len().Round(time.Millisecond))
-	if n := series.Failures(); n != 0 {
-		t.Errorf("%d probes lost while the registry was replaced (deleted at %s): %s", n, start.Format(time.RFC3339Nano), lostProbes(series))
+	if !noOutage(t, series, "the registry was replaced", start) {
 		tr.logPods(ctx, t, nsmNamespace, "app in (registry,nsmgr)")
 	}
 }
@@ -134,9 +133,7 @@ func (tr *trench) replaceSPIRE(ctx context.Context, t *testing.T) {
 	if !slices.Equal(conns, now) {
 		t.Errorf("the proxy's connections to the IPAM and nsp were %v, now %v", conns, now)
 	}
-	if n := series.Failures(); n != 0 {
-		t.Errorf("%d probes lost while SPIRE's pods were replaced (from %s): %s", n, start.Format(time.RFC3339Nano), lostProbes(series))
-	}
+	noOutage(t, series, "SPIRE's pods were replaced", start)
 	if p := tr.c.waitProxyReady(ctx, t); p.Name != proxy.Name || restarts(p) != restarts(proxy) {
 		t.Errorf("the proxy's pod %s (%d restarts) is now %s (%d restarts)", proxy.Name, restarts(proxy), p.Name, restarts(p))
 	}
@@ -227,9 +224,7 @@ func (tr *trench) rotateSVIDs(ctx context.Context, t *testing.T) {
 	t.Logf("FIGURE: X.509 SVIDs of a %s TTL: the proxy's first two renewals %.1f s and %.1f s after the change; %d of %d probes lost (longest gap %s)",
 		ttl, renewals[0].Time.Sub(start.Time).Seconds(), renewals[1].Time.Sub(start.Time).Seconds(),
 		series.Failures(), len(series), series.LongestGap().Len().Round(time.Millisecond))
-	if n := series.Failures(); n != 0 {
-		t.Errorf("%d probes lost while SVIDs rotated (from %s): %s", n, start.Format(time.RFC3339Nano), lostProbes(series))
-	}
+	noOutage(t, series, "SVIDs rotated", start.Time)
 	if now := tr.c.proxyConns(ctx, t, proxy); !slices.Equal(conns, now) {
 		t.Errorf("the proxy's connections to the IPAM and nsp were %v, now %v", conns, now)
 	}
