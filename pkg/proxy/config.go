@@ -80,7 +80,7 @@ type Config struct {
 	// defaults.
 	VIPs VIPPolicy
 	// MaxConnectionsPerClient bounds the target connections one client
-	// (clientIdentity) holds; a new one past it is refused with
+	// (targetClient) holds; a new one past it is refused with
 	// ResourceExhausted, logged once per client and counted (default
 	// DefaultMaxConnectionsPerClient).
 	MaxConnectionsPerClient int

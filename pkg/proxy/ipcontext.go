@@ -132,7 +132,7 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 			return err
 		}
 		p.mu.Lock()
-		err := p.admitTargetLocked(id, clientIdentity(conn, id))
+		err := p.admitTargetLocked(id, p.targetClient(conn, id, identity))
 		p.mu.Unlock()
 		if err != nil {
 			return err
@@ -250,7 +250,7 @@ func (p *Proxy) commitAllocs(id string, t ConnType, conn *networkservice.Connect
 		ci.Identity = identity
 		changed = changed || ci != st.client
 		st.client = ci
-		st.clientID = clientIdentity(conn, id)
+		st.clientID = p.targetClient(conn, id, identity)
 	}
 	if pr := st.release; pr != nil && pr.full && pr.closedBy != "" && owner != "" && pr.closedBy != owner {
 		// Scheduled by the close of another connection with this key

@@ -46,3 +46,19 @@ func (p *Proxy) proveTarget(conn *networkservice.Connection, id string) (string,
 	}
 	return proved.String(), nil
 }
+
+// targetClient is who a target connection's limit counts it against: its
+// proved ID; without one, while the proxy proves, its claimed subject
+// marked unproved (a forged subject does not fill the quota of the
+// client it names, when that client proves its ID); without proving,
+// clientIdentity.
+func (p *Proxy) targetClient(conn *networkservice.Connection, id, identity string) string {
+	switch {
+	case identity != "":
+		return identity
+	case p.cfg.TargetIdentity.Prove != nil:
+		return "unproved " + clientIdentity(conn, id)
+	default:
+		return clientIdentity(conn, id)
+	}
+}

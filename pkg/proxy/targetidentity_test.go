@@ -46,7 +46,8 @@ func forgedToken(t *testing.T, own *x509svid.SVID, sub string) string {
 // a token whose subject names the victim. The proxy records as the
 // target's identity only what the token's certificate proves (the
 // attacker's ID, or none), so the publisher cannot be led to the victim's
-// pod; with a conduit's list of allowed IDs, the attacker is refused with
+// pod, and a forged subject does not fill the victim's connection quota;
+// with a conduit's list of allowed IDs, the attacker is refused with
 // PermissionDenied before any address is allocated, counted and logged
 // once, while the victim connects.
 func TestTargetIdentityProved(t *testing.T) {
@@ -61,10 +62,14 @@ func TestTargetIdentityProved(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	e := newTestEnv(t, func(c *Config) { c.TargetIdentity.Prove = prover.Client })
+	e := newTestEnv(t, func(c *Config) { c.TargetIdentity.Prove = prover.Client; c.MaxConnectionsPerClient = 2 })
 	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-1", "web-0", genuine(attacker)), TargetConn))
 	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-2", "web-0", forgedToken(t, attacker.SVID, victim.SVID.ID.String())), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-3", "web-0", forgedToken(t, attacker.SVID, victim.SVID.ID.String())), TargetConn))
+	// The forged subject fills no quota but that of unproved claims of it:
+	// the victim (limit 2) still connects twice.
 	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-1", "web-0", genuine(victim)), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-2", "web-0", genuine(victim)), TargetConn))
 	ids := map[string]string{}
 	for _, tg := range e.p.Targets() {
 		require.Equal(t, "web-0", tg.Client.Pod, "the claim is kept as it is")
@@ -73,7 +78,9 @@ func TestTargetIdentityProved(t *testing.T) {
 	require.Equal(t, map[string]string{
 		"a-1": "spiffe://example.org/ns/team-a/pod/attacker",
 		"a-2": "", // the forged subject is not proved
+		"a-3": "",
 		"v-1": "spiffe://example.org/ns/team-b/pod/web-0",
+		"v-2": "spiffe://example.org/ns/team-b/pod/web-0",
 	}, ids)
 
 	log := &testutil.JSONLog{}
