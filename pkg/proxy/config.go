@@ -80,10 +80,12 @@ type Config struct {
 	// defaults.
 	VIPs VIPPolicy
 	// MaxConnectionsPerClient bounds the target connections one client
-	// (clientIdentity) holds; a new one past it is refused with
+	// (targetClient) holds; a new one past it is refused with
 	// ResourceExhausted, logged once per client and counted (default
 	// DefaultMaxConnectionsPerClient).
 	MaxConnectionsPerClient int
+	// TargetIdentity proves and admits the clients of target connections.
+	TargetIdentity TargetIdentity
 	// PortFilterOff leaves the targets' ports unfiltered: by default each
 	// target's port may send only from its own MAC (the first it uses)
 	// and from its own addresses and the VIPs (dataplane.PortFilter).

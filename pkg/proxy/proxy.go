@@ -28,6 +28,9 @@ type Proxy struct {
 	locks   keyLocks
 	// refusals counts and logs the refusals of the limits.
 	refusals *limits.Refusals
+	// idRefusals counts and logs the target connections refused for
+	// their client's identity (TargetIdentity).
+	idRefusals *limits.Refusals
 	// serialFamilies allocates the families one after the other (only the
 	// benchmark's Meridio-like baseline sets it).
 	serialFamilies bool
@@ -96,9 +99,12 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
-		cfg:       cfg,
-		log:       cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
-		refusals:  limits.New("causeway_proxy", cfg.Logger),
+		cfg:      cfg,
+		log:      cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
+		refusals: limits.New("causeway_proxy", cfg.Logger),
+		idRefusals: limits.NewNamed("causeway_proxy", "target_identity_refusals_total",
+			"Target connections refused for their client's SPIFFE ID, by rule (unproved, not_allowed).",
+			"target connection refused for its client's identity (logged once per client)", cfg.Logger),
 		subnets:   map[ipamv1.IPFamily]*ipamv1.Subnet{},
 		bridge:    map[ipamv1.IPFamily]netip.Prefix{},
 		conns:     map[string]*connState{},

@@ -18,6 +18,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/filesource"
+	"github.com/causeway-net/causeway/pkg/servicelb/kubesource"
 	"github.com/causeway-net/causeway/pkg/servicelb/provider"
 )
 
@@ -33,7 +34,9 @@ type LB struct {
 	events   *eventCounter
 	syncs    *syncMetrics
 	refusals *limits.Refusals // of the limits: relay connections, Services
-	kube     *kubeServices    // the Kubernetes source; nil with the file
+	// idRefusals are the targets left out for their identity (kube.go).
+	idRefusals *limits.Refusals
+	kube       *kubeServices // the Kubernetes source; nil with the file
 
 	changed chan struct{} // capacity 1: the file changed
 
@@ -68,8 +71,8 @@ type Rejection struct {
 // ours stays.
 func Start(ctx context.Context, cfg Config, p *proxy.Proxy, log *slog.Logger) (_ *LB, stop func() error, err error) {
 	s := &LB{cfg: cfg, log: log, proxy: p, events: newEventCounter(log), syncs: newSyncMetrics(),
-		refusals: limits.New("causeway_proxy_service", log),
-		changed:  make(chan struct{}, 1)}
+		refusals: limits.New("causeway_proxy_service", log), idRefusals: kubesource.NewIdentityRefusals(kubesource.WithLogger(log)),
+		changed: make(chan struct{}, 1)}
 	if err := provider.CleanupLeftovers(cfg.NetNS); err != nil {
 		return nil, nil, err
 	}
