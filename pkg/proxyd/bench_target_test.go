@@ -1,6 +1,7 @@
 package proxyd_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -32,7 +33,7 @@ type targetBed struct {
 	ctx   context.Context
 	dp    *fakeDataplane
 	d     *proxyd.Daemon
-	ports chan []int // the ports of every Apply
+	ports chan []dataplane.Port // the ports of every Apply
 	conns []*benchTarget
 }
 
@@ -52,7 +53,7 @@ func newTargetBed(b *testing.B, n int) *targetBed {
 	e.connectTo.Scheme, e.connectTo.Path = "unix", e.dir+"/no-nsmgr.sock"
 	cfg := e.config(b, time.Millisecond)
 	cfg.ListenOn = ""
-	tb := &targetBed{ctx: e.ctx, ports: make(chan []int, 1)}
+	tb := &targetBed{ctx: e.ctx, ports: make(chan []dataplane.Port, 1)}
 	tb.d, tb.dp = e.start(b, cfg)
 	tb.dp.OnApply(func(s dataplane.State) {
 		select {
@@ -107,7 +108,7 @@ func (tb *targetBed) waitPort(b *testing.B, idx int) {
 	for {
 		select {
 		case ports := <-tb.ports:
-			if _, found := slices.BinarySearch(ports, idx); found {
+			if _, found := slices.BinarySearchFunc(ports, idx, func(p dataplane.Port, idx int) int { return cmp.Compare(p.Index, idx) }); found {
 				return
 			}
 		case <-deadline:
