@@ -53,13 +53,20 @@ func newTargetBed(b *testing.B, n int) *targetBed {
 	e.connectTo.Scheme, e.connectTo.Path = "unix", e.dir+"/no-nsmgr.sock"
 	cfg := e.config(b, time.Millisecond)
 	cfg.ListenOn = ""
+	// Every target here is one client's (the test's SPIFFE ID), and a
+	// closed one counts until its release: the limit per client would
+	// refuse the 129th. It is not what is measured.
+	cfg.MaxConnectionsPerClient = 1 << 20
 	tb := &targetBed{ctx: e.ctx, ports: make(chan []dataplane.Port, 1)}
 	tb.d, tb.dp = e.start(b, cfg)
 	tb.dp.OnApply(func(s dataplane.State) {
+		// The latest state replaces one nobody read yet (Applies are
+		// serial): a waiter never misses the Apply it waits for.
 		select {
-		case tb.ports <- s.Ports:
-		default: // nobody waits: the port is not timed
+		case <-tb.ports:
+		default:
 		}
+		tb.ports <- s.Ports
 	})
 	for i := range n {
 		tb.conns = append(tb.conns, tb.connect(b, i))
