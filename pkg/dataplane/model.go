@@ -148,7 +148,7 @@ func normalize(s State) (*spec, error) {
 		d.vips = append(d.vips, p.Masked())
 	}
 	d.vips = sortSet(d.vips, netip.Prefix.Compare)
-	filters, err := normalizeFilters(s.PortFilters, d.vips)
+	filters, err := normalizeFilters(s.Ports, d.vips)
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -40,8 +40,8 @@
 //
 // Its owner changes the kernel through Apply alone, with the whole desired
 // State: each port with its attributes (Port: hairpin mode, the nexthops
-// tied to it, the addresses its connection claims), decided once by the
-// caller; the links to delete (State.Remove: a closed connection's
+// tied to it, the addresses its connection claims, its filter), decided
+// once by the caller; the links to delete (State.Remove: a closed connection's
 // leftover link, a link a heal replaced) and the end of the hold on an
 // earlier run's state (State.ReleaseLeftovers) are part of it. Teardown
 // (the empty state) and Close end it. Besides the convergence, the package
@@ -114,12 +114,6 @@ type State struct {
 	// VIPs each get a rule `from <VIP> lookup <table>`.
 	VIPs []netip.Prefix `json:"vips"`
 
-	// PortFilters hold target ports to their own MAC and addresses (see
-	// PortFilter); the VIPs are allowed sources on every filtered port.
-	// Ports without one (the load balancers') are not filtered. Entries
-	// that are not Ports are ignored by the bridge but kept by the table.
-	PortFilters []PortFilter `json:"portFilters,omitempty"`
-
 	// Remove are links that must go: the links connections had before a
 	// heal moved them to new ones (their forwarder, if it is gone, would
 	// not delete them, and the connection's addresses would sit on two
@@ -141,8 +135,9 @@ type State struct {
 	ReleaseLeftovers bool `json:"releaseLeftovers,omitempty"`
 }
 
-// Port is one link to enslave to the bridge and what the State says of it,
-// decided once by the caller, in one place.
+// Port is one link to enslave to the bridge and what the State says of it
+// (hairpin mode, tied nexthops, claimed addresses, filter), decided once
+// by the caller, in one place.
 type Port struct {
 	// Index is the link's interface index.
 	Index int `json:"index"`
@@ -170,6 +165,10 @@ type Port struct {
 	// link, and its old one would carry its addresses twice. A held link
 	// that cannot be deleted stays held until ReleaseLeftovers.
 	Claims []netip.Addr `json:"claims,omitempty"`
+	// Filter, when set, holds the port to its own MAC and addresses (see
+	// PortFilter); the State's VIPs are allowed sources on every filtered
+	// port. Ports without one (the load balancers') are not filtered.
+	Filter *PortFilter `json:"filter,omitempty"`
 }
 
 // LinkRef names a link: its index, and the name it had when the caller

@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
 // InterfaceCreated records the kernel link of a connection (i.ConnKey names
@@ -44,7 +46,7 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 	p.unlinkLocked(st)
 	st.link, st.linkName = i.Index, i.Name
 	p.links[i.Index] = st.id
-	p.portsHops.addPort(i.Index, i.Type == TargetConn, allocAddrs(st))
+	p.portsHops.addPort(i.Index, i.Type == TargetConn, allocAddrs(st), p.portFilterLocked(st))
 	p.refreshHopsLocked(st)
 	p.removals.retire(replaced, replacedName)
 	hops := slices.Clone(st.hops)
@@ -141,6 +143,25 @@ func (p *Proxy) refreshHopsLocked(st *connState) bool {
 	}
 	st.hops = hops
 	return true
+}
+
+// portFilterLocked is what st's port is held to: a target's port to its
+// own addresses (the dataplane adds the VIPs), unless PortFilterOff; an
+// LB's port is not filtered. p.mu must be held.
+func (p *Proxy) portFilterLocked(st *connState) *dataplane.PortFilter {
+	if st.typ != TargetConn || p.cfg.PortFilterOff {
+		return nil
+	}
+	return &dataplane.PortFilter{Addrs: p.targetAddrsLocked(st)}
+}
+
+// refreshFilterLocked makes the filter of st's port follow its addresses,
+// and reports whether it changed. p.mu must be held.
+func (p *Proxy) refreshFilterLocked(st *connState) bool {
+	if st.link == 0 {
+		return false
+	}
+	return p.portsHops.setFilter(st.link, p.portFilterLocked(st))
 }
 
 // InterfaceOf returns the interface of the connection of type t with key

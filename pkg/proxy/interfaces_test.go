@@ -144,8 +144,8 @@ func TestLinkBeforeIPContext(t *testing.T) {
 func TestPortsAndHopsNexthopOnTwoPorts(t *testing.T) {
 	d := newPortsAndHops()
 	a := netip.MustParseAddr("172.16.0.5")
-	d.addPort(10, false, nil)
-	d.addPort(11, false, nil)
+	d.addPort(10, false, nil, nil)
+	d.addPort(11, false, nil, nil)
 	d.addHop(a, 10)
 	d.addHop(a, 11)
 	d.addHop(a, 11)
@@ -165,11 +165,11 @@ func TestPortsAndHopsNexthopOnTwoPorts(t *testing.T) {
 func TestPortsAndHopsStateIsNotChangedByLaterEvents(t *testing.T) {
 	d := newPortsAndHops()
 	for _, i := range []int{3, 1, 2} {
-		d.addPort(i, true, nil)
+		d.addPort(i, true, nil, nil)
 	}
 	d.addHop(netip.MustParseAddr("10.0.0.2"), 1)
 	s := d.state(nil, nil)
-	d.addPort(0, false, nil)
+	d.addPort(0, false, nil, nil)
 	d.removePort(2)
 	d.addHop(netip.MustParseAddr("10.0.0.1"), 3)
 	d.removeHop(netip.MustParseAddr("10.0.0.2"), 1)
@@ -198,4 +198,32 @@ func TestTargetHairpin(t *testing.T) {
 	e.dp.waitState(t, func(s dataplaneState) bool { return len(hairpinPorts(s)) == 0 && len(s.Ports) == 3 })
 	e.p.SetTargetHairpin(true)
 	e.dp.waitState(t, func(s dataplaneState) bool { return slices.Equal(hairpinPorts(s), []int{5, 11}) })
+}
+
+// A target's port is held to the target's own addresses (a port
+// attribute), an LB's is not; a refresh that changes the target's
+// addresses changes its filter at once; PortFilterOff filters nothing.
+func TestTargetPortFilter(t *testing.T) {
+	e := newTestEnv(t)
+	target := targetConn("t1")
+	e.link(t, target, TargetConn, 7)
+	e.link(t, lbConn("lb1"), LBConn, 9)
+	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 2 })
+	own := e.p.TargetAddrs()
+	require.Len(t, own, 2)
+	require.Equal(t, &dataplane.PortFilter{Addrs: own}, s.Ports[0].Filter, "the target's port")
+	require.Nil(t, s.Ports[1].Filter, "not the LB's")
+
+	e.moveChild(t, ipamv1.IPFamily_IPV4, "t1-src")
+	require.NoError(t, e.p.SetIPContext(t.Context(), target, TargetConn))
+	moved := e.p.TargetAddrs()
+	require.NotEqual(t, own, moved)
+	e.dp.waitState(t, func(s dataplaneState) bool {
+		return len(s.Ports) == 2 && s.Ports[0].Filter != nil && sprint(s.Ports[0].Filter.Addrs) == sprint(moved)
+	})
+
+	off := newTestEnv(t, func(c *Config) { c.PortFilterOff = true })
+	off.link(t, targetConn("t1"), TargetConn, 7)
+	s = off.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 1 })
+	require.Nil(t, s.Ports[0].Filter)
 }

@@ -10,8 +10,8 @@ import (
 
 // portsAndHops is the part of the dataplane state that the connections'
 // links imply: the bridge ports, each with its attributes (hairpin mode,
-// the nexthops tied to it, the addresses its connection claims), decided
-// here once, and the LB addresses (nexthops) announced on them. It is kept
+// the nexthops tied to it, the addresses its connection claims, its
+// filter), decided here once, and the LB addresses (nexthops) announced on them. It is kept
 // up to date by each change: a link or an address change costs what it
 // changes, whatever the number of connections. Its slices are replaced,
 // never changed in place, so that a State handed to the dataplane shares
@@ -31,9 +31,9 @@ func (d *portsAndHops) find(idx int) (int, bool) {
 }
 
 // addPort adds the link of a connection (of a target's, with target) whose
-// addresses are claims.
-func (d *portsAndHops) addPort(idx int, target bool, claims []netip.Addr) {
-	port := dataplane.Port{Index: idx, Hairpin: target && d.hairpin, Claims: claims}
+// addresses are claims, held to filter (nil: not filtered).
+func (d *portsAndHops) addPort(idx int, target bool, claims []netip.Addr, filter *dataplane.PortFilter) {
+	port := dataplane.Port{Index: idx, Hairpin: target && d.hairpin, Claims: claims, Filter: filter}
 	i, found := d.find(idx)
 	if found {
 		d.ports = slices.Clone(d.ports)
@@ -48,6 +48,25 @@ func (d *portsAndHops) removePort(idx int) {
 	if i, found := d.find(idx); found {
 		d.ports = append(slices.Clip(d.ports[:i]), d.ports[i+1:]...)
 	}
+}
+
+// setFilter holds port idx to filter (nil: not filtered), and reports
+// whether that changed it.
+func (d *portsAndHops) setFilter(idx int, filter *dataplane.PortFilter) bool {
+	i, found := d.find(idx)
+	if !found || sameFilter(d.ports[i].Filter, filter) {
+		return false
+	}
+	d.ports = slices.Clone(d.ports)
+	d.ports[i].Filter = filter
+	return true
+}
+
+func sameFilter(a, b *dataplane.PortFilter) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return slices.Equal(a.Addrs, b.Addrs)
 }
 
 // setHairpin turns the hairpin mode of the targets' ports (the links of

@@ -141,6 +141,7 @@ func (p *Proxy) runRelease(ctx context.Context, id string, pr *pendingRelease) {
 		if st := p.conns[id]; st != nil {
 			delete(st.allocs, k)
 			moved = p.refreshHopsLocked(st)
+			moved = p.refreshFilterLocked(st) || moved
 		}
 		p.mu.Unlock()
 		if moved {

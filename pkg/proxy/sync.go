@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"cmp"
 	"context"
-	"slices"
 
 	"github.com/causeway-net/causeway/internal/backoff"
 	"github.com/causeway-net/causeway/pkg/dataplane"
@@ -19,24 +17,7 @@ func (p *Proxy) desiredStateLocked() (dataplane.State, []*closedLink) {
 	closed := p.removals.into(&s, func(id string) bool { st := p.conns[id]; return st != nil && st.link != 0 })
 	s.ReleaseLeftovers = p.releaseLeftovers
 	s.Nexthops = routedNexthops(s.Nexthops, p.hopsDown)
-	if !p.cfg.PortFilterOff {
-		s.PortFilters = p.portFiltersLocked()
-	}
 	return s, closed
-}
-
-// portFiltersLocked holds each target's port to the target's own
-// addresses (the VIPs are added by the dataplane), by port. p.mu must be
-// held. It costs the number of links.
-func (p *Proxy) portFiltersLocked() []dataplane.PortFilter {
-	out := make([]dataplane.PortFilter, 0, len(p.links))
-	for idx, id := range p.links {
-		if st := p.conns[id]; st != nil && st.typ == TargetConn {
-			out = append(out, dataplane.PortFilter{Port: idx, Addrs: p.targetAddrsLocked(st)})
-		}
-	}
-	slices.SortFunc(out, func(a, b dataplane.PortFilter) int { return cmp.Compare(a.Port, b.Port) })
-	return out
 }
 
 // syncLoop is the only caller of the dataplane: it applies the desired state
