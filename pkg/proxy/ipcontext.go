@@ -262,12 +262,15 @@ func (p *Proxy) commitAllocs(id string, t ConnType, conn *networkservice.Connect
 		log.Info("pending address release of a superseded connection cancelled", "closed", pr.closedBy)
 	}
 	moved := p.refreshHopsLocked(st)
+	refiltered := p.refreshFilterLocked(st)
 	hops := slices.Clone(st.hops)
 	bridge := maps.Clone(p.bridge)
 	svcRoutes := p.svcRoutes
 	p.mu.Unlock()
 	if moved {
 		log.Info("nexthops follow the connection's new addresses", "nexthops", hops)
+	}
+	if moved || refiltered {
 		p.markDirty()
 	} else if changed {
 		p.watch.signal()

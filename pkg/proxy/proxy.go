@@ -35,17 +35,20 @@ type Proxy struct {
 	// benchmark's Meridio-like baseline sets it).
 	serialFamilies bool
 
-	mu          sync.Mutex
-	closed      bool
-	bridge      map[ipamv1.IPFamily]netip.Prefix
-	conns       map[string]*connState
-	links       map[int]string // link index → the key of the connection it belongs to (see connState.link)
-	portsHops   portsAndHops   // the ports and nexthops of the links
-	oneShot     oneShot        // the link requests of the next Apply
-	vipWanted   []netip.Prefix
-	vipRejected []error        // the entries of vipWanted rejected by the last validation
-	vips        []netip.Prefix // accepted, sorted
-	counters    counters
+	mu        sync.Mutex
+	closed    bool
+	bridge    map[ipamv1.IPFamily]netip.Prefix
+	conns     map[string]*connState
+	links     map[int]string // link index → the key of the connection it belongs to (see connState.link)
+	portsHops portsAndHops   // the ports and nexthops of the links
+	removals  linkRemovals   // the links the next Apply deletes
+	// releaseLeftovers: the hold on the state found at start ends
+	// (ReleaseLeftovers).
+	releaseLeftovers bool
+	vipWanted        []netip.Prefix
+	vipRejected      []error        // the entries of vipWanted rejected by the last validation
+	vips             []netip.Prefix // accepted, sorted
+	counters         counters
 
 	// hopsDown are the nexthops the datapath check found down
 	// (SetNexthopsDown), left out of the desired state's routes.

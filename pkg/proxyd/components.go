@@ -214,7 +214,7 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 	}
 	p, err := proxy.New(ctx, proxy.Config{
 		Conduit: d.cfg.Conduit, Trench: d.cfg.Trench, Node: d.cfg.Host, Families: proxy.ParseIPFamily(d.cfg.IPFamily),
-		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp, Links: d.dp,
+		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp,
 		ReleaseDelay: d.cfg.IPReleaseDelay, BridgeRenewInterval: d.cfg.BridgeIPRenewInterval,
 		PortFilterOff: d.cfg.PortFilterOff, VIPs: vips, MaxConnectionsPerClient: d.cfg.MaxConnectionsPerClient,
 		TargetIdentity: ids, Logger: d.log.With("subsystem", "proxy"),

@@ -140,7 +140,7 @@ func (f *kubeFeed) OnServiceUpdate(svcs []servicelb.Service) {
 		slices.SortFunc(routes, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 	}
 	f.setRoutes(routes)
-	f.s.proxy.SetTargetHairpin(f.s.cfg.Provider == servicelb.ProviderNftables && len(svcs) > 0)
+	f.s.setHairpin(len(svcs))
 	f.s.provider.OnServiceUpdate(svcs)
 }
 
