@@ -136,11 +136,7 @@ func (s *Store) poolWrite(p *pool) write {
 func (s *Store) blockWrite(b *block) write {
 	return write{
 		do: func(ctx context.Context) (string, error) {
-			obj, err := b.object(s.o.Namespace, s.o.Trench)
-			if err != nil {
-				return "", err
-			}
-			return s.put(ctx, BlockResource, obj)
+			return s.put(ctx, BlockResource, b.object(s.o.Namespace, s.o.Trench))
 		},
 		done: func(rv string) {
 			b.rv = rv
