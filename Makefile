@@ -44,8 +44,13 @@ images-full: preflight-images
 
 # The README's test command. Kernel tests need root and skip without it; with
 # CAUSEWAY_REQUIRE_ROOT set, make test refuses to start unprivileged.
+# The longest packages are named first, so that go test starts them first:
+# the end-to-end suite (about 12 minutes, mostly waiting) then runs beside
+# all the others instead of alone after them (go test runs one package per
+# core and starts them in the order given; a package named twice runs once).
+SLOW_PKGS := ./test/e2e ./cmd/proxy ./pkg/nexthopcheck ./pkg/lab/labrun ./cmd/ipam ./test/images
 test: preflight-test build
-	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test $(TESTFLAGS) $(SLOW_PKGS) ./...
 	cd $(HELMTEST) && $(GO) test $(HELMTESTFLAGS) ./...
 
 # make test with every core kept busy by other work (one busy loop per

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make figures: measures every figure of the README's performance and
-# reliability tables in one run and prints them, each beside the baseline its
+# make figures: measures every figure of docs/performance.md's and
+# docs/reliability.md's tables in one run and prints them, each beside the baseline its
 # benchmark or scenario measures in the same run (sub-benchmarks named
 # baseline/meridio-like/one-fsync, or the direct path of the throughput test).
 # Needs root (kernel benchmarks, the lab). The raw output is kept in $OUT.

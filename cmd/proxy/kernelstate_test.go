@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"slices"
@@ -22,12 +23,17 @@ func nlHandle(t testing.TB, ns *testutil.NetNS) *netlink.Handle {
 	return h
 }
 
-// links returns the namespace's links.
+// links returns the namespace's links. A dump that links changed under
+// (the proxy adding ports meanwhile) is read again: the kernel says so
+// with ErrDumpInterrupted rather than give a consistent list.
 func links(t testing.TB, ns *testutil.NetNS) []netlink.Link {
 	t.Helper()
 	h := nlHandle(t, ns)
 	defer h.Close()
 	ls, err := h.LinkList()
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 100; try++ {
+		ls, err = h.LinkList()
+	}
 	require.NoError(t, err)
 	return ls
 }

@@ -22,7 +22,7 @@ import (
 // Environment of TestProxyMemory.
 const (
 	// memTargetsEnv is how many target connections it brings up (default
-	// memDefaultTargets; the README's figures are at 100, 500 and 1,000).
+	// memDefaultTargets; docs/performance.md's figures are at 100, 500 and 1,000).
 	memTargetsEnv = "CAUSEWAY_PROXY_MEM_TARGETS"
 	// memProfileEnv names a directory that receives the proxy's heap profile
 	// and goroutine dump once the targets are up (`go tool pprof -top`).

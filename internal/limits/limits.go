@@ -20,6 +20,7 @@ const maxCauses = 4096
 type Refusals struct {
 	counter *prometheus.CounterVec
 	log     *slog.Logger
+	msg     string
 
 	mu     sync.Mutex
 	logged map[[2]string]struct{}
@@ -28,21 +29,33 @@ type Refusals struct {
 // New returns Refusals whose counter is <namespace>_limit_refusals_total,
 // labelled by limit; log receives the first refusal of each cause.
 func New(namespace string, log *slog.Logger) *Refusals {
+	return NewNamed(namespace, "limit_refusals_total", "Requests refused because they would exceed a configured limit, by limit.",
+		"limit reached: request refused (logged once per cause)", log)
+}
+
+// NewNamed returns Refusals of another kind than a limit (an identity
+// check): the counter <namespace>_<name>, labelled by limit (the rule
+// refused by), and msg the message of the line logged once per cause.
+func NewNamed(namespace, name, help, msg string, log *slog.Logger) *Refusals {
 	return &Refusals{
-		counter: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "limit_refusals_total",
-			Help: "Requests refused because they would exceed a configured limit, by limit.",
-		}, []string{"limit"}),
-		log:    log,
-		logged: map[[2]string]struct{}{},
+		counter: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, []string{"limit"}),
+		log:     log,
+		msg:     msg,
+		logged:  map[[2]string]struct{}{},
 	}
 }
 
 // Refuse counts one refusal of limit (of value max) and logs it when its
 // cause (who or what hit the limit) was not logged before.
 func (r *Refusals) Refuse(limit string, max int, cause string, attrs ...any) {
-	r.counter.WithLabelValues(limit).Inc()
-	k := [2]string{limit, cause}
+	r.Deny(limit, cause, append([]any{"max", max}, attrs...)...)
+}
+
+// Deny counts one refusal by rule and logs it when its cause was not
+// logged before.
+func (r *Refusals) Deny(rule, cause string, attrs ...any) {
+	r.counter.WithLabelValues(rule).Inc()
+	k := [2]string{rule, cause}
 	r.mu.Lock()
 	_, done := r.logged[k]
 	full := len(r.logged) >= maxCauses
@@ -53,8 +66,7 @@ func (r *Refusals) Refuse(limit string, max int, cause string, attrs ...any) {
 	if done || full {
 		return
 	}
-	r.log.Warn("limit reached: request refused (logged once per cause)",
-		append([]any{"limit", limit, "max", max, "cause", cause}, attrs...)...)
+	r.log.Warn(r.msg, append([]any{"limit", rule, "cause", cause}, attrs...)...)
 }
 
 // Count is the refusals of limit so far.

@@ -209,7 +209,7 @@ func TestNetAdminOnlyHelper(t *testing.T) {
 			if err != nil {
 				fail(err)
 			}
-			s.Ports = append(s.Ports, ifi.Index)
+			s.Ports = append(s.Ports, Port{Index: ifi.Index})
 		}
 		if err := dp.Apply(s); err != nil {
 			fail(err)

@@ -76,7 +76,7 @@ func TestGratuitousAnnouncements(t *testing.T) {
 	dp := newDP(t, p, Options{AnnounceInterval: 100 * time.Millisecond})
 	mac := dp.BridgeMAC()
 
-	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")}, Ports: []int{port}}
+	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")}, Ports: portsOf(port)}
 	start := time.Now()
 	require.NoError(t, dp.Apply(s))
 	waitCorrected(t, hn, "n0", mac, first...)
@@ -117,14 +117,14 @@ func TestAnnouncementOnPortJoin(t *testing.T) {
 	n2.MustExec(t, "ip", "addr", "add", "fd00:cafe::52/64", "dev", "eth0", "nodad")
 	bridge := []netip.Addr{ma("192.0.2.1"), ma("fd00:cafe::1")}
 	dp := newDP(t, p, Options{AnnounceInterval: 100 * time.Millisecond})
-	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")}, Ports: []int{port1}}
+	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")}, Ports: portsOf(port1)}
 	require.NoError(t, dp.Apply(s))
 
 	// Wait for the burst of the first Apply to end.
 	require.Eventually(t, func() bool { return dp.Stats().Announcements >= 2*DefaultAnnounceCount }, time.Minute, 10*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
 	poison(t, n2, "eth0", bridge...)
-	s.Ports = append(s.Ports, port2)
+	s.Ports = append(s.Ports, Port{Index: port2})
 	start := time.Now()
 	require.NoError(t, dp.Apply(s))
 	waitCorrected(t, handle(t, n2), "eth0", dp.BridgeMAC(), bridge...)
@@ -140,7 +140,7 @@ func TestAnnouncementKeepsPermanentNeighbors(t *testing.T) {
 	lb.MustExec(t, "ip", "addr", "add", "192.0.2.11/24", "dev", "eth0")
 	lb.MustExec(t, "ip", "addr", "add", "fd00:cafe::11/64", "dev", "eth0", "nodad")
 	dp := newDP(t, ns, Options{AnnounceCount: -1})
-	require.NoError(t, dp.Apply(State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")}, Ports: []int{port}}))
+	require.NoError(t, dp.Apply(State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")}, Ports: portsOf(port)}))
 	ns.MustExec(t, "ip", "neigh", "replace", "192.0.2.77", "lladdr", "02:00:00:00:00:77", "dev", DefaultBridgeName, "nud", "permanent")
 	ns.MustExec(t, "ip", "neigh", "replace", "fd00:cafe::77", "lladdr", "02:00:00:00:00:77", "dev", DefaultBridgeName, "nud", "permanent")
 	ns.MustExec(t, "ping", "-c", "1", "-W", "2", "192.0.2.11")

@@ -34,9 +34,9 @@ func addPortTime(b *testing.B, n, trials int) (apply, kernel, unchanged time.Dur
 	slices.Sort(ports)
 	dp := newDP(b, ns, Options{DisableConntrackFlush: true, AnnounceCount: -1})
 	s := bigState(100, 2, 0)
-	s.Ports = ports[:n]
+	s.Ports = portsOf(ports[:n]...)
 	plus := s
-	plus.Ports = ports
+	plus.Ports = portsOf(ports...)
 	require.NoError(b, dp.Apply(s))
 	w := dp.Stats().Writes
 	require.NoError(b, dp.Apply(plus))

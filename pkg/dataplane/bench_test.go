@@ -58,7 +58,7 @@ func benchApplyChange(b *testing.B, dp *Dataplane, from, to State) {
 // BenchmarkFailover measures, over at least 100 trials, the time from an LB
 // port's deletion in the kernel to the ECMP route without its nexthop: the
 // link table sees the port go and, the nexthop being tied to the port
-// (State.NexthopPorts), the Dataplane rewrites the route itself. Reported:
+// (Port.Nexthops), the Dataplane rewrites the route itself. Reported:
 // p50/p99 from the kernel's delete notification to the route notification,
 // and from the start of the delete call.
 func BenchmarkFailover(b *testing.B) {
@@ -127,10 +127,9 @@ func BenchmarkFailover(b *testing.B) {
 		require.NoError(b, h.LinkSetUp(l))
 		lb1 := l.Attrs().Index
 		require.NoError(b, dp.Apply(State{
-			BridgeAddrs:  []netip.Prefix{mp("192.0.2.1/24")},
-			Ports:        []int{lb1, lb2},
-			Nexthops:     []netip.Addr{nh1, nh2},
-			NexthopPorts: map[netip.Addr]int{nh1: lb1, nh2: lb2},
+			BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")},
+			Ports:       tiedPorts(portsOf(lb1, lb2), map[netip.Addr]int{nh1: lb1, nh2: lb2}),
+			Nexthops:    []netip.Addr{nh1, nh2},
 		}))
 		require.Equal(b, []netip.Addr{nh1, nh2}, defaultRouteNexthops(b, h, v4, 1, ProtocolCauseway))
 		time.Sleep(2 * time.Millisecond)

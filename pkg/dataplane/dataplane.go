@@ -82,7 +82,7 @@ type Options struct {
 	AdoptLeftovers bool
 	// HoldLeftovers, with AdoptLeftovers, keeps what New adopted (the
 	// bridge's ports, the nexthops of the default routes, the VIP rules)
-	// in addition to every applied state until ReleaseLeftovers: an owner
+	// in addition to every applied state until a State releases them (State.ReleaseLeftovers): an owner
 	// restarted while its control plane is away (it cannot relearn its
 	// connections yet) does not cut the data paths they still carry. A
 	// held port whose link goes is gone with it.
@@ -204,7 +204,7 @@ type Dataplane struct {
 	// held leftovers (nil before the first Apply).
 	applied *spec
 	// leftovers are what New adopted from an earlier run, held
-	// (Options.HoldLeftovers) until ReleaseLeftovers; leftoverAddrs the
+	// (Options.HoldLeftovers) until a State releases them; leftoverAddrs the
 	// addresses their links carried.
 	leftovers     *spec
 	leftoverAddrs addrLinks
@@ -332,12 +332,16 @@ func (dp *Dataplane) goRun(fn func(context.Context)) {
 }
 
 // Apply makes the kernel look like s, with the fewest netlink writes: the
-// difference between s and what the Dataplane owns. An identical Apply
-// issues no netlink operation at all, and its cost is one pass over s. Ports
-// that do not exist are skipped without error (and enslaved if they appear
-// later). Apply goes on after a failed operation and returns all failures
-// joined, each wrapped in an *OpError naming its object; the reconciler
-// retries what failed.
+// difference between s and what the Dataplane owns. It is the one way the
+// Dataplane's owner changes the kernel: the links to delete (State.Remove)
+// and the end of the hold on an earlier run's state
+// (State.ReleaseLeftovers) are part of s. An identical Apply issues no
+// netlink operation at all, and its cost is one pass over s. Ports that do
+// not exist are skipped without error (and enslaved if they appear later).
+// Apply goes on after a failed operation and returns all failures joined,
+// each wrapped in an *OpError naming its object; the reconciler retries
+// what failed of the convergence, the caller what failed of the links to
+// delete.
 //
 // When VIPs or nexthops are removed, Apply then flushes their conntrack
 // entries (unless Options.DisableConntrackFlush), once their rule or route
@@ -353,30 +357,23 @@ func (dp *Dataplane) Apply(s State) error {
 		return ErrClosed
 	}
 	dp.applied = goal
-	dp.retireLinksLocked(s.Retired, goal)
-	dp.supersedeLeftoversLocked(s.Claims)
-	return dp.applyLocked(goal.withLeftovers(dp.leftovers))
+	errs := []error{dp.removeLinksLocked(s.Remove, goal)}
+	dp.supersedeLeftoversLocked(s.Ports)
+	if s.ReleaseLeftovers {
+		errs = append(errs, dp.releaseLeftoversLocked(goal))
+	}
+	errs = append(errs, dp.applyLocked(goal.withLeftovers(dp.leftovers)))
+	return errors.Join(errs...)
 }
 
-// ReleaseLeftovers stops holding what New adopted (Options.HoldLeftovers):
-// the kernel is made equal to the last applied state, and what that
-// removes is flushed from conntrack as by Apply. A held link that nothing
-// claimed and that cannot be deleted stays held (and a port), and the
-// error says so: call ReleaseLeftovers again to delete it. Once everything
-// is released, it does nothing.
-func (dp *Dataplane) ReleaseLeftovers() error {
-	dp.mu.Lock()
-	if dp.closed {
-		dp.mu.Unlock()
-		return ErrClosed
-	}
+// releaseLeftoversLocked stops holding what New adopted
+// (Options.HoldLeftovers), for State.ReleaseLeftovers: a held link that
+// goal does not have as a port is deleted; one that cannot be deleted
+// stays held (and a port), and the error says so. Once everything is
+// released, it does nothing. dp.mu must be held.
+func (dp *Dataplane) releaseLeftoversLocked(goal *spec) error {
 	if dp.leftovers == nil {
-		dp.mu.Unlock()
 		return nil
-	}
-	goal := dp.applied
-	if goal == nil {
-		goal = dp.m.adopted(false)
 	}
 	// A held port that nothing claimed by now carried a connection of the
 	// earlier run that did not come back: its link goes, with its
@@ -398,14 +395,14 @@ func (dp *Dataplane) ReleaseLeftovers() error {
 			dp.log.Info("leftovers of an earlier run released", "unclaimedLinksDeleted", deleted)
 		}
 		dp.leftovers, dp.leftoverAddrs = nil, nil
-		return errors.Join(append(errs, dp.applyLocked(goal))...)
+		return nil
 	}
 	// Only the links that could not be deleted stay held, as they are;
 	// the next release deletes them.
 	dp.leftovers = &spec{ports: kept}
 	dp.log.Warn("leftovers of an earlier run released but for links that could not be deleted",
 		"unclaimedLinksDeleted", deleted, "stillHeld", kept)
-	return errors.Join(append(errs, dp.applyLocked(goal.withLeftovers(dp.leftovers)))...)
+	return errors.Join(errs...)
 }
 
 // setGoalLocked makes goal what convergence aims at. dp.mu must be held.

@@ -53,7 +53,7 @@ func TestApplyKernelState(t *testing.T) {
 
 	s1 := State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")},
-		Ports:       []int{p1, p2},
+		Ports:       portsOf(p1, p2),
 		Nexthops:    []netip.Addr{ma("192.0.2.11"), ma("fd00:cafe::12"), ma("192.0.2.12"), ma("fd00:cafe::11")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/32"), mp("203.0.113.32/28"), mp("2001:db8:100::10/128")},
 	}
@@ -83,7 +83,7 @@ func TestApplyKernelState(t *testing.T) {
 				ports = append(ports, l.Attrs().Index)
 			}
 		}
-		require.ElementsMatch(t, s.Ports, ports, "ports")
+		require.ElementsMatch(t, indexes(s.Ports), ports, "ports")
 		// routes
 		var want4, want6 []netip.Addr
 		for _, a := range s.Nexthops {
@@ -110,8 +110,8 @@ func TestApplyKernelState(t *testing.T) {
 				require.Contains(t, addrOut, "inet6 "+p.String()+" ")
 			}
 		}
-		for _, idx := range s.Ports {
-			out := ns.MustExec(t, "ip", "-d", "link", "show", "dev", linkName(t, h, idx))
+		for _, port := range s.Ports {
+			out := ns.MustExec(t, "ip", "-d", "link", "show", "dev", linkName(t, h, port.Index))
 			require.Contains(t, out, "master "+DefaultBridgeName)
 			require.Contains(t, out, "bridge_slave")
 		}
@@ -137,7 +137,7 @@ func TestApplyKernelState(t *testing.T) {
 	// nexthop, one port and one VIP fewer, a new VIP.
 	s2 := State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.2/24"), mp("fd00:cafe::1/64")},
-		Ports:       []int{p1},
+		Ports:       portsOf(p1),
 		Nexthops:    []netip.Addr{ma("192.0.2.12"), ma("fd00:cafe::11"), ma("fd00:cafe::12")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/32"), mp("2001:db8:100::10/128"), mp("2001:db8:100::/120")},
 	}
@@ -150,7 +150,7 @@ func TestApplyKernelState(t *testing.T) {
 	// The last IPv6 nexthop goes: the IPv6 route goes; IPv4 only.
 	s3 := State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.2/24")},
-		Ports:       []int{p1, p2},
+		Ports:       portsOf(p1, p2),
 		Nexthops:    []netip.Addr{ma("192.0.2.12"), ma("192.0.2.11")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/32")},
 	}
@@ -241,7 +241,7 @@ func TestIdempotentApply(t *testing.T) {
 	dp := newDP(t, ns, Options{})
 	s := State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")},
-		Ports:       []int{p1, p2, 4242}, // 4242 does not exist
+		Ports:       portsOf(p1, p2, 4242), // 4242 does not exist
 		Nexthops:    []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12"), ma("fd00:cafe::11")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/32"), mp("2001:db8:100::10/128")},
 	}
@@ -250,7 +250,7 @@ func TestIdempotentApply(t *testing.T) {
 	// Same state, other order, duplicates, a mapped address.
 	s2 := State{
 		BridgeAddrs: []netip.Prefix{mp("fd00:cafe::1/64"), mp("192.0.2.1/24")},
-		Ports:       []int{4242, p2, p1, p1},
+		Ports:       portsOf(4242, p2, p1, p1),
 		Nexthops:    []netip.Addr{ma("fd00:cafe::11"), ma("::ffff:192.0.2.12"), ma("192.0.2.11"), ma("192.0.2.11")},
 		VIPs:        []netip.Prefix{mp("2001:db8:100::10/128"), mp("203.0.113.10/32")},
 	}
@@ -312,7 +312,7 @@ func TestRestartReplacesOnlyLeftovers(t *testing.T) {
 	require.NoError(t, err)
 	s1 := State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")},
-		Ports:       []int{p1},
+		Ports:       portsOf(p1),
 		Nexthops:    []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12"), ma("fd00:cafe::11")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/32"), mp("203.0.113.11/32"), mp("2001:db8:100::10/128")},
 	}
@@ -407,7 +407,7 @@ func TestSelfHealing(t *testing.T) {
 	dp := newDP(t, ns, Options{ResyncInterval: -1})
 	s := State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")},
-		Ports:       []int{p1},
+		Ports:       portsOf(p1),
 		Nexthops:    []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12"), ma("fd00:cafe::11"), ma("fd00:cafe::12")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/32"), mp("203.0.113.11/32"), mp("2001:db8:100::10/128")},
 	}
@@ -480,12 +480,11 @@ func TestPortsThatVanish(t *testing.T) {
 	dp := newDP(t, ns, Options{})
 	s := State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")},
-		Ports:       []int{p1, p2, 9999},
-		Nexthops:    []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12")},
-		NexthopPorts: map[netip.Addr]int{
+		Ports: tiedPorts(portsOf(p1, p2, 9999), map[netip.Addr]int{
 			ma("192.0.2.11"): p1,
 			ma("192.0.2.12"): p2,
-		},
+		}),
+		Nexthops: []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12")},
 	}
 	require.NoError(t, dp.Apply(s), "a port that does not exist is no error")
 	require.Equal(t, []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12")}, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway))
@@ -513,7 +512,7 @@ func TestPortsThatVanish(t *testing.T) {
 	// A port that appears after Apply asked for it is enslaved.
 	ns.MustExec(t, "ip", "link", "add", "late", "type", "veth", "peer", "name", "latex")
 	late := ns.LinkIndex(t, "late")
-	s.Ports = append(s.Ports, late)
+	s.Ports = append(s.Ports, Port{Index: late})
 	require.NoError(t, dp.Apply(s))
 	l, err := h.LinkByIndex(late)
 	require.NoError(t, err)
@@ -526,7 +525,7 @@ func TestSnapshotJSON(t *testing.T) {
 	dp := newDP(t, ns, Options{})
 	require.NoError(t, dp.Apply(State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")},
-		Ports:       []int{p1},
+		Ports:       portsOf(p1),
 		Nexthops:    []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/32")},
 	}))
@@ -581,7 +580,7 @@ func TestConcurrentUse(t *testing.T) {
 	for i := range states {
 		states[i] = State{
 			BridgeAddrs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(1 + i)}), 24), mp("fd00:cafe::1/64")},
-			Ports:       ports[:i+1],
+			Ports:       portsOf(ports[:i+1]...),
 			Nexthops:    []netip.Addr{netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)}), ma("fd00:cafe::11")},
 			VIPs:        []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), 32), mp("203.0.113.100/32")},
 		}
@@ -661,10 +660,9 @@ func TestFreshPortIsEnslaved(t *testing.T) {
 		l, err := h.LinkByName(name)
 		require.NoError(t, err)
 		require.NoError(t, dp.Apply(State{
-			BridgeAddrs:  []netip.Prefix{mp("192.0.2.1/24")},
-			Ports:        []int{l.Attrs().Index},
-			Nexthops:     []netip.Addr{nh},
-			NexthopPorts: map[netip.Addr]int{nh: l.Attrs().Index},
+			BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")},
+			Ports:       []Port{{Index: l.Attrs().Index, Nexthops: []netip.Addr{nh}}},
+			Nexthops:    []netip.Addr{nh},
 		}))
 		require.Equal(t, []netip.Addr{nh}, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway), "trial %d", i)
 		l, err = h.LinkByIndex(l.Attrs().Index)
@@ -694,7 +692,7 @@ func TestBringUpReadsNoTables(t *testing.T) {
 	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, VIPs: []netip.Prefix{mp("203.0.113.10/32")}}
 	require.NoError(t, dp.Apply(s))
 	for i := range n {
-		s.Ports = ports[:i+1]
+		s.Ports = portsOf(ports[:i+1]...)
 		require.NoError(t, dp.Apply(s))
 	}
 	eventually(t, func() bool {

@@ -36,11 +36,12 @@ func Example() {
 	lbPort := 7 // the index of the NSM interface toward an LB
 	lb := netip.MustParseAddr("172.16.1.3")
 	err = dp.Apply(dataplane.State{
-		BridgeAddrs:  []netip.Prefix{netip.MustParsePrefix("172.16.1.1/24"), netip.MustParsePrefix("fd00:0:0:1::1/64")},
-		Ports:        []int{lbPort, 8},
-		Nexthops:     []netip.Addr{lb},
-		NexthopPorts: map[netip.Addr]int{lb: lbPort},
-		VIPs:         []netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")},
+		BridgeAddrs: []netip.Prefix{netip.MustParsePrefix("172.16.1.1/24"), netip.MustParsePrefix("fd00:0:0:1::1/64")},
+		// The LB's port with its address tied to it, and a target's port in
+		// hairpin mode (for the service load balancer).
+		Ports:    []dataplane.Port{{Index: lbPort, Nexthops: []netip.Addr{lb}}, {Index: 8, Hairpin: true}},
+		Nexthops: []netip.Addr{lb},
+		VIPs:     []netip.Prefix{netip.MustParsePrefix("20.0.0.1/32")},
 	})
 	if err != nil {
 		log.Print(err) // each failure names its object; the Dataplane retries

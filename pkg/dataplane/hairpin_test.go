@@ -22,7 +22,7 @@ func hairpinOf(t *testing.T, h *netlink.Handle, idx int) bool {
 }
 
 // TestHairpinPorts: the hairpin mode of the ports follows the State, set
-// when a port joins and turned off when it leaves the list; an identical
+// when a port joins and turned off when it loses it; an identical
 // Apply writes nothing.
 func TestHairpinPorts(t *testing.T) {
 	ns := testutil.NewNetNS(t, "hp")
@@ -30,7 +30,7 @@ func TestHairpinPorts(t *testing.T) {
 	p2 := vethPair(t, ns, "p2", nil, "p2x")
 	h := handle(t, ns)
 	dp := newDP(t, ns, Options{})
-	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Ports: []int{p1, p2}, HairpinPorts: []int{p1, 4242}}
+	s := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Ports: []Port{{Index: p1, Hairpin: true}, {Index: p2}}}
 	require.NoError(t, dp.Apply(s))
 	require.True(t, hairpinOf(t, h, p1), "p1 in hairpin mode")
 	require.False(t, hairpinOf(t, h, p2), "p2 not")
@@ -39,7 +39,7 @@ func TestHairpinPorts(t *testing.T) {
 	require.NoError(t, dp.Apply(s))
 	require.Equal(t, before, dp.Stats().Writes, "an identical Apply writes nothing")
 
-	s.HairpinPorts = []int{p2}
+	s.Ports = []Port{{Index: p1}, {Index: p2, Hairpin: true}}
 	require.NoError(t, dp.Apply(s))
 	require.False(t, hairpinOf(t, h, p1), "p1 left the list")
 	require.True(t, hairpinOf(t, h, p2), "p2 joined it")
@@ -47,13 +47,12 @@ func TestHairpinPorts(t *testing.T) {
 	// A port that appears later gets its mode when it is enslaved.
 	ns.MustExec(t, "ip", "link", "add", "late", "type", "veth", "peer", "name", "latex")
 	late := ns.LinkIndex(t, "late")
-	s.Ports = append(s.Ports, late)
-	s.HairpinPorts = append(s.HairpinPorts, late)
+	s.Ports = append(s.Ports, Port{Index: late, Hairpin: true})
 	require.NoError(t, dp.Apply(s))
 	require.True(t, hairpinOf(t, h, late), "a new port in hairpin mode")
 	snap, err := dp.Snapshot()
 	require.NoError(t, err)
-	require.Equal(t, []int{p2, late}, snap.Desired.HairpinPorts)
+	require.Equal(t, []Port{{Index: p1}, {Index: p2, Hairpin: true}, {Index: late, Hairpin: true}}, snap.Desired.Ports)
 }
 
 // BridgeNetfilter: New hands bridged frames to netfilter in the namespace

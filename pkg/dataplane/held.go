@@ -47,32 +47,32 @@ func (dp *Dataplane) readLeftoverAddrsLocked() error {
 // new link with its addresses, and its old link (which no forwarder of
 // this run knows) would hold them twice. A link that cannot be deleted
 // stays held (logged). Without a hold it does nothing.
-func (dp *Dataplane) supersedeLeftoversLocked(claims []Claim) {
+func (dp *Dataplane) supersedeLeftoversLocked(ports []Port) {
 	if len(dp.leftoverAddrs) == 0 {
 		return
 	}
-	for _, c := range claims {
+	for _, c := range ports {
 		var gone []int
-		for _, a := range c.Addrs {
+		for _, a := range c.Claims {
 			old, ok := dp.leftoverAddrs[a.Unmap()]
-			if !ok || old == c.Port {
+			if !ok || old == c.Index {
 				continue
 			}
 			if err := dp.deleteLeftoverLocked(old); err != nil {
-				dp.log.Warn("held link of an earlier run not superseded", "link", old, "by", c.Port, "error", err)
+				dp.log.Warn("held link of an earlier run not superseded", "link", old, "by", c.Index, "error", err)
 				continue
 			}
 			gone = append(gone, old)
 		}
 		if len(gone) > 0 {
-			dp.log.Info("held links of an earlier run superseded", "links", gone, "by", c.Port)
+			dp.log.Info("held links of an earlier run superseded", "links", gone, "by", c.Index)
 		}
 	}
 }
 
 // deleteLeftoverLocked deletes held port idx and stops holding it. If the
 // link cannot be deleted, it stays held (with its addresses), for a later
-// claim (State.Claims) or ReleaseLeftovers to delete.
+// claim (Port.Claims) or State.ReleaseLeftovers to delete.
 func (dp *Dataplane) deleteLeftoverLocked(idx int) error {
 	link, err := dp.h.LinkByIndex(idx)
 	switch {

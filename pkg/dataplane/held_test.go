@@ -28,7 +28,7 @@ func TestHoldLeftovers(t *testing.T) {
 	h := handle(t, ns)
 	first := State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")},
-		Ports:       []int{p1, p2, p3},
+		Ports:       portsOf(p1, p2, p3),
 		Nexthops:    []netip.Addr{ma("192.0.2.11"), ma("192.0.2.12")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/32"), mp("203.0.113.11/32")},
 	}
@@ -52,19 +52,18 @@ func TestHoldLeftovers(t *testing.T) {
 	// p2's connection comes back on a new link with its address: p2 goes.
 	p4 := vethPair(t, ns, "p4", nil, "p4x")
 	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p4")
-	relearned.Ports = []int{p1, p4}
-	relearned.Claims = []Claim{{Port: p4, Addrs: []netip.Addr{ma("192.0.2.21")}}}
+	relearned.Ports = []Port{{Index: p1}, {Index: p4, Claims: []netip.Addr{ma("192.0.2.21")}}}
 	require.NoError(t, dp.Apply(relearned))
 	_, err = h.LinkByIndex(p2)
 	require.Error(t, err, "the superseded link is deleted")
 	before := dp.Stats().WritesByOp["link del"]
-	relearned.Claims = []Claim{{Port: p4, Addrs: []netip.Addr{ma("192.0.2.21"), ma("192.0.2.99")}}}
+	relearned.Ports[1].Claims = []netip.Addr{ma("192.0.2.21"), ma("192.0.2.99")}
 	require.NoError(t, dp.Apply(relearned))
 	require.Equal(t, before, dp.Stats().WritesByOp["link del"], "nothing more to supersede")
-	relearned.Claims = nil
 
 	// Release: the kernel is the applied state; p3, unclaimed, goes.
-	require.NoError(t, dp.ReleaseLeftovers())
+	relearned.ReleaseLeftovers = true
+	require.NoError(t, dp.Apply(relearned))
 	require.ElementsMatch(t, relearned.VIPs, rulesOf(t, h, 1, ProtocolCauseway))
 	require.Nil(t, defaultRouteNexthops(t, h, v4, 1, ProtocolCauseway))
 	_, err = h.LinkByIndex(p3)
@@ -75,7 +74,9 @@ func TestHoldLeftovers(t *testing.T) {
 	snap, err = dp.Snapshot()
 	require.NoError(t, err)
 	require.Nil(t, snap.Held)
-	require.NoError(t, dp.ReleaseLeftovers(), "a second release does nothing")
+	before = dp.Stats().Writes
+	require.NoError(t, dp.Apply(relearned), "a second release does nothing")
+	require.Equal(t, before, dp.Stats().Writes)
 }
 
 // A held link that nothing claimed and whose deletion fails at the release
@@ -88,13 +89,14 @@ func TestHeldLinkWhoseDeleteFailsIsDeletedLater(t *testing.T) {
 	require.NoError(t, dp.Apply(State{BridgeAddrs: first.BridgeAddrs}))
 	failing := refuseLinkDeletes(t)
 
-	require.Error(t, dp.ReleaseLeftovers())
+	release := State{BridgeAddrs: first.BridgeAddrs, ReleaseLeftovers: true}
+	require.Error(t, dp.Apply(release))
 	_, err := h.LinkByIndex(p1)
 	require.NoError(t, err, "not deleted yet")
 	require.Contains(t, ns.MustExec(t, "ip", "link", "show", "dev", "p1"), "master bridge0", "still held as it was")
 
 	failing.Store(false)
-	require.NoError(t, dp.ReleaseLeftovers())
+	require.NoError(t, dp.Apply(release))
 	_, err = h.LinkByIndex(p1)
 	require.Error(t, err, "the held link is deleted by the next release")
 	snap, err := dp.Snapshot()
@@ -110,17 +112,18 @@ func TestSupersededHeldLinkWhoseDeleteFailsStaysHeld(t *testing.T) {
 	dp := newDP(t, ns, Options{AdoptLeftovers: true, HoldLeftovers: true})
 	p2 := vethPair(t, ns, "p2", nil, "p2x")
 	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p2")
-	relearned := State{BridgeAddrs: first.BridgeAddrs, Ports: []int{p2}}
+	relearned := State{BridgeAddrs: first.BridgeAddrs, Ports: portsOf(p2)}
 	require.NoError(t, dp.Apply(relearned))
 	failing := refuseLinkDeletes(t)
 
-	relearned.Claims = []Claim{{Port: p2, Addrs: []netip.Addr{ma("192.0.2.21")}}}
+	relearned.Ports[0].Claims = []netip.Addr{ma("192.0.2.21")}
 	require.NoError(t, dp.Apply(relearned), "a failed supersede is logged, not returned")
 	snap, err := dp.Snapshot()
 	require.NoError(t, err)
-	require.Contains(t, snap.Held.Ports, p1, "the link that could not be deleted stays held")
+	require.Contains(t, indexes(snap.Held.Ports), p1, "the link that could not be deleted stays held")
 	failing.Store(false)
-	require.NoError(t, dp.ReleaseLeftovers())
+	relearned.ReleaseLeftovers = true
+	require.NoError(t, dp.Apply(relearned))
 	_, err = h.LinkByIndex(p1)
 	require.Error(t, err, "the superseded link is deleted at the release at the latest")
 }
@@ -132,7 +135,7 @@ func earlierRunPort(t *testing.T, prefix string) (*testutil.NetNS, *netlink.Hand
 	ns := testutil.NewNetNS(t, prefix)
 	p1 := vethPair(t, ns, "p1", nil, "p1x")
 	ns.MustExec(t, "ip", "addr", "add", "192.0.2.21/24", "dev", "p1")
-	first := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Ports: []int{p1}}
+	first := State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, Ports: portsOf(p1)}
 	dp := newDP(t, ns, Options{AdoptLeftovers: true})
 	require.NoError(t, dp.Apply(first))
 	require.NoError(t, dp.Close())
@@ -164,7 +167,7 @@ func TestReleaseWithoutLeftoversSaysSo(t *testing.T) {
 	dp := newDP(t, ns, Options{AdoptLeftovers: true, HoldLeftovers: true,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, dp.Apply(State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}}))
-	require.NoError(t, dp.ReleaseLeftovers())
+	require.NoError(t, dp.Apply(State{BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24")}, ReleaseLeftovers: true}))
 	require.NotContains(t, logs.String(), "leftovers of an earlier run released")
 	require.Contains(t, logs.String(), "level=DEBUG msg=\"no leftovers of an earlier run to release\"")
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,4 +135,32 @@ func defaultRouteNexthops(t testing.TB, h *netlink.Handle, f family, table, prot
 func eventually(t testing.TB, cond func() bool, msg string, args ...any) {
 	t.Helper()
 	require.Eventually(t, cond, time.Minute, 5*time.Millisecond, append([]any{msg}, args...)...)
+}
+
+// portsOf are the State ports of the given links, without attributes.
+func portsOf(idx ...int) []Port {
+	out := make([]Port, len(idx))
+	for i, x := range idx {
+		out[i] = Port{Index: x}
+	}
+	return out
+}
+
+// tiedPorts are ports with nexthops tied to them: ties maps a nexthop to
+// the port it is reached through (one of ports).
+func tiedPorts(ports []Port, ties map[netip.Addr]int) []Port {
+	for a, idx := range ties {
+		i := slices.IndexFunc(ports, func(p Port) bool { return p.Index == idx })
+		ports[i].Nexthops = append(ports[i].Nexthops, a)
+	}
+	return ports
+}
+
+// indexes are the links of ports.
+func indexes(ports []Port) []int {
+	out := make([]int, len(ports))
+	for i, p := range ports {
+		out[i] = p.Index
+	}
+	return out
 }

@@ -8,36 +8,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// RemoveLink deletes the link index of the namespace if it still exists
-// under name, and reports whether it did: a link that is gone, or whose
-// index now names another link, is left alone. It is for the links that
-// the owner of a closed connection knows are left over (their forwarder
-// never removed them) and must know gone before it hands the connection's
-// addresses back; the bridge is refused.
-func (dp *Dataplane) RemoveLink(index int, name string) (bool, error) {
-	dp.mu.Lock()
-	defer dp.mu.Unlock()
-	if dp.closed {
-		return false, ErrClosed
-	}
-	return dp.removeLinkLocked(LinkRef{Index: index, Name: name})
-}
-
-// retireLinksLocked deletes the links of State.Retired that goal does not
-// have as ports, logging what it did.
-func (dp *Dataplane) retireLinksLocked(retired []LinkRef, goal *spec) {
-	for _, l := range retired {
-		if goal.hasPort(l.Index) {
-			continue // another connection's port now
+// removeLinksLocked deletes the links of State.Remove that goal does not
+// have as ports (nor is the bridge), logging what it did, and returns what
+// failed. dp.mu must be held.
+func (dp *Dataplane) removeLinksLocked(links []LinkRef, goal *spec) error {
+	var errs []error
+	for _, l := range links {
+		if goal.hasPort(l.Index) || l.Index == dp.m.bridgeIndex {
+			continue // a port now, or the bridge: not the link that was meant
 		}
 		removed, err := dp.removeLinkLocked(l)
 		switch {
 		case err != nil:
-			dp.log.Warn("link a connection had before its heal not removed", "index", l.Index, "name", l.Name, "error", err)
+			errs = append(errs, fmt.Errorf("remove link %d (%s): %w", l.Index, l.Name, err))
 		case removed:
-			dp.log.Info("link a connection had before its heal removed", "index", l.Index, "name", l.Name)
+			dp.log.Info("link removed", "index", l.Index, "name", l.Name)
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // removeLinkLocked deletes link l if its index still names it.
@@ -56,7 +44,7 @@ func (dp *Dataplane) removeLinkLocked(l LinkRef) (bool, error) {
 	if link.Attrs().Name != l.Name {
 		return false, nil
 	}
-	err = dp.write(opLinkDel, l.Name, func() error { return dp.h.LinkDel(link) })
+	err = dp.write(opLinkDel, l.Name, func() error { return delLink(dp.h, link) })
 	if linkGone(err) {
 		return false, nil
 	}

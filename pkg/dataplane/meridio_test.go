@@ -111,7 +111,7 @@ func TestStartRemovesMeridioLeftovers(t *testing.T) {
 
 	s := State{
 		BridgeAddrs: []netip.Prefix{mp("192.0.2.1/24"), mp("fd00:cafe::1/64")},
-		Ports:       []int{ns.LinkIndex(t, "p1")},
+		Ports:       portsOf(ns.LinkIndex(t, "p1")),
 		Nexthops:    append(append([]netip.Addr{}, nhs4...), nhs6...),
 		VIPs:        vips,
 	}

@@ -52,9 +52,9 @@ type spec struct {
 	ports        []int                     // sorted, unique
 	nexthops     [2][]netip.Addr           // sorted, unique, per family
 	vips         []netip.Prefix            // masked, sorted, unique
-	nexthopPorts map[netip.Addr]int
-	tiedPorts    map[int]struct{} // the ports of nexthopPorts
-	hairpin      []int            // sorted, unique: the ports in hairpin mode
+	nexthopPorts map[netip.Addr]int        // a nexthop → the port it is tied to (Port.Nexthops)
+	tiedPorts    map[int]struct{}          // the ports of nexthopPorts
+	hairpin      []int                     // sorted, unique: the ports in hairpin mode
 	filters      map[int]portFilter
 	// keepFilters: leave the port filter table as it is (the adopted
 	// state, before the first Apply).
@@ -81,8 +81,8 @@ func normalize(s State) (*spec, error) {
 		addrs:        make(map[netip.Prefix]struct{}, len(s.BridgeAddrs)),
 		ports:        make([]int, 0, len(s.Ports)),
 		vips:         make([]netip.Prefix, 0, len(s.VIPs)),
-		nexthopPorts: make(map[netip.Addr]int, len(s.NexthopPorts)),
-		tiedPorts:    make(map[int]struct{}, len(s.NexthopPorts)),
+		nexthopPorts: map[netip.Addr]int{},
+		tiedPorts:    map[int]struct{}{},
 	}
 	var errs []error
 	var seen [2]netip.Prefix
@@ -104,14 +104,25 @@ func normalize(s State) (*spec, error) {
 		seen[f] = p
 		d.addrs[p] = struct{}{}
 	}
-	for _, idx := range s.Ports {
-		if idx <= 0 {
-			errs = append(errs, fmt.Errorf("port %d: invalid interface index", idx))
+	for _, p := range s.Ports {
+		if p.Index <= 0 {
+			errs = append(errs, fmt.Errorf("port %d: invalid interface index", p.Index))
 			continue
 		}
-		d.ports = append(d.ports, idx)
+		d.ports = append(d.ports, p.Index)
+		if p.Hairpin {
+			d.hairpin = append(d.hairpin, p.Index)
+		}
+		for _, a := range p.Nexthops {
+			a = a.Unmap().WithZone("")
+			if _, tied := d.nexthopPorts[a]; !tied {
+				d.nexthopPorts[a] = p.Index
+				d.tiedPorts[p.Index] = struct{}{}
+			}
+		}
 	}
 	d.ports = sortSet(d.ports, cmp.Compare[int])
+	d.hairpin = sortSet(d.hairpin, cmp.Compare[int])
 	for _, a := range s.Nexthops {
 		if !a.IsValid() || a.Unmap().IsUnspecified() || a.IsMulticast() {
 			errs = append(errs, fmt.Errorf("nexthop %v: not a unicast address", a))
@@ -137,16 +148,11 @@ func normalize(s State) (*spec, error) {
 		d.vips = append(d.vips, p.Masked())
 	}
 	d.vips = sortSet(d.vips, netip.Prefix.Compare)
-	d.hairpin = sortSet(slices.Clone(s.HairpinPorts), cmp.Compare[int])
-	filters, err := normalizeFilters(s.PortFilters, d.vips)
+	filters, err := normalizeFilters(s.Ports, d.vips)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	d.filters = filters
-	for a, idx := range s.NexthopPorts {
-		d.nexthopPorts[a.Unmap().WithZone("")] = idx
-		d.tiedPorts[idx] = struct{}{}
-	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid state: %w", errors.Join(errs...))
 	}
@@ -203,16 +209,22 @@ func (d *spec) state() State {
 		s.BridgeAddrs = append(s.BridgeAddrs, p)
 	}
 	slices.SortFunc(s.BridgeAddrs, netip.Prefix.Compare)
-	s.Ports = slices.Clone(d.ports)
-	s.Nexthops = append(append(s.Nexthops, d.nexthops[v4]...), d.nexthops[v6]...)
-	s.VIPs = slices.Clone(d.vips)
-	s.HairpinPorts = slices.Clone(d.hairpin)
-	if len(d.nexthopPorts) > 0 {
-		s.NexthopPorts = make(map[netip.Addr]int, len(d.nexthopPorts))
-		for a, i := range d.nexthopPorts {
-			s.NexthopPorts[a] = i
+	s.Ports = make([]Port, len(d.ports))
+	for i, idx := range d.ports {
+		_, hairpin := slices.BinarySearch(d.hairpin, idx)
+		s.Ports[i] = Port{Index: idx, Hairpin: hairpin}
+	}
+	for _, f := range families {
+		for _, a := range d.nexthops[f] {
+			if idx, tied := d.nexthopPorts[a]; tied {
+				if i, ok := slices.BinarySearch(d.ports, idx); ok {
+					s.Ports[i].Nexthops = append(s.Ports[i].Nexthops, a)
+				}
+			}
 		}
 	}
+	s.Nexthops = append(append(s.Nexthops, d.nexthops[v4]...), d.nexthops[v6]...)
+	s.VIPs = slices.Clone(d.vips)
 	return s
 }
 

@@ -14,7 +14,7 @@ import (
 func TestNormalize(t *testing.T) {
 	d, err := normalize(State{
 		BridgeAddrs: []netip.Prefix{mp("::ffff:192.0.2.1/24"), mp("fd00::1/64"), mp("fd00::1/64")},
-		Ports:       []int{3, 2, 3},
+		Ports:       portsOf(3, 2, 3),
 		Nexthops:    []netip.Addr{ma("fd00::3"), ma("192.0.2.12"), ma("::ffff:192.0.2.11"), ma("192.0.2.12"), ma("fd00::2")},
 		VIPs:        []netip.Prefix{mp("203.0.113.10/24"), mp("203.0.113.0/24"), mp("2001:db8::1/128")},
 	})
@@ -31,7 +31,7 @@ func TestNormalize(t *testing.T) {
 		"multicast nexthop":         {Nexthops: []netip.Addr{ma("ff02::1")}},
 		"zero nexthop":              {Nexthops: []netip.Addr{{}}},
 		"default VIP":               {VIPs: []netip.Prefix{mp("0.0.0.0/0")}},
-		"bad port":                  {Ports: []int{0}},
+		"bad port":                  {Ports: portsOf(0)},
 	} {
 		_, err := normalize(s)
 		require.Error(t, err, name)

@@ -8,7 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// movedNexthops lists the nexthops tied to a port (State.NexthopPorts) whose
+// movedNexthops lists the nexthops tied to a port (Port.Nexthops) whose
 // port is new or differs from the previous Apply's. A load balancer that
 // comes back keeps its address but gets a new interface and MAC; a
 // neighbour entry left from its previous life would send the proxy's

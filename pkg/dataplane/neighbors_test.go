@@ -20,10 +20,9 @@ func TestMovedNexthopForgetsNeighbor(t *testing.T) {
 	other := ma("10.77.0.3")
 	state := func(port int) State {
 		return State{
-			BridgeAddrs:  []netip.Prefix{mp("10.77.0.1/24"), mp("fd77::1/64")},
-			Ports:        []int{port},
-			Nexthops:     []netip.Addr{lb4, lb6, other},
-			NexthopPorts: map[netip.Addr]int{lb4: port, lb6: port, other: port},
+			BridgeAddrs: []netip.Prefix{mp("10.77.0.1/24"), mp("fd77::1/64")},
+			Ports:       tiedPorts(portsOf(port), map[netip.Addr]int{lb4: port, lb6: port, other: port}),
+			Nexthops:    []netip.Addr{lb4, lb6, other},
 		}
 	}
 	require.NoError(t, dp.Apply(state(p1)))

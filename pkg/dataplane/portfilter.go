@@ -16,9 +16,8 @@ import (
 // frame types than ARP, IPv4 and IPv6 dropped. The kernel enforces it in
 // the Dataplane's own nftables table of the bridge family (PortFilterTable),
 // before the bridge forwards or delivers a frame.
+// It is an attribute of the port it filters (Port.Filter).
 type PortFilter struct {
-	// Port is the port's interface index.
-	Port int `json:"port"`
 	// Addrs are the port owner's own addresses (at most a few).
 	Addrs []netip.Addr `json:"addrs"`
 }
@@ -37,22 +36,23 @@ func (a portFilter) equal(b portFilter) bool {
 	return slices.Equal(a.src[v4], b.src[v4]) && slices.Equal(a.src[v6], b.src[v6])
 }
 
-// normalizeFilters validates fs and returns them by port, each with the
-// VIPs added to its own addresses.
-func normalizeFilters(fs []PortFilter, vips []netip.Prefix) (map[int]portFilter, error) {
-	out := make(map[int]portFilter, len(fs))
-	for _, f := range fs {
-		if f.Port <= 0 {
-			return nil, fmt.Errorf("port filter %d: invalid interface index", f.Port)
+// normalizeFilters validates the filters of ports and returns them by
+// port, each with the VIPs added to its own addresses.
+func normalizeFilters(ports []Port, vips []netip.Prefix) (map[int]portFilter, error) {
+	out := map[int]portFilter{}
+	for _, port := range ports {
+		f := port.Filter
+		if f == nil || port.Index <= 0 {
+			continue
 		}
-		if _, dup := out[f.Port]; dup {
-			return nil, fmt.Errorf("port filter %d: given twice", f.Port)
+		if _, dup := out[port.Index]; dup {
+			return nil, fmt.Errorf("port filter %d: given twice", port.Index)
 		}
 		var pf portFilter
 		for _, a := range f.Addrs {
 			a = a.Unmap().WithZone("")
 			if !a.IsValid() || a.IsUnspecified() || a.IsMulticast() {
-				return nil, fmt.Errorf("port filter %d: address %v: not a unicast address", f.Port, a)
+				return nil, fmt.Errorf("port filter %d: address %v: not a unicast address", port.Index, a)
 			}
 			pf.src[familyOf(a)] = append(pf.src[familyOf(a)], netip.PrefixFrom(a, a.BitLen()))
 		}
@@ -62,7 +62,7 @@ func normalizeFilters(fs []PortFilter, vips []netip.Prefix) (map[int]portFilter,
 		for _, fam := range families {
 			pf.src[fam] = sortSet(pf.src[fam], netip.Prefix.Compare)
 		}
-		out[f.Port] = pf
+		out[port.Index] = pf
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -151,10 +152,10 @@ func TestPortFilterStopsSpoofing(t *testing.T) {
 	tp := newTopology(t)
 	dp := newDP(t, tp.P, Options{})
 	s := tp.state()
-	s.PortFilters = []PortFilter{
-		{Port: tp.ports["t1p"], Addrs: []netip.Addr{ma(targetAddr4[0]), ma(targetAddr6[0])}},
-		{Port: tp.ports["t2p"], Addrs: []netip.Addr{ma(targetAddr4[1]), ma(targetAddr6[1])}},
-	}
+	port1 := slices.IndexFunc(s.Ports, func(p Port) bool { return p.Index == tp.ports["t1p"] })
+	port2 := slices.IndexFunc(s.Ports, func(p Port) bool { return p.Index == tp.ports["t2p"] })
+	s.Ports[port1].Filter = &PortFilter{Addrs: []netip.Addr{ma(targetAddr4[0]), ma(targetAddr6[0])}}
+	s.Ports[port2].Filter = &PortFilter{Addrs: []netip.Addr{ma(targetAddr4[1]), ma(targetAddr6[1])}}
 	start := time.Now()
 	require.NoError(t, dp.Apply(s))
 	t.Logf("FIGURE: Apply with 2 port filters (table built): %v", time.Since(start))
@@ -224,7 +225,7 @@ func TestPortFilterStopsSpoofing(t *testing.T) {
 
 	// A target's port that leaves frees its MAC; the table goes with the
 	// last filter, and with Teardown.
-	s.PortFilters = s.PortFilters[1:]
+	s.Ports[port1].Filter = nil
 	require.NoError(t, dp.Apply(s))
 	require.NoError(t, dp.Teardown())
 	ok, err = portFilterTableExists(tp.P.Handle)

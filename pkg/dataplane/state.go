@@ -7,7 +7,8 @@
 // neighbour advertisements for the bridge's addresses, conntrack clean-up,
 // the deletion of links that connections left behind, and the link table.
 // Callers describe the desired State; the package computes the difference
-// against what it owns and applies the fewest netlink operations. The one
+// against what it owns and applies the fewest netlink operations (see One
+// way in). The one
 // thing in the namespace it does not own is the service load balancer's
 // nftables table, with the conntrack entries of the flows that table
 // translated: its provider (pkg/servicelb/nftlb, pkg/servicelb/userspace)
@@ -35,22 +36,34 @@
 // event could not tell. The conntrack entries of the VIPs and nexthops a
 // convergence removed are flushed at its end, in one pass over the table.
 //
-// Besides the convergence, the package changes the kernel in these places
-// only, each for something that is an act rather than a state to keep:
-// New sets the sysctls once (and a created bridge's); the start deletes
-// Meridio's leftovers once (meridio.go), objects without our protocol that
-// the convergence never looks at; Apply deletes, before it converges, the
-// links a State retires or whose addresses it claims from held leftovers
-// (links.go, held.go), and ReleaseLeftovers the held links nothing claimed:
-// a link that must go once is not a state to restore; RemoveLink deletes a
-// closed connection's leftover link at once, because its caller must know
-// it gone before it hands the addresses back; an announcement round sets
-// the bridge's MAC to its own value and puts back the permanent neighbour
-// entries the kernel flushes then (announce.go); moved nexthops' dynamic
-// neighbour entries, a cache, are deleted (neighbors.go); and conntrack
-// entries are flushed. All but the conntrack flush (entries, not owned
-// objects) run under the Dataplane's lock, as the convergence does. See
-// docs/dataplane.md.
+// # One way in
+//
+// Its owner changes the kernel through Apply alone, with the whole desired
+// State: each port with its attributes (Port: hairpin mode, the nexthops
+// tied to it, the addresses its connection claims, its filter), decided
+// once by the caller; the links to delete (State.Remove: a closed connection's
+// leftover link, a link a heal replaced) and the end of the hold on an
+// earlier run's state (State.ReleaseLeftovers) are part of it. Teardown
+// (the empty state) and Close end it. Besides the convergence, the package
+// writes the kernel in these places only, each for something that is an
+// act rather than a state to keep, and each called from inside the package
+// only: New sets the sysctls once (and a created bridge's); the start
+// deletes Meridio's leftovers once (meridio.go), objects without our
+// protocol that the convergence never looks at; Apply, before it
+// converges, deletes the links of State.Remove (links.go:
+// removeLinksLocked), the held links a port's claims supersede and, with
+// State.ReleaseLeftovers, the held links nothing claimed (held.go:
+// supersedeLeftoversLocked, deleteLeftoverLocked; dataplane.go:
+// releaseLeftoversLocked): a link that must go once is not a state to
+// restore; an announcement round sets the bridge's MAC to its own value
+// and puts back the permanent neighbour entries the kernel flushes then
+// (announce.go); moved nexthops' dynamic neighbour entries, a cache, are
+// deleted (neighbors.go: forgetNeighborsLocked); and the conntrack entries
+// of removed VIPs and nexthops are flushed (conntrack.go; FlushConntrack
+// and FlushConntrackPrefix are exported for tests and tools, and no
+// product package calls them). All but the conntrack flush (entries, not
+// owned objects) run under the Dataplane's lock, as the convergence does.
+// See docs/dataplane.md.
 //
 // # Ownership
 //
@@ -80,61 +93,82 @@ package dataplane
 
 import "net/netip"
 
-// State is the desired kernel state of the proxy's namespace.
+// State is the desired kernel state of the proxy's namespace, whole: Apply
+// is the one way to change the kernel, and everything a caller wants done
+// there is in it, the links to delete and the end of the hold on an earlier
+// run's state included. A link index reaches it in two places only: a port
+// (with all that is said of it) and a link to remove.
 type State struct {
 	// BridgeAddrs are the bridge's addresses, at most one per family, with
 	// the node subnet's prefix length (e.g. 172.16.0.1/24, fd00::1/64).
 	BridgeAddrs []netip.Prefix `json:"bridgeAddrs"`
-	// Ports are the interface indexes to enslave to the bridge. Interfaces
-	// that no longer exist in the kernel are ignored.
-	Ports []int `json:"ports"`
+	// Ports are the links to enslave to the bridge, each with its
+	// attributes, one entry per link. Interfaces that no longer exist in
+	// the kernel are ignored.
+	Ports []Port `json:"ports"`
 	// Nexthops are the load balancers' addresses, of either family; each
 	// family gets one ECMP default route over them in the table, or none
-	// when it has no nexthop.
+	// when it has no nexthop. A nexthop that a port names (Port.Nexthops)
+	// is tied to it.
 	Nexthops []netip.Addr `json:"nexthops"`
 	// VIPs each get a rule `from <VIP> lookup <table>`.
 	VIPs []netip.Prefix `json:"vips"`
 
-	// NexthopPorts optionally ties a nexthop to the port (interface index)
-	// its load balancer is reached through. While a tied port does not exist
-	// in the kernel, its nexthops are left out of the ECMP route: when the
-	// port's link is deleted the Dataplane rewrites the route at once, from
-	// its link table, without waiting for the caller's next Apply (a
-	// failover takes about a millisecond instead of a control-plane round
-	// trip). Nexthops without an entry are always in the route. Entries for
-	// addresses that are not in Nexthops are ignored.
-	NexthopPorts map[netip.Addr]int `json:"nexthopPorts"`
+	// Remove are links that must go: the links connections had before a
+	// heal moved them to new ones (their forwarder, if it is gone, would
+	// not delete them, and the connection's addresses would sit on two
+	// links), and the links closed connections left behind (whose
+	// addresses are about to be handed back). Apply deletes each one that
+	// still exists under its name and is neither a port of the State nor
+	// the bridge, before it converges, and returns a failure: a link that
+	// must go once is not a state to restore, and its caller must know it
+	// gone. A request for this Apply: a caller drops an entry once an Apply
+	// that carried it succeeded.
+	Remove []LinkRef `json:"remove,omitempty"`
+	// ReleaseLeftovers ends the hold on what New adopted
+	// (Options.HoldLeftovers): from this Apply on, the kernel is made equal
+	// to the State alone; a held link that no port claimed (Port.Claims)
+	// carried a connection of the earlier run that did not come back, and
+	// is deleted with its addresses. A held link that cannot be deleted
+	// stays held and the Apply fails; the next Apply with ReleaseLeftovers
+	// tries again. Without a hold it changes nothing.
+	ReleaseLeftovers bool `json:"releaseLeftovers,omitempty"`
+}
 
-	// HairpinPorts are the ports whose hairpin mode is on: a frame may
-	// leave the bridge by the port it came in. The service load balancer's
-	// nftables provider needs it on the targets' ports, since a target may
-	// be the endpoint its own request is sent to. The Dataplane turns it
-	// off again on the ports it turned it on for once they leave this
-	// list; a port found in hairpin mode on an adopted bridge keeps it.
-	// Entries that are not Ports are ignored.
-	HairpinPorts []int `json:"hairpinPorts,omitempty"`
-
-	// PortFilters hold target ports to their own MAC and addresses (see
-	// PortFilter); the VIPs are allowed sources on every filtered port.
-	// Ports without one (the load balancers') are not filtered. Entries
-	// that are not Ports are ignored by the bridge but kept by the table.
-	PortFilters []PortFilter `json:"portFilters,omitempty"`
-
-	// Retired are links that connections had before a heal moved them to
-	// new ones. Apply deletes each one that still exists under its name
-	// and is neither a port of the State nor the bridge: its forwarder, if
-	// it is gone, would not, and the connection's addresses would sit on
-	// two links. A request for this Apply only: later convergences do
-	// not repeat it, and a failure is logged, not returned.
-	Retired []LinkRef `json:"retired,omitempty"`
-	// Claims are the addresses of connections that came up on a port.
+// Port is one link to enslave to the bridge and what the State says of it
+// (hairpin mode, tied nexthops, claimed addresses, filter), decided once
+// by the caller, in one place.
+type Port struct {
+	// Index is the link's interface index.
+	Index int `json:"index"`
+	// Hairpin turns the port's hairpin mode on: a frame may leave the
+	// bridge by the port it came in. The service load balancer's nftables
+	// provider needs it on the targets' ports, since a target may be the
+	// endpoint its own request is sent to. The Dataplane turns it off again
+	// on the ports it turned it on for once they lose it; a port found in
+	// hairpin mode on an adopted bridge keeps it until a State names it.
+	Hairpin bool `json:"hairpin,omitempty"`
+	// Nexthops are the load balancer addresses (of State.Nexthops) reached
+	// through this port alone. While the port does not exist in the
+	// kernel, they are left out of the ECMP route: when the port's link is
+	// deleted the Dataplane rewrites the route at once, from its link
+	// table, without waiting for the caller's next Apply (a failover takes
+	// about a millisecond instead of a control-plane round trip).
+	// Nexthops no port names are always in the route; an address named by
+	// two ports is tied to the first. Addresses that are not in
+	// State.Nexthops are ignored.
+	Nexthops []netip.Addr `json:"nexthops,omitempty"`
+	// Claims are the addresses of the connection that came up on the port.
 	// While the leftovers of an earlier run are held
-	// (Options.HoldLeftovers), Apply deletes each held port that carried
-	// one of them, other than the claiming port: the connection came back
-	// on a new link, and its old one would carry its addresses twice. A
-	// held link that cannot be deleted stays held until ReleaseLeftovers.
-	// A request for this Apply only, like Retired.
-	Claims []Claim `json:"claims,omitempty"`
+	// (Options.HoldLeftovers), Apply deletes each held link that carried
+	// one of them, other than this port: the connection came back on a new
+	// link, and its old one would carry its addresses twice. A held link
+	// that cannot be deleted stays held until ReleaseLeftovers.
+	Claims []netip.Addr `json:"claims,omitempty"`
+	// Filter, when set, holds the port to its own MAC and addresses (see
+	// PortFilter); the State's VIPs are allowed sources on every filtered
+	// port. Ports without one (the load balancers') are not filtered.
+	Filter *PortFilter `json:"filter,omitempty"`
 }
 
 // LinkRef names a link: its index, and the name it had when the caller
@@ -142,10 +176,4 @@ type State struct {
 type LinkRef struct {
 	Index int    `json:"index"`
 	Name  string `json:"name"`
-}
-
-// Claim says that the connection on port Port holds the addresses Addrs.
-type Claim struct {
-	Port  int          `json:"port"`
-	Addrs []netip.Addr `json:"addrs"`
 }

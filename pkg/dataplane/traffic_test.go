@@ -193,13 +193,12 @@ func newTopology(t *testing.T) *topology {
 func (tp *topology) state() State {
 	return State{
 		BridgeAddrs: []netip.Prefix{mp(bridge4 + "/24"), mp(bridge6 + "/64")},
-		Ports:       []int{tp.ports["lb1p"], tp.ports["lb2p"], tp.ports["t1p"], tp.ports["t2p"]},
-		Nexthops:    []netip.Addr{ma(lbAddr4[0]), ma(lbAddr4[1]), ma(lbAddr6[0]), ma(lbAddr6[1])},
-		VIPs:        []netip.Prefix{netip.PrefixFrom(vip4, 32), netip.PrefixFrom(vip6, 128)},
-		NexthopPorts: map[netip.Addr]int{
+		Ports: tiedPorts(portsOf(tp.ports["lb1p"], tp.ports["lb2p"], tp.ports["t1p"], tp.ports["t2p"]), map[netip.Addr]int{
 			ma(lbAddr4[0]): tp.ports["lb1p"], ma(lbAddr6[0]): tp.ports["lb1p"],
 			ma(lbAddr4[1]): tp.ports["lb2p"], ma(lbAddr6[1]): tp.ports["lb2p"],
-		},
+		}),
+		Nexthops: []netip.Addr{ma(lbAddr4[0]), ma(lbAddr4[1]), ma(lbAddr6[0]), ma(lbAddr6[1])},
+		VIPs:     []netip.Prefix{netip.PrefixFrom(vip4, 32), netip.PrefixFrom(vip6, 128)},
 	}
 }
 
@@ -255,7 +254,7 @@ func TestTrafficECMPAndFailover(t *testing.T) {
 		require.GreaterOrEqual(t, n2, flows/4, "%s: LB2 gets at least 25%% of the flows", f.name)
 	}
 
-	// LB1's port goes: its nexthops leave the routes (NexthopPorts), and
+	// LB1's port goes: its nexthops leave the routes (Port.Nexthops), and
 	// every flow goes to LB2.
 	tp.P.MustExec(t, "ip", "link", "del", "lb1p")
 	for i, f := range fams {

@@ -87,6 +87,17 @@ func (s *Security) ClientFor(rules []string) (credentials.TransportCredentials, 
 	return credentials.NewTLS(tlsconfig.MTLSClientConfig(s.source, s.source, authz)), nil
 }
 
+// Secure says whether the service runs SPIFFE mTLS (callers have IDs).
+func (s *Security) Secure() bool { return s.source != nil }
+
+// TrustDomain is that of the service's current SVID (zero in plain text).
+func (s *Security) TrustDomain() spiffeid.TrustDomain {
+	if s.ownTrustDomain == nil {
+		return spiffeid.TrustDomain{}
+	}
+	return s.ownTrustDomain()
+}
+
 // spiffeWait bounds the wait for the first SVID.
 const spiffeWait = time.Minute
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
 )
 
@@ -194,7 +195,7 @@ func TestDrainingIsFailedPreconditionOverGRPC(t *testing.T) {
 	assert.NoError(t, err, "release stays silent")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(e)
-	assert.Equal(t, 1.0, gather(t, reg)[`causeway_ipam_conduits_draining{family="ipv4",trench="trench-a"}`])
+	assert.Equal(t, 1.0, testutil.Gather(t, reg)[`causeway_ipam_conduits_draining{family="ipv4",trench="trench-a"}`])
 }
 
 // TestNodeKeptWhileAChildIsLeased: after a crash a node's lease (written

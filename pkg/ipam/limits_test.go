@@ -55,7 +55,7 @@ func TestLimitsRefuseGreedyCallers(t *testing.T) {
 		require.ErrorContains(t, err, "has 2 conduits, the limit")
 	}
 
-	m := gather(t, reg)
+	m := testutil.Gather(t, reg)
 	require.Equal(t, 7.0, m[`causeway_ipam_limit_refusals_total{limit="children_per_node"}`])
 	require.Equal(t, 5.0, m[`causeway_ipam_limit_refusals_total{limit="conduits_per_trench"}`])
 	require.Equal(t, 2, log.Count("limit reached: request refused (logged once per cause)"), "once per cause:\n%s", log.String())

@@ -3,7 +3,6 @@ package ipam
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -88,7 +87,7 @@ func TestGRPCAllocateRelease(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(e))
 	require.NoError(t, reg.Register(m))
-	got := gather(t, reg)
+	got := testutil.Gather(t, reg)
 	assert.Equal(t, 5.0, got[`causeway_ipam_rpc_requests_total{code="OK",method="/ipam.v1.Ipam/Allocate"}`])
 	assert.Equal(t, 1.0, got[`causeway_ipam_rpc_requests_total{code="FailedPrecondition",method="/ipam.v1.Ipam/Allocate"}`])
 	assert.Equal(t, 3.0, got[`causeway_ipam_rpc_requests_total{code="OK",method="/ipam.v1.Ipam/Release"}`])
@@ -188,36 +187,6 @@ func TestGRPCErrorCodes(t *testing.T) {
 	e.Close()
 	_, err = c.Allocate(ctx, req("a", testTrench, "c1", "w1", v4))
 	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
-}
-
-// gather flattens a registry into "name{labels}" → value (counters, gauges,
-// histogram counts).
-func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			name := mf.GetName()
-			if len(labels) > 0 {
-				name += "{" + strings.Join(labels, ",") + "}"
-			}
-			switch {
-			case m.GetCounter() != nil:
-				out[name] = m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				out[name] = m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				out[strings.Replace(name, mf.GetName(), mf.GetName()+"_count", 1)] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return out
 }
 
 func TestMetricsHandler(t *testing.T) {

@@ -57,6 +57,8 @@ type Config struct {
 	Insecure           bool          `default:"false" envconfig:"INSECURE" desc:"new: plain gRPC, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE mTLS from 'SPIFFE_ENDPOINT_SOCKET', which must be set"`
 	NSPServerIDs       []string      `envconfig:"NSP_SERVER_IDS" desc:"new: comma-separated rules (as IPAM_AUTHORIZED_IDS) of the SPIFFE IDs the configuration server may have: the IPAM's NSP client refuses the handshake with any other; empty: any SVID the trust bundle verifies"`
 	AuthorizedIDs      []string      `envconfig:"AUTHORIZED_IDS" desc:"new: comma-separated rules of the callers allowed (the trench's proxies): SPIFFE IDs, or paths in the server's own trust domain (/ns/<ns>/sa/<account>); path.Match wildcards within a segment (/ns/<ns>/pod/<name>-?????); others get PermissionDenied, logged with the rules they missed; empty: any SVID the trust bundle verifies"`
+	NodeBound          bool          `default:"false" split_words:"true" desc:"new: holds each caller to its own node: Allocate and Release only for the node its SPIFFE ID names (an ID ending in /node/<name>, as the chart's spire.nodeIDs gives the proxies); another node, or a caller whose ID names none, gets PermissionDenied, logged once per caller and node, counted in causeway_ipam_node_refusals_total; ignored in insecure mode"`
+	UnboundIDs         []string      `envconfig:"UNBOUND_IDS" desc:"new: with IPAM_NODE_BOUND, comma-separated rules (as IPAM_AUTHORIZED_IDS) of the callers not held to a node: the IPAM's own replicas, which forward calls they checked"`
 
 	Store               string        `default:"bolt" desc:"new: 'bolt' (one replica, the file 'IPAM_DATASOURCE') or 'kubernetes' (custom resources, any number of replicas, one serving behind a Lease; docs/ipam-store.md)"`
 	KubeNamespace       string        `default:"" split_words:"true" desc:"new, kubernetes store: namespace of the records and the Lease; empty: the pod's own"`
@@ -112,6 +114,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("snapshotKeep", c.SnapshotKeep),
 		slog.String("listenAddress", c.ListenAddress), slog.Int("metricsPort", c.MetricsPort), slog.Int("healthPort", c.HealthPort),
 		slog.Bool("insecure", c.Insecure), slog.Any("authorizedIDs", c.AuthorizedIDs),
+		slog.Bool("nodeBound", c.NodeBound), slog.Any("unboundIDs", c.UnboundIDs),
 		slog.String("logLevel", c.LogLevel), slog.String("store", c.Store),
 		slog.String("kubeNamespace", c.KubeNamespace), slog.String("kubeconfig", c.Kubeconfig),
 		slog.String("leaderLeaseName", c.leaseName()), slog.String("leaderLeaseDuration", c.LeaderLeaseDuration.String()),
@@ -180,6 +183,9 @@ func (c *Config) engineConfig() (ipam.Config, error) {
 	}
 	if _, err := spiffeauthz.ParseRules(c.NSPServerIDs); err != nil {
 		bad("IPAM_NSP_SERVER_IDS: %v", err)
+	}
+	if _, err := spiffeauthz.ParseRules(c.UnboundIDs); err != nil {
+		bad("IPAM_UNBOUND_IDS: %v", err)
 	}
 	switch c.Store {
 	case StoreBolt, "": // "": a Config not loaded from the environment

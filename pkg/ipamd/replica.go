@@ -56,14 +56,18 @@ func startElection(ctx context.Context, rc *rest.Config, ns, id string, cfg *Con
 	ecfg.OnStoreHealth = health.setServing
 	ectx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var onNewLeader func(string)
+	onNewLeader := gate.SetLeader
 	if cfg.LeaderAddress != "" {
 		_, retry := leader.Timings(cfg.LeaderLeaseDuration)
 		fw := &leader.Forwarder{
 			Self: id, Address: cfg.LeaderAddress, Creds: creds,
 			Period: retry, OnReachable: health.setForwarding, Logger: logger,
 		}
-		gate.Standby, onNewLeader = fw, fw.SetLeader
+		gate.Standby = fw
+		onNewLeader = func(id string) {
+			gate.SetLeader(id)
+			fw.SetLeader(id)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

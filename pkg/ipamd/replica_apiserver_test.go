@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,15 +79,26 @@ func TestRunReplicasOnKubernetesStore(t *testing.T) {
 	kc := kubeconfig(t, api, api.Config.Host)
 
 	var rs []runningReplica
+	var metrics []int
 	for i := range 2 {
 		cfg := testConfig(t)
 		cfg.Store, cfg.Kubeconfig, cfg.KubeNamespace = StoreKubernetes, kc, "default"
 		cfg.Identity, cfg.LeaderLeaseDuration = fmt.Sprintf("ipam-%d", i), 3*time.Second
 		client, conn, stop := start(t, cfg)
 		rs = append(rs, runningReplica{client, conn, stop})
+		metrics = append(metrics, cfg.MetricsPort)
 	}
 	leader := waitServing(t, rs)
 	other := rs[1-leader]
+	// Both replicas' metrics say who serves.
+	for i, port := range metrics {
+		serving := map[bool]string{true: "1", false: "0"}[i == leader]
+		want := []string{"causeway_ipam_serving " + serving, fmt.Sprintf(`causeway_ipam_leader{leader="ipam-%d"} 1`, leader)}
+		require.Eventually(t, func() bool {
+			m := scrape(t, port)
+			return strings.Contains(m, want[0]) && strings.Contains(m, want[1])
+		}, waitFor, 20*time.Millisecond, "replica %d: %v", i, want)
+	}
 	addr := allocate(t, rs[leader].client, ipamv1.IPFamily_IPV4, "a")
 	assert.False(t, other.serving(t))
 	_, err := other.client.Allocate(context.Background(), &ipamv1.Child{Name: "bridge", Subnet: &ipamv1.Subnet{

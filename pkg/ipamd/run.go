@@ -48,6 +48,10 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		return err
 	}
 	defer closeSec()
+	nodes, err := callerNodes(cfg, sec, logger)
+	if err != nil {
+		return err
+	}
 	// "" is the process; ipam.v1.Ipam is NOT_SERVING while store commits
 	// fail or, with replicas, while this one does not serve.
 	hs := grpchealth.NewServer()
@@ -72,11 +76,11 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 	}
 	defer stopHealth()
 	rpcMetrics := ipam.NewRPCMetrics()
-	gs := grpc.NewServer(append([]grpc.ServerOption{
+	gs := grpc.NewServer(append(append([]grpc.ServerOption{
 		grpc.UnaryInterceptor(rpcMetrics.UnaryInterceptor()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPCKeepaliveTime}),
 		daemon.ProxyPings(),
-	}, sec.ServerOptions...)...)
+	}, sec.ServerOptions...), nodes.options()...)...)
 	ipamv1.RegisterIpamServer(gs, be.server)
 	healthpb.RegisterHealthServer(gs, hs)
 	serveDone := make(chan error, 1)
@@ -89,6 +93,7 @@ func Run(ctx context.Context, cfg *Config, logger *slog.Logger) (failure error) 
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), rpcMetrics)
 		reg.MustRegister(be.collectors...)
+		nodes.register(reg)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", ipam.MetricsHandler(reg))
 		metricsSrv = &http.Server{Addr: net.JoinHostPort(cfg.ListenAddress, strconv.Itoa(cfg.MetricsPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -159,8 +159,12 @@ func TestBridgeAllocationReportsASilentIPAM(t *testing.T) {
 	require.NoError(t, err, "no answer for a while is no failure")
 	defer func() { require.NoError(t, p.Close(context.Background())) }()
 	require.Equal(t, 1, log.Count("bridge address allocation failed; retrying until the IPAM answers"), log.String())
-	require.Equal(t, 1, log.Count("bridge address allocation failed again"), log.String())
 	line, _ := log.Find(0, "bridge addresses allocated after failed tries")
 	require.NotNil(t, line, log.String())
-	require.EqualValues(t, 2, line["failedTries"])
+	// The two hung calls fail; on a busy machine an answered call can miss
+	// the 50 ms timeout too, so there may be more tries, each one counted.
+	tries, ok := line["failedTries"].(float64)
+	require.True(t, ok, "failedTries is a number: %v", line)
+	require.GreaterOrEqual(t, tries, 2.0, log.String())
+	require.Equal(t, int(tries)-1, log.Count("bridge address allocation failed again"), log.String())
 }

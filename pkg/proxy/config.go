@@ -22,22 +22,15 @@ const (
 
 // Dataplane is what the proxy needs from pkg/dataplane: a declarative Apply of
 // the whole desired state (which also flushes the conntrack entries of the
-// VIPs and nexthops it removes). *dataplane.Dataplane satisfies it.
+// VIPs and nexthops it removes, deletes the links it names to remove,
+// closed connections' leftovers among them, and ends the hold on what the
+// start found). It is the proxy's one way into the kernel, and the sync
+// loop its one caller. *dataplane.Dataplane satisfies it.
 type Dataplane interface {
 	Apply(dataplane.State) error
 }
 
 var _ Dataplane = (*dataplane.Dataplane)(nil)
-
-// LinkRemover deletes the links that closed connections left behind (see
-// Config.Links).
-type LinkRemover interface {
-	// RemoveLink deletes link index if it still exists under name, and
-	// reports whether it did.
-	RemoveLink(index int, name string) (bool, error)
-}
-
-var _ LinkRemover = (*dataplane.Dataplane)(nil)
 
 // Config configures a Proxy.
 type Config struct {
@@ -52,16 +45,13 @@ type Config struct {
 	Families []ipamv1.IPFamily
 	// IPAM is the IPAM client.
 	IPAM ipamv1.IpamClient
-	// Dataplane receives the desired kernel state on every change.
-	Dataplane Dataplane
-	// Links, if set, deletes the kernel link a closed connection still
-	// has when its addresses are about to be released: the forwarder
+	// Dataplane receives the desired kernel state on every change. A
+	// closed connection's link that is still there when its addresses are
+	// about to be released goes with it (State.Remove): the forwarder
 	// removes it on Close, but a Close that never reached a forwarder (or
 	// one that restarted and forgot it) leaves it, and with it the
 	// addresses, which the IPAM would then hand to another connection.
-	// Without it such links stay. (The link a connection had before a heal
-	// moved it to a new one goes with the next Apply, State.Retired.)
-	Links LinkRemover
+	Dataplane Dataplane
 	// ReleaseDelay is how long the addresses of a closed connection are kept
 	// before they are released; a new request for the same id within the
 	// delay keeps them (default 20s).
@@ -80,10 +70,12 @@ type Config struct {
 	// defaults.
 	VIPs VIPPolicy
 	// MaxConnectionsPerClient bounds the target connections one client
-	// (clientIdentity) holds; a new one past it is refused with
+	// (targetClient) holds; a new one past it is refused with
 	// ResourceExhausted, logged once per client and counted (default
 	// DefaultMaxConnectionsPerClient).
 	MaxConnectionsPerClient int
+	// TargetIdentity proves and admits the clients of target connections.
+	TargetIdentity TargetIdentity
 	// PortFilterOff leaves the targets' ports unfiltered: by default each
 	// target's port may send only from its own MAC (the first it uses)
 	// and from its own addresses and the VIPs (dataplane.PortFilter).

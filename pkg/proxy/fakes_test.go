@@ -214,11 +214,42 @@ type fakeDataplane struct{ *dataplanefake.Dataplane }
 
 func newFakeDataplane() fakeDataplane { return fakeDataplane{&dataplanefake.Dataplane{}} }
 
-// retired lists the State.Retired links of the applied states, in order.
+// indexes are the links of ports.
+func indexes(ports []dataplane.Port) []int {
+	out := make([]int, len(ports))
+	for i, p := range ports {
+		out[i] = p.Index
+	}
+	return out
+}
+
+// hairpinPorts are the ports of s in hairpin mode.
+func hairpinPorts(s dataplane.State) []int {
+	var out []int
+	for _, p := range s.Ports {
+		if p.Hairpin {
+			out = append(out, p.Index)
+		}
+	}
+	return out
+}
+
+// nexthopPorts maps each nexthop tied to a port of s to that port.
+func nexthopPorts(s dataplane.State) map[netip.Addr]int {
+	out := map[netip.Addr]int{}
+	for _, p := range s.Ports {
+		for _, a := range p.Nexthops {
+			out[a] = p.Index
+		}
+	}
+	return out
+}
+
+// retired lists the State.Remove links of the applied states, in order.
 func (d fakeDataplane) retired() []string {
 	var out []string
 	for _, s := range d.States() {
-		for _, l := range s.Retired {
+		for _, l := range s.Remove {
 			out = append(out, fmt.Sprintf("%d/%s", l.Index, l.Name))
 		}
 	}

@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
 // InterfaceCreated records the kernel link of a connection (i.ConnKey names
@@ -12,9 +14,9 @@ import (
 // addresses are the proxy's own allocation records, and a refresh that
 // changes them moves the nexthops (SetIPContext). A second create for the
 // same connection replaces the first (a heal may move it to another link),
-// and the next Apply deletes the first link if still there (State.Retired)
-// and the links an earlier run left with the connection's addresses
-// (State.Claims): the link enters the dataplane only there. A link
+// and the next Apply deletes the first link if still there (State.Remove)
+// and the links an earlier run left with the connection's addresses (the
+// port's Claims): the link enters the dataplane only there. A link
 // announced for another connection is taken from it. A link may be
 // announced before the connection's addresses are known: it is a port at
 // once, and gets its nexthops when they are. The dataplane ignores ports
@@ -44,21 +46,23 @@ func (p *Proxy) InterfaceCreated(i Interface) {
 	p.unlinkLocked(st)
 	st.link, st.linkName = i.Index, i.Name
 	p.links[i.Index] = st.id
-	p.portsHops.addPort(i.Index, i.Type == TargetConn)
+	p.portsHops.addPort(i.Index, i.Type == TargetConn, allocAddrs(st), p.portFilterLocked(st))
 	p.refreshHopsLocked(st)
-	p.oneShot.add(replaced, replacedName, i.Index, allocAddrs(st))
+	p.removals.retire(replaced, replacedName)
 	hops := slices.Clone(st.hops)
 	p.mu.Unlock()
 	log.Info("interface added", "nexthops", hops, "replaced", replaced)
 	p.markDirty()
 }
 
-// allocAddrs are the addresses of st's allocations. p.mu must be held.
+// allocAddrs are the addresses of st's allocations, sorted. p.mu must be
+// held.
 func allocAddrs(st *connState) []netip.Addr {
 	out := make([]netip.Addr, 0, len(st.allocs))
 	for _, a := range st.allocs {
-		out = append(out, a.Addr())
+		out = append(out, a.Addr().Unmap())
 	}
+	slices.SortFunc(out, netip.Addr.Compare)
 	return out
 }
 
@@ -139,6 +143,25 @@ func (p *Proxy) refreshHopsLocked(st *connState) bool {
 	}
 	st.hops = hops
 	return true
+}
+
+// portFilterLocked is what st's port is held to: a target's port to its
+// own addresses (the dataplane adds the VIPs), unless PortFilterOff; an
+// LB's port is not filtered. p.mu must be held.
+func (p *Proxy) portFilterLocked(st *connState) *dataplane.PortFilter {
+	if st.typ != TargetConn || p.cfg.PortFilterOff {
+		return nil
+	}
+	return &dataplane.PortFilter{Addrs: p.targetAddrsLocked(st)}
+}
+
+// refreshFilterLocked makes the filter of st's port follow its addresses,
+// and reports whether it changed. p.mu must be held.
+func (p *Proxy) refreshFilterLocked(st *connState) bool {
+	if st.link == 0 {
+		return false
+	}
+	return p.portsHops.setFilter(st.link, p.portFilterLocked(st))
 }
 
 // InterfaceOf returns the interface of the connection of type t with key

@@ -126,9 +126,13 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	}
 	defer unlock()
 
+	identity := ""
 	if t == TargetConn {
+		if identity, err = p.proveTarget(conn, id); err != nil {
+			return err
+		}
 		p.mu.Lock()
-		err := p.admitTargetLocked(id, clientIdentity(conn, id))
+		err := p.admitTargetLocked(id, p.targetClient(conn, id, identity))
 		p.mu.Unlock()
 		if err != nil {
 			return err
@@ -144,7 +148,7 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 	}
 	warnMoved(prior, got, log)
 	p.followNodeSubnet(ctx, id, got, log)
-	bridge, svcRoutes := p.commitAllocs(id, t, conn, got, log)
+	bridge, svcRoutes := p.commitAllocs(id, t, conn, identity, got, log)
 
 	src, dst := p.srcDstPrefixes(id, got)
 	before := ipContextString(ipc)
@@ -226,8 +230,9 @@ func ensureIPContext(conn *networkservice.Connection) *networkservice.IPContext 
 
 // commitAllocs records got as the allocations of id, and the NSM connection
 // owner as the one that holds them, moves its nexthops to them, and returns
-// the bridge addresses and service routes to write.
-func (p *Proxy) commitAllocs(id string, t ConnType, conn *networkservice.Connection, got map[childKey]netip.Prefix,
+// the bridge addresses and service routes to write; identity is a target's
+// proved client (see TargetIdentity).
+func (p *Proxy) commitAllocs(id string, t ConnType, conn *networkservice.Connection, identity string, got map[childKey]netip.Prefix,
 	log *slog.Logger) (map[ipamv1.IPFamily]netip.Prefix, serviceRoutes) {
 	owner := conn.GetId()
 	p.mu.Lock()
@@ -242,9 +247,10 @@ func (p *Proxy) commitAllocs(id string, t ConnType, conn *networkservice.Connect
 	st.allocs = got
 	if t == TargetConn {
 		ci := clientInfoOf(conn)
+		ci.Identity = identity
 		changed = changed || ci != st.client
 		st.client = ci
-		st.clientID = clientIdentity(conn, id)
+		st.clientID = p.targetClient(conn, id, identity)
 	}
 	if pr := st.release; pr != nil && pr.full && pr.closedBy != "" && owner != "" && pr.closedBy != owner {
 		// Scheduled by the close of another connection with this key
@@ -256,12 +262,15 @@ func (p *Proxy) commitAllocs(id string, t ConnType, conn *networkservice.Connect
 		log.Info("pending address release of a superseded connection cancelled", "closed", pr.closedBy)
 	}
 	moved := p.refreshHopsLocked(st)
+	refiltered := p.refreshFilterLocked(st)
 	hops := slices.Clone(st.hops)
 	bridge := maps.Clone(p.bridge)
 	svcRoutes := p.svcRoutes
 	p.mu.Unlock()
 	if moved {
 		log.Info("nexthops follow the connection's new addresses", "nexthops", hops)
+	}
+	if moved || refiltered {
 		p.markDirty()
 	} else if changed {
 		p.watch.signal()

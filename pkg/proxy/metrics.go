@@ -55,6 +55,7 @@ func (p *Proxy) Describe(ch chan<- *prometheus.Desc) {
 		ch <- m.desc
 	}
 	p.refusals.Describe(ch)
+	p.idRefusals.Describe(ch)
 }
 
 // Collect implements prometheus.Collector; the values are read from Stats at
@@ -65,4 +66,5 @@ func (p *Proxy) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.typ, m.value(s), p.cfg.Conduit, p.cfg.Trench)
 	}
 	p.refusals.Collect(ch)
+	p.idRefusals.Collect(ch)
 }

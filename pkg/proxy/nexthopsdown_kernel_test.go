@@ -97,7 +97,7 @@ func kernelProxy(t *testing.T, ns *testutil.NetNS) *Proxy {
 	t.Cleanup(func() { require.NoError(t, dp.Close()) })
 	p, err := New(context.Background(), Config{
 		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1",
-		IPAM: serveIPAM(t, ipam.NewServer(realEngine(t, memory.New()))), Dataplane: dp, Links: dp,
+		IPAM: serveIPAM(t, ipam.NewServer(realEngine(t, memory.New()))), Dataplane: dp,
 		RetryInterval: time.Millisecond, Logger: testLogger(),
 	})
 	require.NoError(t, err)

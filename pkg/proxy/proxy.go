@@ -28,21 +28,27 @@ type Proxy struct {
 	locks   keyLocks
 	// refusals counts and logs the refusals of the limits.
 	refusals *limits.Refusals
+	// idRefusals counts and logs the target connections refused for
+	// their client's identity (TargetIdentity).
+	idRefusals *limits.Refusals
 	// serialFamilies allocates the families one after the other (only the
 	// benchmark's Meridio-like baseline sets it).
 	serialFamilies bool
 
-	mu          sync.Mutex
-	closed      bool
-	bridge      map[ipamv1.IPFamily]netip.Prefix
-	conns       map[string]*connState
-	links       map[int]string // link index → the key of the connection it belongs to (see connState.link)
-	portsHops   portsAndHops   // the ports and nexthops of the links
-	oneShot     oneShot        // the link requests of the next Apply
-	vipWanted   []netip.Prefix
-	vipRejected []error        // the entries of vipWanted rejected by the last validation
-	vips        []netip.Prefix // accepted, sorted
-	counters    counters
+	mu        sync.Mutex
+	closed    bool
+	bridge    map[ipamv1.IPFamily]netip.Prefix
+	conns     map[string]*connState
+	links     map[int]string // link index → the key of the connection it belongs to (see connState.link)
+	portsHops portsAndHops   // the ports and nexthops of the links
+	removals  linkRemovals   // the links the next Apply deletes
+	// releaseLeftovers: the hold on the state found at start ends
+	// (ReleaseLeftovers).
+	releaseLeftovers bool
+	vipWanted        []netip.Prefix
+	vipRejected      []error        // the entries of vipWanted rejected by the last validation
+	vips             []netip.Prefix // accepted, sorted
+	counters         counters
 
 	// hopsDown are the nexthops the datapath check found down
 	// (SetNexthopsDown), left out of the desired state's routes.
@@ -96,9 +102,12 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{
-		cfg:       cfg,
-		log:       cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
-		refusals:  limits.New("causeway_proxy", cfg.Logger),
+		cfg:      cfg,
+		log:      cfg.Logger.With("conduit", cfg.Conduit, "trench", cfg.Trench, "node", cfg.Node),
+		refusals: limits.New("causeway_proxy", cfg.Logger),
+		idRefusals: limits.NewNamed("causeway_proxy", "target_identity_refusals_total",
+			"Target connections refused for their client's SPIFFE ID, by rule (unproved, not_allowed).",
+			"target connection refused for its client's identity (logged once per client)", cfg.Logger),
 		subnets:   map[ipamv1.IPFamily]*ipamv1.Subnet{},
 		bridge:    map[ipamv1.IPFamily]netip.Prefix{},
 		conns:     map[string]*connState{},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/causeway-net/causeway/internal/backoff"
+	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
 // pendingRelease is a scheduled or running release of some children of one
@@ -51,49 +52,39 @@ func (p *Proxy) Retain() {
 	}
 }
 
-// removeLeftoverLink deletes the kernel link that the closed connection id
-// last had, if it is still there (see Config.Links), retrying a failure:
-// its addresses are released only once no link of theirs is left. It
-// reports false if ctx ended first.
+// removeLeftoverLink has the dataplane delete the kernel link that the
+// closed connection id last had, if it is still there: its addresses are
+// released only once no link of theirs is left. The link goes in the
+// desired state (State.Remove), and the sync loop applies it under p.mu,
+// so that neither a re-request (which cancels the release) nor a link
+// announced again (InterfaceCreated) comes between its check and the
+// delete; a failed Apply is retried by the sync loop. It reports false if
+// ctx ended first.
 func (p *Proxy) removeLeftoverLink(ctx context.Context, id string, log *slog.Logger) bool {
-	if p.cfg.Links == nil {
+	p.mu.Lock()
+	st := p.conns[id]
+	if ctx.Err() != nil {
+		p.mu.Unlock()
+		log.Info("address release stopped", "reason", ctx.Err())
+		return false
+	}
+	if st == nil || st.link != 0 || st.lastLink == 0 {
+		p.mu.Unlock()
 		return true
 	}
-	for {
-		index, name, removed, err := p.tryRemoveLeftoverLink(ctx, id)
-		switch {
-		case ctx.Err() != nil:
-			log.Info("address release stopped", "reason", ctx.Err())
-			return false
-		case err == nil:
-			if removed {
-				log.Info("leftover link of a closed connection removed", "index", index, "name", name)
-			}
-			return true
-		}
-		log.Warn("leftover link of a closed connection not removed, retrying", "index", index, "name", name, "error", err)
-		if !backoff.Sleep(ctx, p.cfg.RetryInterval) {
-			log.Info("address release stopped", "reason", ctx.Err())
-			return false
-		}
+	c := p.removals.closeLink(ctx, id, dataplane.LinkRef{Index: st.lastLink, Name: st.lastName})
+	p.mu.Unlock()
+	p.markDirty()
+	select {
+	case <-c.done:
+		return true
+	case <-ctx.Done():
+		p.mu.Lock()
+		p.removals.forget(id, c)
+		p.mu.Unlock()
+		log.Info("address release stopped", "reason", ctx.Err())
+		return false
 	}
-}
-
-// tryRemoveLeftoverLink deletes the link id last had if id has no link now
-// and its release still runs. It holds p.mu throughout: a re-request
-// cancels the release (cancelRelease) and a link announced again is
-// recorded (InterfaceCreated) under p.mu, so neither can come between the
-// check and the delete.
-func (p *Proxy) tryRemoveLeftoverLink(ctx context.Context, id string) (index int, name string, removed bool, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st := p.conns[id]
-	if ctx.Err() != nil || st == nil || st.link != 0 || st.lastLink == 0 {
-		return 0, "", false, nil
-	}
-	index, name = st.lastLink, st.lastName
-	removed, err = p.cfg.Links.RemoveLink(index, name)
-	return index, name, removed, err
 }
 
 // runRelease waits for the delay (cut short by Close), then releases the
@@ -150,6 +141,7 @@ func (p *Proxy) runRelease(ctx context.Context, id string, pr *pendingRelease) {
 		if st := p.conns[id]; st != nil {
 			delete(st.allocs, k)
 			moved = p.refreshHopsLocked(st)
+			moved = p.refreshFilterLocked(st) || moved
 		}
 		p.mu.Unlock()
 		if moved {

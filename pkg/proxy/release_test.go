@@ -272,9 +272,11 @@ func TestUnsetAfterFailedRefreshIsDelayed(t *testing.T) {
 	require.Eventually(t, func() bool { return e.clk.Active() == 2 }, waitFor, tick, "a delayed release")
 }
 
-// leftoverLinks plays the dataplane's RemoveLink: it records each call with
-// the IPAM children held at that moment, and fails the first calls.
+// leftoverLinks is the fake dataplane recording, at each Apply, the links
+// it is asked to remove with the IPAM children held at that moment, and
+// failing the first Applies that remove one.
 type leftoverLinks struct {
+	fakeDataplane
 	mu       sync.Mutex
 	ipam     *fakeIPAM
 	failures int
@@ -282,23 +284,31 @@ type leftoverLinks struct {
 	held     []int // len(ipam.children()) at each call
 }
 
-func (l *leftoverLinks) RemoveLink(index int, name string) (bool, error) {
+func (l *leftoverLinks) Apply(s dataplane.State) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.calls = append(l.calls, fmt.Sprintf("%d/%s", index, name))
-	l.held = append(l.held, len(l.ipam.children()))
-	if l.failures > 0 {
-		l.failures--
-		return false, errInjected
+	fail := false
+	for _, r := range s.Remove {
+		l.calls = append(l.calls, fmt.Sprintf("%d/%s", r.Index, r.Name))
+		l.held = append(l.held, len(l.ipam.children()))
+		fail = l.failures > 0
 	}
-	return true, nil
+	if fail {
+		l.failures--
+	}
+	l.mu.Unlock()
+	if fail {
+		return errInjected
+	}
+	return l.fakeDataplane.Apply(s)
 }
 
-// newLinksEnv is a test proxy whose leftover links go to a leftoverLinks.
-func newLinksEnv(t *testing.T) (*testEnv, *leftoverLinks) {
+// newLinksEnv is a test proxy whose dataplane is a leftoverLinks that
+// fails the first failures removals.
+func newLinksEnv(t *testing.T, failures int) (*testEnv, *leftoverLinks) {
 	t.Helper()
-	links := &leftoverLinks{}
-	e := newTestEnv(t, func(c *Config) { c.Links = links })
+	links := &leftoverLinks{fakeDataplane: newFakeDataplane(), failures: failures}
+	e := newTestEnv(t, func(c *Config) { c.Dataplane = links })
+	e.dp = links.fakeDataplane
 	links.ipam = e.ipam
 	return e, links
 }
@@ -313,9 +323,7 @@ func (l *leftoverLinks) seen() ([]string, []int) {
 // before its addresses go back to the IPAM (retrying a failed delete), so
 // that no address is ever on a link while the IPAM hands it out again.
 func TestReleaseRemovesLeftoverLinkFirst(t *testing.T) {
-	links := &leftoverLinks{failures: 2}
-	e := newTestEnv(t, func(c *Config) { c.Links = links })
-	links.ipam = e.ipam
+	e, links := newLinksEnv(t, 2)
 	conn := lbConn("lb-1")
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
 	e.p.InterfaceCreated(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnKey: "lb-1"})
@@ -337,7 +345,7 @@ func TestReleaseRemovesLeftoverLinkFirst(t *testing.T) {
 // A connection that comes back on a new link before the delay keeps its
 // addresses, and nothing is removed.
 func TestRelinkedConnectionRemovesNothing(t *testing.T) {
-	e, links := newLinksEnv(t)
+	e, links := newLinksEnv(t, 0)
 	conn := targetConn("t1")
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, TargetConn))
 	e.p.InterfaceCreated(Interface{Index: 7, Name: "t0", Type: TargetConn, ConnKey: "t1"})
@@ -420,35 +428,35 @@ func supersededPair(t *testing.T, e *testEnv) (old, healed *networkservice.Conne
 }
 
 // A connection healed onto a new link hands its old link to the dataplane
-// to delete (State.Retired), in the Apply that makes the new link a port,
+// to delete (State.Remove), in the Apply that makes the new link a port,
 // once: a failed Apply hands it again, a successful one drops it.
 func TestHealedConnectionRetiresReplacedLink(t *testing.T) {
 	e := newTestEnv(t)
 	e.link(t, lbConn("lb-1"), LBConn, 7)
 	e.link(t, targetConn("t1"), TargetConn, 8)
-	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[7 8]" })
+	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(indexes(s.Ports)) == "[7 8]" })
 	require.Empty(t, e.dp.retired(), "a first link replaces nothing")
 
 	e.p.InterfaceCreated(Interface{Index: 9, Name: "lb0b", Type: LBConn, ConnKey: "lb-1"})
-	s := e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 9]" })
+	s := e.dp.waitState(t, func(s dataplaneState) bool { return sprint(indexes(s.Ports)) == "[8 9]" })
 	require.Len(t, s.Nexthops, 2)
 	require.Equal(t, []string{"7/lb-1"}, e.dp.retired(), "with the Apply that makes the new link a port")
-	require.Equal(t, 9, s.Claims[len(s.Claims)-1].Port, "which claims the connection's addresses for it")
+	require.Len(t, s.Ports[1].Claims, 4, "whose port claims the connection's addresses")
 
 	// lb-2 is announced on t1's link (taking it), then t1 heals: t1's old
 	// link is lb-2's now and stays.
 	e.link(t, lbConn("lb-2"), LBConn, 8)
 	e.p.InterfaceCreated(Interface{Index: 10, Name: "t0b", Type: TargetConn, ConnKey: "t1"})
-	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 9 10]" })
+	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(indexes(s.Ports)) == "[8 9 10]" })
 	require.Equal(t, []string{"7/lb-1"}, e.dp.retired(), "a link claimed by another connection is left")
 
 	e.dp.FailNext(1)
 	e.p.InterfaceCreated(Interface{Index: 11, Name: "lb0c", Type: LBConn, ConnKey: "lb-1"})
-	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 10 11]" })
+	e.dp.waitState(t, func(s dataplaneState) bool { return sprint(indexes(s.Ports)) == "[8 10 11]" })
 	require.Equal(t, []string{"7/lb-1", "9/lb0b"}, e.dp.retired(), "handed again after the failed Apply, once")
 	e.p.InterfaceCreated(Interface{Index: 12, Name: "t0c", Type: TargetConn, ConnKey: "t1"})
-	s = e.dp.waitState(t, func(s dataplaneState) bool { return sprint(s.Ports) == "[8 11 12]" })
-	require.Equal(t, []dataplane.LinkRef{{Index: 10, Name: "t0b"}}, s.Retired, "only what is new")
+	s = e.dp.waitState(t, func(s dataplaneState) bool { return sprint(indexes(s.Ports)) == "[8 11 12]" })
+	require.Equal(t, []dataplane.LinkRef{{Index: 10, Name: "t0b"}}, s.Remove, "only what is new")
 }
 
 // A release that a re-request cancelled removes no link, even when the
@@ -456,7 +464,7 @@ func TestHealedConnectionRetiresReplacedLink(t *testing.T) {
 // re-request waits for it): the connection may be coming back on that
 // very link.
 func TestCancelledReleaseRemovesNoLink(t *testing.T) {
-	e, links := newLinksEnv(t)
+	e, links := newLinksEnv(t, 0)
 	conn := lbConn("lb-1")
 	require.NoError(t, e.p.SetIPContext(context.Background(), conn, LBConn))
 	e.p.InterfaceCreated(Interface{Index: 7, Name: "lb0", Type: LBConn, ConnKey: "lb-1"})

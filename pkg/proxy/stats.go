@@ -101,11 +101,12 @@ func (p *Proxy) Snapshot() Snapshot {
 	stats := p.Stats()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	state, _ := p.desiredStateLocked()
 	s := Snapshot{
 		Conduit:    p.cfg.Conduit,
 		Trench:     p.cfg.Trench,
 		Node:       p.cfg.Node,
-		State:      p.desiredStateLocked(),
+		State:      state,
 		WantedVIPs: slices.Clone(p.vipWanted),
 		Stats:      stats,
 	}

@@ -89,3 +89,19 @@ func TestPrometheusCollector(t *testing.T) {
 	require.Equal(t, 1.0, got["causeway_proxy_connections"])
 	require.Equal(t, 0.0, got["causeway_proxy_rollbacks_total"])
 }
+
+// ReleaseLeftovers ends the dataplane's hold in the desired state, from
+// the next Apply on and in every later one: a failed Apply is retried
+// with it.
+func TestReleaseLeftoversIsPartOfTheState(t *testing.T) {
+	e := newTestEnv(t)
+	e.link(t, lbConn("lb-1"), LBConn, 7)
+	s := e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 1 })
+	require.False(t, s.ReleaseLeftovers, "held until asked")
+	e.dp.FailNext(1)
+	e.p.ReleaseLeftovers()
+	e.dp.waitState(t, func(s dataplaneState) bool { return s.ReleaseLeftovers })
+	e.link(t, targetConn("t1"), TargetConn, 8)
+	s = e.dp.waitState(t, func(s dataplaneState) bool { return len(s.Ports) == 2 })
+	require.True(t, s.ReleaseLeftovers, "and it stays released")
+}

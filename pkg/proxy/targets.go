@@ -18,10 +18,13 @@ const (
 	NodeNameLabel = "nodeName"
 )
 
-// ClientInfo is what a target connection says of its pod.
+// ClientInfo is what a target connection says of its pod (Pod, Node: its
+// labels, claimed by the client) and who its client proved to be
+// (Identity: its SPIFFE ID, "" when none is proved; see TargetIdentity).
 type ClientInfo struct {
-	Pod  string
-	Node string
+	Pod      string
+	Node     string
+	Identity string
 }
 
 func clientInfoOf(conn *networkservice.Connection) ClientInfo {

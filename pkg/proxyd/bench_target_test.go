@@ -1,6 +1,7 @@
 package proxyd_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -32,7 +33,7 @@ type targetBed struct {
 	ctx   context.Context
 	dp    *fakeDataplane
 	d     *proxyd.Daemon
-	ports chan []int // the ports of every Apply
+	ports chan []dataplane.Port // the ports of every Apply
 	conns []*benchTarget
 }
 
@@ -52,13 +53,20 @@ func newTargetBed(b *testing.B, n int) *targetBed {
 	e.connectTo.Scheme, e.connectTo.Path = "unix", e.dir+"/no-nsmgr.sock"
 	cfg := e.config(b, time.Millisecond)
 	cfg.ListenOn = ""
-	tb := &targetBed{ctx: e.ctx, ports: make(chan []int, 1)}
+	// Every target here is one client's (the test's SPIFFE ID), and a
+	// closed one counts until its release: the limit per client would
+	// refuse the 129th. It is not what is measured.
+	cfg.MaxConnectionsPerClient = 1 << 20
+	tb := &targetBed{ctx: e.ctx, ports: make(chan []dataplane.Port, 1)}
 	tb.d, tb.dp = e.start(b, cfg)
 	tb.dp.OnApply(func(s dataplane.State) {
+		// The latest state replaces one nobody read yet (Applies are
+		// serial): a waiter never misses the Apply it waits for.
 		select {
-		case tb.ports <- s.Ports:
-		default: // nobody waits: the port is not timed
+		case <-tb.ports:
+		default:
 		}
+		tb.ports <- s.Ports
 	})
 	for i := range n {
 		tb.conns = append(tb.conns, tb.connect(b, i))
@@ -107,7 +115,7 @@ func (tb *targetBed) waitPort(b *testing.B, idx int) {
 	for {
 		select {
 		case ports := <-tb.ports:
-			if _, found := slices.BinarySearch(ports, idx); found {
+			if _, found := slices.BinarySearchFunc(ports, idx, func(p dataplane.Port, idx int) int { return cmp.Compare(p.Index, idx) }); found {
 				return
 			}
 		case <-deadline:

@@ -208,12 +208,16 @@ func (d *Daemon) startProxy(ctx context.Context) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
+	ids, err := d.targetIdentity()
+	if err != nil {
+		return nil, err
+	}
 	p, err := proxy.New(ctx, proxy.Config{
 		Conduit: d.cfg.Conduit, Trench: d.cfg.Trench, Node: d.cfg.Host, Families: proxy.ParseIPFamily(d.cfg.IPFamily),
-		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp, Links: d.dp,
+		IPAM: ipamv1.NewIpamClient(d.ipamCC), Dataplane: d.dp,
 		ReleaseDelay: d.cfg.IPReleaseDelay, BridgeRenewInterval: d.cfg.BridgeIPRenewInterval,
 		PortFilterOff: d.cfg.PortFilterOff, VIPs: vips, MaxConnectionsPerClient: d.cfg.MaxConnectionsPerClient,
-		Logger: d.log.With("subsystem", "proxy"),
+		TargetIdentity: ids, Logger: d.log.With("subsystem", "proxy"),
 	})
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/dataplane"
 	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 	"github.com/causeway-net/causeway/pkg/servicelb"
+	"github.com/causeway-net/causeway/pkg/servicelb/kubesource"
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
@@ -98,6 +99,8 @@ type Config struct {
 	VIPMinPrefixLength4            int           `default:"24" desc:"new: the widest IPv4 VIP accepted (a shorter prefix is refused)" envconfig:"VIP_MIN_PREFIX_LENGTH_IPV4"`
 	VIPMinPrefixLength6            int           `default:"120" desc:"new: the widest IPv6 VIP accepted (a shorter prefix is refused)" envconfig:"VIP_MIN_PREFIX_LENGTH_IPV6"`
 	EndpointPrefixes               string        `default:"" desc:"new: kubernetes source: comma-separated pools of the conduit (the IPAM's): endpoints of EndpointSlices outside them are ignored and logged once (loopback, link-local, multicast and unspecified ones always are); empty: not bounded to pools" envconfig:"ENDPOINT_PREFIXES"`
+	TargetIDScheme                 string        `default:"off" desc:"new: kubernetes source: how the SPIFFE ID a target's client proves (the certificate its path token carries, docs/security.md) must name the pod its connection claims before its address is published: pod (/ns/<namespace>/pod/<name>), serviceAccount (/ns/<namespace>/sa/<spec.serviceAccountName>), any (either) or off (the claim is believed; always so in insecure mode)" envconfig:"TARGET_ID_SCHEME"`
+	TargetIDs                      []string      `desc:"new: comma-separated rules (as IPAM_SERVER_IDS) of the SPIFFE IDs of the targets that may connect to this conduit: a client whose ID is not proved or matches none is refused (PermissionDenied) before any address is allocated, logged once per client, counted in causeway_proxy_target_identity_refusals_total; empty: any client NSM lets through; ignored in insecure mode" envconfig:"TARGET_IDS"`
 	MaxConnectionsPerClient        int           `default:"128" desc:"new: target connections one client (the SPIFFE ID of its path token, else its pod) holds on this proxy; a new one past it is refused (ResourceExhausted), logged once per client, counted in causeway_proxy_limit_refusals_total" envconfig:"MAX_CONNECTIONS_PER_CLIENT"`
 	ServicesNamespaces             []string      `default:"" desc:"new: kubernetes source: comma-separated namespaces whose Services this conduit serves (an opt-in list); empty: every namespace" envconfig:"SERVICES_NAMESPACES"`
 	ServicesMax                    int           `default:"1000" desc:"new: kubernetes source: Services served by this conduit; one more is not served (logged once, counted in causeway_proxy_service_limit_refusals_total) until a later change of it finds room" envconfig:"SERVICES_MAX"`
@@ -268,7 +271,10 @@ func (c *Config) Validate() error {
 			bad(env, "must be positive, got %d", n)
 		}
 	}
-	for env, rules := range map[string][]string{"IPAM_SERVER_IDS": c.IPAMServerIDs, "NSP_SERVER_IDS": c.NSPServerIDs} {
+	if _, err := kubesource.ParseIDScheme(c.TargetIDScheme); err != nil {
+		bad("TARGET_ID_SCHEME", "%v", err)
+	}
+	for env, rules := range map[string][]string{"IPAM_SERVER_IDS": c.IPAMServerIDs, "NSP_SERVER_IDS": c.NSPServerIDs, "TARGET_IDS": c.TargetIDs} {
 		if _, err := spiffeauthz.ParseRules(rules); err != nil {
 			bad(env, "%v", err)
 		}

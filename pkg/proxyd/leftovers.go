@@ -3,7 +3,6 @@ package proxyd
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/causeway-net/causeway/internal/backoff"
 	"github.com/causeway-net/causeway/internal/tasks"
@@ -34,34 +33,19 @@ func (f *firstTime) wait(ctx context.Context) bool {
 // at start (a restart's bridge ports, LB nexthops and VIP rules, kept
 // beside what the proxy has relearned): once the endpoint is registered
 // (NSM is reachable, so the connections can come back), the VIPs are known
-// and NSM_LEFTOVER_HOLD has passed since. Until then a proxy restarted
-// while NSM or the NSP is away keeps forwarding. A stop before that keeps
-// the hold (the next run adopts the same state). A release that fails
-// (a link of the earlier run that could not be deleted stays held) is
-// tried again.
+// and NSM_LEFTOVER_HOLD has passed since, the proxy's desired state says
+// so (proxy.ReleaseLeftovers). Until then a proxy restarted while NSM or
+// the NSP is away keeps forwarding. A stop before that keeps the hold (the
+// next run adopts the same state). A release that fails (a link of the
+// earlier run that could not be deleted stays held) is tried again by the
+// proxy's sync loop, as any failed Apply.
 func (d *Daemon) startLeftoverRelease(ctx context.Context) (func() error, error) {
 	t := tasks.New(ctx)
 	t.Go(func(ctx context.Context) {
 		if !d.registered.wait(ctx) || !d.vipsKnown.wait(ctx) || !backoff.Sleep(ctx, d.cfg.LeftoverHold) {
 			return
 		}
-		wait := backoff.New(leftoverRetryInitial, leftoverRetryMax)
-		for {
-			err := d.dp.ReleaseLeftovers()
-			if err == nil {
-				return
-			}
-			d.log.Warn("release of the kernel state found at start failed, retrying", "error", err)
-			if !wait.Wait(ctx) {
-				return
-			}
-		}
+		d.proxy.ReleaseLeftovers()
 	})
 	return t.Stop, nil
 }
-
-// The pauses between the tries of a failed release of the leftovers.
-const (
-	leftoverRetryInitial = time.Second
-	leftoverRetryMax     = time.Minute
-)

@@ -17,16 +17,12 @@ import (
 // production one; tests inject a fake with WithDataplane.
 type Dataplane interface {
 	proxy.Dataplane
-	proxy.LinkRemover
 	// Subscribe returns the link events from now on and a function that
 	// ends the subscription; Link and LinkByName read the one table of the
 	// namespace's links (the link matcher's Links).
 	Subscribe() (<-chan dataplane.LinkEvent, func())
 	connlink.Links
 	Snapshot() (dataplane.Snapshot, error)
-	// ReleaseLeftovers stops holding the kernel state found at start
-	// beside the applied one (dataplane.Options.HoldLeftovers).
-	ReleaseLeftovers() error
 	Close() error
 }
 

@@ -119,7 +119,7 @@ func TestStartFailsWithoutIPAM(t *testing.T) {
 // TestVIPFileMissingAtStart: a proxy whose NSM_VIP_FILE does not exist yet
 // starts, says so once and keeps watching; no VIPs are known, so the
 // kernel state found at start stays held. The file's VIPs reach the
-// dataplane when it appears; a deletion keeps them; a recreated file's
+// dataplane when it appears, and the hold ends; a deletion keeps them; a recreated file's
 // VIPs replace them.
 func TestVIPFileMissingAtStart(t *testing.T) {
 	e := newEnv(t)
@@ -145,6 +145,8 @@ func TestVIPFileMissingAtStart(t *testing.T) {
 
 	writeVIPs(t, cfg.VIPFile, "20.0.0.1/32")
 	require.Eventually(t, func() bool { return sprint(lastState(dp).VIPs) == "[20.0.0.1/32]" }, wait, tick, "last state %+v", lastState(dp))
+	require.Eventually(t, func() bool { return dp.Releases() == 1 && lastState(dp).ReleaseLeftovers }, wait, tick,
+		"VIPs known, the endpoint registered: the hold ends, in the desired state")
 
 	require.NoError(t, os.Remove(cfg.VIPFile))
 	_, i = log.Wait(wait, nil, i, "VIP file removed; keeping the last good VIPs until it is back")

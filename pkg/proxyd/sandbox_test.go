@@ -129,11 +129,12 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 			return false
 		}
 		for _, n := range names {
-			if !slices.Contains(s.Ports, ports[n]) {
+			i := slices.IndexFunc(s.Ports, func(p dataplane.Port) bool { return p.Index == ports[n] })
+			if i < 0 {
 				return false
 			}
 			for _, a := range lbAddrs[n] {
-				if s.NexthopPorts[a] != ports[n] {
+				if !slices.Contains(s.Ports[i].Nexthops, a) {
 					return false
 				}
 			}
@@ -202,7 +203,7 @@ func TestDaemonTargetsAndFullMesh(t *testing.T) {
 	require.Eventually(t, func() bool { return len(lbs["lb-2"].Open()) == 0 }, wait, tick)
 	require.Eventually(t, func() bool {
 		s := lastState(dp)
-		return hopsOK(s, "lb-1", "lb-3") && !slices.Contains(s.Ports, ports["lb-2"]) && len(s.Ports) == 3
+		return hopsOK(s, "lb-1", "lb-3") && !slices.ContainsFunc(s.Ports, func(p dataplane.Port) bool { return p.Index == ports["lb-2"] }) && len(s.Ports) == 3
 	}, wait, tick, "last state %+v", lastState(dp))
 	require.Len(t, lbs["lb-1"].Open(), 1)
 	require.Len(t, lbs["lb-3"].Open(), 1)

@@ -63,7 +63,8 @@ func (d *Daemon) servicesConfig() (feed.Config, error) {
 		cfg.File = ""
 		cfg.Kube = &feed.Kube{Client: d.opts.kubeClient, Kubeconfig: d.cfg.Kubeconfig,
 			ProxyName: d.cfg.ProxyName(), Node: d.cfg.Host, Prefixes: prefixes, Pools: pools,
-			MaxServices: d.cfg.ServicesMax, Namespaces: d.cfg.ServicesNamespaces}
+			MaxServices: d.cfg.ServicesMax, Namespaces: d.cfg.ServicesNamespaces,
+			IDScheme: d.targetIDScheme(), TrustDomain: d.creds.TrustDomain}
 	}
 	return cfg, nil
 }

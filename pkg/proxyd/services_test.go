@@ -115,7 +115,14 @@ func testDaemonServices(t *testing.T, provider, table string) {
 		if provider == servicelb.ProviderUserspace {
 			targets = nil
 		}
-		return len(st.Proxy.Interfaces) > 0 && slices.Equal(st.Proxy.State.HairpinPorts, targets)
+		var hairpin []int
+		for _, p := range st.Proxy.State.Ports {
+			if p.Hairpin {
+				hairpin = append(hairpin, p.Index)
+			}
+		}
+		slices.Sort(targets)
+		return len(st.Proxy.Interfaces) > 0 && slices.Equal(hairpin, targets)
 	}, wait, tick, "hairpin mode on the target ports with nftables only")
 
 	// A broken edit: refused with the entry and the reason; the services stay.

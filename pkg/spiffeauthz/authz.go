@@ -113,6 +113,10 @@ func (a *Authorizer) refuse(ctx context.Context, method, caller string, misses [
 		"method", method, "caller", caller, "peer", addr, "missed", misses)
 }
 
+// CallerID is the SPIFFE ID of the client certificate of a call's ctx
+// (for a server's checks beyond the rules); see callerID.
+func CallerID(ctx context.Context) (spiffeid.ID, error) { return callerID(ctx) }
+
 // callerID is the SPIFFE ID of the client certificate of ctx. go-spiffe's
 // server configuration verifies that certificate against the bundles in its
 // own callback, so the handshake succeeded only if it is a valid SVID (the

@@ -104,3 +104,20 @@ func (r Rule) Miss(id spiffeid.ID, own spiffeid.TrustDomain) string {
 	}
 	return ""
 }
+
+// IDCheck returns the check of an ID against rules (in the trust domain own
+// gives for those that leave it out): nil when it matches one, else an
+// error saying why each rule missed it. Empty rules: nil, no check.
+func IDCheck(rules []string, own TrustDomainFunc) (func(spiffeid.ID) error, error) {
+	parsed, err := ParseRules(rules)
+	if err != nil || len(parsed) == 0 {
+		return nil, err
+	}
+	a := New(parsed, own, nil)
+	return func(id spiffeid.ID) error {
+		if misses, ok := a.check(id); !ok {
+			return fmt.Errorf("%s matches none of the rules (%s)", id, strings.Join(misses, "; "))
+		}
+		return nil
+	}, nil
+}

@@ -10,7 +10,7 @@
 // TestLBProcessLoss, 4 TestTargetLeaves, 5 TestProxyCrash, 6 TestIPAMCrash,
 // 7 TestVIPChange, 8 TestBadVIP, TestUnknownService and
 // TestIPAMPoolTooSmall, 9 the clean-up check after every one (assertClean);
-// TestThroughputFigure measures the README's throughput ratio;
+// TestThroughputFigure measures docs/performance.md's throughput ratio;
 // TestMovingFromMeridioProxy starts the proxy over Meridio's leftover
 // rules and routes (issue 13); TestLBDatapathBroken cuts an LB off without
 // NSM noticing, TestLBDatapathLossy loses 5 % of its packets.

@@ -128,3 +128,18 @@ func extFor(l *labrun.Lab, a netip.Addr) netip.Addr {
 	}
 	return netip.Addr{}
 }
+
+// requireNoCut fails t when s holds a cut of the path (more than
+// traffic.BlipFailures probes failed in a row, or failures to the end) and
+// logs the lone probes lost in blips, which a loaded machine makes now and
+// then with the path intact. msg and args say what s covers.
+func requireNoCut(t *testing.T, s traffic.Series, msg string, args ...any) {
+	t.Helper()
+	what := fmt.Sprintf(msg, args...)
+	cuts := s.Cuts()
+	require.Empty(t, cuts, "%s: the path was cut: %v", what, cuts)
+	if n := s.Failures(); n > 0 {
+		t.Logf("%s: %d probes lost in blips (at most %d in a row, between answered ones; first error: %v)",
+			what, n, traffic.BlipFailures, s.FirstError())
+	}
+}

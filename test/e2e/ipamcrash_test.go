@@ -50,7 +50,7 @@ func TestIPAMCrash(t *testing.T) {
 			{"before the target left", s.After(killed).Before(leaves)},
 			{"after the target left", s.After(left).Before(restarted)},
 		} {
-			require.Zero(t, part.s.Failures(), "%s: no flow lost while the IPAM was down, %s (first error: %v)", network, part.name, part.s.FirstError())
+			requireNoCut(t, part.s, "%s: no flow lost while the IPAM was down, %s (first error: %v)", network, part.name, part.s.FirstError())
 		}
 		t.Logf("IPAM crash (%s): target leaving while the IPAM is down: %v", network, s.After(leaves).Before(left).LongestGap())
 	}
@@ -95,7 +95,7 @@ func TestIPAMCrash(t *testing.T) {
 	for network, p := range ps {
 		s := p.Stop().After(restarted).Before(joining)
 		t.Logf("IPAM crash (%s): after the restart %v", network, s)
-		require.Zero(t, s.Failures(), "%s: no flow lost after the IPAM restart (first error: %v)", network, s.FirstError())
+		requireNoCut(t, s, "%s: no flow lost after the IPAM restart (first error: %v)", network, s.FirstError())
 	}
 }
 
@@ -153,7 +153,7 @@ func TestIPAMOutageSpanningRefreshes(t *testing.T) {
 		out := s.After(stopped).Before(started)
 		t.Logf("FIGURE: IPAM outage of %v (%s): %d of %d probes lost during it; after it: %v", 2*tokens, network,
 			out.Failures(), len(out), s.After(started))
-		require.Zero(t, out.Failures(), "%s: traffic flows while the IPAM is away (first error: %v)", network, out.FirstError())
-		require.Zero(t, s.After(started).Failures(), "%s: and after it (first error: %v)", network, s.After(started).FirstError())
+		requireNoCut(t, out, "%s: traffic flows while the IPAM is away (first error: %v)", network, out.FirstError())
+		requireNoCut(t, s.After(started), "%s: and after it (first error: %v)", network, s.After(started).FirstError())
 	}
 }

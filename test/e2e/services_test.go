@@ -80,7 +80,7 @@ func testServices(t *testing.T, provider string) {
 		after := p.Series().After(settle)
 		t.Logf("FIGURE: %s: %s from %s while %s left: %d of %d flows failed until its endpoints went, %d of %d after",
 			provider, name, client, leaving, during.Failures(), len(during), after.Failures(), len(after))
-		require.Zero(t, after.Failures(), "%s: flows fail once the endpoints are updated: %v", name, after.FirstError())
+		requireNoCut(t, after, "%s: flows fail once the endpoints are updated: %v", name, after.FirstError())
 		require.Zero(t, after.Targets()[leaving], "%s: flows still reach %s", name, leaving)
 	}
 
@@ -104,7 +104,7 @@ func testServices(t *testing.T, provider string) {
 	now := []string{client, targets[1], joining}
 	for name, p := range probers {
 		s := p.Series().After(served)
-		require.Zero(t, s.Failures(), "%s after the join: %v", name, s.FirstError())
+		requireNoCut(t, s, "%s after the join: %v", name, s.FirstError())
 		require.True(t, seenBy(p, served, now...), "%s spread over %v: %v", name, now, s.Targets())
 		all := p.Stop()
 		t.Logf("FIGURE: %s: %s from %s over the whole scenario: %d of %d flows failed, longest gap %v", provider, name, client,

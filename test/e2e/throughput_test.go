@@ -75,7 +75,7 @@ func startEchoIn(t *testing.T, nsPath string, addr netip.AddrPort) {
 	})
 }
 
-// TestThroughputFigure measures, for the README, TCP throughput from the
+// TestThroughputFigure measures, for docs/performance.md, TCP throughput from the
 // external host to a target through the LB and the proxy against that over
 // a direct veth between two namespaces, and reports the ratio. It asserts
 // only that data flows: speed is a figure, not a pass criterion.

@@ -33,7 +33,9 @@ type Dataplane struct {
 }
 
 // Apply records s, unless it is made to fail; while a gate is set it first
-// says so on entered and waits for the gate.
+// says so on entered and waits for the gate. It deletes the fake links of
+// s.Remove that are not ports of s, as the kernel would (with their
+// events), and counts the first State that releases the leftovers.
 func (d *Dataplane) Apply(s dataplane.State) error {
 	d.mu.Lock()
 	d.inApply++
@@ -50,6 +52,10 @@ func (d *Dataplane) Apply(s dataplane.State) error {
 	if d.failNext > 0 {
 		d.failNext--
 		return ErrInjected
+	}
+	d.removeLinksLocked(s)
+	if s.ReleaseLeftovers && d.releases == 0 {
+		d.releases++
 	}
 	d.states = append(d.states, s)
 	if d.onApply != nil {
@@ -119,15 +125,8 @@ func (d *Dataplane) Snapshot() (dataplane.Snapshot, error) {
 	return s, nil
 }
 
-// ReleaseLeftovers counts the releases (the fake holds nothing).
-func (d *Dataplane) ReleaseLeftovers() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.releases++
-	return nil
-}
-
-// Releases counts the ReleaseLeftovers calls.
+// Releases is 1 once a State with ReleaseLeftovers was applied, 0 before
+// (the fake holds nothing).
 func (d *Dataplane) Releases() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()

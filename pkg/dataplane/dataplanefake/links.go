@@ -124,18 +124,17 @@ func (d *Dataplane) DelLink(name string) {
 	}
 }
 
-// RemoveLink deletes link index if it still exists under name, as the
-// kernel would (with its event), and reports whether it did.
-func (d *Dataplane) RemoveLink(index int, name string) (bool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+// removeLinksLocked deletes the links of s.Remove that still exist under
+// their name and are not ports of s, as the Dataplane does.
+func (d *Dataplane) removeLinksLocked(s dataplane.State) {
 	d.links.init()
-	l, ok := d.links.byIndex[index]
-	if !ok || l.Name != name {
-		return false, nil
+	for _, r := range s.Remove {
+		l, ok := d.links.byIndex[r.Index]
+		port := slices.ContainsFunc(s.Ports, func(p dataplane.Port) bool { return p.Index == r.Index })
+		if ok && l.Name == r.Name && !port {
+			d.links.remove(l)
+		}
 	}
-	d.links.remove(l)
-	return true, nil
 }
 
 // Subscribe returns the link events from now on and a function that ends

@@ -26,6 +26,7 @@ type Gate struct {
 	server *ipam.Server
 	list   []string // the last conduit list; nil before the first
 	listed bool
+	leader string // the Lease's holder as last seen; "" before
 	// OnChange, if set, is called (under the gate's lock) with true when an
 	// engine starts serving and false when it stops.
 	OnChange func(serving bool)
@@ -117,18 +118,40 @@ func (g *Gate) SyncConduits(names []string) ipam.ConduitChanges {
 	return g.engine.SyncConduits(names)
 }
 
+// SetLeader records the Lease's holder (Elect's OnNewLeader), which the
+// metrics name.
+func (g *Gate) SetLeader(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.leader = id
+}
+
+var (
+	descServing = prometheus.NewDesc("causeway_ipam_serving",
+		"1 on the replica whose engine serves (it holds the Lease and its store is not fenced), 0 on the others.", nil, nil)
+	descLeader = prometheus.NewDesc("causeway_ipam_leader",
+		"1, labelled with the holder of the replicas' Lease as this replica last saw it.", []string{"leader"}, nil)
+)
+
 // Describe implements prometheus.Collector; it describes nothing (an
 // unchecked collector), since the engine behind it comes and goes.
 func (g *Gate) Describe(chan<- *prometheus.Desc) {}
 
-// Collect implements prometheus.Collector with the serving engine's
-// metrics (none while it does not serve).
+// Collect implements prometheus.Collector: whether this replica serves,
+// who leads, and the serving engine's metrics (none while it does not
+// serve).
 func (g *Gate) Collect(ch chan<- prometheus.Metric) {
 	g.mu.RLock()
-	e := g.engine
+	e, leader := g.engine, g.leader
 	g.mu.RUnlock()
+	serving := 0.0
 	if e != nil {
+		serving = 1
 		e.Collect(ch)
+	}
+	ch <- prometheus.MustNewConstMetric(descServing, prometheus.GaugeValue, serving)
+	if leader != "" {
+		ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, 1, leader)
 	}
 }
 

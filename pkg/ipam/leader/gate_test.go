@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -14,6 +15,7 @@ import (
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/store/memory"
 )
@@ -86,4 +88,25 @@ func TestGatePassesLastConduitList(t *testing.T) {
 	require.NoError(t, err)
 	_, err = g.Allocate(context.Background(), req("c2", "b"))
 	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "c2 left the list: draining, %v", err)
+}
+
+// The metrics say who serves: causeway_ipam_serving is 1 only while an
+// engine serves here, causeway_ipam_leader names the Lease's holder.
+func TestGateMetricsSayWhoServes(t *testing.T) {
+	g := &Gate{}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(g)
+	gauges := func() map[string]float64 { return testutil.Gather(t, reg) }
+	assert.Equal(t, map[string]float64{"causeway_ipam_serving": 0}, gauges(), "no leader known yet")
+	g.SetLeader("ipam-1")
+	assert.Equal(t, map[string]float64{"causeway_ipam_serving": 0, `causeway_ipam_leader{leader="ipam-1"}`: 1}, gauges())
+	g.SetLeader("ipam-0")
+	g.Open(newEngine(t))
+	got := gauges()
+	assert.Equal(t, 1.0, got["causeway_ipam_serving"])
+	assert.Equal(t, 1.0, got[`causeway_ipam_leader{leader="ipam-0"}`])
+	assert.NotContains(t, got, `causeway_ipam_leader{leader="ipam-1"}`)
+	assert.Contains(t, got, `causeway_ipam_conduits_draining{family="ipv4",trench="blue"}`, "the engine's metrics while it serves")
+	g.Shut()
+	assert.Equal(t, 0.0, gauges()["causeway_ipam_serving"])
 }

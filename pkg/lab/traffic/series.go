@@ -151,3 +151,26 @@ func (s Series) FirstError() error {
 func (s Series) String() string {
 	return fmt.Sprintf("%d probes, %d failed, longest gap %v", len(s), s.Failures(), s.LongestGap())
 }
+
+// BlipFailures is the most failed probes in a row that make a blip rather
+// than a cut of the path. A path broken for as long as three probe
+// intervals (30 ms at the default) fails three probes in a row; on a
+// loaded machine a lone flow is now and then lost with the path intact
+// (its SYN or datagram dropped from a full backlog, or the prober itself
+// not scheduled in time), each one between answered probes.
+const BlipFailures = 2
+
+// IsCut reports whether the gap is a cut of the path: more than
+// BlipFailures failed probes in a row, or a run that never ended.
+func (g Gap) IsCut() bool { return g.Open || g.Failures > BlipFailures }
+
+// Cuts are the gaps that cut the path (see Gap.IsCut).
+func (s Series) Cuts() []Gap {
+	var cuts []Gap
+	for _, g := range s.Gaps() {
+		if g.IsCut() {
+			cuts = append(cuts, g)
+		}
+	}
+	return cuts
+}

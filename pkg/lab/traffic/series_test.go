@@ -55,3 +55,13 @@ func TestSeriesGaps(t *testing.T) {
 	require.Equal(t, t0.Add(140*time.Millisecond), last)
 	require.ErrorContains(t, s.FirstError(), "lost")
 }
+
+func TestSeriesCuts(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	require.Empty(t, series(t0, "..x...xx..x.").Cuts(), "lone losses and pairs between answers are blips")
+	cuts := series(t0, "..x..xxx..xx..x").Cuts()
+	require.Len(t, cuts, 2)
+	require.Equal(t, 3, cuts[0].Failures, "three in a row cut the path")
+	require.True(t, cuts[1].Open, "a failure never followed by an answer is a cut")
+	require.Empty(t, series(t0, "....").Cuts())
+}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/edwarnicke/grpcfd"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
-	"github.com/networkservicemesh/sdk/pkg/tools/spiffejwt"
 	"github.com/networkservicemesh/sdk/pkg/tools/token"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/causeway-net/causeway/internal/svidlog"
+	"github.com/causeway-net/causeway/pkg/nsm/clientproof"
 	"github.com/causeway-net/causeway/pkg/nsm/sdkreplacement/authorize"
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
@@ -104,14 +104,25 @@ func (c *Credentials) Close() error {
 	return c.closer()
 }
 
-// TokenGenerator signs NSM tokens: ES256 JWTs with the SVID key, or
-// unsigned JWTs (alg "none", subject spiffe://causeway.local/insecure) in
-// insecure mode, which the SDK can still read its path ids from.
+// TokenGenerator signs NSM tokens: ES256 JWTs with the SVID key that carry
+// the SVID's chain (pkg/nsm/clientproof: a server after the NSMgr can
+// prove their subject), or unsigned JWTs (alg "none", subject
+// spiffe://causeway.local/insecure) in insecure mode, which the SDK can
+// still read its path ids from.
 func (c *Credentials) TokenGenerator() token.GeneratorFunc {
 	if c.source != nil {
-		return spiffejwt.TokenGeneratorFunc(c.source, c.lifetime)
+		return clientproof.Generator(c.source, c.lifetime)
 	}
 	return unsignedTokens(insecureSubject, c.lifetime)
+}
+
+// ClientProver proves the SPIFFE IDs of the clients of NSM connections
+// against the trust bundles; nil in insecure mode (nothing to prove with).
+func (c *Credentials) ClientProver() *clientproof.Prover {
+	if c.source == nil {
+		return nil
+	}
+	return clientproof.NewProver(c.source)
 }
 
 // ClientTLSConfig is the mTLS client configuration (nil in insecure mode).
@@ -147,18 +158,24 @@ func (c *Credentials) ClientTransportCredentialsFor(rules []string) (grpccreds.T
 	if c.source == nil {
 		return insecure.NewCredentials(), nil
 	}
-	own := func() spiffeid.TrustDomain {
-		svid, err := c.source.GetX509SVID()
-		if err != nil {
-			return spiffeid.TrustDomain{}
-		}
-		return svid.ID.TrustDomain()
-	}
-	authz, err := spiffeauthz.ServerAuthorizer(rules, own)
+	authz, err := spiffeauthz.ServerAuthorizer(rules, c.TrustDomain)
 	if err != nil {
 		return nil, err
 	}
 	return grpccreds.NewTLS(tlsconfig.MTLSClientConfig(c.source, c.source, authz)), nil
+}
+
+// TrustDomain is the trust domain of the current SVID; zero in insecure
+// mode (or for nil credentials) or while there is none.
+func (c *Credentials) TrustDomain() spiffeid.TrustDomain {
+	if c == nil || c.source == nil {
+		return spiffeid.TrustDomain{}
+	}
+	svid, err := c.source.GetX509SVID()
+	if err != nil {
+		return spiffeid.TrustDomain{}
+	}
+	return svid.ID.TrustDomain()
 }
 
 // ServerTransportCredentials are for plain gRPC servers.

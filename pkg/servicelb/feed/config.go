@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/vishvananda/netns"
 
 	"github.com/causeway-net/causeway/pkg/servicelb"
@@ -57,4 +58,9 @@ type Kube struct {
 	// Namespaces, when not empty, are the only namespaces served
 	// (kubesource.WithNamespaces).
 	Namespaces []string
+	// IDScheme is how a target's proved SPIFFE ID must name the pod it
+	// claims to be published, in the trust domain TrustDomain returns
+	// (kubesource.WithTargetIdentity); "" or off: not checked.
+	IDScheme    kubesource.IDScheme
+	TrustDomain func() spiffeid.TrustDomain
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 	"github.com/causeway-net/causeway/pkg/servicelb/filesource"
+	"github.com/causeway-net/causeway/pkg/servicelb/kubesource"
 	"github.com/causeway-net/causeway/pkg/servicelb/provider"
 )
 
@@ -33,7 +34,9 @@ type LB struct {
 	events   *eventCounter
 	syncs    *syncMetrics
 	refusals *limits.Refusals // of the limits: relay connections, Services
-	kube     *kubeServices    // the Kubernetes source; nil with the file
+	// idRefusals are the targets left out for their identity (kube.go).
+	idRefusals *limits.Refusals
+	kube       *kubeServices // the Kubernetes source; nil with the file
 
 	changed chan struct{} // capacity 1: the file changed
 
@@ -68,8 +71,8 @@ type Rejection struct {
 // ours stays.
 func Start(ctx context.Context, cfg Config, p *proxy.Proxy, log *slog.Logger) (_ *LB, stop func() error, err error) {
 	s := &LB{cfg: cfg, log: log, proxy: p, events: newEventCounter(log), syncs: newSyncMetrics(),
-		refusals: limits.New("causeway_proxy_service", log),
-		changed:  make(chan struct{}, 1)}
+		refusals: limits.New("causeway_proxy_service", log), idRefusals: kubesource.NewIdentityRefusals(kubesource.WithLogger(log)),
+		changed: make(chan struct{}, 1)}
 	if err := provider.CleanupLeftovers(cfg.NetNS); err != nil {
 		return nil, nil, err
 	}
@@ -211,10 +214,7 @@ func (s *LB) feed(lastSvcs []servicelb.Service, lastEps []servicelb.Endpoints) (
 	if f.UsesTargets() {
 		addrs = s.proxy.TargetAddrs()
 	}
-	// A target may be an endpoint by address too: with the nftables
-	// provider every target port is in hairpin mode while there are
-	// services (the dataplane sets it, as it enslaves the port).
-	s.proxy.SetTargetHairpin(s.cfg.Provider == servicelb.ProviderNftables && len(f.Services) > 0)
+	s.setHairpin(len(f.Services))
 	svcs, eps := f.ServiceList(), f.EndpointList(addrs)
 	// Endpoints first: a new service port starts with its endpoints.
 	if lastEps == nil || !reflect.DeepEqual(eps, lastEps) {
@@ -361,4 +361,16 @@ func (c *eventCounter) byPort() map[string]map[servicelb.EventReason]uint64 {
 		out[k] = maps.Clone(m)
 	}
 	return out
+}
+
+// setHairpin decides, in one place for both sources, whether the targets'
+// bridge ports are in hairpin mode, given the number of services: a
+// target may be an endpoint of its own request, and with the nftables
+// provider (which translates in the bridge, without source NAT) the reply
+// then leaves the bridge by the port it came in; so every target port is
+// in hairpin mode while that provider has services. The proxy makes it an
+// attribute of each target port (dataplane.Port.Hairpin), which the
+// dataplane sets as it enslaves the port.
+func (s *LB) setHairpin(services int) {
+	s.proxy.SetTargetHairpin(s.cfg.Provider == servicelb.ProviderNftables && services > 0)
 }

@@ -46,7 +46,8 @@ func (s *LB) startKube(t *tasks.Group, cfg Kube) (*kubeServices, error) {
 	if err != nil {
 		return nil, err
 	}
-	pods, err := kubesource.NewNodePods(client, node, pub.Request, log)
+	pods, err := kubesource.NewNodePods(client, node, pub.Request, log,
+		kubesource.WithTargetIdentity(cfg.IDScheme, cfg.TrustDomain, s.idRefusals))
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func newKubeClient(kubeconfig string) (kubesource.Client, error) {
 func conns(ts []proxy.Target) []kubesource.Conn {
 	out := make([]kubesource.Conn, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, kubesource.Conn{Pod: t.Client.Pod, Addrs: t.Addrs, Up: t.Linked})
+		out = append(out, kubesource.Conn{Pod: t.Client.Pod, Identity: t.Client.Identity, Addrs: t.Addrs, Up: t.Linked})
 	}
 	return out
 }
@@ -139,7 +140,7 @@ func (f *kubeFeed) OnServiceUpdate(svcs []servicelb.Service) {
 		slices.SortFunc(routes, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 	}
 	f.setRoutes(routes)
-	f.s.proxy.SetTargetHairpin(f.s.cfg.Provider == servicelb.ProviderNftables && len(svcs) > 0)
+	f.s.setHairpin(len(svcs))
 	f.s.provider.OnServiceUpdate(svcs)
 }
 

@@ -29,6 +29,9 @@ func (s *LB) Describe(ch chan<- *prometheus.Desc) {
 	if s.syncs != nil {
 		s.syncs.Describe(ch)
 	}
+	if s.idRefusals != nil {
+		s.idRefusals.Describe(ch)
+	}
 	if s.refusals != nil {
 		s.refusals.Describe(ch)
 	}
@@ -72,6 +75,9 @@ func (s *LB) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.syncs != nil {
 		s.syncs.Collect(ch)
+	}
+	if s.idRefusals != nil {
+		s.idRefusals.Collect(ch)
 	}
 	if s.refusals != nil {
 		s.refusals.Collect(ch)

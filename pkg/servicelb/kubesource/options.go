@@ -19,6 +19,7 @@ type options struct {
 	maxSvcs   int
 	nsList    []string
 	refusals  *limits.Refusals
+	identity  identityCheck
 }
 
 // WithLogger logs to log (default slog.Default()).

@@ -16,25 +16,30 @@ import (
 )
 
 // Conn is one target connection of this proxy as the proxy knows it: the
-// pod its NSM connection names (the podName label), its addresses on the
-// secondary network, and whether it is up (its interface is a port).
+// pod its NSM connection names (the podName label), the SPIFFE ID its
+// client proved ("" when none; see WithTargetIdentity), its addresses on
+// the secondary network, and whether it is up (its interface is a port).
 type Conn struct {
-	Pod   string
-	Addrs []netip.Addr
-	Up    bool
+	Pod      string
+	Identity string
+	Addrs    []netip.Addr
+	Up       bool
 }
 
 // NodePods caches the pods of one node (a field selector on spec.nodeName:
 // the targets of this proxy run on its node) and turns the proxy's
 // connections into Targets. A connection names its pod by name only (NSM
 // carries no namespace): the name is looked up among the node's pods; a
-// name that two namespaces use on the node is ambiguous and not published.
+// name that two namespaces use on the node is ambiguous and not published,
+// unless the client's proved identity names the namespace
+// (WithTargetIdentity), which must then name the pod too.
 type NodePods struct {
 	client   Client
 	node     string
 	log      *slog.Logger
 	onChange func()
 	outage   *outage
+	identity identityCheck
 
 	mu     sync.Mutex
 	byName map[string][]*corev1.Pod
@@ -44,6 +49,9 @@ type NodePods struct {
 	// about (nil: none yet): a change of another pod is not told.
 	unmatched []string
 	asked     map[string]bool
+	// refused are the (identity, pod) pairs last left out for their
+	// identity: a pair is counted when it starts to be.
+	refused map[string]bool
 }
 
 // NewNodePods returns the cache of node's pods; onChange is called after
@@ -59,7 +67,7 @@ func NewNodePods(client Client, node string, onChange func(), opts ...Option) (*
 	}
 	o := newOptions(opts)
 	log := o.log.With("node", node, "watching", "pods")
-	return &NodePods{client: client, node: node, log: log, onChange: onChange,
+	return &NodePods{client: client, node: node, log: log, onChange: onChange, identity: o.identity,
 		outage: &outage{log: log, meanwhile: "the targets' slices stay as published until it answers"},
 		byName: map[string][]*corev1.Pod{}}, nil
 }
@@ -133,14 +141,21 @@ func (n *NodePods) Targets(conns []Conn) []Target {
 	var out []Target
 	var unmatched []string
 	n.asked = make(map[string]bool, len(conns))
+	refused := map[string]bool{}
 	for _, c := range conns {
 		n.asked[c.Pod] = true
 		pods := n.byName[c.Pod]
+		if len(pods) > 1 && n.identity.on() {
+			pods = inNamespaceOf(pods, c.Identity)
+		}
 		if len(pods) != 1 {
 			unmatched = append(unmatched, c.Pod)
 			continue
 		}
 		p := pods[0]
+		if !n.proved(c, p, refused) {
+			continue
+		}
 		out = append(out, Target{Namespace: p.Namespace, Pod: p.Name, UID: p.UID, Labels: p.Labels,
 			Ready: c.Up && podReady(p), Terminating: p.DeletionTimestamp != nil, Addrs: c.Addrs})
 	}
@@ -150,18 +165,39 @@ func (n *NodePods) Targets(conns []Conn) []Target {
 			"pods", unmatched)
 	}
 	n.unmatched = unmatched
+	n.refused = refused
 	return out
 }
 
+// proved says whether c's identity names its pod p (always, without the
+// check). A refusal is added to refused, and counted when the pair was not
+// refused at the last call (and logged once per pair). n.mu must be held.
+func (n *NodePods) proved(c Conn, p *corev1.Pod, refused map[string]bool) bool {
+	if !n.identity.on() {
+		return true
+	}
+	why := n.identity.miss(c.Identity, p)
+	if why == "" {
+		return true
+	}
+	pair := c.Identity + " " + p.Namespace + "/" + p.Name
+	if n.identity.refusals != nil && !n.refused[pair] && !refused[pair] {
+		n.identity.refusals.Deny("identity", pair, "identity", c.Identity, "namespace", p.Namespace, "pod", p.Name, "reason", why)
+	}
+	refused[pair] = true
+	return false
+}
+
 // slimPod keeps of a pod what Targets reads: name, namespace, UID,
-// labels, deletion and the Ready condition.
+// labels, service account, deletion and the Ready condition.
 func slimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
 	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, Labels: p.Labels,
-		ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp}}
+		ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
+		Spec: corev1.PodSpec{ServiceAccountName: p.Spec.ServiceAccountName}}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}

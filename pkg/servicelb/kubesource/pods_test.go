@@ -35,14 +35,21 @@ func pod(ns, name string, ready bool, labels map[string]string) *corev1.Pod {
 func startPods(t *testing.T, client *fake.Clientset) (*NodePods, *atomic.Int64) {
 	t.Helper()
 	var changes atomic.Int64
-	n, err := NewNodePods(clientset{client}, "node-a", func() { changes.Add(1) }, WithLogger(testLogger(t)))
+	return runNodePods(t, client, func() { changes.Add(1) }, WithLogger(testLogger(t))), &changes
+}
+
+// runNodePods runs NodePods of node-a with opts until the test ends and
+// waits for its cache.
+func runNodePods(t *testing.T, client *fake.Clientset, onChange func(), opts ...Option) *NodePods {
+	t.Helper()
+	n, err := NewNodePods(clientset{client}, "node-a", onChange, opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); n.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	require.Eventually(t, n.Synced, waitFor, 5*time.Millisecond)
-	return n, &changes
+	return n
 }
 
 // A connection is matched to the node's pod of its name: namespace,

@@ -128,6 +128,9 @@ server's own when it is empty. */}}
 {{- if ne $scheme "pod" -}}
 {{- $rules = append $rules (printf "%s/sa/%s-%s" $base .component $trench) -}}
 {{- end -}}
+{{- if and $root.Values.spire.nodeIDs (eq .component "proxy") -}}
+{{- $rules = append $rules (printf "%s/sa/%s/node/*" $base (include "causeway.proxyServiceAccount" $root)) -}}
+{{- end -}}
 {{- if ne $scheme "serviceAccount" -}}
 {{- if eq .component "proxy" -}}
 {{- range $root.Values.conduits -}}

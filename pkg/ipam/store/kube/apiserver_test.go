@@ -104,3 +104,11 @@ func table(t *testing.T, api *apiservertest.Server, resource string) ([]string, 
 	t.Logf("kubectl get %s:\n%v\n%v", resource, cols, rows)
 	return cols, rows
 }
+
+// TestDrainedConduitRecordsGo against a real API server: the objects of a
+// conduit that left the configuration are deleted once its leases end,
+// not before.
+func TestAPIServerDrainedConduitRecordsGo(t *testing.T) {
+	_, client := realAPI(t)
+	drainedConduitRecordsGo(t, client, "default")
+}

@@ -63,17 +63,9 @@ var _ store.Store = (*Store)(nil)
 // any replica that served before). A record that cannot be read fails Open:
 // the store never serves on a partial view.
 func Open(ctx context.Context, o Options) (*Store, error) {
-	if o.Client == nil || o.Namespace == "" || o.Trench == "" {
-		return nil, errors.New("kube store: client, namespace and trench are required")
-	}
-	if o.Parallel <= 0 {
-		o.Parallel = 16
-	}
-	if o.WriteTimeout <= 0 {
-		o.WriteTimeout = 10 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	s := &Store{o: o, st: newState(o.Trench), fencedCh: make(chan struct{})}
 	s.st.identity = o.Identity
@@ -88,6 +80,23 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// withDefaults checks the required options and fills in the others.
+func (o Options) withDefaults() (Options, error) {
+	if o.Client == nil || o.Namespace == "" || o.Trench == "" {
+		return o, errors.New("kube store: client, namespace and trench are required")
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 16
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
 }
 
 // read lists and decodes the trench's pools and blocks.

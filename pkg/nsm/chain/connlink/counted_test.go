@@ -11,10 +11,10 @@ import (
 	"github.com/causeway-net/causeway/pkg/dataplane"
 )
 
-// countedDataplane is the dataplane as the proxy (Apply, RemoveLink) and
-// the link matcher (Link, LinkByName) see it, recording the calls
-// that take a link index into it: RemoveLink, and the first Apply that
-// has the index as a port.
+// countedDataplane is the dataplane as the proxy (Apply) and the link
+// matcher (Link, LinkByName) see it, recording the calls that take a link
+// index into it: the first Apply that has the index as a port, and each
+// Apply that removes it.
 type countedDataplane struct {
 	dp *dataplane.Dataplane
 
@@ -25,19 +25,15 @@ type countedDataplane struct {
 func (c *countedDataplane) Apply(s dataplane.State) error {
 	c.mu.Lock()
 	for _, p := range s.Ports {
-		if len(c.entries[p]) == 0 {
-			c.recordLocked(p, "Apply")
+		if len(c.entries[p.Index]) == 0 {
+			c.recordLocked(p.Index, "Apply")
 		}
+	}
+	for _, l := range s.Remove {
+		c.recordLocked(l.Index, "Remove")
 	}
 	c.mu.Unlock()
 	return c.dp.Apply(s)
-}
-
-func (c *countedDataplane) RemoveLink(index int, name string) (bool, error) {
-	c.mu.Lock()
-	c.recordLocked(index, "RemoveLink")
-	c.mu.Unlock()
-	return c.dp.RemoveLink(index, name)
 }
 
 func (c *countedDataplane) Link(index int) (dataplane.Link, bool) { return c.dp.Link(index) }
@@ -61,7 +57,8 @@ func (c *countedDataplane) of(index int) []string {
 
 // The link of a connection enters the dataplane once on its way to being
 // a port: in the Apply that enslaves it. The proxy once also handed it to
-// SupersedeHeld and RemoveLink, under the matcher's lock, before that
+// SupersedeHeld and RemoveLink (since gone: the links to remove are part
+// of the State), under the matcher's lock, before that
 // Apply; the matcher only finds it in the link table, by name or by the
 // index of its event.
 func TestKernelLinkEntersTheDataplaneOnce(t *testing.T) {

@@ -62,7 +62,7 @@ func newRoundTrip(t *testing.T, forwarder networkservice.NetworkServiceServer) (
 	srv := testutil.ServeGRPC(t, "", func(s *grpc.Server) { ipamv1.RegisterIpamServer(s, ipam.NewServer(r.engine)) })
 	r.proxy, err = proxy.New(context.Background(), proxy.Config{
 		Conduit: "conduit-a", Trench: "trench-a", Node: "worker-1",
-		IPAM: ipamv1.NewIpamClient(srv.Dial(t)), Dataplane: r.calls, Links: r.calls, RetryInterval: time.Millisecond, Logger: quiet,
+		IPAM: ipamv1.NewIpamClient(srv.Dial(t)), Dataplane: r.calls, RetryInterval: time.Millisecond, Logger: quiet,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.proxy.Close(context.Background())) })

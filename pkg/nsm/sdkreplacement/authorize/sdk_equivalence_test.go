@@ -120,6 +120,9 @@ func serverCases(t *testing.T) []serverCase {
 	}
 	return []serverCase{
 		{"a chain signed by the caller", func(w ids) *networkservice.Path { return path(2, good(w)...) }, fromNSMgr, ""},
+		{"tokens that carry their certificate (x5c)", func(w ids) *networkservice.Path {
+			return path(2, w.nsc.chainToken(t, w.nsmgr.id, hour), w.nsmgr.chainToken(t, w.nse.id, hour), w.nse.chainToken(t, w.nsmgr.id, hour))
+		}, fromNSMgr, ""},
 		{"two segments", func(w ids) *networkservice.Path {
 			return path(1, w.nsmgr.token(t, w.nse.id, hour), w.nse.token(t, w.nsmgr.id, hour))
 		}, fromNSMgr, ""},

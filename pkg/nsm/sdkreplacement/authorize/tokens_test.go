@@ -97,6 +97,14 @@ func (w workload) token(t testing.TB, aud string, exp time.Time) string {
 	return jwt(t, es256Header, map[string]any{"sub": w.id, "aud": []string{aud}, "exp": exp.Unix()}, w.key)
 }
 
+// chainToken is token with w's certificate in the header (x5c), as
+// pkg/nsm/clientproof's generator signs.
+func (w workload) chainToken(t testing.TB, aud string, exp time.Time) string {
+	t.Helper()
+	header := `{"alg":"ES256","typ":"JWT","x5c":["` + base64.StdEncoding.EncodeToString(w.cert.Raw) + `"]}`
+	return jwt(t, header, map[string]any{"sub": w.id, "aud": []string{aud}, "exp": exp.Unix()}, w.key)
+}
+
 // tlsPeer is a gRPC peer whose TLS certificate is cert (none if nil).
 func tlsPeer(cert *x509.Certificate) *peer.Peer {
 	state := tls.ConnectionState{}

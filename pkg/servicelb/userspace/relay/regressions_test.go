@@ -82,7 +82,7 @@ func TestHangUpWhileBytesWaitDoesNotSpin(t *testing.T) {
 	require.NoError(t, ns.Do(func() (err error) { conn, err = d.Dial("tcp", ln.Addr().String()); return err }))
 	c := conn.(*net.TCPConn)
 	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	require.NoError(t, c.SetDeadline(time.Now().Add(connDeadline)))
 	_, err := c.Write([]byte("request"))
 	require.NoError(t, err)
 	require.NoError(t, c.CloseWrite())

@@ -1,0 +1,59 @@
+package helmtest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTargetIdentityRender: with the kubernetes source the proxies publish
+// a target only for the pod its proved ID names, under spire.idScheme
+// unless services.targetIdentity says otherwise (never in insecure mode);
+// a conduit's targetIDs reach its proxies.
+func TestTargetIdentityRender(t *testing.T) {
+	api := "services: {enabled: true, source: kubernetes}\n"
+	for _, e := range proxyEnv(t, api) {
+		require.Equal(t, "any", e["NSM_TARGET_ID_SCHEME"])
+		require.Empty(t, e["NSM_TARGET_IDS"])
+	}
+	for _, e := range proxyEnv(t, api+"spire: {idScheme: pod}\nconduits: [{name: lb, targetIDs: [/ns/shop/sa/web, /ns/bank/sa/*]}]\n") {
+		require.Equal(t, "pod", e["NSM_TARGET_ID_SCHEME"])
+		require.Equal(t, "/ns/shop/sa/web,/ns/bank/sa/*", e["NSM_TARGET_IDS"])
+	}
+	for _, e := range proxyEnv(t, "services: {enabled: true, source: kubernetes, targetIdentity: \"off\"}\n") {
+		require.Equal(t, "off", e["NSM_TARGET_ID_SCHEME"])
+	}
+	for _, e := range proxyEnv(t, api+"insecure: true\n") {
+		require.Equal(t, "off", e["NSM_TARGET_ID_SCHEME"], "the binary's default: nothing to prove with")
+	}
+	_, err := tryRender("services: {targetIdentity: node}\n")
+	require.Error(t, err)
+}
+
+// TestNodeIDsRender: spire.nodeIDs ships the proxies' per-node
+// ClusterSPIFFEID (and takes NSM's pod labels off them), admits that form
+// at the IPAM and the configuration server, and holds the proxies to their
+// node at the IPAM, the replicas excepted.
+func TestNodeIDsRender(t *testing.T) {
+	m := render(t, "spire: {nodeIDs: true}\n")
+	var templates []string
+	for _, o := range m.clusterSPIFFEIDs {
+		spec := o["spec"].(map[string]any)
+		templates = append(templates, spec["spiffeIDTemplate"].(string))
+	}
+	require.Contains(t, templates, "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}/node/{{ .PodSpec.NodeName }}")
+	for _, ds := range m.daemonSets {
+		require.NotContains(t, ds.Spec.Template.Labels, "spiffe.io/spiffe-id")
+	}
+	_, bins := loadReference(t)
+	e := env(container(t, m.statefulSets[0].Spec.Template.Spec, "ipam"), bins["ipam"])
+	require.Equal(t, "true", e["IPAM_NODE_BOUND"])
+	require.Contains(t, e["IPAM_AUTHORIZED_IDS"], "/sa/proxy-")
+	require.Regexp(t, `/ns/[a-z-]+/sa/proxy-[a-z0-9-]+/node/\*`, e["IPAM_AUTHORIZED_IDS"])
+	require.Equal(t, "/ns/causeway-test/sa/ipam-trench-a,/ns/causeway-test/pod/ipam-trench-a-[0-9]", e["IPAM_UNBOUND_IDS"])
+
+	off := render(t, "")
+	e = env(container(t, off.statefulSets[0].Spec.Template.Spec, "ipam"), bins["ipam"])
+	require.Equal(t, "false", e["IPAM_NODE_BOUND"])
+	require.Empty(t, off.clusterSPIFFEIDs)
+}

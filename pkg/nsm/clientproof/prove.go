@@ -1,0 +1,119 @@
+package clientproof
+
+import (
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v4"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+)
+
+// ErrNoChain says that a token carries no certificate chain: its client
+// signs with the SDK's own generator (or another one), and its subject is
+// only claimed.
+var ErrNoChain = errors.New("the token carries no certificate chain (x5c): its subject is claimed, not proved")
+
+// Prover proves the clients of NSM connections against the trust bundles
+// of a source. Its methods are safe for concurrent use.
+type Prover struct {
+	bundles x509bundle.Source
+	now     func() time.Time
+}
+
+// NewProver returns a Prover that verifies chains against bundles.
+func NewProver(bundles x509bundle.Source) *Prover {
+	return &Prover{bundles: bundles, now: time.Now}
+}
+
+// Client proves the SPIFFE ID of the client of conn: that of the token of
+// its path's first segment (see Token).
+func (p *Prover) Client(conn *networkservice.Connection) (spiffeid.ID, error) {
+	segs := conn.GetPath().GetPathSegments()
+	if len(segs) == 0 {
+		return spiffeid.ID{}, errors.New("the connection has no path")
+	}
+	return p.Token(segs[0].GetToken())
+}
+
+// Token proves the subject of raw: the chain of its x5c header verifies
+// against the bundles (now), its leaf's SPIFFE ID is the subject, the
+// leaf's key signed raw with ES256, and raw has not expired. The error
+// says which step failed.
+func (p *Prover) Token(raw string) (spiffeid.ID, error) {
+	now := p.now()
+	var claims jwt.RegisteredClaims
+	var id spiffeid.ID
+	parser := jwt.Parser{ValidMethods: []string{jwt.SigningMethodES256.Alg()}, SkipClaimsValidation: true}
+	_, err := parser.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
+		leaf, chainID, err := p.verifyChain(t.Header[chainHeader], now)
+		if err != nil {
+			return nil, err
+		}
+		id = chainID
+		key, ok := leaf.PublicKey.(*ecdsa.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("the certificate of %s has no ECDSA key", chainID)
+		}
+		return key, nil
+	})
+	if err != nil {
+		return spiffeid.ID{}, unwrapJWT(err)
+	}
+	if claims.Subject != id.String() {
+		return spiffeid.ID{}, fmt.Errorf("the token's subject %q is not its certificate's ID %s", claims.Subject, id)
+	}
+	if claims.ExpiresAt == nil || !now.Before(claims.ExpiresAt.Time) {
+		return spiffeid.ID{}, fmt.Errorf("the token of %s has expired or has no expiry", id)
+	}
+	return id, nil
+}
+
+// verifyChain decodes the x5c header (base64 DER, leaf first) and verifies
+// it as an X.509-SVID against the bundles at now.
+func (p *Prover) verifyChain(header any, now time.Time) (*x509.Certificate, spiffeid.ID, error) {
+	list, ok := header.([]any)
+	if !ok || len(list) == 0 {
+		return nil, spiffeid.ID{}, ErrNoChain
+	}
+	certs := make([]*x509.Certificate, 0, len(list))
+	for i, v := range list {
+		s, ok := v.(string)
+		if !ok {
+			return nil, spiffeid.ID{}, fmt.Errorf("x5c entry %d is not a string", i)
+		}
+		der, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, spiffeid.ID{}, fmt.Errorf("x5c entry %d: %w", i, err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, spiffeid.ID{}, fmt.Errorf("x5c entry %d: %w", i, err)
+		}
+		certs = append(certs, c)
+	}
+	id, _, err := x509svid.Verify(certs, p.bundles, x509svid.WithTime(now))
+	if err != nil {
+		return nil, spiffeid.ID{}, fmt.Errorf("the token's certificate chain: %w", err)
+	}
+	return certs[0], id, nil
+}
+
+// unwrapJWT turns the JWT library's validation error into the cause the
+// key function gave (or its own reason), for a readable message.
+func unwrapJWT(err error) error {
+	var verr *jwt.ValidationError
+	if errors.As(err, &verr) && verr.Errors&jwt.ValidationErrorSignatureInvalid != 0 {
+		return fmt.Errorf("the token is not signed by the key of its certificate: %w", verr.Inner)
+	}
+	if errors.As(err, &verr) && verr.Inner != nil {
+		return verr.Inner
+	}
+	return fmt.Errorf("the token: %w", err)
+}
