@@ -15,6 +15,16 @@ here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/components.sh"
 
 [ "$(id -u)" = 0 ] || die "the cluster runs as root"
+# The daemons started below outlive this script: they must not inherit a
+# descriptor its caller left open (a lock of `flock ... make cluster` held
+# by them would make a `make cluster-down` under the same lock wait for
+# ever). All but stdin, stdout, stderr and bash's own copy of the script.
+for fd in /proc/$$/fd/*; do
+	fd="${fd##*/}"
+	if [ "$fd" -gt 2 ] && [ "$fd" != 255 ]; then
+		eval "exec $fd>&-"
+	fi
+done
 case "$CLUSTER_NODES" in
 [1-5]) ;;
 *) die "CLUSTER_NODES=$CLUSTER_NODES: give 1 to 5 nodes" ;;
