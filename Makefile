@@ -112,12 +112,14 @@ figures: preflight-figures
 lab: preflight-lab build
 	$(BIN)/lab run
 
-# A single-node Kubernetes cluster on this machine (root; docs/kubernetes.md,
-# "The test cluster"): the first start builds Kubernetes and helm from the Go
-# module proxy into /var/cache/causeway (tens of minutes); later starts reuse
-# them. cluster-down stops it and leaves the host as it was.
+# A Kubernetes cluster of CLUSTER_NODES nodes (1 to 5), each a network and
+# a mount namespace, on this machine (root; docs/kubernetes.md, "The test
+# cluster"): the first start builds Kubernetes and helm from the Go module
+# proxy into /var/cache/causeway (tens of minutes); later starts reuse them.
+# cluster-down stops it and leaves the host as it was.
+CLUSTER_NODES ?= 1
 cluster:
-	./scripts/cluster/up.sh
+	CLUSTER_NODES=$(CLUSTER_NODES) ./scripts/cluster/up.sh
 
 cluster-down:
 	./scripts/cluster/down.sh
