@@ -64,12 +64,11 @@ func BuildBinaries(t testing.TB, pkgs ...string) map[string]string {
 }
 
 // build runs `go build -trimpath flags -o dir/ pkgs` in the module root with
-// cgo off, so that a test runs static binaries as `make build` and the
-// images build them (a dynamically linked proxy maps libc too: 1.3 MiB
-// more resident file pages in TestProxyMemory), from the packages `make
-// build` and `make lint` compiled already (the same flags: Makefile's
-// NORACE). Each binary is named after the last
-// element of its package path.
+// cgo off: static binaries as `make build` and the images build them (a
+// dynamically linked proxy maps libc too: 1.3 MiB more resident file pages
+// in TestProxyMemory), from the packages `make build` and `make lint`
+// compiled already (the same flags: Makefile's NORACE). Each binary is
+// named after the last element of its package path.
 func build(dir string, pkgs, flags []string) (map[string]string, error) {
 	if len(pkgs) == 0 {
 		return nil, errors.New("build: no package")
