@@ -82,8 +82,11 @@ test-short:
 
 tools:
 	@mkdir -p $(TOOLBIN)
-	GOBIN=$(TOOLBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	GOBIN=$(TOOLBIN) $(NORACE) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
+# The configuration reference's generator compiles the daemons' whole tree:
+# it is built the way vet and build compile it (NORACE), so that they find
+# that tree in the cache.
 generate: tools
 	@./scripts/install-deps.sh --check
 	protoc -I . \
@@ -92,7 +95,7 @@ generate: tools
 		--go_out=. --go_opt=module=$(MODULE) \
 		--go-grpc_out=. --go-grpc_opt=module=$(MODULE) \
 		$(PROTOS)
-	$(GO) generate ./deployments/configref
+	$(NORACE) $(GO) generate ./deployments/configref
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
