@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -20,12 +21,20 @@ import (
 // pod name.
 func (tr *trench) targetAddrs(ctx context.Context, t *testing.T) map[string][]netip.Addr {
 	t.Helper()
+	return tr.addrsOf(ctx, t, tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected"))
+}
+
+// addrsOf returns the addresses each target of pods holds on the conduit,
+// as targetAddrs.
+func (tr *trench) addrsOf(ctx context.Context, t *testing.T, pods []*corev1.Pod) map[string][]netip.Addr {
+	t.Helper()
 	out := map[string][]netip.Addr{}
-	for _, p := range tr.c.stubPods(ctx, t, targetsName, 3, "target connected") {
+	vips := stubVIPs()
+	for _, p := range pods {
 		for _, n := range tr.c.podAddrs(ctx, t, p, "stub", targetLink) {
 			a, _ := netip.AddrFromSlice(n.IP)
 			a = a.Unmap()
-			if a.IsLinkLocalUnicast() || slices.Contains(chartVIPs, a) {
+			if a.IsLinkLocalUnicast() || slices.Contains(vips, a) {
 				continue
 			}
 			out[p.Name] = append(out[p.Name], a)
@@ -114,7 +123,7 @@ func (tr *trench) deleteTarget(ctx context.Context, t *testing.T, victim string)
 // reachServices: a target pod reaches the chart's services, TCP and UDP
 // of both families, and every target answers as an endpoint.
 func (tr *trench) reachServices(ctx context.Context, t *testing.T) {
-	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
+	pods := tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
 	client := tr.c.podNetNS(ctx, t, pods[0], "stub")
 	for _, svc := range chartServices {
 		for _, network := range []string{"tcp", "udp"} {
@@ -308,6 +317,26 @@ func noOutage(t *testing.T, series traffic.Series, while string, from time.Time)
 	}
 	t.Logf("%d probes lost in blips of at most %s while %s: %s", series.Failures(), maxBlip, while, lostProbes(series))
 	return true
+}
+
+// noOutages checks each series of probeEveryVIP with noOutage and
+// returns them summed (sumSeries).
+func noOutages(t *testing.T, series map[string]traffic.Series, while string, from time.Time) (lost, total int, longest time.Duration) {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(series)) {
+		noOutage(t, series[name], while+" ("+name+")", from)
+	}
+	return sumSeries(series)
+}
+
+// sumSeries returns the probes lost in the series of probeEveryVIP, of
+// how many, and the longest gap of them all.
+func sumSeries(series map[string]traffic.Series) (lost, total int, longest time.Duration) {
+	for _, s := range series {
+		lost, total = lost+s.Failures(), total+len(s)
+		longest = max(longest, s.LongestGap().Len())
+	}
+	return lost, total, longest
 }
 
 // logPods logs the last lines of the logs of the pods of selector in
