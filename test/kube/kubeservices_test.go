@@ -175,7 +175,7 @@ func (tr *trench) switchServices(ctx context.Context, t *testing.T, values strin
 	start := time.Now()
 	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
 		"--reuse-values", "--values", file)
-	tr.c.waitReplaced(ctx, t, proxy, proxySelector)
+	tr.c.waitReplacedOn(ctx, t, proxy, proxySelector)
 	tr.waitServed(ctx, t)
 	t.Logf("services switched (helm upgrade to the proxy replaced and serving): %.1f s", time.Since(start).Seconds())
 	// The proxies may read the API only with the Kubernetes source.
