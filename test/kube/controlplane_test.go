@@ -110,7 +110,11 @@ func (tr *trench) replaceSPIRE(ctx context.Context, t *testing.T) {
 	start := time.Now()
 	var figures []string
 	for _, app := range []string{"spire-server", "spire-agent"} {
-		list, err := tr.c.client.CoreV1().Pods("spire").List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		opts := metav1.ListOptions{LabelSelector: "app=" + app}
+		if app == "spire-agent" { // the agent of the proxy's node
+			opts.FieldSelector = "spec.nodeName=" + proxy.Spec.NodeName
+		}
+		list, err := tr.c.client.CoreV1().Pods("spire").List(ctx, opts)
 		if err != nil || len(list.Items) != 1 {
 			t.Fatalf("%s pods: %v, %d", app, err, len(list.Items))
 		}

@@ -168,7 +168,7 @@ func (tr *trench) switchServices(ctx context.Context, t *testing.T, values strin
 	proxy := tr.c.waitProxyReady(ctx, t)
 	start := time.Now()
 	helmUpgradeValues(t, values)
-	tr.c.waitReplaced(ctx, t, proxy, proxySelector)
+	tr.c.waitReplacedOn(ctx, t, proxy, proxySelector)
 	tr.waitServed(ctx, t)
 	t.Logf("services switched (helm upgrade to the proxy replaced and serving): %.1f s", time.Since(start).Seconds())
 	// The proxies may read the API only with the Kubernetes source.

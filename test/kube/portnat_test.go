@@ -65,8 +65,11 @@ func (tr *trench) portNATs(ctx context.Context, t *testing.T) {
 	var paths []string
 	for _, lb := range tr.ext.lbs {
 		path := tr.c.podNetNS(ctx, t, lb, "stub")
-		link, _ := tr.c.conduitLink(ctx, t, lb)
-		nftIn(t, path, portNATRules(nats, link))
+		var links []string
+		for _, l := range tr.c.conduitLinks(ctx, t, lb) {
+			links = append(links, strconv.Quote(l.name))
+		}
+		nftIn(t, path, portNATRules(nats, links))
 		t.Cleanup(func() { nftDeleteTable(path, portNATTable) })
 		paths = append(paths, path)
 	}
@@ -133,15 +136,15 @@ func (c *cluster) chartPortNATs(ctx context.Context, t *testing.T) []portNAT {
 	return out
 }
 
-// portNATRules is the LB's table of nats, with link its link to the
-// proxy: rules before connection tracking (raw priority), counted.
-func portNATRules(nats []portNAT, link string) string {
+// portNATRules is the LB's table of nats, with links (quoted) its links to the
+// proxies: rules before connection tracking (raw priority), counted.
+func portNATRules(nats []portNAT, links []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {\n\tchain prerouting {\n\t\ttype filter hook prerouting priority -300; policy accept;\n", portNATTable)
 	for _, n := range nats {
 		ip := map[bool]string{true: "ip", false: "ip6"}[n.vip.Is4()]
 		fmt.Fprintf(&b, "\t\tiifname %q %s daddr %s %s dport %d counter %s dport set %d\n", lbExtLink, ip, n.vip, n.protocol, n.port, n.protocol, n.targetPort)
-		fmt.Fprintf(&b, "\t\tiifname %q %s saddr %s %s sport %d counter %s sport set %d\n", link, ip, n.vip, n.protocol, n.targetPort, n.protocol, n.port)
+		fmt.Fprintf(&b, "\t\tiifname { %s } %s saddr %s %s sport %d counter %s sport set %d\n", strings.Join(links, ", "), ip, n.vip, n.protocol, n.targetPort, n.protocol, n.port)
 	}
 	b.WriteString("\t}\n}\n")
 	return b.String()

@@ -163,9 +163,11 @@ func (tr *trench) othersAddrs(ctx context.Context, t *testing.T, proxies []*core
 		}
 	}
 	for _, lb := range tr.ext.lbs {
-		_, addrs := tr.c.conduitLink(ctx, t, lb)
-		for _, a := range addrs {
-			out[a] = "LB " + lb.Name
+		for _, p := range proxies {
+			_, addrs := tr.c.conduitLink(ctx, t, lb, p)
+			for _, a := range addrs {
+				out[a] = "LB " + lb.Name
+			}
 		}
 	}
 	return out

@@ -34,6 +34,7 @@ func TestTrench(t *testing.T) {
 	defer cancel()
 	tr := c.startTrench(ctx, t)
 	t.Run("Traffic", func(t *testing.T) { tr.checkTraffic(ctx, t) })
+	t.Run("MeshAcrossNodes", func(t *testing.T) { tr.meshAcrossNodes(ctx, t) })
 	t.Run("ServiceFromTarget", func(t *testing.T) { tr.reachServices(ctx, t) })
 	t.Run("KubernetesServices", func(t *testing.T) { tr.kubeServices(ctx, t) })
 	t.Run("TargetReplaced", func(t *testing.T) { tr.replaceTarget(ctx, t) })
