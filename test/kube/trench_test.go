@@ -47,6 +47,7 @@ func TestTrench(t *testing.T) {
 		tr.replaceNSM(ctx, t)
 		tr.checkTraffic(ctx, t)
 	})
+	t.Run("NSPAndCoreDNSReplaced", func(t *testing.T) { tr.replaceNSPAndDNS(ctx, t) })
 	t.Run("RegistryReplaced", func(t *testing.T) { tr.replaceRegistry(ctx, t) })
 	t.Run("SPIREReplaced", func(t *testing.T) { tr.replaceSPIRE(ctx, t) })
 	t.Run("SVIDRotated", func(t *testing.T) { tr.rotateSVIDs(ctx, t) })
