@@ -24,10 +24,11 @@ func (s *Source) serviceInformer() cache.SharedIndexInformer {
 	return s.newInformer(lw, &corev1.Service{})
 }
 
-// sliceInformer caches every proxy's slices of the proxy name.
+// sliceInformer caches the slices of the proxy name that this node's
+// proxy publishes: its own targets, the only endpoints it has a path to.
 func (s *Source) sliceInformer() cache.SharedIndexInformer {
 	api := s.client.EndpointSlices(metav1.NamespaceAll)
-	lw := s.listWatch(sliceSelector(s.name).String(),
+	lw := s.listWatch(ownSliceSelector(s.name, s.node).String(),
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
 		api.Watch)
 	return s.newInformer(lw, &discoveryv1.EndpointSlice{})
@@ -111,9 +112,11 @@ func (s *Source) serviceHandler() cache.ResourceEventHandler {
 }
 
 // sliceHandler records each slice event under its Service, with the
-// trigger time of a write made since the source started.
+// trigger time of a write made since the source started; a slice that is
+// not this node's (a watch that does not filter, a label changed) counts
+// as deleted.
 func (s *Source) sliceHandler(started time.Time) cache.ResourceEventHandler {
-	sel := sliceSelector(s.name)
+	sel := ownSliceSelector(s.name, s.node)
 	set := func(old, obj any, deleted bool) {
 		sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice)
 		if !ok || sl.Labels[ServiceNameLabel] == "" {
