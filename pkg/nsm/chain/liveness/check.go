@@ -16,11 +16,6 @@ type LinkLost func(conn *networkservice.Connection) bool
 // connection was last established through (see NSMgr).
 type KnownByThisRun func(conn *networkservice.Connection) bool
 
-// Answering reports whether the connection's far end is seen answering on
-// its data path now (the proxy's datapath check of an LB's nexthops); false
-// when nothing says so.
-type Answering func(conn *networkservice.Connection) bool
-
 const (
 	// askTimeout bounds the question to the NSMgr.
 	askTimeout = time.Second
@@ -40,41 +35,27 @@ func HealOptions(check heal.LivenessCheck) []heal.Option {
 	}
 }
 
-// Check is dead when the connection's link is lost. Otherwise it is alive
-// when the NSMgr does not answer a new request to its MonitorConnection
-// service (stopped, restarting, draining its last streams), or is a new
-// run that cannot know the connection yet, or reports it up: the control
-// plane is away or fine, and heal re-requests as it is. When the NSMgr
-// reports it down, or does not know it although it is the run that
-// established it, the connection is dead (heal reselects) unless its far
-// end still answers on the data path (answering): then what went down is
-// a hop of the control plane between (another node's NSMgr or forwarder
-// replaced, which the NSMgr reports as the connection down), the data path
-// still forwards, and heal re-requests as it is until the control plane is
-// whole again. answering may be nil (nothing answers).
-func Check(states networkservice.MonitorConnectionClient, lost LinkLost, known KnownByThisRun, answering Answering) heal.LivenessCheck {
+// Check is dead when the connection's link is lost, or when the NSMgr
+// answers a new request to its MonitorConnection service and reports the
+// connection down, or does not know it although it is the run that
+// established it: the far end died, and heal reselects. When the NSMgr
+// does not answer (stopped, restarting, draining its last streams), or is
+// a new run that cannot know the connection yet, the control plane is away
+// and the data path is alive: heal re-requests as it is.
+func Check(states networkservice.MonitorConnectionClient, lost LinkLost, known KnownByThisRun) heal.LivenessCheck {
 	return func(ctx context.Context, conn *networkservice.Connection) bool {
 		if lost != nil && lost(conn) {
 			return false
 		}
-		if controlPlaneUp(ctx, states, known, conn) {
+		state, found, answered := ask(ctx, states, conn)
+		switch {
+		case !answered:
 			return true
+		case found:
+			return state != networkservice.State_DOWN
+		default:
+			return known != nil && !known(conn)
 		}
-		return answering != nil && answering(conn)
-	}
-}
-
-// controlPlaneUp is false when the NSMgr reports conn down, or does not
-// know it although it is the run that established it.
-func controlPlaneUp(ctx context.Context, states networkservice.MonitorConnectionClient, known KnownByThisRun, conn *networkservice.Connection) bool {
-	state, found, answered := ask(ctx, states, conn)
-	switch {
-	case !answered:
-		return true
-	case found:
-		return state != networkservice.State_DOWN
-	default:
-		return known != nil && !known(conn)
 	}
 }
 

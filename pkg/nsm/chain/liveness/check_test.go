@@ -26,7 +26,7 @@ func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	lost := false
 	mon := connstatesfake.New()
-	check := liveness.Check(mon, func(*networkservice.Connection) bool { return lost }, nil, nil)
+	check := liveness.Check(mon, func(*networkservice.Connection) bool { return lost }, nil)
 	conn := connection(networkservice.State_UP)
 
 	mon.SetAway(true)
@@ -44,34 +44,4 @@ func TestCheck(t *testing.T) {
 	lost = true
 	mon.SetAway(true)
 	require.False(t, check(ctx, conn), "the link is gone: nothing to keep")
-}
-
-// A far end that answers on the data path is alive whatever a live NSMgr
-// reports (another node's NSMgr and forwarder replaced: the NSMgr reports
-// the connection down, the tunnel still forwards): heal re-requests it as
-// it is instead of closing it. Silent, the NSMgr's report is believed; a
-// lost link is dead even when something answers.
-func TestCheckBelievesTheDataPath(t *testing.T) {
-	ctx := context.Background()
-	lost, answers := false, true
-	mon := connstatesfake.New()
-	thisRun := func(*networkservice.Connection) bool { return true }
-	check := liveness.Check(mon, func(*networkservice.Connection) bool { return lost }, thisRun,
-		func(*networkservice.Connection) bool { return answers })
-	conn := connection(networkservice.State_UP)
-
-	mon.Set(connection(networkservice.State_DOWN))
-	require.True(t, check(ctx, conn), "NSMgr reports down, the far end answers: keep the data path")
-	mon.Set()
-	require.True(t, check(ctx, conn), "NSMgr (the run that established it) forgot it, the far end answers: keep it")
-
-	answers = false
-	require.False(t, check(ctx, conn), "forgotten and silent: the far end is gone")
-	mon.Set(connection(networkservice.State_DOWN))
-	require.False(t, check(ctx, conn), "down and silent: the far end is gone")
-	mon.Set(connection(networkservice.State_UP))
-	require.True(t, check(ctx, conn), "up: alive without an answer")
-
-	answers, lost = true, true
-	require.False(t, check(ctx, conn), "the link is gone: an answer cannot come through it")
 }

@@ -21,14 +21,4 @@
 // chain); "unknown" is believed only from that run. A connection that is
 // really gone is then dropped by its owner (the full mesh, when the load
 // balancer's registration goes) or by its link going.
-//
-// A live NSMgr's "down" is not always the far end's death either. Across
-// nodes a connection runs through the other node's NSMgr and forwarder;
-// when those are replaced, this node's NSMgr reports the connection down
-// while its data path (a VXLAN tunnel the kernel keeps) still forwards, and
-// the new NSMgr cannot serve a reselect before the far end has registered
-// through it. So the check's caller may say what the data path shows
-// (Answering: the far end answers on it); a far end that answers is alive
-// whatever the control plane reports, and only its link lost, or its
-// silence with the NSMgr's "down", makes heal reselect.
 package liveness
