@@ -41,8 +41,6 @@ func TestTrench(t *testing.T) {
 	t.Run("VIPsAddedRemoved", func(t *testing.T) { tr.changeVIPs(ctx, t) })
 	t.Run("TargetsScaled", func(t *testing.T) { tr.scaleTargets(ctx, t) })
 	t.Run("DestinationPortNATs", func(t *testing.T) { tr.portNATs(ctx, t) })
-	t.Run("TwoTrenches", func(t *testing.T) { tr.twoTrenches(ctx, t) })
-	t.Run("HelmRollback", func(t *testing.T) { tr.rollbackVIPs(ctx, t) })
 	t.Run("IPAMReplaced", func(t *testing.T) { tr.replaceIPAM(ctx, t) })
 	t.Run("ProxyReplaced", func(t *testing.T) { tr.replaceProxy(ctx, t) })
 	t.Run("NSMReplaced", func(t *testing.T) {
@@ -54,6 +52,8 @@ func TestTrench(t *testing.T) {
 	t.Run("SPIREReplaced", func(t *testing.T) { tr.replaceSPIRE(ctx, t) })
 	t.Run("SVIDRotated", func(t *testing.T) { tr.rotateSVIDs(ctx, t) })
 	t.Run("LBFrozen", func(t *testing.T) { tr.freezeLB(ctx, t) })
+	t.Run("TwoTrenches", func(t *testing.T) { tr.twoTrenches(ctx, t) })
+	t.Run("HelmRollback", func(t *testing.T) { tr.rollbackVIPs(ctx, t) })
 	t.Run("ServiceAccountIDs", func(t *testing.T) { tr.useServiceAccountIDs(ctx, t) })
 	t.Run("UpgradeUninstall", func(t *testing.T) { tr.upgradeUninstall(ctx, t) })
 }
