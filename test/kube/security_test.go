@@ -264,8 +264,11 @@ func (tr *trench) forgedPodName(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range imp {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok && slices.Contains(published, ip.Unmap()) {
-			t.Errorf("the impostor's address %s is published in %s's slices", ip, svc.name)
+		ip, ok := netip.AddrFromSlice(a.IP)
+		for node, addrs := range published {
+			if ok && slices.Contains(addrs, ip.Unmap()) {
+				t.Errorf("the impostor's address %s is published in %s's slices of node %s", ip, svc.name, node)
+			}
 		}
 	}
 	if n := tr.c.metric(ctx, t, proxy, proxyContainer, 9091, "causeway_proxy_service_targets_unpublished_total", `limit="identity"`); n < 1 {
