@@ -62,16 +62,16 @@ func Check(states networkservice.MonitorConnectionClient, lost LinkLost, known K
 		if lost != nil && lost(conn) {
 			return false
 		}
-		if controlPlaneUp(ctx, states, known, conn) {
+		if notReportedDown(ctx, states, known, conn) {
 			return true
 		}
 		return answering != nil && behindAnotherNSMgr(conn) && answering(conn)
 	}
 }
 
-// controlPlaneUp is false when the NSMgr reports conn down, or does not
+// notReportedDown is false when the NSMgr reports conn down, or does not
 // know it although it is the run that established it.
-func controlPlaneUp(ctx context.Context, states networkservice.MonitorConnectionClient, known KnownByThisRun, conn *networkservice.Connection) bool {
+func notReportedDown(ctx context.Context, states networkservice.MonitorConnectionClient, known KnownByThisRun, conn *networkservice.Connection) bool {
 	state, found, answered := ask(ctx, states, conn)
 	switch {
 	case !answered:
