@@ -61,16 +61,23 @@ func testWhoseDown(t *testing.T, node int, answers, keeps bool) {
 	closed := &nsmtest.Closes{}
 	nsc := nsmtest.HealingClient(ctx, domain.Nodes[0].NSMgr.URL, "proxy",
 		nsmgr.HealOptions(nil, func(*networkservice.Connection) bool { return answers }), nsmgr.NewClient(), closed)
-	_, err = nsc.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+	conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
 		Id: "proxy-lb", NetworkService: service, NetworkServiceEndpointName: "lb", Payload: payload.Ethernet,
 	}})
 	require.NoError(t, err)
 	require.Equal(t, 1, served.Count())
+	// The Close waits for the heal's request in flight and ends the heal.
+	defer func() { _, _ = nsc.Close(ctx, conn) }()
 
 	if node == 0 {
 		lb.Cancel()
 		require.Eventually(t, func() bool { return closed.Of("proxy-lb") > 0 }, 30*time.Second, 10*time.Millisecond,
 			"our NSMgr's own endpoint stopped: reselected, closed first")
+		// Back, it serves the reselect, and the heal is over before the
+		// test ends.
+		lb.Restart()
+		require.Eventually(t, func() bool { return served.Count() > 1 }, 30*time.Second, 10*time.Millisecond,
+			"the reselect served once the endpoint is back")
 		return
 	}
 	domain.Nodes[1].NSMgr.Restart()
