@@ -71,10 +71,10 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 func healOptions(ctx context.Context, nsmgrURL *url.URL, dial []grpc.DialOption) ([]heal.Option, []networkservice.NetworkServiceClient) {
 	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(nsmgrURL), dial...)
 	if err != nil {
-		return liveness.HealOptions(liveness.Check(failingMonitor{err}, kernelLinkLost, nil)), nil
+		return liveness.HealOptions(liveness.Check(failingMonitor{err}, kernelLinkLost, nil, nil)), nil
 	}
 	context.AfterFunc(ctx, func() { _ = nsmgr.Close() })
-	return nsmgr.HealOptions(kernelLinkLost), []networkservice.NetworkServiceClient{nsmgr.NewClient()}
+	return nsmgr.HealOptions(kernelLinkLost, nil), []networkservice.NetworkServiceClient{nsmgr.NewClient()}
 }
 
 // failingMonitor answers nothing: the heal check then keeps the data path.
