@@ -132,7 +132,9 @@ type trenchView struct {
 // only and a bridge port for each LB and target of its own; each LB routes
 // its own VIPs via its own targets and no other trench's; NSM's registry
 // has each trench's endpoints under its own services. A VIP is then moved
-// from one of them to the other (VIPMoved, moveVIP). Both are then
+// from one of them to the other (VIPMoved, moveVIP), and the external
+// host's traffic switched from one's VIPs to the other's (TrafficSwitched,
+// switchTraffic). Both are then
 // uninstalled (their stubs first) while the suite's VIPs are probed:
 // nothing of them is left (objects of their releases, namespaced or
 // cluster-wide, their endpoints in NSM's registry, their claims, the nodes'
@@ -181,6 +183,7 @@ func (tr *trench) twoTrenches(ctx context.Context, t *testing.T) {
 		}
 	}
 	t.Run("VIPMoved", func(t *testing.T) { tr.moveVIP(ctx, t, others, views) })
+	t.Run("TrafficSwitched", func(t *testing.T) { tr.switchTraffic(ctx, t, others, views) })
 
 	stop = tr.probeEveryVIP(ctx, t)
 	time.Sleep(time.Second)
@@ -246,13 +249,19 @@ func (tr *trench) moveVIP(ctx context.Context, t *testing.T, others []otherTrenc
 	}
 	stopMoving := tr.probeVIPs(ctx, t, []netip.Addr{movingVIP})
 	stopRest := tr.probeVIPs(ctx, t, rest)
+	drops := watchBacklog(t, "a VIP moved between trenches")
 	time.Sleep(time.Second)
+	// Each step's time, to set beside the lost probes' (lostProbes).
+	step := func(what string) { t.Logf("%s: %s", time.Now().UTC().Format("15:04:05.000"), what) }
 	start := time.Now()
+	step("helm upgrade of " + to.name + " begun")
 	helmUpgradeRelease(t, to.name, to.namespace, to.vipsValues(true))
+	step("helm upgrade of " + to.name + " done")
 	eventually(ctx, t, "the rules from the moving VIP in every proxy of "+to.name, func(context.Context) error {
 		return rulesFrom(t, toPaths, []netip.Addr{movingVIP}, true)
 	})
 	declared := time.Since(start)
+	step("the rules in every proxy of " + to.name)
 	var gws []netip.Addr
 	for i := range toView.lbs {
 		gws = append(gws, linkAddrs(to.firstLink+i, 1)[0].Addr())
@@ -261,14 +270,18 @@ func (tr *trench) moveVIP(ctx context.Context, t *testing.T, others []otherTrenc
 	if err := topo.AddRoute(tr.ext.ns.Path(), netip.PrefixFrom(movingVIP, 32), gws...); err != nil {
 		t.Fatal(err)
 	}
+	step("the external host's route moved; helm upgrade of " + from.name + " begun")
 	helmUpgradeRelease(t, from.name, from.namespace, from.vipsValues(false))
+	step("helm upgrade of " + from.name + " done")
 	eventually(ctx, t, "no rule from the moving VIP in any proxy of "+from.name, func(context.Context) error {
 		return rulesFrom(t, fromPaths, []netip.Addr{movingVIP}, false)
 	})
 	withdrawn := time.Since(start)
+	step("no rule in any proxy of " + from.name)
 	tr.waitServedBy(ctx, t, []netip.Addr{movingVIP}, podNames(toView.targets))
 	time.Sleep(time.Second)
 	moving := stopMoving()
+	dropped := drops()
 	// Figures, not promises: in the one run so far every VIP of the three
 	// trenches, the suite's too, lost probes for up to a second at one
 	// instant after the first trench's upgrade (load 12 on the 2 cores).
@@ -294,8 +307,8 @@ func (tr *trench) moveVIP(ctx context.Context, t *testing.T, others []otherTrenc
 			}
 		}
 	}
-	t.Logf("FIGURE: VIP moved from %s to %s (helm upgrade of both, make-before-break): every proxy of %s with its rule after %.1f s, none of %s after %.1f s; its probes: %d of %d lost, longest gap %s; the other VIPs: %d of %d lost, longest gap %s",
-		from.name, to.name, to.name, declared.Seconds(), from.name, withdrawn.Seconds(), mLost, mTotal, mLongest.Round(time.Millisecond), lost, total, longest.Round(time.Millisecond))
+	t.Logf("FIGURE: VIP moved from %s to %s (helm upgrade of both, make-before-break): every proxy of %s with its rule after %.1f s, none of %s after %.1f s; its probes: %d of %d lost, longest gap %s; the other VIPs: %d of %d lost, longest gap %s; the kernel's input backlogs dropped %d packets",
+		from.name, to.name, to.name, declared.Seconds(), from.name, withdrawn.Seconds(), mLost, mTotal, mLongest.Round(time.Millisecond), lost, total, longest.Round(time.Millisecond), dropped)
 }
 
 // reportLoss logs the probes lost in each of series (probeVIPs), fails t
