@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -157,13 +156,7 @@ func (tr *trench) routeVIPsVia(t *testing.T, lbs ...int) {
 // VIP via every LB again.
 func (tr *trench) relinkExternal(ctx context.Context, t *testing.T, i int, lb *corev1.Pod) {
 	t.Helper()
-	withHandle(t, tr.ext.ns.Path(), func(h *netlink.Handle) {
-		if l, err := h.LinkByName(extLink(i)); err == nil {
-			if err := h.LinkDel(l); err != nil {
-				t.Fatalf("remove the link to the deleted LB: %v", err)
-			}
-		}
-	})
+	tr.dropExtLinks(t, i, 1)
 	tr.c.linkExternal(ctx, t, tr.ext.ns.Path(), []*corev1.Pod{lb}, i, nil)
 	tr.ext.lbs[i] = lb
 	all := make([]int, len(tr.ext.lbs))

@@ -138,9 +138,10 @@ type trenchView struct {
 // uninstalled (their stubs first) while the suite's VIPs are probed:
 // nothing of them is left (objects of their releases, namespaced or
 // cluster-wide, their endpoints in NSM's registry, their claims, the nodes'
-// root namespaces), and the suite's trench is as before: the same proxy
-// pods, bridge addresses and ports, rules and target addresses, no probe
-// lost.
+// root namespaces). The first is then installed again and uninstalled
+// (TrenchRecreated, recreateTrench). The suite's trench is as before: the
+// same proxy pods, bridge addresses and ports, rules and target addresses,
+// no probe lost.
 func (tr *trench) twoTrenches(ctx context.Context, t *testing.T) {
 	// A bound on it all happening at all, far above its figures.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -185,6 +186,7 @@ func (tr *trench) twoTrenches(ctx context.Context, t *testing.T) {
 	t.Run("VIPMoved", func(t *testing.T) { tr.moveVIP(ctx, t, others, views) })
 	t.Run("TrafficSwitched", func(t *testing.T) { tr.switchTraffic(ctx, t, others, views) })
 
+	firstClaim := tr.c.claimUID(ctx, others[0])
 	stop = tr.probeEveryVIP(ctx, t)
 	time.Sleep(time.Second)
 	start = time.Now()
@@ -210,6 +212,7 @@ func (tr *trench) twoTrenches(ctx context.Context, t *testing.T) {
 	for _, o := range others {
 		tr.c.removeOther(t, o)
 	}
+	t.Run("TrenchRecreated", func(t *testing.T) { tr.recreateTrench(ctx, t, others[0], base, firstClaim, views[0]) })
 	if got := rootState(t); !slices.Equal(got, root) {
 		t.Errorf("the nodes' root namespaces changed:\nbefore %q\nafter  %q", root, got)
 	}
