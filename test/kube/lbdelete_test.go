@@ -27,6 +27,9 @@ import (
 // served through both LBs by every target. The times and the probes lost
 // are figures; the traffic must come back.
 func (tr *trench) deleteLB(ctx context.Context, t *testing.T) {
+	// A bound on it all happening at all, far above its figures.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
 	c := tr.c
 	proxies := c.proxyPods(ctx, t)
 	old, survivor := tr.ext.lbs[0], tr.ext.lbs[1]
@@ -125,11 +128,14 @@ func (tr *trench) checkNewLB(ctx context.Context, t *testing.T, proxies []*corev
 		}
 	}
 	path := c.podNetNS(ctx, t, lb, "stub")
-	for _, vip := range stubVIPs() {
-		if got := lbGateways(t, path, vip); !slices.Equal(got, gateways[vip.Is4()]) {
-			t.Errorf("the new LB %s routes %s via %v, want the targets' %v", lb.Name, vip, got, gateways[vip.Is4()])
+	eventually(ctx, t, "the new LB routes every VIP via every target", func(context.Context) error {
+		for _, vip := range stubVIPs() {
+			if got := lbGateways(t, path, vip); !slices.Equal(got, gateways[vip.Is4()]) {
+				return fmt.Errorf("the new LB %s routes %s via %v, want the targets' %v", lb.Name, vip, got, gateways[vip.Is4()])
+			}
 		}
-	}
+		return nil
+	})
 }
 
 // routeVIPsVia routes every VIP of the stubs from the external host via
