@@ -19,13 +19,14 @@ import (
 // routes the VIPs through the other LB only, as a router does once the
 // LB's session drops (the stub has no BGP speaker). The deleted LB's
 // conduit addresses then leave every proxy's ECMP routes; the
-// Deployment's new LB pod connects to every proxy: its addresses, of the
-// proxy's subnets and held by no other LB or target (the old one's are
-// not reused), are back in every proxy's routes, every proxy's bridge has
-// as many ports as before, and the new LB routes every VIP via exactly the
-// targets' addresses. The external host is linked to it, and every VIP is
-// served through both LBs by every target. The times and the probes lost
-// are figures; the traffic must come back.
+// Deployment's new LB pod, linked to the external host as soon as it
+// runs, connects to every proxy: its addresses, of the proxy's subnets
+// and held by no other LB or target (the old one's are not reused), are
+// back in every proxy's routes, every proxy's bridge has as many ports as
+// before, and the new LB routes every VIP via exactly the targets'
+// addresses. The external host then routes the VIPs through it too, and
+// every VIP is served through both LBs by every target. The times and the
+// probes lost are figures; the traffic must come back.
 func (tr *trench) deleteLB(ctx context.Context, t *testing.T) {
 	// A bound on it all happening at all, far above its figures.
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -59,12 +60,11 @@ func (tr *trench) deleteLB(ctx context.Context, t *testing.T) {
 		return nil
 	})
 	out := time.Since(start)
-	var lb *corev1.Pod
-	for _, p := range c.stubPods(ctx, t, lbDeployment, 2, "lb stub ready") {
-		if p.Name != survivor.Name {
-			lb = p
-		}
-	}
+	// Linked as soon as it runs, as a real LB's external interface is from
+	// its start: the proxies send it replies once it joins them.
+	lb := c.waitReplacedWhere(ctx, t, old, metav1.ListOptions{LabelSelector: "app=" + lbDeployment, FieldSelector: "metadata.name!=" + survivor.Name})
+	tr.linkNewLB(ctx, t, 0, lb)
+	c.stubPods(ctx, t, lbDeployment, 2, "lb stub ready")
 	ready := time.Since(start)
 	eventually(ctx, t, "the new LB connected to every proxy", func(context.Context) error {
 		if links := c.conduitLinks(ctx, t, lb); len(links) != len(proxies) {
@@ -88,7 +88,7 @@ func (tr *trench) deleteLB(ctx context.Context, t *testing.T) {
 	joined := time.Since(start)
 	tr.checkNewLB(ctx, t, proxies, lb, survivor, oldAddrs, newAddrs)
 
-	tr.relinkExternal(ctx, t, 0, lb)
+	tr.routeVIPsVia(t, 0, 1)
 	tr.waitServed(ctx, t)
 	time.Sleep(time.Second)
 	lost, total, longest := reportLoss(t, stop(), "an LB pod was deleted")
@@ -157,19 +157,14 @@ func (tr *trench) routeVIPsVia(t *testing.T, lbs ...int) {
 	}
 }
 
-// relinkExternal links the external host to lb as LB i, in place of the
-// deleted pod that was (its link removed if still there), and routes every
-// VIP via every LB again.
-func (tr *trench) relinkExternal(ctx context.Context, t *testing.T, i int, lb *corev1.Pod) {
+// linkNewLB links the external host to lb as LB i, in place of the
+// deleted pod that was (its link removed if still there), routing no VIP
+// through it yet.
+func (tr *trench) linkNewLB(ctx context.Context, t *testing.T, i int, lb *corev1.Pod) {
 	t.Helper()
 	tr.dropExtLinks(t, i, 1)
 	tr.c.linkExternal(ctx, t, tr.ext.ns.Path(), []*corev1.Pod{lb}, i, nil)
 	tr.ext.lbs[i] = lb
-	all := make([]int, len(tr.ext.lbs))
-	for j := range all {
-		all[j] = j
-	}
-	tr.routeVIPsVia(t, all...)
 }
 
 // containsAll says whether list holds every address of want.

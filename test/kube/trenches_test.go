@@ -285,9 +285,14 @@ func (tr *trench) moveVIP(ctx context.Context, t *testing.T, others []otherTrenc
 	time.Sleep(time.Second)
 	moving := stopMoving()
 	dropped := drops()
-	// Figures, not promises: in the one run so far every VIP of the three
-	// trenches, the suite's too, lost probes for up to a second at one
-	// instant after the first trench's upgrade (load 12 on the 2 cores).
+	for _, o := range others {
+		tr.c.logPodEvents(ctx, t, o.namespace, start.Add(-time.Second))
+	}
+	// Figures, not promises: every VIP of the three trenches, the suite's
+	// too, loses probes together at one or two instants of the upgrades,
+	// for up to a second and a half at load 15 on the 2 cores, tens of ms
+	// at load 9; neither a backlog overflow nor a starved prober
+	// (docs/kubernetes.md, the figures).
 	lost, total, longest := reportLoss(t, stopRest(), "a VIP moved between trenches")
 	mLost, mTotal, mLongest := reportLoss(t, moving, "a VIP moved between trenches")
 	for name, s := range moving {
@@ -447,9 +452,9 @@ func (tr *trench) checkServedApart(ctx context.Context, t *testing.T, views []tr
 			}
 		}
 	}
-	lost, total, longest := noOutages(t, series, "three trenches were served at once", start)
-	t.Logf("FIGURE: three trenches served at once (TCP and UDP probes of their %d VIPs, 2 s): %d of %d probes lost, longest gap %s, each answered by its own trench's targets",
-		len(vips), lost, total, longest.Round(time.Millisecond))
+	lost, total, longest := noOutages(t, series, "the trenches were served at once", start)
+	t.Logf("FIGURE: %d trenches served at once (TCP and UDP probes of their %d VIPs, 2 s): %d of %d probes lost, longest gap %s, each answered by its own trench's targets",
+		len(views), len(vips), lost, total, longest.Round(time.Millisecond))
 }
 
 // checkIsolated checks that no trench of views sees another's addresses

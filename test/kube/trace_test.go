@@ -1,13 +1,17 @@
 package kube_test
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // backlogDrops sums the packets the kernel dropped because a CPU's input
@@ -92,4 +96,29 @@ func watchBacklog(t *testing.T, while string) func() uint64 {
 	}
 	t.Cleanup(func() { stop() })
 	return stop
+}
+
+// logPodEvents logs the events of the pods of namespace ns since since,
+// each with its time, reason and pod (when they began and stopped, to be
+// set beside the lost probes').
+func (c *cluster) logPodEvents(ctx context.Context, t *testing.T, ns string, since time.Time) {
+	t.Helper()
+	events, err := c.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod"})
+	if err != nil {
+		t.Logf("events of %s: %v", ns, err)
+		return
+	}
+	var out []string
+	for _, e := range events.Items {
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		if at.Before(since) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s %s", at.UTC().Format("15:04:05"), e.Reason, e.InvolvedObject.Name))
+	}
+	slices.Sort(out)
+	t.Logf("pod events of %s since %s: %s", ns, since.UTC().Format("15:04:05"), strings.Join(out, "; "))
 }
