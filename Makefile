@@ -18,6 +18,12 @@ TESTFLAGS ?= -race -count=1 -timeout 25m
 # goroutine, so it skips -race and its long instrumented build.
 HELMTEST := deployments/helmtest
 HELMTESTFLAGS ?= -count=1 -timeout 10m
+# Everything built without -race (the binaries, go vet, the binaries the
+# tests build through internal/testutil, the chart's and the cluster's
+# suites) is built one way, static and path-trimmed, so that each package
+# compiles once for all of them (on a fresh machine each other way
+# compiled the whole dependency tree again).
+NORACE := CGO_ENABLED=0 GOFLAGS="$(strip $(GOFLAGS) -trimpath)"
 
 .PHONY: all build images images-full test test-stress test-apiserver test-short generate lint bench figures lab clean tools deps cluster cluster-down test-kube preflight-test preflight-lab
 
@@ -26,7 +32,7 @@ all: lint build test
 # Static binaries: the images are FROM scratch and take them as they are.
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+	$(NORACE) $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 
 # The runtime images (proxy, ipam, nsp) from the root Dockerfile, built
 # offline with buildah from the binaries of `make build` (as root).
@@ -51,7 +57,7 @@ images-full: preflight-images
 SLOW_PKGS := ./test/e2e ./cmd/proxy ./pkg/nexthopcheck ./pkg/lab/labrun ./cmd/ipam ./test/images
 test: preflight-test build
 	$(GO) test $(TESTFLAGS) $(SLOW_PKGS) ./...
-	cd $(HELMTEST) && $(GO) test $(HELMTESTFLAGS) ./...
+	cd $(HELMTEST) && $(NORACE) $(GO) test $(HELMTESTFLAGS) ./...
 
 # make test with every core kept busy by other work (one busy loop per
 # core, STRESS_LOOPS to change it, at normal priority, stopped when it ends
@@ -90,10 +96,10 @@ generate: tools
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) vet -tags apiserver $(APISERVER_PKGS) ./internal/apiservertest/...
-	cd $(HELMTEST) && $(GO) vet ./...
-	cd test/kube && $(GO) vet ./...
+	$(NORACE) $(GO) vet ./...
+	$(NORACE) $(GO) vet -tags apiserver $(APISERVER_PKGS) ./internal/apiservertest/...
+	cd $(HELMTEST) && $(NORACE) $(GO) vet ./...
+	cd test/kube && $(NORACE) $(GO) vet ./...
 
 bench:
 	./scripts/bench.sh
@@ -106,12 +112,14 @@ figures: preflight-figures
 lab: preflight-lab build
 	$(BIN)/lab run
 
-# A single-node Kubernetes cluster on this machine (root; docs/kubernetes.md,
-# "The test cluster"): the first start builds Kubernetes and helm from the Go
-# module proxy into /var/cache/causeway (tens of minutes); later starts reuse
-# them. cluster-down stops it and leaves the host as it was.
+# A Kubernetes cluster of CLUSTER_NODES nodes (1 to 5), each a network and
+# a mount namespace, on this machine (root; docs/kubernetes.md, "The test
+# cluster"): the first start builds Kubernetes and helm from the Go module
+# proxy into /var/cache/causeway (tens of minutes); later starts reuse them.
+# cluster-down stops it and leaves the host as it was.
+CLUSTER_NODES ?= 1
 cluster:
-	./scripts/cluster/up.sh
+	CLUSTER_NODES=$(CLUSTER_NODES) ./scripts/cluster/up.sh
 
 cluster-down:
 	./scripts/cluster/down.sh
@@ -122,7 +130,7 @@ cluster-down:
 KUBETESTFLAGS ?= -count=1 -timeout 40m
 test-kube: build
 	./scripts/cluster/load-images.sh $(BIN) $(IMAGE_TAG)
-	cd test/kube && CAUSEWAY_IMAGE_TAG=$(IMAGE_TAG) $(GO) test $(KUBETESTFLAGS) ./...
+	cd test/kube && CAUSEWAY_IMAGE_TAG=$(IMAGE_TAG) $(NORACE) $(GO) test $(KUBETESTFLAGS) ./...
 
 # Explicit targets: make skips pattern rules for .PHONY targets.
 preflight-test preflight-lab preflight-figures preflight-images:

@@ -63,11 +63,12 @@ func BuildBinaries(t testing.TB, pkgs ...string) map[string]string {
 	return bins
 }
 
-// build runs `go build flags -o dir/ pkgs` in the module root with cgo off,
-// so that a test runs static binaries as `make build` and the images build
-// them (a dynamically linked proxy maps libc too: 1.3 MiB more resident
-// file pages in TestProxyMemory). Each binary is named after the last
-// element of its package path.
+// build runs `go build -trimpath flags -o dir/ pkgs` in the module root with
+// cgo off: static binaries as `make build` and the images build them (a
+// dynamically linked proxy maps libc too: 1.3 MiB more resident file pages
+// in TestProxyMemory), from the packages `make build` and `make lint`
+// compiled already (the same flags: Makefile's NORACE). Each binary is
+// named after the last element of its package path.
 func build(dir string, pkgs, flags []string) (map[string]string, error) {
 	if len(pkgs) == 0 {
 		return nil, errors.New("build: no package")
@@ -89,7 +90,7 @@ func build(dir string, pkgs, flags []string) (map[string]string, error) {
 		names[name] = p
 		bins[name] = filepath.Join(dir, name)
 	}
-	args := append(append([]string{"build"}, flags...), "-o", dir+string(filepath.Separator))
+	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", dir+string(filepath.Separator))
 	cmd := exec.Command(GoTool(), append(args, pkgs...)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/causeway-net/causeway/internal/envload"
 )
@@ -34,4 +35,16 @@ func command(name, usage string, args []string, stderr io.Writer, flags func(*fl
 		return nil
 	}
 	return &c
+}
+
+// namespaceFlag defines -namespace, the namespace of the records on the
+// Kubernetes store, for the commands that reach it.
+func namespaceFlag(fs *flag.FlagSet, c *Config) {
+	fs.StringVar(&c.KubeNamespace, "namespace", c.KubeNamespace, "the namespace of the records (default IPAM_KUBE_NAMESPACE, or the pod's)")
+}
+
+// leaseWaitFlag defines -wait for the commands that take the replicas'
+// Lease (openKubeCommand), into wait.
+func leaseWaitFlag(fs *flag.FlagSet, wait *time.Duration) {
+	fs.DurationVar(wait, "wait", *wait, "how long to wait for the replicas' Lease to be free (a killed replica's ends after its duration)")
 }

@@ -29,8 +29,8 @@ func DeleteRecords(args []string, stdout, stderr io.Writer) int {
 	var dryRun, force bool
 	wait := 30 * time.Second
 	c := command("ipam delete-records", "ipam delete-records [-namespace NS] [-wait DURATION] [-force] [-dry-run]", args, stderr, func(fs *flag.FlagSet, c *Config) {
-		fs.StringVar(&c.KubeNamespace, "namespace", c.KubeNamespace, "the namespace of the records (default IPAM_KUBE_NAMESPACE, or the pod's)")
-		fs.DurationVar(&wait, "wait", wait, "how long to wait for the replicas' Lease to be free (a killed replica's ends after its duration)")
+		namespaceFlag(fs, c)
+		leaseWaitFlag(fs, &wait)
 		fs.BoolVar(&force, "force", false, "remove even records whose leases have not ended")
 		fs.BoolVar(&dryRun, "dry-run", false, "only print what would be removed")
 	})

@@ -32,8 +32,8 @@ func Export(args []string, stdout, stderr io.Writer) int {
 	var dryRun bool
 	wait := 30 * time.Second
 	c := command("ipam export", "ipam export [-datasource FILE] [-namespace NS] [-wait DURATION] [-dry-run]", args, stderr, func(fs *flag.FlagSet, c *Config) {
-		fs.StringVar(&c.KubeNamespace, "namespace", c.KubeNamespace, "the namespace of the records (default IPAM_KUBE_NAMESPACE, or the pod's)")
-		fs.DurationVar(&wait, "wait", wait, "how long to wait for the replicas' Lease to be free (a killed replica's ends after its duration)")
+		namespaceFlag(fs, c)
+		leaseWaitFlag(fs, &wait)
 		fs.BoolVar(&dryRun, "dry-run", false, "only print what would be written")
 	})
 	if c == nil {

@@ -26,7 +26,7 @@ import (
 func Migrate(args []string, stdout, stderr io.Writer) int {
 	var dryRun bool
 	c := command("ipam migrate", "ipam migrate [-datasource FILE] [-namespace NS] [-dry-run]", args, stderr, func(fs *flag.FlagSet, c *Config) {
-		fs.StringVar(&c.KubeNamespace, "namespace", c.KubeNamespace, "the namespace of the records (default IPAM_KUBE_NAMESPACE, or the pod's)")
+		namespaceFlag(fs, c)
 		fs.BoolVar(&dryRun, "dry-run", false, "only print what would be written")
 	})
 	if c == nil {

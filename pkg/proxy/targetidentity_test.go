@@ -2,23 +2,21 @@ package proxy
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v4"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
-	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/clientproof"
+	"github.com/causeway-net/causeway/pkg/nsm/clientproof/clientprooftest"
 )
 
 // tokenOf is a target connection claiming pod whose first segment carries
@@ -28,17 +26,6 @@ func tokenOf(segID, pod, tok string) *networkservice.Connection {
 	c.Labels = map[string]string{PodNameLabel: pod}
 	c.GetPath().GetPathSegments()[0].Token = tok
 	return c
-}
-
-// forgedToken is what a client that writes its own token sends to pass as
-// sub: signed with its own key, its own chain in the header.
-func forgedToken(t *testing.T, own *x509svid.SVID, sub string) string {
-	t.Helper()
-	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Minute))})
-	tok.Header["x5c"] = []string{base64.StdEncoding.EncodeToString(own.Certificates[0].Raw)}
-	s, err := tok.SignedString(own.PrivateKey)
-	require.NoError(t, err)
-	return s
 }
 
 // TestTargetIdentityProved performs the attack of finding 1 on the proxy:
@@ -64,8 +51,8 @@ func TestTargetIdentityProved(t *testing.T) {
 
 	e := newTestEnv(t, func(c *Config) { c.TargetIdentity.Prove = prover.Client; c.MaxConnectionsPerClient = 2 })
 	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-1", "web-0", genuine(attacker)), TargetConn))
-	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-2", "web-0", forgedToken(t, attacker.SVID, victim.SVID.ID.String())), TargetConn))
-	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-3", "web-0", forgedToken(t, attacker.SVID, victim.SVID.ID.String())), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-2", "web-0", clientprooftest.ForgeOwn(t, attacker.SVID, victim.SVID.ID.String())), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-3", "web-0", clientprooftest.ForgeOwn(t, attacker.SVID, victim.SVID.ID.String())), TargetConn))
 	// The forged subject fills no quota but that of unproved claims of it:
 	// the victim (limit 2) still connects twice.
 	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-1", "web-0", genuine(victim)), TargetConn))
@@ -98,7 +85,7 @@ func TestTargetIdentityProved(t *testing.T) {
 		err := e.p.SetIPContext(ctx, tokenOf("a-1", "web-0", genuine(attacker)), TargetConn)
 		require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 		require.ErrorContains(t, err, "not of namespace team-b")
-		err = e.p.SetIPContext(ctx, tokenOf("a-2", "web-0", forgedToken(t, attacker.SVID, victim.SVID.ID.String())), TargetConn)
+		err = e.p.SetIPContext(ctx, tokenOf("a-2", "web-0", clientprooftest.ForgeOwn(t, attacker.SVID, victim.SVID.ID.String())), TargetConn)
 		require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 		require.ErrorContains(t, err, "not proved")
 	}

@@ -1,14 +1,97 @@
 # The test cluster's components: how each starts, and when it is up (sourced
-# by up.sh). Every process runs in a session of its own, logs to
-# $CLUSTER_STATE/logs/NAME.log and leaves its pid in $CLUSTER_RUN/NAME.pid,
-# by which down.sh stops it.
+# by up.sh). Every process runs in a session of its own. The control plane's
+# log to $CLUSTER_STATE/logs/NAME.log and leave their pids in
+# $CLUSTER_RUN/NAME.pid; a node's (in the node's namespaces, node_vars) to
+# $NODE_STATE/logs/NAME.log and $NODE_RUN/NAME.pid, by which down.sh stops
+# them.
 
-# run_bg NAME CMD...: starts CMD in the background as component NAME.
+# run_bg NAME CMD...: starts CMD in the background as the control plane's
+# component NAME.
 run_bg() {
 	local name="$1"
 	shift
 	setsid "$@" >>"$CLUSTER_STATE/logs/$name.log" 2>&1 </dev/null &
 	echo $! >"$CLUSTER_RUN/$name.pid"
+}
+
+# run_node_bg NAME CMD...: starts CMD in the background in the current
+# node's network and mount namespaces, as its component NAME.
+run_node_bg() {
+	local name="$1"
+	shift
+	setsid nsenter --target "$(cat "$NODE_RUN/node.pid")" --net --mount -- "$@" \
+		>>"$NODE_STATE/logs/$name.log" 2>&1 </dev/null &
+	echo $! >"$NODE_RUN/$name.pid"
+}
+
+# in_node CMD...: runs CMD in the current node's namespaces.
+in_node() {
+	nsenter --target "$(cat "$NODE_RUN/node.pid")" --net --mount -- "$@"
+}
+
+# start_cluster_network makes the cluster network: the bridge with the
+# control plane's address (start_node adds each node's port and the route
+# to its pods).
+start_cluster_network() {
+	ip link add "$CLUSTER_BRIDGE" type bridge
+	ip addr add "$API_IP/24" dev "$CLUSTER_BRIDGE"
+	ip link set "$CLUSTER_BRIDGE" up
+}
+
+# start_node makes the current node: a process that holds its network and
+# mount namespaces (argv[0] its name: host-state.sh finds it by that), a
+# veth pair from the cluster's bridge to its eth0 with its address, routes
+# to the other nodes' pods and a default route via the host, its own
+# directories bound over NODE_PATHS, and its cgroup (the kubelet's
+# cgroupRoot, in every hierarchy).
+start_node() {
+	mkdir -p "$NODE_RUN" "$NODE_STATE/logs" "$NODE_STATE/config"
+	local p
+	for p in "${NODE_PATHS[@]}"; do
+		mkdir -p "$p" "$NODE_STATE/root$p"
+	done
+	setsid unshare --net --mount --propagation slave -- bash -c "exec -a $NODE_NAME sleep infinity" </dev/null >/dev/null 2>&1 &
+	echo $! >"$NODE_RUN/node.pid"
+	wait_for "$NODE_NAME's namespaces" 10 node_unshared
+	readlink "/proc/$(cat "$NODE_RUN/node.pid")/ns/net" >"$NODE_RUN/netns"
+	readlink "/proc/$(cat "$NODE_RUN/node.pid")/ns/mnt" >"$NODE_RUN/mntns"
+	for p in "${NODE_PATHS[@]}"; do
+		in_node mount --bind "$NODE_STATE/root$p" "$p"
+	done
+	ip link add "$NODE_LINK" type veth peer name eth0 netns "/proc/$(cat "$NODE_RUN/node.pid")/ns/net"
+	ip link set "$NODE_LINK" master "$CLUSTER_BRIDGE" up
+	in_node ip link set lo up
+	in_node ip addr add "$NODE_IP/24" dev eth0
+	in_node ip link set eth0 up
+	in_node ip route add default via "$API_IP"
+	local j
+	for j in $(seq 1 "$CLUSTER_NODES"); do
+		if [ "$j" != "$NODE_INDEX" ]; then
+			in_node ip route add "10.244.$j.0/24" via "$CLUSTER_NET_PREFIX.$j"
+		fi
+	done
+	ip route add "$NODE_POD_CIDR" via "$NODE_IP" dev "$CLUSTER_BRIDGE"
+	local h
+	for h in /sys/fs/cgroup/*/; do
+		mkdir -p "$h$NODE_NAME"
+		if [ -f "$h/cpuset.cpus" ]; then
+			cat "$h/cpuset.cpus" >"$h$NODE_NAME/cpuset.cpus"
+			cat "$h/cpuset.mems" >"$h$NODE_NAME/cpuset.mems"
+		fi
+		# the weight the kubelet gives its kubepods (1024 a CPU), which a
+		# kubepods at the root of the hierarchy had against the host's
+		# other processes: the default 1024 would halve it on two cores
+		if [ -f "$h/cpu.shares" ]; then
+			echo $(($(nproc) * 1024)) >"$h$NODE_NAME/cpu.shares"
+		fi
+	done
+}
+
+# node_unshared: whether the current node's holder runs in namespaces of
+# its own.
+node_unshared() {
+	[ "$(readlink "/proc/$(cat "$NODE_RUN/node.pid")/ns/net")" != "$(readlink /proc/self/ns/net)" ] &&
+		[ "$(readlink "/proc/$(cat "$NODE_RUN/node.pid")/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ]
 }
 
 # wait_for WHAT SECONDS CHECK...: runs CHECK until it succeeds; fails after
@@ -37,18 +120,18 @@ start_etcd() {
 }
 
 start_containerd() {
-	local cfg="$CLUSTER_STATE/config"
-	mkdir -p "$cfg/cni" "$CLUSTER_RUN/containerd"
+	local cfg="$NODE_STATE/config"
+	mkdir -p "$cfg/cni" "$NODE_RUN/containerd"
 	cat >"$cfg/cni/10-causeway.conflist" <<EOC
 {"cniVersion": "1.0.0", "name": "causeway-cluster", "plugins": [
   {"type": "bridge", "bridge": "$POD_BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]], "routes": [{"dst": "0.0.0.0/0"}],
-            "dataDir": "$CLUSTER_STATE/cni/ipam"}}]}
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$NODE_POD_CIDR"}]], "routes": [{"dst": "0.0.0.0/0"}],
+            "dataDir": "$NODE_STATE/cni/ipam"}}]}
 EOC
 	cat >"$cfg/containerd.toml" <<EOC
 version = 2
-root = "$CLUSTER_STATE/containerd"
-state = "$CLUSTER_RUN/containerd/state"
+root = "$NODE_STATE/containerd"
+state = "$NODE_RUN/containerd/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]
 [grpc]
@@ -56,7 +139,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [ttrpc]
   address = "$CONTAINERD_SOCK.ttrpc"
 [plugins."io.containerd.internal.v1.opt"]
-  path = "$CLUSTER_STATE/containerd-opt"
+  path = "$NODE_STATE/containerd-opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$(image_named pause)"
   restrict_oom_score_adj = true
@@ -69,9 +152,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     runtime_type = "io.containerd.runc.v2"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
       SystemdCgroup = false
-      Root = "$CLUSTER_RUN/runc"
+      Root = "$NODE_RUN/runc"
 EOC
-	run_bg containerd containerd --config "$cfg/containerd.toml"
+	run_node_bg containerd containerd --config "$cfg/containerd.toml"
 	wait_for containerd 60 ctr --address "$CONTAINERD_SOCK" version
 	import_images
 }
@@ -88,7 +171,7 @@ import_images() {
 
 start_kube-apiserver() {
 	run_bg kube-apiserver "$K8S_CACHE/bin/kube-apiserver" \
-		--advertise-address "$NODE_IP" --bind-address "$NODE_IP" --secure-port 6443 \
+		--advertise-address "$API_IP" --bind-address "$API_IP" --secure-port 6443 \
 		--etcd-servers "$ETCD_URL" --allow-privileged=true \
 		--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
 		--client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
@@ -96,7 +179,7 @@ start_kube-apiserver() {
 		--kubelet-certificate-authority "$PKI/ca.crt" --kubelet-preferred-address-types InternalIP \
 		--service-account-issuer https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-		--service-cluster-ip-range "$SERVICE_CIDR" --profiling=false
+		--service-cluster-ip-range "$SERVICE_CIDR" --enable-aggregator-routing=true --profiling=false
 	wait_for kube-apiserver 300 kubectl get --raw /readyz
 }
 
@@ -119,19 +202,20 @@ start_kube-scheduler() {
 }
 
 start_kubelet() {
-	local cfg="$CLUSTER_STATE/config"
+	local cfg="$NODE_STATE/config"
 	echo "# the cluster's pods resolve through its DNS only" >"$cfg/resolv.conf"
 	cat >"$cfg/kubelet.yaml" <<EOC
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
+cgroupRoot: /$NODE_NAME
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 address: $NODE_IP
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-tlsCertFile: $PKI/kubelet-server.crt
-tlsPrivateKeyFile: $PKI/kubelet-server.key
+tlsCertFile: $PKI/kubelet-server-$NODE_NAME.crt
+tlsPrivateKeyFile: $PKI/kubelet-server-$NODE_NAME.key
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
@@ -140,20 +224,20 @@ authorization: {mode: Webhook}
 clusterDNS: [$DNS_SERVICE_IP]
 clusterDomain: cluster.local
 resolvConf: $cfg/resolv.conf
-podLogsDir: $CLUSTER_STATE/pod-logs
+podLogsDir: /var/log/pods
 failSwapOn: false
 evictionHard: {memory.available: 100Mi, nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 maxPods: 110
 EOC
-	run_bg kubelet "$K8S_CACHE/bin/kubelet" --config "$cfg/kubelet.yaml" \
-		--kubeconfig "$CLUSTER_STATE/kubeconfig/kubelet.conf" --root-dir "$CLUSTER_STATE/kubelet" \
+	run_node_bg kubelet "$K8S_CACHE/bin/kubelet" --config "$cfg/kubelet.yaml" \
+		--kubeconfig "$CLUSTER_STATE/kubeconfig/kubelet-$NODE_NAME.conf" --root-dir /var/lib/kubelet \
 		--hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
 }
 
 start_kube-proxy() {
-	local cfg="$CLUSTER_STATE/config"
+	local cfg="$NODE_STATE/config"
 	cat >"$cfg/kube-proxy.yaml" <<EOC
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -167,11 +251,15 @@ metricsBindAddress: 127.0.0.1:10249
 nodePortAddresses: [$NODE_IP/32]
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOC
-	run_bg kube-proxy "$K8S_CACHE/bin/kube-proxy" --config "$cfg/kube-proxy.yaml"
+	run_node_bg kube-proxy "$K8S_CACHE/bin/kube-proxy" --config "$cfg/kube-proxy.yaml"
 }
 
-node_ready() {
-	[ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+# nodes_ready: whether every node is Ready.
+nodes_ready() {
+	local i
+	for i in $(seq 1 "$CLUSTER_NODES"); do
+		[ "$(kubectl get node "causeway-node$i" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ] || return 1
+	done
 }
 
 # apply_manifest NAME: applies manifests/NAME.yaml with its @...@ values
@@ -185,7 +273,7 @@ apply_manifest() {
 			sedargs+=(-e "s#@IMAGE:$name@#$(image_named "$name")#g")
 		fi
 	done
-	for name in DNS_SERVICE_IP TRUST_DOMAIN SPIRE_CLUSTER NODE_IP VOLUMES; do
+	for name in DNS_SERVICE_IP TRUST_DOMAIN SPIRE_CLUSTER VOLUMES; do
 		sedargs+=(-e "s#@$name@#${!name}#g")
 	done
 	local doc
@@ -207,29 +295,41 @@ start_addons() {
 	apply_manifest spire
 }
 
-# local_volumes makes $VOLUMES directories and prints their PersistentVolumes.
+# local_volumes makes $VOLUMES directories on every node and prints their
+# PersistentVolumes (local-pvK on the first node, local-N-pvK on node N).
 local_volumes() {
-	local i dir
-	for i in $(seq 1 "$VOLUMES"); do
-		dir="$CLUSTER_STATE/volumes/pv$i"
-		mkdir -p "$dir"
-		cat <<EOV
+	local n i dir name
+	for n in $(seq 1 "$CLUSTER_NODES"); do
+		node_vars "$n"
+		for i in $(seq 1 "$VOLUMES"); do
+			dir="$NODE_STATE/volumes/pv$i"
+			name="local-pv$i"
+			[ "$n" = 1 ] || name="local-$n-pv$i"
+			mkdir -p "$dir"
+			local_volume "$name" "$dir"
+		done
+	done
+}
+
+# local_volume NAME DIR: the PersistentVolume NAME of the current node's
+# directory DIR.
+local_volume() {
+	cat <<EOV
 apiVersion: v1
 kind: PersistentVolume
-metadata: {name: local-pv$i}
+metadata: {name: $1}
 spec:
   capacity: {storage: 1Gi}
   accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Retain
   storageClassName: local
-  local: {path: $dir}
+  local: {path: $2}
   nodeAffinity:
     required:
       nodeSelectorTerms:
         - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$NODE_NAME]}]
 ---
 EOV
-	done
 }
 
 # available NAMESPACE KIND/NAME: whether the Deployment, StatefulSet or

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Stops the test cluster (`make cluster-down`) and leaves the host as it was
-# before `up.sh`: its processes and their containers stopped, its mounts,
-# links, iptables chains, nftables tables, cgroups and directories removed,
-# the host sysctls the kubelet changed put back. Then compares the host with
-# the record up.sh took and fails, naming each difference, if they differ.
+# before `up.sh`: every node's processes and containers stopped and with
+# them its namespaces (its links, mounts, iptables chains and nftables
+# tables go with them), the control plane stopped, the cluster's mounts,
+# links, cgroups and directories removed, the host sysctls the kubelet
+# changed put back. Then checks that nothing of any node is left (a process
+# in its namespaces, its veth, its cgroups) and compares the host with the
+# record up.sh took, and fails, naming each difference, if they differ.
 # Safe to run at any time, also after a failed or partial start.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -17,9 +20,9 @@ if [ -f "$CLUSTER_RUN/host-before" ]; then
 	cp "$CLUSTER_RUN/host-before" "$record"
 fi
 
-# stop NAME: stops component NAME by its pid file and waits for it.
+# stop PIDFILE: stops the process of the pid file and waits for it.
 stop() {
-	local pidfile="$CLUSTER_RUN/$1.pid" pid
+	local pidfile="$1" pid
 	[ -f "$pidfile" ] || return 0
 	pid="$(cat "$pidfile")"
 	if kill -TERM "$pid" 2>/dev/null; then
@@ -73,77 +76,82 @@ unmount_under() {
 	done
 }
 
-# remove_chains removes the iptables chains named KUBE-* and CNI-* and the
-# rules that jump to them, in every table of both families.
-remove_chains() {
-	local t table rule chain
-	for t in iptables ip6tables; do
-		for table in filter nat mangle raw; do
-			"$t" -t "$table" -S 2>/dev/null | awk '$1 == "-A" && / -j (KUBE|CNI)-/ {sub(/^-A/, "-D"); print}' | while read -r rule; do
-				eval "$t -t $table $rule" || true
-			done
-			"$t" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^(KUBE|CNI)-/ {print $2}' | while read -r chain; do
-				"$t" -t "$table" -F "$chain" && "$t" -t "$table" -X "$chain" || true
-			done
+# kill_node_processes kills every process left in the current node's
+# network or mount namespace (its holder last of all: the others first, so
+# that none starts anew in them) and waits until none is left.
+kill_node_processes() {
+	local netns mntns p
+	netns="$(cat "$NODE_RUN/netns" 2>/dev/null)" || netns=none
+	mntns="$(cat "$NODE_RUN/mntns" 2>/dev/null)" || mntns=none
+	for _ in $(seq 1 20); do
+		local left=0
+		for p in $(node_processes "$netns" "$mntns"); do
+			[ "$p" = "$(cat "$NODE_RUN/node.pid" 2>/dev/null)" ] && continue
+			kill -KILL "$p" 2>/dev/null || true
+			left=1
+		done
+		[ "$left" = 0 ] && break
+		sleep 0.5
+	done
+	stop "$NODE_RUN/node.pid"
+}
+
+# stop_node stops the current node (node_vars): its kubelet and kube-proxy,
+# its containers, its containerd and its shims, every process left in its
+# namespaces and their holder, so that its namespaces go with everything
+# in them; then its veth and its cgroups.
+stop_node() {
+	stop "$NODE_RUN/kubelet.pid"
+	stop "$NODE_RUN/kube-proxy.pid"
+	stop_containers
+	stop "$NODE_RUN/containerd.pid"
+	stop_shims
+	kill_node_processes
+	ip link del "$NODE_LINK" 2>/dev/null || true
+	remove_cgroups "$NODE_NAME"
+}
+
+# remove_cgroups NAME...: removes the cgroups NAME of every hierarchy with
+# everything under them, leaves first.
+remove_cgroups() {
+	local d name
+	for name in "$@"; do
+		for d in /sys/fs/cgroup/*/"$name" /sys/fs/cgroup/"$name"; do
+			[ -d "$d" ] || continue
+			find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
 		done
 	done
 }
 
-# remove_new_tables RECORD deletes the iptables-nft tables (ip and ip6
-# filter, nat, mangle, raw) that the kubelet created: those absent from the
-# record. Their KUBE-* chains are gone by then; what is left are built-in
-# chains without rules.
-remove_new_tables() {
-	local fam name
-	nft list tables 2>/dev/null | while read -r _ fam name; do
-		case "$fam/$name" in
-		ip/filter | ip/nat | ip/mangle | ip/raw | ip6/filter | ip6/nat | ip6/mangle | ip6/raw) ;;
-		*) continue ;;
-		esac
-		if ! grep -qxF "nft table $fam $name" "$1"; then
-			nft delete table "$fam" "$name"
-		fi
-	done
-}
-
-# remove_cgroups removes the kubelet's pod cgroups, leaves first.
-remove_cgroups() {
-	local d
-	for d in /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/kubepods*; do
-		[ -d "$d" ] || continue
-		find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
-	done
-}
-
-stop kubelet
-stop kube-proxy
-stop_containers
-for c in kube-scheduler kube-controller-manager kube-apiserver containerd etcd; do
-	stop "$c"
+nodes="$(mktemp)"
+trap 'rm -f "$record" "$nodes"' EXIT
+for i in $(started_nodes); do
+	node_vars "$i"
+	echo "$i $(cat "$NODE_RUN/netns" 2>/dev/null || echo none) $(cat "$NODE_RUN/mntns" 2>/dev/null || echo none)" >>"$nodes"
+	stop_node
 done
-stop_shims
-remove_cgroups
-unmount_under "$CLUSTER_RUN" "$CLUSTER_STATE" /var/lib/kubelet
-for link in "$POD_BRIDGE" "$NODE_LINK"; do
-	ip link del "$link" 2>/dev/null || true
+for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do
+	stop "$CLUSTER_RUN/$c.pid"
 done
-for fam in ip ip6; do
-	nft delete table "$fam" kube-proxy 2>/dev/null || true
-done
-remove_chains
+unmount_under "$CLUSTER_RUN" "$CLUSTER_STATE"
+ip link del "$CLUSTER_BRIDGE" 2>/dev/null || true
 rm -rf "$CLUSTER_STATE" "$CLUSTER_RUN"
 if [ ! -s "$record" ]; then
 	log "stopped (no record of the host from a start: nothing to compare)"
 	exit 0
 fi
 restore_sysctls "$record"
-remove_new_tables "$record"
 for p in "${HOST_PATHS[@]}"; do
 	if grep -qxF "path $p absent" "$record"; then
 		rm -rf "$p"
 	fi
 done
+left="$(node_leftovers <"$nodes")"
+if [ -n "$left" ]; then
+	echo "$left" >&2
+	die "a node left the above behind"
+fi
 if ! diff <(sort "$record") <(host_state | sort) >&2; then
 	die "the host differs from its state before the start (above: < before, > now)"
 fi
-log "stopped; the host is as it was"
+log "stopped; nothing left of its $(wc -l <"$nodes") node(s); the host is as it was"

@@ -18,7 +18,7 @@ host_state() {
 	nft list tables 2>/dev/null | sed 's/^/nft /'
 	awk -v re="^($CLUSTER_STATE|$CLUSTER_RUN|/var/lib/kubelet|/run/containerd|/var/lib/containerd|/run/netns/cni-)" \
 		'$5 ~ re {print "mount", $5}' /proc/self/mountinfo
-	for p in /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/kubepods*; do
+	for p in /sys/fs/cgroup/*/kubepods* /sys/fs/cgroup/kubepods* /sys/fs/cgroup/*/causeway-node*; do
 		[ -e "$p" ] && echo "cgroup $p"
 	done
 	for p in /proc/[0-9]*; do
@@ -26,6 +26,41 @@ host_state() {
 		"$K8S_CACHE"/bin/* | /usr/bin/etcd | /usr/bin/containerd | /usr/bin/containerd-shim-runc-v2 | /usr/sbin/runc)
 			echo "process ${p#/proc/} $(readlink "$p/exe")" ;;
 		esac
+		case "$(tr '\0' ' ' 2>/dev/null <"$p/cmdline" | cut -c1-13)" in
+		causeway-node) echo "process ${p#/proc/} the holder of a node's namespaces" ;;
+		esac
+	done
+	true
+}
+
+# node_processes NETNS MNTNS: the pids of the processes in the network
+# namespace NETNS or the mount namespace MNTNS (as readlink shows them:
+# net:[inode], mnt:[inode]).
+node_processes() {
+	local p
+	for p in /proc/[0-9]*; do
+		if [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$1" ] || [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$2" ]; then
+			echo "${p#/proc/}"
+		fi
+	done
+}
+
+# node_leftovers reads lines "INDEX NETNS MNTNS" of stopped nodes and
+# prints what is left of each: a process in its namespaces, a mount that
+# holds one of them, its veth on the host, its cgroups. Nothing when all
+# is gone.
+node_leftovers() {
+	local i netns mntns p
+	while read -r i netns mntns; do
+		node_vars "$i"
+		for p in $(node_processes "$netns" "$mntns"); do
+			echo "node $NODE_NAME: process $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)) in its namespaces"
+		done
+		awk -v n="$netns" -v m="$mntns" '$0 ~ / nsfs / && (index($0, n) || index($0, m)) {print "node '"$NODE_NAME"': mount", $5, "holds its namespace"}' /proc/self/mountinfo
+		ip link show "$NODE_LINK" >/dev/null 2>&1 && echo "node $NODE_NAME: link $NODE_LINK"
+		for p in /sys/fs/cgroup/*/"$NODE_NAME"; do
+			[ -e "$p" ] && echo "node $NODE_NAME: cgroup $p"
+		done
 	done
 	true
 }

@@ -110,19 +110,61 @@ scratch_image() {
 	mv "$archive.partial" "$archive"
 }
 
-# The cluster's fixed names and addresses. The node's address lives on a
-# bridge of its own (no ports; no dummy driver here), so nothing depends on (or leaves by) the host's
-# interfaces.
+# The cluster's fixed names and addresses. The control plane (etcd, the
+# API server, the controller manager, the scheduler) runs in the host's
+# namespaces, the API server on $API_IP of the cluster network: a bridge of
+# its own without other ports, so nothing depends on (or leaves by) the
+# host's interfaces. Each node is a network and a mount namespace
+# (node_vars), joined to that bridge by a veth pair.
 CLUSTER_RUN="${CLUSTER_RUN:-/run/causeway-cluster}"
-NODE_NAME=causeway-node
-NODE_LINK=cw-node0
-NODE_IP=10.255.255.1
-POD_CIDR=10.244.0.0/24
+CLUSTER_BRIDGE=cw-br0
+CLUSTER_NET_PREFIX=10.255.255
+API_IP=$CLUSTER_NET_PREFIX.254
+# the pods of node i: 10.244.i.0/24 on the bridge cw-cni0 of its namespace
+POD_CIDR=10.244.0.0/16
 POD_BRIDGE=cw-cni0
 # dual-stack: IPv4 first (the API server's and DNS' Services stay IPv4)
 SERVICE_CIDR=10.96.0.0/16,fd10:96::/112
 API_SERVICE_IP=10.96.0.1
 DNS_SERVICE_IP=10.96.0.10
+# CLUSTER_NODES: how many nodes `make cluster` starts (1 to 5)
+CLUSTER_NODES="${CLUSTER_NODES:-1}"
+NODES_RUN="$CLUSTER_RUN/nodes"
+NODES_STATE="$CLUSTER_STATE/nodes"
+
+# node_vars I: sets the variables of node I (1-based): its name, its
+# address on the cluster network, its pods' subnet, its directories, its
+# containerd's socket and the host's end of its veth pair.
+node_vars() {
+	NODE_INDEX="$1"
+	NODE_NAME="causeway-node$1"
+	NODE_IP="$CLUSTER_NET_PREFIX.$1"
+	NODE_POD_CIDR="10.244.$1.0/24"
+	NODE_STATE="$NODES_STATE/$NODE_NAME"
+	NODE_RUN="$NODES_RUN/$NODE_NAME"
+	CONTAINERD_SOCK="$NODE_RUN/containerd/containerd.sock"
+	NODE_LINK="cw-n$1"
+}
+
+# started_nodes prints the indexes of the nodes up.sh started (their run
+# directories), one per line.
+started_nodes() {
+	local d
+	for d in "$NODES_RUN"/causeway-node*; do
+		[ -d "$d" ] && echo "${d##*/causeway-node}"
+	done | sort -n
+	true
+}
+
+# The paths every node has of its own: in its mount namespace each is a
+# bind mount of a directory under $NODE_STATE/root, so hostPath volumes,
+# sockets and the kubelet's and containerd's state are per node, as on
+# real nodes. The host keeps only empty mount points (HOST_PATHS).
+NODE_PATHS=(
+	/var/lib/kubelet /var/lib/networkservicemesh /run/spire /var/lib/cni /etc/cni /opt/cni
+	/var/log/pods /var/log/containers /run/containerd /var/lib/containerd /opt/containerd /etc/kubernetes
+)
+
 # SPIRE as NSM's deployments-k8s ships it (examples/spire/single_cluster):
 # its trust domain and the cluster name of its k8s_psat node attestation and
 # its controller manager.
@@ -130,7 +172,6 @@ TRUST_DOMAIN=k8s.nsm
 SPIRE_CLUSTER=k8s-nsm-cluster
 VOLUMES=8
 ETCD_URL=http://127.0.0.1:2379
-CONTAINERD_SOCK="$CLUSTER_RUN/containerd/containerd.sock"
 KUBECONFIG_ADMIN="$CLUSTER_STATE/kubeconfig/admin.conf"
 PKI="$CLUSTER_STATE/pki"
 
@@ -154,9 +195,10 @@ HOST_SYSCTLS=(
 	net.netfilter.nf_conntrack_tcp_timeout_close_wait
 )
 
-# The cluster's processes, started and stopped in this order (down.sh stops
-# them in reverse).
-COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+# The control plane's processes and each node's, started in this order
+# (down.sh stops them in reverse).
+CONTROL_PLANE=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+NODE_COMPONENTS=(containerd kubelet kube-proxy)
 
 kubectl() { "$K8S_CACHE/bin/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 

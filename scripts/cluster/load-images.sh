@@ -15,7 +15,18 @@ here="$(cd "$(dirname "$0")" && pwd)"
 
 bindir="${1:?usage: load-images.sh BINDIR TAG}"
 tag="${2:?usage: load-images.sh BINDIR TAG}"
-[ -S "$CONTAINERD_SOCK" ] || die "no test cluster (make cluster)"
+nodes="$(started_nodes)"
+[ -n "$nodes" ] || die "no test cluster (make cluster)"
+
+# import ARCHIVE: imports the image archive ARCHIVE on every node.
+import() {
+	local i
+	for i in $nodes; do
+		node_vars "$i"
+		ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$1" >/dev/null
+	done
+}
+
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 export BUILDAH_ROOT="$tmp/root" BUILDAH_RUNROOT="$tmp/run" IMAGE_REPO=localhost/causeway
@@ -24,11 +35,11 @@ for b in proxy ipam nsp; do
 	ref="$IMAGE_REPO/$b:$tag"
 	buildah --storage-driver vfs --root "$BUILDAH_ROOT" --runroot "$BUILDAH_RUNROOT" \
 		push --quiet "$ref" "docker-archive:$tmp/$b.tar:$ref"
-	ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$tmp/$b.tar" >/dev/null
+	import "$tmp/$b.tar"
 	log "loaded $ref"
 done
 mkdir -p "$tmp/lab/rootfs"
 cp "$bindir/lab" "$tmp/lab/rootfs/lab"
 scratch_image "$tmp/lab" "$tmp/lab/rootfs" /lab 0:0 "localhost/causeway/lab:$tag" "$tmp/lab.tar"
-ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$tmp/lab.tar" >/dev/null
+import "$tmp/lab.tar"
 log "loaded localhost/causeway/lab:$tag"

@@ -29,7 +29,7 @@ kind: Config
 clusters:
 - name: causeway
   cluster:
-    server: https://$NODE_IP:6443
+    server: https://$API_IP:6443
     certificate-authority-data: $(base64 -w0 "$PKI/ca.crt")
 users:
 - name: $name
@@ -44,7 +44,8 @@ EOC
 }
 
 # make_pki: the CA, the API server's serving certificate, the service
-# account key and one client certificate and kubeconfig per component.
+# account key, one client certificate and kubeconfig per component, and
+# each node's kubelet's client and serving certificates.
 make_pki() {
 	rm -rf "$PKI"
 	mkdir -p "$PKI"
@@ -56,16 +57,20 @@ make_pki() {
 	openssl ecparam -name prime256v1 -genkey -noout -out "$PKI/sa.key" 2>/dev/null
 	openssl ec -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
 	new_cert apiserver "/CN=kube-apiserver" serverAuth \
-		"IP:$NODE_IP,IP:$API_SERVICE_IP,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+		"IP:$API_IP,IP:$API_SERVICE_IP,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
 	new_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 	new_cert admin "/O=system:masters/CN=causeway-admin" clientAuth
 	new_cert kube-controller-manager "/CN=system:kube-controller-manager" clientAuth
 	new_cert kube-scheduler "/CN=system:kube-scheduler" clientAuth
 	new_cert kube-proxy "/CN=system:kube-proxy" clientAuth
-	new_cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
-	new_cert kubelet-server "/CN=$NODE_NAME" serverAuth "IP:$NODE_IP,DNS:$NODE_NAME"
-	local c
-	for c in admin kube-controller-manager kube-scheduler kube-proxy kubelet; do
+	local c i
+	for c in admin kube-controller-manager kube-scheduler kube-proxy; do
 		new_kubeconfig "$c"
+	done
+	for i in $(seq 1 "$CLUSTER_NODES"); do
+		node_vars "$i"
+		new_cert "kubelet-$NODE_NAME" "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+		new_cert "kubelet-server-$NODE_NAME" "/CN=$NODE_NAME" serverAuth "IP:$NODE_IP,DNS:$NODE_NAME"
+		new_kubeconfig "kubelet-$NODE_NAME"
 	done
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Starts the single-node test cluster as root (`make cluster`): builds or
-# reuses the cached binaries and images, records the host's state, starts
-# etcd, containerd, the control plane, the kubelet and kube-proxy as
-# processes, then a default StorageClass, CoreDNS, SPIRE with its controller
-# manager and NSM's nsmgr and registry-k8s with the project's forwarder, and
-# prints when each is up. A failed start stops what it started (down.sh).
-# `make cluster-down` stops it.
+# Starts the test cluster as root (`make cluster`; CLUSTER_NODES nodes, 1 to
+# 5): builds or reuses the cached binaries and images, records the host's
+# state, starts etcd and the control plane as processes of the host, then
+# each node, a network and a mount namespace of its own with its
+# containerd, kubelet and kube-proxy, then a default StorageClass, CoreDNS,
+# SPIRE with its controller manager and NSM's nsmgr and registry-k8s with
+# the project's forwarder, and prints when each is up. A failed start stops
+# what it started (down.sh). `make cluster-down` stops it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
@@ -14,6 +15,20 @@ here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/components.sh"
 
 [ "$(id -u)" = 0 ] || die "the cluster runs as root"
+# The daemons started below outlive this script: they must not inherit a
+# descriptor its caller left open (a lock of `flock ... make cluster` held
+# by them would make a `make cluster-down` under the same lock wait for
+# ever). All but stdin, stdout, stderr and bash's own copy of the script.
+for fd in /proc/$$/fd/*; do
+	fd="${fd##*/}"
+	if [ "$fd" -gt 2 ] && [ "$fd" != 255 ]; then
+		eval "exec $fd>&-"
+	fi
+done
+case "$CLUSTER_NODES" in
+[1-5]) ;;
+*) die "CLUSTER_NODES=$CLUSTER_NODES: give 1 to 5 nodes" ;;
+esac
 if [ -e "$CLUSTER_RUN/host-before" ]; then
 	die "a cluster is already up (make cluster-down stops it)"
 fi
@@ -27,21 +42,36 @@ before="$(host_state)"
 mkdir -p "$CLUSTER_RUN"
 echo "$before" >"$CLUSTER_RUN/host-before"
 failed_logs="${TMPDIR:-/tmp}/causeway-cluster-logs"
-trap 'log "start failed: logs kept in $failed_logs; stopping what was started"; rm -rf "$failed_logs"; cp -r "$CLUSTER_STATE/logs" "$failed_logs"; "$here/down.sh"' ERR
+# keep_logs copies the control plane's logs and each node's to $failed_logs.
+keep_logs() {
+	rm -rf "$failed_logs"
+	cp -r "$CLUSTER_STATE/logs" "$failed_logs"
+	local d
+	for d in "$NODES_STATE"/*/logs; do
+		[ -d "$d" ] && cp -r "$d" "$failed_logs/$(basename "$(dirname "$d")")"
+	done
+	true
+}
+trap 'log "start failed: logs kept in $failed_logs; stopping what was started"; keep_logs; "$here/down.sh"' ERR
 
 mkdir -p "$CLUSTER_STATE/logs" "$CLUSTER_STATE/config"
-ip link add "$NODE_LINK" type bridge
-ip addr add "$NODE_IP/32" dev "$NODE_LINK"
-ip link set "$NODE_LINK" up
+start_cluster_network
 make_pki
 mkdir -p "$CLUSTER_STATE/bin"
 ln -s "$K8S_CACHE/bin/kubectl" "$HELM_CACHE/bin/helm" "$CLUSTER_STATE/bin/"
-for c in "${COMPONENTS[@]}"; do
+for c in "${CONTROL_PLANE[@]}"; do
 	"start_$c"
 done
-wait_for "the node Ready" 300 node_ready
+for i in $(seq 1 "$CLUSTER_NODES"); do
+	node_vars "$i"
+	start_node
+	for c in "${NODE_COMPONENTS[@]}"; do
+		"start_$c"
+	done
+done
+wait_for "every node Ready" 300 nodes_ready
 start_addons
-echo "FIGURE: cluster start to node Ready $((SECONDS - start)) s"
+echo "FIGURE: cluster start to $CLUSTER_NODES nodes Ready $((SECONDS - start)) s"
 wait_for "CoreDNS available" 300 available kube-system deployment/coredns
 wait_for "the SPIRE server and its controller manager available" 300 available spire statefulset/spire-server
 wait_for "the SPIRE agent available" 300 available spire daemonset/spire-agent

@@ -84,7 +84,7 @@ func TestImages(t *testing.T) {
 func buildStatic(t *testing.T, dir string) string {
 	t.Setenv("CGO_ENABLED", "0")
 	for _, name := range append(slices.Clone(binaries), extras["proxy"]...) {
-		_, err := testutil.BuildBinary(dir, "./cmd/"+name, "-trimpath", "-ldflags", "-X main.version="+version)
+		_, err := testutil.BuildBinary(dir, "./cmd/"+name, "-ldflags", "-X main.version="+version)
 		require.NoError(t, err)
 	}
 	return dir

@@ -25,14 +25,16 @@ const (
 	clusterCA    = "/var/lib/causeway-cluster/pki/ca.crt"
 )
 
-// TestNodeReady: the node is Ready and CoreDNS is available.
+// TestNodeReady: every node is Ready and CoreDNS is available.
 func TestNodeReady(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, cond := range c.node(ctx, t).Status.Conditions {
-		if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
-			t.Fatalf("node not Ready: %s", cond.Message)
+	for _, n := range c.nodes(ctx, t) {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+				t.Fatalf("node %s not Ready: %s", n.Name, cond.Message)
+			}
 		}
 	}
 	eventually(ctx, t, "CoreDNS available", func(ctx context.Context) error {
@@ -47,16 +49,23 @@ func TestNodeReady(t *testing.T) {
 	})
 }
 
-// TestServiceFromNode: from the node, the cluster's DNS resolves the API
-// server's service to its ClusterIP, and kube-proxy takes a TLS connection
-// to that ClusterIP to the API server (its certificate checked).
+// TestServiceFromNode: from every node (its network namespace), the
+// cluster's DNS resolves the API server's service to its ClusterIP, and
+// kube-proxy takes a TLS connection to that ClusterIP to the API server (its
+// certificate checked).
 func TestServiceFromNode(t *testing.T) {
 	newCluster(t)
+	for _, node := range clusterNodes(t) {
+		t.Run(node, func(t *testing.T) { serviceFromNode(t, node) })
+	}
+}
+
+func serviceFromNode(t *testing.T, node string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	dial := nodeDialer(t, node)
 	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, net.JoinHostPort(dnsServiceIP, "53"))
+		return dial(ctx, network, net.JoinHostPort(dnsServiceIP, "53"))
 	}}
 	var addrs []string
 	eventually(ctx, t, "resolve kubernetes.default", func(ctx context.Context) (err error) {
@@ -72,12 +81,15 @@ func TestServiceFromNode(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
-	d := tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: "kubernetes.default.svc"}}
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addrs[0], "443"))
+	raw, err := dial(ctx, "tcp", net.JoinHostPort(addrs[0], "443"))
 	if err != nil {
+		t.Fatalf("TCP to the API server's ClusterIP: %v", err)
+	}
+	conn := tls.Client(raw, &tls.Config{RootCAs: pool, ServerName: "kubernetes.default.svc"})
+	defer conn.Close()
+	if err := conn.HandshakeContext(ctx); err != nil {
 		t.Fatalf("TLS to the API server's ClusterIP: %v", err)
 	}
-	conn.Close()
 }
 
 // TestServiceFromPod: a pod resolves the API server's service through the

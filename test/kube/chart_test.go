@@ -20,7 +20,6 @@ import (
 const (
 	helmPath        = "/var/lib/causeway-cluster/bin/helm"
 	kubectlPath     = "/var/lib/causeway-cluster/bin/kubectl"
-	containerdSock  = "/run/causeway-cluster/containerd/containerd.sock"
 	chartNamespace  = "red"
 	chartRelease    = "trench-a"
 	chartExample    = "deployments/helm/examples/trench-a.yaml"
@@ -147,7 +146,7 @@ func (c *cluster) podNetNS(ctx context.Context, t *testing.T, pod *corev1.Pod, c
 			_, id, _ = strings.Cut(s.ContainerID, "://")
 		}
 	}
-	out, err := exec.CommandContext(ctx, "ctr", "--address", containerdSock, "-n", "k8s.io", "tasks", "ls").Output()
+	out, err := exec.CommandContext(ctx, "ctr", "--address", containerdSock(pod.Spec.NodeName), "-n", "k8s.io", "tasks", "ls").Output()
 	if err != nil || id == "" {
 		t.Fatalf("containerd tasks (container %q of %s): %v", id, pod.Name, err)
 	}

@@ -79,17 +79,17 @@ func eventually(ctx context.Context, t *testing.T, what string, check func(conte
 	}
 }
 
-// node returns the cluster's only node.
-func (c *cluster) node(ctx context.Context, t *testing.T) *corev1.Node {
+// nodes returns the cluster's nodes: one for each node the cluster started.
+func (c *cluster) nodes(ctx context.Context, t *testing.T) []corev1.Node {
 	t.Helper()
 	nodes, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("nodes: %v", err)
 	}
-	if len(nodes.Items) != 1 {
-		t.Fatalf("want one node, have %d", len(nodes.Items))
+	if want := clusterNodes(t); len(nodes.Items) != len(want) {
+		t.Fatalf("want the nodes %v, have %d", want, len(nodes.Items))
 	}
-	return &nodes.Items[0]
+	return nodes.Items
 }
 
 // image returns the reference of the cluster's own image NAME
@@ -97,7 +97,7 @@ func (c *cluster) node(ctx context.Context, t *testing.T) *corev1.Node {
 func (c *cluster) image(ctx context.Context, t *testing.T, name string) string {
 	t.Helper()
 	prefix := "localhost/kube/" + name + ":"
-	for _, img := range c.node(ctx, t).Status.Images {
+	for _, img := range c.nodes(ctx, t)[0].Status.Images {
 		for _, n := range img.Names {
 			if len(n) > len(prefix) && n[:len(prefix)] == prefix {
 				return n

@@ -194,31 +194,33 @@ func (tr *trench) checkKubeProxySkips(ctx context.Context, t *testing.T) {
 	if _, err := svcs.Create(ctx, kubePlain.object(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, "kube-proxy programs the unlabelled Service", func(ctx context.Context) error {
-		if !strings.Contains(nftList(t, "", "ip", "kube-proxy"), kubePlain.ips[0]) {
-			return fmt.Errorf("%s not in kube-proxy's table", kubePlain.ips[0])
+	nodes := clusterNodes(t)
+	eventually(ctx, t, "kube-proxy programs the unlabelled Service on every node", func(ctx context.Context) error {
+		for _, node := range nodes {
+			if !strings.Contains(nftList(t, nodeNetNS(t, node), "ip", "kube-proxy"), kubePlain.ips[0]) {
+				return fmt.Errorf("%s not in kube-proxy's table on node %s", kubePlain.ips[0], node)
+			}
 		}
 		return nil
 	})
 	if err := svcs.Delete(ctx, kubePlain.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tables := nftList(t, "", "ip", "kube-proxy") + nftList(t, "", "ip6", "kube-proxy")
-	for _, ip := range kubeEcho.ips {
-		if strings.Contains(tables, ip) {
-			t.Errorf("kube-proxy has a rule for %s of the labelled Service %s", ip, kubeEcho.name)
+	for _, node := range nodes {
+		ns := nodeNetNS(t, node)
+		tables := nftList(t, ns, "ip", "kube-proxy") + nftList(t, ns, "ip6", "kube-proxy")
+		for _, ip := range kubeEcho.ips {
+			if strings.Contains(tables, ip) {
+				t.Errorf("kube-proxy of node %s has a rule for %s of the labelled Service %s", node, ip, kubeEcho.name)
+			}
 		}
 	}
 }
 
-// nftList lists an nftables table in the namespace at path (the node's
-// root namespace when empty).
+// nftList lists an nftables table in the network namespace at path.
 func nftList(t *testing.T, path, family, table string) string {
 	t.Helper()
-	cmd := exec.Command("nft", "list", "table", family, table)
-	if path != "" {
-		cmd = exec.Command("nsenter", "--net="+path, "nft", "list", "table", family, table)
-	}
+	cmd := exec.Command("nsenter", "--net="+path, "nft", "list", "table", family, table)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("nft list table %s %s: %v: %s", family, table, err, out)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +18,15 @@ import (
 // spireSockets is where the SPIRE agent serves the Workload API on the node.
 const spireSockets = "/run/spire/sockets"
 
-// repoPath returns the path of rel in this clone.
+// repoPath returns the path of rel in this clone: go test runs the suite
+// in its package's folder, test/kube (the binary's own file names are
+// trimmed: make test-kube builds with -trimpath).
 func repoPath(rel string) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", rel)
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("the suite's working folder: %v", err))
+	}
+	return filepath.Join(wd, "..", "..", rel)
 }
 
 // scriptPath returns the path of scripts/cluster/NAME in this clone.

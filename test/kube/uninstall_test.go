@@ -18,16 +18,31 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// podBridge is the bridge of the cluster's pod network in the node's root
+// podBridge is the bridge of the cluster's pod network in each node's root
 // namespace (scripts/cluster/lib.sh): its ports come and go with pods.
 const podBridge = "cw-cni0"
 
-// rootState describes the node's root network namespace as the chart could
-// change it: its links, rules and routes, leaving out the pods' own links
-// (ports of the pod bridge) and the routes on them.
+// rootState describes every node's root network namespace as the chart
+// could change it: its links, rules and routes, leaving out the pods' own
+// links (ports of the pod bridge) and the routes on them; each line starts
+// with the node's name.
 func rootState(t *testing.T) []string {
 	t.Helper()
-	links, err := netlink.LinkList()
+	var out []string
+	for _, node := range clusterNodes(t) {
+		withHandle(t, nodeNetNS(t, node), func(h *netlink.Handle) {
+			for _, l := range nodeRootState(t, h) {
+				out = append(out, node+" "+l)
+			}
+		})
+	}
+	return out
+}
+
+// nodeRootState is rootState of the node of handle h, sorted.
+func nodeRootState(t *testing.T, h *netlink.Handle) []string {
+	t.Helper()
+	links, err := h.LinkList()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +61,14 @@ func rootState(t *testing.T) []string {
 		}
 		out = append(out, "link "+l.Attrs().Name+" "+l.Type())
 	}
-	rules, err := netlink.RuleList(netlink.FAMILY_ALL)
+	rules, err := h.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rules {
 		out = append(out, "rule "+r.String())
 	}
-	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: 0}, netlink.RT_FILTER_TABLE)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +93,7 @@ func (tr *trench) upgradeUninstall(ctx context.Context, t *testing.T) {
 		ref := "localhost/causeway/" + b
 		ctrImages(t, "tag", "--force", ref+":"+tag, ref+":"+next)
 		t.Cleanup(func() {
-			_ = exec.Command("ctr", "--address", containerdSock, "-n", "k8s.io", "images", "rm", ref+":"+next).Run()
+			ctrImagesAll(t, "rm", ref+":"+next)
 		})
 	}
 	stop := tr.proberOn(ctx, t)
@@ -172,11 +187,21 @@ func metas[T any](items []T, meta func(T) metav1.ObjectMeta) []metav1.ObjectMeta
 	return out
 }
 
-// ctrImages runs `ctr images ARGS` on the cluster's containerd.
+// ctrImages runs `ctr images ARGS` on every node's containerd.
 func ctrImages(t *testing.T, args ...string) {
 	t.Helper()
-	out, err := exec.Command("ctr", append([]string{"--address", containerdSock, "-n", "k8s.io", "images"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ctr images %v: %v: %s", args, err, out)
+	for _, node := range clusterNodes(t) {
+		out, err := exec.Command("ctr", append([]string{"--address", containerdSock(node), "-n", "k8s.io", "images"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr images %v on node %s: %v: %s", args, node, err, out)
+		}
+	}
+}
+
+// ctrImagesAll runs `ctr images ARGS` on every node's containerd, for a
+// clean-up: errors ignored.
+func ctrImagesAll(t *testing.T, args ...string) {
+	for _, node := range clusterNodes(t) {
+		_ = exec.Command("ctr", append([]string{"--address", containerdSock(node), "-n", "k8s.io", "images"}, args...)...).Run()
 	}
 }

@@ -46,7 +46,7 @@ func TestUpgradeInPlace(t *testing.T) {
 		ref := "localhost/causeway/" + b
 		ctrImages(t, "tag", "--force", ref+":"+tag, ref+":"+next)
 		t.Cleanup(func() {
-			_ = exec.Command("ctr", "--address", containerdSock, "-n", "k8s.io", "images", "rm", ref+":"+next).Run()
+			ctrImagesAll(t, "rm", ref+":"+next)
 		})
 	}
 	setTags := func(tag string) []string {
@@ -68,7 +68,7 @@ func TestUpgradeInPlace(t *testing.T) {
 	t.Run("ContainerKilled", func(t *testing.T) {
 		tr.changeProxy(ctx, t, "proxy container killed, restarted by the kubelet", true, tag, func() {
 			proxy := tr.c.waitProxyReady(ctx, t)
-			out, err := exec.CommandContext(ctx, "ctr", "--address", containerdSock, "-n", "k8s.io", "tasks", "kill",
+			out, err := exec.CommandContext(ctx, "ctr", "--address", containerdSock(proxy.Spec.NodeName), "-n", "k8s.io", "tasks", "kill",
 				"--signal", "SIGKILL", runtimeID(proxy, proxyContainer)).CombinedOutput()
 			if err != nil {
 				t.Fatalf("kill the proxy container: %v: %s", err, out)

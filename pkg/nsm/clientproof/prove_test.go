@@ -1,35 +1,16 @@
 package clientproof
 
 import (
-	"encoding/base64"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v4"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/networkservicemesh/sdk/pkg/tools/spiffejwt"
-	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/nsm/clientproof/clientprooftest"
 )
-
-// forge signs claims with signer's key and puts chain's certificates in
-// the header: what a client that controls its own token generator can send.
-func forge(t *testing.T, signer, chain *x509svid.SVID, sub string, exp time.Time) string {
-	t.Helper()
-	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(exp)})
-	if chain != nil {
-		var x5c []string
-		for _, c := range chain.Certificates {
-			x5c = append(x5c, base64.StdEncoding.EncodeToString(c.Raw))
-		}
-		tok.Header["x5c"] = x5c
-	}
-	s, err := tok.SignedString(signer.PrivateKey)
-	require.NoError(t, err)
-	return s
-}
 
 func connOf(tok string) *networkservice.Connection {
 	return &networkservice.Connection{Path: &networkservice.Path{PathSegments: []*networkservice.PathSegment{{Id: "c", Token: tok}}}}
@@ -54,11 +35,11 @@ func TestClientProvedOnlyByItsOwnCertificate(t *testing.T) {
 
 	exp := time.Now().Add(time.Minute)
 	victimID := victim.SVID.ID.String()
-	_, err = prover.Token(forge(t, attacker.SVID, attacker.SVID, victimID, exp))
+	_, err = prover.Token(clientprooftest.Forge(t, attacker.SVID, attacker.SVID, victimID, exp))
 	require.ErrorContains(t, err, "is not its certificate's ID")
-	_, err = prover.Token(forge(t, attacker.SVID, victim.SVID, victimID, exp))
+	_, err = prover.Token(clientprooftest.Forge(t, attacker.SVID, victim.SVID, victimID, exp))
 	require.ErrorContains(t, err, "not signed by the key of its certificate")
-	_, err = prover.Token(forge(t, attacker.SVID, nil, victimID, exp))
+	_, err = prover.Token(clientprooftest.Forge(t, attacker.SVID, nil, victimID, exp))
 	require.ErrorIs(t, err, ErrNoChain)
 
 	sdkTok, _, err := spiffejwt.TokenGeneratorFunc(victim, time.Minute)(nil)
@@ -67,10 +48,10 @@ func TestClientProvedOnlyByItsOwnCertificate(t *testing.T) {
 	require.ErrorIs(t, err, ErrNoChain, "NSM's own tokens carry no chain")
 
 	rogue := testutil.NewSPIFFECA(t, "example.org").Mint(t, "/ns/team-b/pod/web-0")
-	_, err = prover.Token(forge(t, rogue.SVID, rogue.SVID, victimID, exp))
+	_, err = prover.Token(clientprooftest.Forge(t, rogue.SVID, rogue.SVID, victimID, exp))
 	require.ErrorContains(t, err, "certificate chain")
 
-	_, err = prover.Token(forge(t, victim.SVID, victim.SVID, victimID, time.Now().Add(-time.Second)))
+	_, err = prover.Token(clientprooftest.Forge(t, victim.SVID, victim.SVID, victimID, time.Now().Add(-time.Second)))
 	require.ErrorContains(t, err, "expired")
 
 	_, err = prover.Client(&networkservice.Connection{})

@@ -1,13 +1,11 @@
 package kubesource
 
 import (
-	"encoding/base64"
 	"log/slog"
 	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v4"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/clientproof"
+	"github.com/causeway-net/causeway/pkg/nsm/clientproof/clientprooftest"
 )
 
 // asPod is pod run under service account sa.
@@ -41,17 +40,6 @@ func genuineToken(t *testing.T, src *testutil.SVIDSource) string {
 	tok, _, err := clientproof.Generator(src, time.Minute)(nil)
 	require.NoError(t, err)
 	return tok
-}
-
-// forgedSubject signs, with src's own key and chain, a token whose subject
-// is sub.
-func forgedSubject(t *testing.T, src *testutil.SVIDSource, sub string) string {
-	t.Helper()
-	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.RegisteredClaims{Subject: sub, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Minute))})
-	tok.Header["x5c"] = []string{base64.StdEncoding.EncodeToString(src.SVID.Certificates[0].Raw)}
-	s, err := tok.SignedString(src.SVID.PrivateKey)
-	require.NoError(t, err)
-	return s
 }
 
 // TestForgedPodNameNotPublished performs the attack of finding 1 on the
@@ -90,7 +78,7 @@ func TestForgedPodNameNotPublished(t *testing.T) {
 			victimID := tc.ids["web-0"].SVID.ID.String()
 			attacks := []Conn{
 				{Pod: "web-0", Identity: identityOf(t, prover, genuineToken(t, tc.ids["attacker"])), Addrs: addrs, Up: true},
-				{Pod: "web-0", Identity: identityOf(t, prover, forgedSubject(t, tc.ids["attacker"], victimID)), Addrs: addrs, Up: true},
+				{Pod: "web-0", Identity: identityOf(t, prover, clientprooftest.ForgeOwn(t, tc.ids["attacker"].SVID, victimID)), Addrs: addrs, Up: true},
 				{Pod: "web-0", Addrs: addrs, Up: true}, // NSM's own token: nothing proved
 			}
 			for range 3 {

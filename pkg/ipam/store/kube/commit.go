@@ -3,6 +3,8 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/netip"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +43,12 @@ func (s *Store) commit(ctx context.Context, c *change) error {
 				blocks = append(blocks, s.blockWrite(b))
 			}
 		}
+	}
+	if len(blocks) > 0 && !s.leasesKept {
+		if err := s.checkLeasesKept(ctx); err != nil {
+			return err
+		}
+		s.leasesKept = true
 	}
 	for _, step := range [][]write{dels, poolDels, pools, blocks} {
 		if err := s.run(ctx, step); err != nil {
@@ -136,11 +144,7 @@ func (s *Store) poolWrite(p *pool) write {
 func (s *Store) blockWrite(b *block) write {
 	return write{
 		do: func(ctx context.Context) (string, error) {
-			obj, err := b.object(s.o.Namespace, s.o.Trench)
-			if err != nil {
-				return "", err
-			}
-			return s.put(ctx, BlockResource, obj)
+			return s.put(ctx, BlockResource, b.object(s.o.Namespace, s.o.Trench))
 		},
 		done: func(rv string) {
 			b.rv = rv
@@ -172,4 +176,27 @@ func (s *Store) deleteWrite(d deletion) write {
 			delete(s.st.orphans, d.name)
 		},
 	}
+}
+
+// checkLeasesKept makes sure, before the store's first block write, that
+// the API server keeps spec.leases: one with the IPAMBlock CRD of an
+// earlier version (Helm installs a chart's CRDs but never upgrades them)
+// would drop the field and, with it, every address of the block. It
+// creates a block with one lease as a dry run (nothing is stored) and
+// looks at what the server would have stored.
+func (s *Store) checkLeasesKept(ctx context.Context) error {
+	probe := &block{name: poolName(s.o.Trench, 4) + "-crd-check", family: 4, id: nodeID{"check", "check"},
+		prefix: netip.MustParsePrefix("192.0.2.0/24"), children: map[string]lease{"check": {prefix: netip.MustParsePrefix("192.0.2.1/32")}}}
+	cctx, cancel := context.WithTimeout(ctx, s.o.WriteTimeout)
+	defer cancel()
+	out, err := s.resource(BlockResource).Create(cctx, probe.object(s.o.Namespace, s.o.Trench), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return fmt.Errorf("kube store: check that the API server keeps an IPAMBlock's leases (a dry run): %w", err)
+	}
+	if leases, _, _ := unstructured.NestedMap(out.Object, "spec", "leases"); len(leases) != 1 {
+		return errors.New("kube store: the API server drops spec.leases of an IPAMBlock: the cluster's IPAMBlock CRD is older " +
+			"than this IPAM; apply deployments/helm/causeway/crds/ipam.causeway.net.yaml (helm upgrade does not update CRDs). " +
+			"Nothing is written until then")
+	}
+	return nil
 }

@@ -28,6 +28,9 @@ type fakeAPI struct {
 	rv      int
 	writes  []string // "verb resource name" of each successful write
 	fail    func(verb, resource, name string) error
+	// oldCRD drops spec.leases from every IPAMBlock written, as an API
+	// server with the IPAMBlock CRD of an earlier version does.
+	oldCRD bool
 }
 
 func newFakeAPI() *fakeAPI { return &fakeAPI{objects: map[string]*unstructured.Unstructured{}} }
@@ -68,9 +71,13 @@ func (r *fakeResource) store(verb string, obj *unstructured.Unstructured) *unstr
 	return c.DeepCopy()
 }
 
-func (r *fakeResource) Create(_ context.Context, obj *unstructured.Unstructured, _ metav1.CreateOptions, _ ...string) (*unstructured.Unstructured, error) {
+func (r *fakeResource) Create(_ context.Context, obj *unstructured.Unstructured, opts metav1.CreateOptions, _ ...string) (*unstructured.Unstructured, error) {
 	r.api.mu.Lock()
 	defer r.api.mu.Unlock()
+	obj = r.prune(obj)
+	if len(opts.DryRun) > 0 {
+		return obj, nil
+	}
 	if err := r.check("create", obj.GetName()); err != nil {
 		return nil, err
 	}
@@ -83,6 +90,7 @@ func (r *fakeResource) Create(_ context.Context, obj *unstructured.Unstructured,
 func (r *fakeResource) Update(_ context.Context, obj *unstructured.Unstructured, _ metav1.UpdateOptions, _ ...string) (*unstructured.Unstructured, error) {
 	r.api.mu.Lock()
 	defer r.api.mu.Unlock()
+	obj = r.prune(obj)
 	if err := r.check("update", obj.GetName()); err != nil {
 		return nil, err
 	}
@@ -134,4 +142,13 @@ func (f *fakeAPI) writeLog() []string {
 	w := f.writes
 	f.writes = nil
 	return w
+}
+
+// prune returns a copy of obj as the fake would store it.
+func (r *fakeResource) prune(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	c := obj.DeepCopy()
+	if r.api.oldCRD && r.res == "ipamblocks" {
+		unstructured.RemoveNestedField(c.Object, "spec", "leases")
+	}
+	return c
 }

@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/causeway-net/causeway/internal/apiservertest"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/store"
 	"github.com/causeway-net/causeway/pkg/ipam/store/bolt"
@@ -23,11 +25,13 @@ import (
 // New allocations per second, and their p50/p99 latency, with 1, 8 and 64
 // callers, on the Kubernetes store (a real API server and etcd on this
 // machine) and on the bbolt store, in the same run; with the API writes
-// per allocation of the Kubernetes store. The callers allocate new children
+// per allocation of the Kubernetes store and the processor time each
+// allocation cost in the API server, in etcd and in this process (the
+// engine, the store and the client). The callers allocate new children
 // for two seconds on 8 nodes (as proxies on 8 nodes would: the callers of a
 // node share its subnet, and a new one when it is full).
 func TestFiguresKubeVsBolt(t *testing.T) {
-	_, client := realAPI(t)
+	api, client := realAPI(t)
 	for _, callers := range []int{1, 8, 64} {
 		for _, kind := range []string{"bolt", "kubernetes"} {
 			trench := fmt.Sprintf("%s%d", kind[:1], callers)
@@ -42,12 +46,15 @@ func TestFiguresKubeVsBolt(t *testing.T) {
 				require.NoError(t, err)
 				st, writes = k, k.Writes
 			}
+			cpu := cpuNow(api)
 			n, lat, w := allocateFor(t, st, trench, callers, 2*time.Second, writes)
+			used := cpuNow(api).since(cpu)
 			require.NoError(t, st.Close())
 			slices.Sort(lat)
-			perAlloc := ""
+			perAlloc := fmt.Sprintf(", CPU per allocation: this process %s", used.self/time.Duration(n))
 			if kind == "kubernetes" {
-				perAlloc = fmt.Sprintf(", %.3f API writes per allocation", float64(w)/float64(n))
+				perAlloc = fmt.Sprintf(", %.3f API writes per allocation, CPU per allocation: API server %s, etcd %s, this process %s",
+					float64(w)/float64(n), used.api/time.Duration(n), used.etcd/time.Duration(n), used.self/time.Duration(n))
 			}
 			fmt.Printf("FIGURE: IPAM new allocations, %s store, %d callers: %.0f per second, p50 %s, p99 %s%s\n", kind, callers,
 				float64(n)/2, lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond), perAlloc)
@@ -93,4 +100,22 @@ func allocateFor(t *testing.T, st store.Store, trench string, callers int, d tim
 	}
 	wg.Wait()
 	return len(lat), lat, writes() - before
+}
+
+// cpuTimes is the processor time used so far by the API server, etcd and
+// this process.
+type cpuTimes struct{ api, etcd, self time.Duration }
+
+func cpuNow(api *apiservertest.Server) cpuTimes {
+	var c cpuTimes
+	c.api, c.etcd = api.CPU()
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		c.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return c
+}
+
+func (c cpuTimes) since(before cpuTimes) cpuTimes {
+	return cpuTimes{c.api - before.api, c.etcd - before.etcd, c.self - before.self}
 }

@@ -54,6 +54,9 @@ type Store struct {
 
 	fencedCh chan struct{}
 	writes   atomic.Uint64
+	// leasesKept: the API server was seen to keep an IPAMBlock's leases
+	// (checkLeasesKept), so blocks may be written.
+	leasesKept bool
 }
 
 var _ store.Store = (*Store)(nil)

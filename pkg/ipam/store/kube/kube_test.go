@@ -334,3 +334,33 @@ func TestObjectNames(t *testing.T) {
 	long := poolName("Not_A_Name", 4)
 	assert.Regexp(t, `^t[0-9a-f]{16}-ipv4$`, long)
 }
+
+// On an API server whose IPAMBlock CRD predates spec.leases (Helm never
+// upgrades a chart's CRDs), which would drop every address of a block
+// written, no block is written and the commit fails saying what to do.
+func TestOldCRDRefusedBeforeAnyBlockWrite(t *testing.T) {
+	api := newFakeAPI()
+	api.oldCRD = true
+	s := open(t, api, "r1")
+	err := s.Apply(context.Background(), []store.Op{
+		trenchPut(4),
+		put(store.LevelConduit, 4, "c", "", "", "172.16.0.0/20", time.Time{}),
+		put(store.LevelNode, 4, "c", "w1", "", "172.16.0.0/24", t0),
+		put(store.LevelChild, 4, "c", "w1", "a", "172.16.0.5/32", t0),
+	})
+	require.ErrorContains(t, err, "apply deployments/helm/causeway/crds/ipam.causeway.net.yaml")
+	require.NotErrorIs(t, err, ErrFenced)
+	assert.Empty(t, api.writeLog(), "nothing written")
+
+	// With the CRD applied, the same commit goes through.
+	api.mu.Lock()
+	api.oldCRD = false
+	api.mu.Unlock()
+	require.NoError(t, s.Apply(context.Background(), []store.Op{
+		trenchPut(4),
+		put(store.LevelConduit, 4, "c", "", "", "172.16.0.0/20", time.Time{}),
+		put(store.LevelNode, 4, "c", "w1", "", "172.16.0.0/24", t0),
+		put(store.LevelChild, 4, "c", "w1", "a", "172.16.0.5/32", t0),
+	}))
+	assert.Equal(t, []string{"w1/", "w1/a"}, nodesAndChildren(t, api))
+}

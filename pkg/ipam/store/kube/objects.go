@@ -55,23 +55,11 @@ type nodeEntry struct {
 	Prefix  string `json:"prefix"`
 }
 
-// blockSpec is the spec of an IPAMBlock: one node subnet and its children.
-type blockSpec struct {
-	Trench       string       `json:"trench"`
-	Family       string       `json:"family"`
-	Conduit      string       `json:"conduit"`
-	Node         string       `json:"node"`
-	Prefix       string       `json:"prefix"`
-	Renewed      string       `json:"renewed,omitempty"`
-	AddressCount int          `json:"addressCount"`
-	Children     []childEntry `json:"children,omitempty"`
-}
-
-type childEntry struct {
-	Name    string `json:"name"`
-	Address string `json:"address"`
-	Renewed string `json:"renewed,omitempty"`
-}
+// An IPAMBlock's spec is built and read by hand (codec.go): trench,
+// family, conduit, node, prefix, renewed, addressCount and leases, a map
+// from each child's name to "<address> <renewed>" (see formatLease).
+// Blocks written before the leases map hold a list of children instead,
+// each {name, address, renewed}; they are read as well.
 
 func familyName(f uint8) string {
 	if f == 4 {
