@@ -33,7 +33,9 @@
 // adopts the veth pairs and VXLAN devices an earlier run made for a
 // connection (a VXLAN device carries its connection's id in its alias, so
 // the devices of a connection that an earlier run made under other names are
-// removed), and Close removes them.
+// removed), and Close removes them, except a veth pair when the Close only
+// moves the connection to a new URL of its endpoint, restarted in its
+// namespace (move.go).
 //
 // The lab's control plane (pkg/nsm/controlplane), the tests' NSM sandbox
 // (pkg/nsm/nsmtest) and the test cluster's forwarder image

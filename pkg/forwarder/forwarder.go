@@ -124,7 +124,8 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 // discovery and endpoint selection: mechanisms{KERNEL: accept as is; VXLAN,
 // when r is enabled: SDK's vni server}, connectioncontextkernel (programs a
 // KERNEL NSC end), stash (remembers the NSC end, kernel or VXLAN, for the
-// client side).
+// client side), requestScope (marks the Request for the client side: a
+// Close within it moves the connection, move.go).
 func ServerElements(r Remote) []networkservice.NetworkServiceServer {
 	accepted := map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: null.NewServer()}
 	if r.enabled() {
@@ -134,6 +135,7 @@ func ServerElements(r Remote) []networkservice.NetworkServiceServer {
 		mechanisms.NewServer(accepted),
 		connectioncontextkernel.NewServer(),
 		stashServer{},
+		requestScope{},
 	}
 }
 

@@ -16,8 +16,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/causeway-net/causeway/pkg/lab/labrun"
+	"github.com/causeway-net/causeway/pkg/lab/targetstub"
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
@@ -131,9 +134,13 @@ func (d deletions) String() string {
 // for the IPAM). Asserted for every restart: the lab is green again; no VIP
 // rule is deleted; the LB links, their addresses and the ECMP routes are
 // kept (a stopping proxy leaves its LB connections, the next run resumes
-// them on their links). Reported for each restart: the probes lost, the
-// longest gap and what was deleted (the targets' links are still replaced,
-// docs/reliability.md), and the totals.
+// them on their links); the targets' links are kept too, no address is
+// deleted in the proxy's namespace, and every target's NSM interface has
+// the same index and the same addresses as before the restarts (the
+// targets re-request as they are, the forwarder keeps their veths while
+// the connections move to the new run's URL, docs/reliability.md).
+// Reported for each restart: the probes lost, the longest gap and what was
+// deleted, and the totals.
 func TestProxyRestartInPlace(t *testing.T) {
 	rounds := 20
 	if v, err := strconv.Atoi(os.Getenv("CAUSEWAY_E2E_INPLACE_ROUNDS")); err == nil && v > 0 {
@@ -151,6 +158,7 @@ func TestProxyRestartInPlace(t *testing.T) {
 	}
 	waitProbes(t, ps, time.Time{}, 20, "probes before the restarts")
 	watch := watchKernel(t, l.NetNSPath("proxy"))
+	targets := targetInterfaces(t, l)
 
 	start := time.Now()
 	totalLost, totalProbes := 0, 0
@@ -179,6 +187,9 @@ func TestProxyRestartInPlace(t *testing.T) {
 		require.Zero(t, d.rules, "restart %d (%s): no VIP rule is deleted", r, how.name)
 		require.Zero(t, d.lbLinks, "restart %d (%s): the LB connections are left by the stop and resumed on their links", r, how.name)
 		require.Zero(t, d.routes, "restart %d (%s): the ECMP routes stay", r, how.name)
+		require.Zero(t, d.targetLinks, "restart %d (%s): the targets' links are kept", r, how.name)
+		require.Zero(t, d.addrs, "restart %d (%s): no address is deleted", r, how.name)
+		require.Equal(t, targets, targetInterfaces(t, l), "restart %d (%s): every target keeps its interface and its addresses", r, how.name)
 	}
 	for _, name := range slices.Sorted(maps.Keys(ps)) {
 		s := ps[name].Stop().After(start)
@@ -190,6 +201,38 @@ func TestProxyRestartInPlace(t *testing.T) {
 	}
 	t.Logf("FIGURE: proxy restarted in place %d times under traffic in %v: %d of %d probes lost in total",
 		rounds, time.Since(start).Round(time.Second), totalLost, totalProbes)
+}
+
+// targetInterfaces describes each target's NSM interface in its namespace:
+// its index and its addresses.
+func targetInterfaces(t *testing.T, l *labrun.Lab) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range l.Targets() {
+		ns, err := netns.GetFromPath(l.NetNSPath(name))
+		require.NoError(t, err)
+		h, err := netlink.NewHandleAt(ns)
+		ns.Close()
+		require.NoError(t, err)
+		link, err := h.LinkByName(targetstub.DefaultInterfaceName)
+		if err != nil {
+			h.Close()
+			out[name] = err.Error()
+			continue
+		}
+		addrs, err := h.AddrList(link, netlink.FAMILY_ALL)
+		h.Close()
+		require.NoError(t, err)
+		var s []string
+		for _, a := range addrs {
+			if !a.IP.IsLinkLocalUnicast() {
+				s = append(s, a.IPNet.String())
+			}
+		}
+		slices.Sort(s)
+		out[name] = fmt.Sprintf("index %d, %v", link.Attrs().Index, s)
+	}
+	return out
 }
 
 // restartKind is a way the proxy is restarted in place.

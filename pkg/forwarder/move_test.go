@@ -1,0 +1,125 @@
+package forwarder
+
+import (
+	"context"
+	"testing"
+
+	"github.com/golang/protobuf/ptypes/empty"
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanismtranslation"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/adapters"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/chain"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/metadata"
+	"github.com/stretchr/testify/require"
+	"github.com/vishvananda/netlink"
+	"google.golang.org/grpc"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+)
+
+// movingClient plays the SDK's dial client when the endpoint's URL has
+// changed: within the Request, it closes the connection down the chain
+// (toward the old URL), then requests (through the new one).
+type movingClient struct{ move bool }
+
+func (m *movingClient) Request(ctx context.Context, request *networkservice.NetworkServiceRequest, opts ...grpc.CallOption) (*networkservice.Connection, error) {
+	if m.move {
+		_, _ = next.Client(ctx).Close(ctx, request.GetConnection(), opts...)
+	}
+	return next.Client(ctx).Request(ctx, request, opts...)
+}
+
+func (m *movingClient) Close(ctx context.Context, conn *networkservice.Connection, opts ...grpc.CallOption) (*empty.Empty, error) {
+	return next.Client(ctx).Close(ctx, conn, opts...)
+}
+
+// kernelEndpoint plays the endpoint: it takes the connection's kernel
+// mechanism, or else the first kernel preference (as the SDK's kernel
+// server, keeping the name asked for), in its namespace.
+type kernelEndpoint struct{ netnsURL string }
+
+func (e kernelEndpoint) Request(_ context.Context, request *networkservice.NetworkServiceRequest, _ ...grpc.CallOption) (*networkservice.Connection, error) {
+	conn := request.GetConnection().Clone()
+	if conn.GetMechanism() == nil {
+		for _, m := range request.GetMechanismPreferences() {
+			if m.GetType() == kernelmech.MECHANISM {
+				conn.Mechanism = m.Clone()
+				break
+			}
+		}
+	}
+	kernelmech.ToMechanism(conn.GetMechanism()).SetNetNSURL(e.netnsURL)
+	return conn, nil
+}
+
+func (kernelEndpoint) Close(context.Context, *networkservice.Connection, ...grpc.CallOption) (*empty.Empty, error) {
+	return &empty.Empty{}, nil
+}
+
+// TestVethKeptWhenTheEndpointMoves: the endpoint restarted in its namespace
+// and listens on a new URL; the dial client closes the connection toward
+// the old URL within the NSC's Request and requests through the new one,
+// without the mechanism it had (mechanism translation forgot it). The
+// pair is kept, both ends with their indexes, and the endpoint is asked for
+// the interface name it had. A Close from the NSC removes the pair.
+func TestVethKeptWhenTheEndpointMoves(t *testing.T) {
+	nsc := testutil.NewNetNS(t, "mc")
+	nse := testutil.NewNetNS(t, "me")
+	v := newVethClient()
+	mover := &movingClient{}
+	fwd := chain.NewNetworkServiceServer(
+		metadata.NewServer(),
+		stashServer{},
+		requestScope{},
+		adapters.NewClientToServer(chain.NewNetworkServiceClient(
+			metadata.NewClient(),
+			mover,
+			mechanismtranslation.NewClient(),
+			kernel.NewClient(),
+			v,
+			kernelEndpoint{netnsURL: "file://" + nse.Path()},
+		)),
+	)
+	ctx := context.Background()
+	request := &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+		Id: "conn-1", NetworkService: "svc",
+		Mechanism: kernelmech.New("file://" + nsc.Path()),
+	}}
+	kernelmech.ToMechanism(request.GetConnection().GetMechanism()).SetInterfaceName("nsm0")
+
+	_, err := fwd.Request(ctx, request.Clone())
+	require.NoError(t, err)
+	p, ok := v.pairs.get("conn-1")
+	require.True(t, ok)
+	nseName := p.nseName
+	nscIndex, nseIndex := index(t, nsc, "nsm0"), index(t, nse, nseName)
+	require.NotZero(t, nscIndex)
+	require.NotZero(t, nseIndex)
+
+	mover.move = true
+	_, err = fwd.Request(ctx, request.Clone())
+	require.NoError(t, err)
+	require.Equal(t, nscIndex, index(t, nsc, "nsm0"), "the NSC's end is kept")
+	require.Equal(t, nseIndex, index(t, nse, nseName), "the endpoint's end is kept, under its name")
+	h, err := netlink.NewHandleAt(nse.Handle)
+	require.NoError(t, err)
+	links, err := h.LinkList()
+	h.Close()
+	require.NoError(t, err)
+	var veths []string
+	for _, l := range links {
+		if _, ok := l.(*netlink.Veth); ok {
+			veths = append(veths, l.Attrs().Name)
+		}
+	}
+	require.Equal(t, []string{nseName}, veths, "the kept end only, no second pair")
+
+	mover.move = false
+	_, err = fwd.Close(ctx, request.GetConnection().Clone())
+	require.NoError(t, err)
+	require.Zero(t, index(t, nsc, "nsm0"), "a Close from the NSC removes the pair")
+	require.Zero(t, index(t, nse, nseName))
+}
