@@ -38,7 +38,8 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=${VERSION}" -o /out/ ./cmd/proxy ./cmd/ipam ./cmd/nsp ./cmd/causeway-upgrade \
+# The flags of the Makefile's NORACE (grpcnotrace: see there).
+RUN CGO_ENABLED=0 go build -trimpath -tags=grpcnotrace -ldflags "-X main.version=${VERSION}" -o /out/ ./cmd/proxy ./cmd/ipam ./cmd/nsp ./cmd/causeway-upgrade \
 	&& setcap cap_net_admin=ep /out/proxy
 
 FROM scratch AS prebuilt

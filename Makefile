@@ -22,8 +22,11 @@ HELMTESTFLAGS ?= -count=1 -timeout 10m
 # tests build through internal/testutil, the chart's and the cluster's
 # suites) is built one way, static and path-trimmed, so that each package
 # compiles once for all of them (on a fresh machine each other way
-# compiled the whole dependency tree again).
-NORACE := CGO_ENABLED=0 GOFLAGS="$(strip $(GOFLAGS) -trimpath)"
+# compiled the whole dependency tree again). The tag grpcnotrace keeps
+# gRPC from linking golang.org/x/net/trace, whose HTML templates call
+# methods by name: with them the linker keeps every exported method of every
+# type that is ever an interface value (docs/proxy-memory.md).
+NORACE := CGO_ENABLED=0 GOFLAGS="$(strip $(GOFLAGS) -trimpath -tags=grpcnotrace)"
 
 .PHONY: all build images images-full test test-stress test-apiserver test-short generate lint bench figures lab clean tools deps cluster cluster-down test-kube preflight-test preflight-lab
 
@@ -82,8 +85,11 @@ test-short:
 
 tools:
 	@mkdir -p $(TOOLBIN)
-	GOBIN=$(TOOLBIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	GOBIN=$(TOOLBIN) $(NORACE) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
+# The configuration reference's generator compiles the daemons' whole tree:
+# it is built the way vet and build compile it (NORACE), so that they find
+# that tree in the cache.
 generate: tools
 	@./scripts/install-deps.sh --check
 	protoc -I . \
@@ -92,12 +98,12 @@ generate: tools
 		--go_out=. --go_opt=module=$(MODULE) \
 		--go-grpc_out=. --go-grpc_opt=module=$(MODULE) \
 		$(PROTOS)
-	$(GO) generate ./deployments/configref
+	$(NORACE) $(GO) generate ./deployments/configref
 
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(NORACE) $(GO) vet ./...
-	$(NORACE) $(GO) vet -tags apiserver $(APISERVER_PKGS) ./internal/apiservertest/...
+	$(NORACE) $(GO) vet -tags apiserver,grpcnotrace $(APISERVER_PKGS) ./internal/apiservertest/...
 	cd $(HELMTEST) && $(NORACE) $(GO) vet ./...
 	cd test/kube && $(NORACE) $(GO) vet ./...
 

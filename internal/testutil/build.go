@@ -63,12 +63,18 @@ func BuildBinaries(t testing.TB, pkgs ...string) map[string]string {
 	return bins
 }
 
-// build runs `go build -trimpath flags -o dir/ pkgs` in the module root with
-// cgo off: static binaries as `make build` and the images build them (a
-// dynamically linked proxy maps libc too: 1.3 MiB more resident file pages
-// in TestProxyMemory), from the packages `make build` and `make lint`
-// compiled already (the same flags: Makefile's NORACE). Each binary is
-// named after the last element of its package path.
+// BuildTags are the build tags of every binary the project ships
+// (Makefile's NORACE, the Dockerfile): grpcnotrace keeps gRPC from linking
+// golang.org/x/net/trace, whose templates would make the linker keep every
+// exported method of every type used as an interface value.
+const BuildTags = "grpcnotrace"
+
+// build runs `go build -trimpath -tags BuildTags flags -o dir/ pkgs` in the
+// module root with cgo off: static binaries as `make build` and the images
+// build them (a dynamically linked proxy maps libc too: 1.3 MiB more
+// resident file pages in TestProxyMemory), from the packages `make build`
+// and `make lint` compiled already (the same flags: Makefile's NORACE).
+// Each binary is named after the last element of its package path.
 func build(dir string, pkgs, flags []string) (map[string]string, error) {
 	if len(pkgs) == 0 {
 		return nil, errors.New("build: no package")
@@ -90,7 +96,7 @@ func build(dir string, pkgs, flags []string) (map[string]string, error) {
 		names[name] = p
 		bins[name] = filepath.Join(dir, name)
 	}
-	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", dir+string(filepath.Separator))
+	args := append(append([]string{"build", "-trimpath", "-tags=" + BuildTags}, flags...), "-o", dir+string(filepath.Separator))
 	cmd := exec.Command(GoTool(), append(args, pkgs...)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -98,8 +98,26 @@ func NewNetNS(t testing.TB, prefix string) *NetNS {
 	if err != nil {
 		t.Fatalf("open netns %s: %v", name, err)
 	}
-	t.Cleanup(func() { _ = h.Close() })
 	ns := &NetNS{Name: name, Handle: h}
+	t.Cleanup(ns.closeHandle)
 	ns.MustExec(t, "ip", "link", "set", "lo", "up")
 	return ns
+}
+
+// Remove deletes the namespace now, as the end of a pod does: its mount
+// goes and the test's handle is closed, so that only what others hold
+// keeps it alive. The namespace's methods must not be used after it.
+func (n *NetNS) Remove(t testing.TB) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "del", n.Name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns del %s: %v: %s", n.Name, err, out)
+	}
+	n.closeHandle()
+}
+
+// closeHandle closes the test's handle once.
+func (n *NetNS) closeHandle() {
+	if n.Handle.IsOpen() {
+		_ = n.Handle.Close()
+	}
 }

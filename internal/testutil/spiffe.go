@@ -103,20 +103,24 @@ func (w *workloadAPI) FetchX509SVID(_ *workload.X509SVIDRequest, stream workload
 	return nil
 }
 
-// ServeWorkloadAPI serves src over a unix socket until the test ends and
-// returns the SPIFFE_ENDPOINT_SOCKET value.
-func ServeWorkloadAPI(t *testing.T, src *SVIDSource) string {
+// ServeWorkloadAPI serves src (and more, after it in the response, as an
+// agent does for a workload that several entries select) over a unix
+// socket until the test ends and returns the SPIFFE_ENDPOINT_SOCKET value.
+func ServeWorkloadAPI(t *testing.T, src *SVIDSource, more ...*SVIDSource) string {
 	t.Helper()
-	keyDER, err := x509.MarshalPKCS8PrivateKey(src.SVID.PrivateKey)
-	require.NoError(t, err)
-	var bundleDER []byte
-	for _, c := range src.Bundle.X509Authorities() {
-		bundleDER = append(bundleDER, c.Raw...)
+	api := &workloadAPI{resp: &workload.X509SVIDResponse{}}
+	for _, s := range append([]*SVIDSource{src}, more...) {
+		keyDER, err := x509.MarshalPKCS8PrivateKey(s.SVID.PrivateKey)
+		require.NoError(t, err)
+		var bundleDER []byte
+		for _, c := range s.Bundle.X509Authorities() {
+			bundleDER = append(bundleDER, c.Raw...)
+		}
+		api.resp.Svids = append(api.resp.Svids, &workload.X509SVID{
+			SpiffeId: s.SVID.ID.String(), X509Svid: s.SVID.Certificates[0].Raw,
+			X509SvidKey: keyDER, Bundle: bundleDER,
+		})
 	}
-	api := &workloadAPI{resp: &workload.X509SVIDResponse{Svids: []*workload.X509SVID{{
-		SpiffeId: src.SVID.ID.String(), X509Svid: src.SVID.Certificates[0].Raw,
-		X509SvidKey: keyDER, Bundle: bundleDER,
-	}}}}
 	// A short directory: unix socket paths are limited to ~108 bytes.
 	dir, err := os.MkdirTemp("", "cw-wl")
 	require.NoError(t, err)

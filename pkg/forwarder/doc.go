@@ -29,6 +29,11 @@
 //     delete, its unicast remote is its only forwarding entry and goes with
 //     it, and the kernel shares one UDP socket among the devices of a port.
 //
+// A connection whose client's or endpoint's pod is gone is closed by the
+// forwarder itself (sub-package reaper): NSM's descriptors keep a dead pod's
+// namespace, and with it the veth pair into a live pod, until the
+// connection's Close, which for a client that died is its expiry.
+//
 // Kernel objects are idempotent across refreshes; a forwarder started again
 // adopts the veth pairs and VXLAN devices an earlier run made for a
 // connection (a VXLAN device carries its connection's id in its alias, so
@@ -44,7 +49,7 @@
 // binary, runs it through pkg/nsm/controlplane, and product code never
 // imports the test tree. The image, which only the test cluster uses, is in
 // the test tree already. Its own chain elements are the sub-packages
-// dumpretry (a request failed by an interrupted netlink dump is run again)
-// and findretry (a registry listing that broke before its end is listed
-// again).
+// dumpretry (a request failed by an interrupted netlink dump is run again),
+// findretry (a registry listing that broke before its end is listed again)
+// and reaper (a connection whose pod is gone is closed).
 package forwarder

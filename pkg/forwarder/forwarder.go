@@ -31,6 +31,7 @@ import (
 
 	"github.com/causeway-net/causeway/pkg/forwarder/dumpretry"
 	"github.com/causeway-net/causeway/pkg/forwarder/findretry"
+	"github.com/causeway-net/causeway/pkg/forwarder/reaper"
 )
 
 // ServiceName is the network service forwarders register under; the NSMgr
@@ -52,20 +53,26 @@ type Config struct {
 	// Remote, when its NodeIP is set, lets the forwarder join namespaces of
 	// two nodes with VXLAN (the zero value: one node, veth pairs only).
 	Remote Remote
+	// ReapInterval is how often the forwarder looks for connections whose
+	// client's or endpoint's pod is gone, to close them (pkg/forwarder/reaper;
+	// default reaper.DefaultInterval, negative: never).
+	ReapInterval time.Duration
 }
 
 // Forwarder is the forwarder endpoint. Register it on a gRPC server on a
 // unix socket (FD passing needs one) and register that URL with the NSMgr.
 type Forwarder struct {
 	endpoint.Endpoint
+	reaped chan struct{} // closed when the reaper's sweeps have ended
 }
 
 // New builds the forwarder chain. ctx bounds its lifetime.
 //
 // Server side: dumpretry (runs the rest again after an interrupted netlink
-// dump), recvfd, discover (its registry listings run again when they
-// break, see findretry), roundrobin, then ServerElements. Client side:
-// mechanism translation, then ClientElements.
+// dump), recvfd, the reaper (closes the connections whose pod is gone),
+// discover (its registry listings run again when they break, see
+// findretry), roundrobin, then ServerElements. Client side: mechanism
+// translation, then ClientElements. Call Wait after ctx ends.
 func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 	if cfg.NSMgrURL == nil {
 		return nil, fmt.Errorf("forwarder: NSMgr URL is required")
@@ -75,6 +82,9 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.ReapInterval == 0 {
+		cfg.ReapInterval = reaper.DefaultInterval
 	}
 	nsClient := registryclient.NewNetworkServiceRegistryClient(ctx,
 		registryclient.WithClientURL(cfg.NSMgrURL),
@@ -103,22 +113,34 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 		client.WithDialTimeout(cfg.DialTimeout),
 		client.WithoutRefresh(),
 	))
+	reap := reaper.New()
 	servers := []networkservice.NetworkServiceServer{
 		// A request that lost the race of its address listing with
 		// another connection's is run again, not failed.
 		dumpretry.NewServer(),
 		recvfd.NewServer(),
+		reap.NewServer(),
 		discover.NewServer(nsClient, nseClient),
 		roundrobin.NewServer(),
 	}
 	servers = append(append(servers, ServerElements(cfg.Remote)...), connectNSE)
-	f := &Forwarder{}
+	f := &Forwarder{reaped: make(chan struct{})}
 	f.Endpoint = endpoint.NewServer(ctx, cfg.TokenGenerator,
 		endpoint.WithName(cfg.Name),
 		endpoint.WithAdditionalFunctionality(servers...),
 	)
+	go func() {
+		defer close(f.reaped)
+		if cfg.ReapInterval > 0 {
+			reap.Run(ctx, cfg.ReapInterval)
+		}
+	}()
 	return f, nil
 }
+
+// Wait returns once the forwarder's own goroutine has ended, which it does
+// when the context New was given ends.
+func (f *Forwarder) Wait() { <-f.reaped }
 
 // ServerElements are the forwarder's own server-side elements, which follow
 // discovery and endpoint selection: mechanisms{KERNEL: accept as is; VXLAN,
@@ -145,7 +167,8 @@ func ServerElements(r Remote) []networkservice.NetworkServiceServer {
 // LOCAL toward a unix socket, the NSMgr's own endpoints, and REMOTE toward
 // another node's NSMgr, as NSM's forwarders do), connectioncontextkernel
 // (programs a KERNEL NSE end), veth (joins two namespaces of this node),
-// vxlan (puts a tunnel's device into this node's namespace), recvfd.
+// vxlan (puts a tunnel's device into this node's namespace), the reaper's
+// client element (records the endpoint's namespace), recvfd.
 // A test's NSM sandbox builds its forwarder from ServerElements and these.
 func ClientElements(r Remote) []networkservice.NetworkServiceClient {
 	elements := append([]networkservice.NetworkServiceClient{kernel.NewClient()}, r.offerClients()...)
@@ -154,6 +177,7 @@ func ClientElements(r Remote) []networkservice.NetworkServiceClient {
 		connectioncontextkernel.NewClient(),
 		newVethClient(),
 		newVXLANClient(r.NodeNetNS),
+		reaper.NewClient(),
 		recvfd.NewClient(),
 	)
 }

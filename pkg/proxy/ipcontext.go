@@ -120,19 +120,32 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 		return fmt.Errorf("set IP context: %w", err)
 	}
 	log := p.log.With("id", id, "type", t.String())
-	unlock, err := p.lockForSet(ctx, id, log)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-
+	// Proved before anything changes: a refused client (a replayed
+	// token under a closed connection's key) cancels no pending release.
 	identity := ""
 	if t == TargetConn {
 		if identity, err = p.proveTarget(conn, id); err != nil {
 			return err
 		}
 		p.mu.Lock()
-		err := p.admitTargetLocked(id, p.targetClient(conn, id, identity))
+		err = p.takeoverLocked(conn, id, identity)
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	unlock, err := p.lockForSet(ctx, id, log)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	if t == TargetConn {
+		p.mu.Lock()
+		err := p.takeoverLocked(conn, id, identity)
+		if err == nil {
+			err = p.admitTargetLocked(id, p.targetClient(conn, id, identity))
+		}
 		p.mu.Unlock()
 		if err != nil {
 			return err
@@ -465,6 +478,9 @@ func (p *Proxy) UnsetIPContext(_ context.Context, conn *networkservice.Connectio
 		st.release.cancel()
 	}
 	st.owner = ""
+	if t == TargetConn && p.cfg.TargetIdentity.End != nil {
+		p.cfg.TargetIdentity.End(conn)
+	}
 	p.watch.signal()
 	p.scheduleReleaseLocked(st, p.children(id), true, conn.GetId(), delay)
 	p.log.Info("address release scheduled", "id", id, "type", t.String(), "delay", delay)

@@ -1,10 +1,14 @@
 package proxy
 
 import (
+	"errors"
+
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/causeway-net/causeway/pkg/nsm/clientproof"
 )
 
 // TargetIdentity proves who opens target connections, and says who may.
@@ -19,6 +23,11 @@ type TargetIdentity struct {
 	// PermissionDenied, counted and logged once per client. Nil: any
 	// client the NSM authorization let through.
 	Allowed func(spiffeid.ID) error
+	// End, when set, is told of every target connection that ends (its
+	// close, unless another connection superseded it under its key), so
+	// that Prove refuses its tokens from then on
+	// (clientproof.Prover.End).
+	End func(*networkservice.Connection)
 }
 
 // proveTarget returns the proved SPIFFE ID of the client of a target
@@ -30,6 +39,12 @@ func (p *Proxy) proveTarget(conn *networkservice.Connection, id string) (string,
 		return "", nil
 	}
 	proved, err := ti.Prove(conn)
+	if errors.Is(err, clientproof.ErrReplayed) {
+		// A copy of another connection's token: refused whatever the
+		// conduit admits, as a forgery would be if it could be told.
+		p.idRefusals.Deny("replayed", clientIdentity(conn, id), "id", id, "reason", err.Error())
+		return "", status.Errorf(codes.PermissionDenied, "target connection %s: %v", id, err)
+	}
 	if err != nil {
 		if ti.Allowed == nil {
 			return "", nil
@@ -61,4 +76,24 @@ func (p *Proxy) targetClient(conn *networkservice.Connection, id, identity strin
 	default:
 		return clientIdentity(conn, id)
 	}
+}
+
+// takeoverLocked returns the PermissionDenied that refuses a request of the
+// target connection id by another client than the one proved at its first
+// request: the key is the first path segment's id, which the client
+// chooses, and a request under another client's key would otherwise take
+// over its addresses (and unpublish it). An unproved request of a proved
+// key is refused as well. Nothing is checked while the proxy proves
+// nothing. The caller holds p.mu.
+func (p *Proxy) takeoverLocked(conn *networkservice.Connection, id, identity string) error {
+	st := p.conns[id]
+	if p.cfg.TargetIdentity.Prove == nil || st == nil || st.typ != TargetConn || st.client.Identity == "" || st.client.Identity == identity {
+		return nil
+	}
+	by := identity
+	if by == "" {
+		by = "unproved " + clientIdentity(conn, id)
+	}
+	p.idRefusals.Deny("taken", by, "id", id, "holder", st.client.Identity)
+	return status.Errorf(codes.PermissionDenied, "target connection %s is held by %s: %s may not take it over", id, st.client.Identity, by)
 }

@@ -19,6 +19,14 @@ import (
 	"github.com/causeway-net/causeway/pkg/nsm/clientproof/clientprooftest"
 )
 
+// genuineToken is a token of src's own, as its client's Generator signs it.
+func genuineToken(t testing.TB, src *testutil.SVIDSource) string {
+	t.Helper()
+	tok, _, err := clientproof.Generator(src, time.Minute)(nil)
+	require.NoError(t, err)
+	return tok
+}
+
 // tokenOf is a target connection claiming pod whose first segment carries
 // tok.
 func tokenOf(segID, pod, tok string) *networkservice.Connection {
@@ -42,21 +50,16 @@ func TestTargetIdentityProved(t *testing.T) {
 	attacker := ca.Mint(t, "/ns/team-a/pod/attacker")
 	victim := ca.Mint(t, "/ns/team-b/pod/web-0")
 	prover := clientproof.NewProver(attacker.Bundle)
-	genuine := func(src *testutil.SVIDSource) string {
-		tok, _, err := clientproof.Generator(src, time.Minute)(nil)
-		require.NoError(t, err)
-		return tok
-	}
 	ctx := context.Background()
 
 	e := newTestEnv(t, func(c *Config) { c.TargetIdentity.Prove = prover.Client; c.MaxConnectionsPerClient = 2 })
-	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-1", "web-0", genuine(attacker)), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-1", "web-0", genuineToken(t, attacker)), TargetConn))
 	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-2", "web-0", clientprooftest.ForgeOwn(t, attacker.SVID, victim.SVID.ID.String())), TargetConn))
 	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("a-3", "web-0", clientprooftest.ForgeOwn(t, attacker.SVID, victim.SVID.ID.String())), TargetConn))
 	// The forged subject fills no quota but that of unproved claims of it:
 	// the victim (limit 2) still connects twice.
-	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-1", "web-0", genuine(victim)), TargetConn))
-	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-2", "web-0", genuine(victim)), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-1", "web-0", genuineToken(t, victim)), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-2", "web-0", genuineToken(t, victim)), TargetConn))
 	ids := map[string]string{}
 	for _, tg := range e.p.Targets() {
 		require.Equal(t, "web-0", tg.Client.Pod, "the claim is kept as it is")
@@ -82,7 +85,7 @@ func TestTargetIdentityProved(t *testing.T) {
 		c.Logger = slog.New(slog.NewJSONHandler(log, nil))
 	})
 	for range 3 {
-		err := e.p.SetIPContext(ctx, tokenOf("a-1", "web-0", genuine(attacker)), TargetConn)
+		err := e.p.SetIPContext(ctx, tokenOf("a-1", "web-0", genuineToken(t, attacker)), TargetConn)
 		require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 		require.ErrorContains(t, err, "not of namespace team-b")
 		err = e.p.SetIPContext(ctx, tokenOf("a-2", "web-0", clientprooftest.ForgeOwn(t, attacker.SVID, victim.SVID.ID.String())), TargetConn)
@@ -92,9 +95,98 @@ func TestTargetIdentityProved(t *testing.T) {
 	for _, c := range e.ipam.children() {
 		require.NotContains(t, c, "a-", "nothing allocated for a refused client")
 	}
-	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-1", "web-0", genuine(victim)), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-1", "web-0", genuineToken(t, victim)), TargetConn))
 	require.Len(t, e.p.Targets(), 1)
 	require.Equal(t, 3, e.p.idRefusals.Count("not_allowed"))
 	require.Equal(t, 3, e.p.idRefusals.Count("unproved"))
 	require.Equal(t, 2, log.Count("target connection refused for its client's identity (logged once per client)"))
+}
+
+// TestReplayedTokenRefused performs the replay of a captured token on the
+// proxy: a victim's genuine token, which NSM's policies pass when another
+// caller puts it first in a path of its own
+// (TestCapturedTokenPassesNSMAuthorization), is presented for the
+// attacker's client connection while the victim's is open, and again for
+// either once the victim's has closed. Both are refused with
+// PermissionDenied before any address is allocated, counted as replayed
+// and logged once per client, even with no list of allowed IDs; the
+// victim's own connection, requested again with the same token (as its
+// NSMgr does), is served, and so is its next connection with a new token.
+func TestReplayedTokenRefused(t *testing.T) {
+	ca := testutil.NewSPIFFECA(t, "example.org")
+	victim := ca.Mint(t, "/ns/team-b/pod/web-0")
+	prover := clientproof.NewProver(victim.Bundle)
+	tok := genuineToken(t, victim)
+	ctx := context.Background()
+	log := &testutil.JSONLog{}
+	e := newTestEnv(t, func(c *Config) {
+		c.TargetIdentity = TargetIdentity{Prove: prover.Client, End: prover.End}
+		c.Logger = slog.New(slog.NewJSONHandler(log, nil))
+	})
+
+	victimConn := tokenOf("v-1", "web-0", tok)
+	require.NoError(t, e.p.SetIPContext(ctx, victimConn, TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-1", "web-0", tok), TargetConn), "the same request again")
+	replay := func(key string) {
+		t.Helper()
+		err := e.p.SetIPContext(ctx, tokenOf(key, "web-0", tok), TargetConn)
+		require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+		require.ErrorContains(t, err, clientproof.ErrReplayed.Error())
+	}
+	replay("attacker-1")
+	require.NoError(t, e.p.UnsetIPContext(ctx, victimConn, TargetConn))
+	replay("attacker-1")
+	replay("v-1")
+	for _, c := range e.ipam.children() {
+		require.NotContains(t, c, "attacker-", "nothing allocated for a replay")
+	}
+	require.Empty(t, e.p.Targets())
+	require.Zero(t, e.p.Stats().ReleasesCancelled, "a replay under the closed key cancels no release")
+
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("v-1", "web-0", genuineToken(t, victim)), TargetConn))
+	require.Len(t, e.p.Targets(), 1)
+	require.Equal(t, "spiffe://example.org/ns/team-b/pod/web-0", e.p.Targets()[0].Client.Identity)
+	require.Equal(t, 3, e.p.idRefusals.Count("replayed"))
+	require.Equal(t, 1, log.Count("target connection refused for its client's identity (logged once per client)"))
+}
+
+// TestConnectionNotTakenOver performs a takeover of a target's connection:
+// another client requests under the key of the victim's connection (the
+// id of its path's first segment, which a client chooses; the lab's stubs
+// derive it from their name), with its own genuine token and with a
+// forged one. Both are refused with PermissionDenied and counted as
+// "taken"; the victim keeps its addresses and its identity, also while
+// its closed connection's addresses wait for their release.
+func TestConnectionNotTakenOver(t *testing.T) {
+	ca := testutil.NewSPIFFECA(t, "example.org")
+	attacker := ca.Mint(t, "/ns/team-a/pod/attacker")
+	victim := ca.Mint(t, "/ns/team-b/pod/web-0")
+	prover := clientproof.NewProver(victim.Bundle)
+	ctx := context.Background()
+	e := newTestEnv(t, func(c *Config) { c.TargetIdentity = TargetIdentity{Prove: prover.Client, End: prover.End} })
+
+	victimConn := tokenOf("v-1", "web-0", genuineToken(t, victim))
+	require.NoError(t, e.p.SetIPContext(ctx, victimConn, TargetConn))
+	held := ipcOf(victimConn).GetSrcIpAddrs()
+	require.NotEmpty(t, held)
+	takeOver := func() {
+		t.Helper()
+		for _, tok := range []string{genuineToken(t, attacker), clientprooftest.ForgeOwn(t, attacker.SVID, victim.SVID.ID.String())} {
+			conn := tokenOf("v-1", "web-0", tok)
+			err := e.p.SetIPContext(ctx, conn, TargetConn)
+			require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+			require.ErrorContains(t, err, "held by spiffe://example.org/ns/team-b/pod/web-0")
+			require.Empty(t, ipcOf(conn).GetSrcIpAddrs(), "no address handed out")
+		}
+	}
+	takeOver()
+	require.Len(t, e.p.Targets(), 1)
+	require.Equal(t, "spiffe://example.org/ns/team-b/pod/web-0", e.p.Targets()[0].Client.Identity)
+
+	require.NoError(t, e.p.UnsetIPContext(ctx, victimConn, TargetConn))
+	takeOver()
+	again := tokenOf("v-1", "web-0", genuineToken(t, victim))
+	require.NoError(t, e.p.SetIPContext(ctx, again, TargetConn), "the victim reconnects within the release delay")
+	require.Equal(t, held, ipcOf(again).GetSrcIpAddrs(), "with its addresses")
+	require.Equal(t, 4, e.p.idRefusals.Count("taken"))
 }

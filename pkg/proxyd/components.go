@@ -119,8 +119,10 @@ func (d *Daemon) startCredentials(ctx context.Context) (func() error, error) {
 	stop := noStop
 	d.creds = d.opts.creds
 	if d.creds == nil {
+		// Node: with per-node IDs the IPAM holds the proxy to the node its
+		// SVID names; another SVID of the pod would name none.
 		creds, err := credentials.New(ctx, credentials.Config{Insecure: d.cfg.Insecure, MaxTokenLifetime: d.cfg.MaxTokenLifetime,
-			Logger: d.log})
+			Logger: d.log, Node: d.cfg.Host})
 		if err != nil {
 			return nil, err
 		}

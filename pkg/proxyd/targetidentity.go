@@ -7,7 +7,8 @@ import (
 )
 
 // targetIdentity proves the targets' clients by the certificates their
-// tokens carry and admits those NSM_TARGET_IDS lists; in insecure mode
+// tokens carry (each token for one client connection, not after it ended)
+// and admits those NSM_TARGET_IDS lists; in insecure mode
 // nothing is proved nor checked (NSM_TARGET_IDS, if set, is ignored with
 // a warning).
 func (d *Daemon) targetIdentity() (proxy.TargetIdentity, error) {
@@ -24,7 +25,8 @@ func (d *Daemon) targetIdentity() (proxy.TargetIdentity, error) {
 	if allowed != nil {
 		d.log.Info("targets admitted by SPIFFE ID", "rules", d.cfg.TargetIDs)
 	}
-	return proxy.TargetIdentity{Prove: d.creds.ClientProver().Client, Allowed: allowed}, nil
+	prover := d.creds.ClientProver()
+	return proxy.TargetIdentity{Prove: prover.Client, Allowed: allowed, End: prover.End}, nil
 }
 
 // targetIDScheme is NSM_TARGET_ID_SCHEME, off in insecure mode.

@@ -41,6 +41,18 @@ func helm(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// helmUpgradeValues upgrades the release with its values reused and
+// values (YAML) over them.
+func helmUpgradeValues(t *testing.T, values string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
+		"--reuse-values", "--values", file)
+}
+
 // servicesValues turn the proxies' service load balancer on, with the
 // default provider, for the example's conduit (its list repeated: Helm
 // replaces lists): two services, one per family, TCP and UDP on port 80,

@@ -2,8 +2,10 @@ package kube_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,4 +117,26 @@ func (c *cluster) logs(ctx context.Context, pod *corev1.Pod) string {
 		return fmt.Sprintf("(no logs: %v)", err)
 	}
 	return string(b)
+}
+
+// jsonLogs returns the lines of the log of pod's container (since since,
+// all of them with a zero since) that decode as JSON into a T; the
+// components and the stubs log JSON lines (log/slog).
+func jsonLogs[T any](ctx context.Context, c *cluster, pod *corev1.Pod, container string, since metav1.Time) []T {
+	opts := &corev1.PodLogOptions{Container: container}
+	if !since.IsZero() {
+		opts.SinceTime = &since
+	}
+	b, err := c.client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, opts).DoRaw(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []T
+	for _, line := range strings.Split(string(b), "\n") {
+		var l T
+		if json.Unmarshal([]byte(line), &l) == nil {
+			out = append(out, l)
+		}
+	}
+	return out
 }

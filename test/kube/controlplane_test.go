@@ -3,7 +3,6 @@ package kube_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -111,7 +110,11 @@ func (tr *trench) replaceSPIRE(ctx context.Context, t *testing.T) {
 	start := time.Now()
 	var figures []string
 	for _, app := range []string{"spire-server", "spire-agent"} {
-		list, err := tr.c.client.CoreV1().Pods("spire").List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		opts := metav1.ListOptions{LabelSelector: "app=" + app}
+		if app == "spire-agent" { // the agent of the proxy's node
+			opts.FieldSelector = "spec.nodeName=" + proxy.Spec.NodeName
+		}
+		list, err := tr.c.client.CoreV1().Pods("spire").List(ctx, opts)
 		if err != nil || len(list.Items) != 1 {
 			t.Fatalf("%s pods: %v, %d", app, err, len(list.Items))
 		}
@@ -245,18 +248,9 @@ type svidLog struct {
 // svids returns the lines about SVIDs the proxy logged since since (all
 // with a zero since), the first SVID's and the renewals'.
 func (c *cluster) svids(ctx context.Context, proxy *corev1.Pod, since metav1.Time) []svidLog {
-	opts := &corev1.PodLogOptions{Container: proxyContainer}
-	if !since.IsZero() {
-		opts.SinceTime = &since
-	}
-	b, err := c.client.CoreV1().Pods(proxy.Namespace).GetLogs(proxy.Name, opts).DoRaw(ctx)
-	if err != nil {
-		return nil
-	}
 	var out []svidLog
-	for _, line := range strings.Split(string(b), "\n") {
-		var l svidLog
-		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, "SPIFFE SVID") {
+	for _, l := range jsonLogs[svidLog](ctx, c, proxy, proxyContainer, since) {
+		if strings.HasPrefix(l.Msg, "SPIFFE SVID") {
 			out = append(out, l)
 		}
 	}

@@ -70,7 +70,7 @@ func (c *cluster) connectExternal(ctx context.Context, t *testing.T, lbs []*core
 			gws[p.Addr().Is6()] = append(gws[p.Addr().Is6()], p.Addr())
 		}
 	}
-	for _, vip := range chartVIPs {
+	for _, vip := range stubVIPs() {
 		if err := topo.AddRoute(ext.ns.Path(), netip.PrefixFrom(vip, vip.BitLen()), gws[vip.Is6()]...); err != nil {
 			t.Fatal(err)
 		}

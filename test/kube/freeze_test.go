@@ -33,11 +33,19 @@ func withHandle(t *testing.T, path string, fn func(*netlink.Handle)) {
 	fn(h)
 }
 
-// conduitLink returns the name and the addresses of the LB's link to the
-// proxy: the one with addresses of the chart's IPv4 pool.
-func (c *cluster) conduitLink(ctx context.Context, t *testing.T, lb *corev1.Pod) (string, []netip.Addr) {
+// conduitLink returns the name and the addresses of the LB's link to
+// proxy: the one with addresses of the proxy's node subnet (its bridge's
+// prefixes).
+func (c *cluster) conduitLink(ctx context.Context, t *testing.T, lb, proxy *corev1.Pod) (string, []netip.Addr) {
 	t.Helper()
-	pool := netip.MustParsePrefix(chartIPv4Pool)
+	var subnets []netip.Prefix
+	for _, a := range c.podAddrs(ctx, t, proxy, proxyContainer, chartBridgeName) {
+		ip, _ := netip.AddrFromSlice(a.IP)
+		ones, _ := a.Mask.Size()
+		if ip = ip.Unmap(); !ip.IsLinkLocalUnicast() {
+			subnets = append(subnets, netip.PrefixFrom(ip, ones).Masked())
+		}
+	}
 	var name string
 	var addrs []netip.Addr
 	withHandle(t, c.podNetNS(ctx, t, lb, "stub"), func(h *netlink.Handle) {
@@ -51,22 +59,22 @@ func (c *cluster) conduitLink(ctx context.Context, t *testing.T, lb *corev1.Pod)
 				t.Fatal(err)
 			}
 			var own []netip.Addr
-			onConduit := false
+			toProxy := false
 			for _, a := range list {
 				ip, _ := netip.AddrFromSlice(a.IP)
 				ip = ip.Unmap()
-				onConduit = onConduit || pool.Contains(ip)
+				toProxy = toProxy || slices.ContainsFunc(subnets, func(p netip.Prefix) bool { return p.Contains(ip) })
 				if !ip.IsLinkLocalUnicast() {
 					own = append(own, ip)
 				}
 			}
-			if onConduit {
+			if toProxy {
 				name, addrs = l.Attrs().Name, own
 			}
 		}
 	})
 	if name == "" {
-		t.Fatalf("%s has no link on the conduit", lb.Name)
+		t.Fatalf("%s has no link to %s (node subnets %v)", lb.Name, proxy.Name, subnets)
 	}
 	return name, addrs
 }
@@ -105,7 +113,7 @@ func nftIn(t *testing.T, path, script string) {
 func (tr *trench) freezeLB(ctx context.Context, t *testing.T) {
 	proxy := tr.c.waitProxyReady(ctx, t)
 	lb := tr.ext.lbs[0]
-	link, addrs := tr.c.conduitLink(ctx, t, lb)
+	link, addrs := tr.c.conduitLink(ctx, t, lb, proxy)
 	has := func() (all, none bool) {
 		gws := tr.c.proxyNexthops(ctx, t, proxy)
 		all, none = true, true

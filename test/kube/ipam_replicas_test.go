@@ -98,7 +98,7 @@ func (c *cluster) startReplicatedTrench(ctx context.Context, t *testing.T) *tren
 	c.startStubs(ctx, t)
 	lbs := c.stubPods(ctx, t, lbDeployment, 2, "lb stub up")
 	c.waitProxyReady(ctx, t)
-	c.stubPods(ctx, t, targetsName, 3, "target connected")
+	c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
 	c.stubPods(ctx, t, lbDeployment, 2, "lb stub ready")
 	return &trench{c: c, ext: c.connectExternal(ctx, t, lbs), root: root}
 }

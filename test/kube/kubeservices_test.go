@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -113,7 +111,7 @@ func (tr *trench) kubeServices(ctx context.Context, t *testing.T) {
 			_ = svcs.Delete(context.Background(), s.name, metav1.DeleteOptions{})
 		}
 	})
-	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
+	pods := tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
 	client := tr.c.podNetNS(ctx, t, pods[0], "stub")
 
 	start := time.Now()
@@ -168,14 +166,9 @@ func (tr *trench) checkNoWarnings(ctx context.Context, t *testing.T, name string
 func (tr *trench) switchServices(ctx context.Context, t *testing.T, values string) {
 	t.Helper()
 	proxy := tr.c.waitProxyReady(ctx, t)
-	file := filepath.Join(t.TempDir(), "services.yaml")
-	if err := os.WriteFile(file, []byte(values), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
-		"--reuse-values", "--values", file)
-	tr.c.waitReplaced(ctx, t, proxy, proxySelector)
+	helmUpgradeValues(t, values)
+	tr.c.waitReplacedOn(ctx, t, proxy, proxySelector)
 	tr.waitServed(ctx, t)
 	t.Logf("services switched (helm upgrade to the proxy replaced and serving): %.1f s", time.Since(start).Seconds())
 	// The proxies may read the API only with the Kubernetes source.
@@ -328,7 +321,7 @@ func (tr *trench) churnTargets(ctx context.Context, t *testing.T, client string,
 	after := tr.deleteTarget(ctx, t, victim)
 	tr.checkSlices(ctx, t, kubeEcho.name)
 	followed := time.Since(start)
-	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
+	pods := tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
 	servedByAll(ctx, t, client, pods, "tcp", kubeEcho.addrs(kubeServicesPort)[0])
 	time.Sleep(time.Second)
 	series := stop()
@@ -360,7 +353,7 @@ func (tr *trench) changeService(ctx context.Context, t *testing.T, client, clien
 	if _, err := svcs.Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
+	pods := tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
 	for _, a := range kubeEcho.addrs(added) {
 		t.Logf("tcp to %s (port added) from %s: %s", a, clientPod, servedByAll(ctx, t, client, pods, "tcp", a))
 	}

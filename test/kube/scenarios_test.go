@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -20,12 +21,20 @@ import (
 // pod name.
 func (tr *trench) targetAddrs(ctx context.Context, t *testing.T) map[string][]netip.Addr {
 	t.Helper()
+	return tr.addrsOf(ctx, t, tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected"))
+}
+
+// addrsOf returns the addresses each target of pods holds on the conduit,
+// as targetAddrs.
+func (tr *trench) addrsOf(ctx context.Context, t *testing.T, pods []*corev1.Pod) map[string][]netip.Addr {
+	t.Helper()
 	out := map[string][]netip.Addr{}
-	for _, p := range tr.c.stubPods(ctx, t, targetsName, 3, "target connected") {
+	vips := stubVIPs()
+	for _, p := range pods {
 		for _, n := range tr.c.podAddrs(ctx, t, p, "stub", targetLink) {
 			a, _ := netip.AddrFromSlice(n.IP)
 			a = a.Unmap()
-			if a.IsLinkLocalUnicast() || slices.Contains(chartVIPs, a) {
+			if a.IsLinkLocalUnicast() || slices.Contains(vips, a) {
 				continue
 			}
 			out[p.Name] = append(out[p.Name], a)
@@ -63,11 +72,15 @@ func checkKept(t *testing.T, before, after map[string][]netip.Addr) {
 	}
 }
 
-// deletePod deletes pod and returns its replacement once Ready.
+// deletePod deletes pod and returns its replacement once Ready: for a
+// DaemonSet's pod, the new pod on its node.
 func (c *cluster) deletePod(ctx context.Context, t *testing.T, pod *corev1.Pod, selector string) *corev1.Pod {
 	t.Helper()
 	if err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete %s: %v", pod.Name, err)
+	}
+	if owner := metav1.GetControllerOf(pod); owner != nil && owner.Kind == "DaemonSet" {
+		return c.waitReplacedOn(ctx, t, pod, selector)
 	}
 	return c.waitReplaced(ctx, t, pod, selector)
 }
@@ -111,15 +124,23 @@ func (tr *trench) deleteTarget(ctx context.Context, t *testing.T, victim string)
 	return after
 }
 
-// reachServices: a target pod reaches the chart's services, TCP and UDP
-// of both families, and every target answers as an endpoint.
+// reachServices: on every node with targets, a target pod reaches the
+// chart's services, TCP and UDP of both families, and every target of its
+// node answers as an endpoint. The services come from the services file,
+// whose endpoints are the targets connected to the node's proxy
+// (docs/servicelb.md): a proxy has no path to another node's targets.
 func (tr *trench) reachServices(ctx context.Context, t *testing.T) {
-	pods := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")
-	client := tr.c.podNetNS(ctx, t, pods[0], "stub")
-	for _, svc := range chartServices {
-		for _, network := range []string{"tcp", "udp"} {
-			tally := servedByAll(ctx, t, client, pods, network, svc)
-			t.Logf("%s to %s from %s: %s", network, svc, pods[0].Name, tally)
+	byNode := map[string][]*corev1.Pod{}
+	for _, p := range tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected") {
+		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+	}
+	for node, pods := range byNode {
+		client := tr.c.podNetNS(ctx, t, pods[0], "stub")
+		for _, svc := range chartServices {
+			for _, network := range []string{"tcp", "udp"} {
+				tally := servedByAll(ctx, t, client, pods, network, svc)
+				t.Logf("%s to %s from %s on %s: %s", network, svc, pods[0].Name, node, tally)
+			}
 		}
 	}
 }
@@ -236,14 +257,21 @@ func (tr *trench) replaceProxy(ctx context.Context, t *testing.T) {
 		ready.Seconds(), series.LongestGap().Len().Round(time.Millisecond), series.Failures(), len(series))
 }
 
-// replaceNSM deletes the NSMgr's and the forwarder's pods while the external
-// host probes the VIP: traffic is not cut until both are Ready again and
-// the proxy with them (the data path is the kernel's), and everything turns
-// Ready by itself. The connections then heal through the new NSMgr (each
-// re-requested as it is); the probes run 15 s more so that a heal that
-// breaks a path is seen. Neither window may have a gap longer than a blip
-// (maxBlip).
+// replaceNSM replaces NSM's pods of each node in turn (replaceNSMOf).
 func (tr *trench) replaceNSM(ctx context.Context, t *testing.T) {
+	for _, node := range tr.c.nodes(ctx, t) {
+		t.Run(node.Name, func(t *testing.T) { tr.replaceNSMOf(ctx, t, node.Name) })
+	}
+}
+
+// replaceNSMOf deletes the NSMgr's and the forwarder's pods of node while
+// the external host probes the VIP: traffic is not cut until both are
+// Ready again and the proxies with them (the data path is the kernel's),
+// and everything turns Ready by itself. The connections then heal through
+// the new NSMgr (each re-requested as it is); the probes run 15 s more so
+// that a heal that breaks a path is seen. Neither window may have a gap
+// longer than a blip (maxBlip).
+func (tr *trench) replaceNSMOf(ctx context.Context, t *testing.T, node string) {
 	tr.c.waitProxyReady(ctx, t)
 	before := tr.targetAddrs(ctx, t)
 	stop := tr.proberOn(ctx, t)
@@ -252,9 +280,9 @@ func (tr *trench) replaceNSM(ctx context.Context, t *testing.T) {
 	pods := tr.c.client.CoreV1().Pods("nsm-system")
 	var old []*corev1.Pod
 	for _, app := range []string{"nsmgr", "forwarder"} {
-		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=" + app, FieldSelector: "spec.nodeName=" + node})
 		if err != nil || len(list.Items) != 1 {
-			t.Fatalf("%s pods: %v, %d", app, err, len(list.Items))
+			t.Fatalf("%s pods on %s: %v, %d", app, node, err, len(list.Items))
 		}
 		old = append(old, &list.Items[0])
 	}
@@ -264,7 +292,7 @@ func (tr *trench) replaceNSM(ctx context.Context, t *testing.T) {
 		}
 	}
 	for _, p := range old {
-		tr.c.waitReplaced(ctx, t, p, "app="+p.Labels["app"])
+		tr.c.waitReplacedOn(ctx, t, p, "app="+p.Labels["app"])
 	}
 	ready := time.Since(start)
 	tr.c.waitProxyReady(ctx, t)
@@ -274,8 +302,8 @@ func (tr *trench) replaceNSM(ctx context.Context, t *testing.T) {
 	series := stop()
 	checkKept(t, before, tr.targetAddrs(ctx, t))
 	outage, heals := series.Before(back), series.After(back)
-	t.Logf("FIGURE: NSMgr and forwarder pods replaced: both Ready after %.1f s; %d of %d probes lost until then and the proxy Ready, %d of %d in the 15 s of heals after (longest gap %s)",
-		ready.Seconds(), outage.Failures(), len(outage), heals.Failures(), len(heals), heals.LongestGap().Len().Round(time.Millisecond))
+	t.Logf("FIGURE: NSMgr and forwarder pods of %s replaced: both Ready after %.1f s; %d of %d probes lost until then and the proxy Ready, %d of %d in the 15 s of heals after (longest gap %s)",
+		node, ready.Seconds(), outage.Failures(), len(outage), heals.Failures(), len(heals), heals.LongestGap().Len().Round(time.Millisecond))
 	failed := !noOutage(t, outage, "NSM's pods were replaced", start)
 	if !noOutage(t, heals, "the connections healed through the new NSMgr", back) {
 		failed = true
@@ -310,6 +338,26 @@ func noOutage(t *testing.T, series traffic.Series, while string, from time.Time)
 	return true
 }
 
+// noOutages checks each series of probeEveryVIP with noOutage and
+// returns them summed (sumSeries).
+func noOutages(t *testing.T, series map[string]traffic.Series, while string, from time.Time) (lost, total int, longest time.Duration) {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(series)) {
+		noOutage(t, series[name], while+" ("+name+")", from)
+	}
+	return sumSeries(series)
+}
+
+// sumSeries returns the probes lost in the series of probeEveryVIP, of
+// how many, and the longest gap of them all.
+func sumSeries(series map[string]traffic.Series) (lost, total int, longest time.Duration) {
+	for _, s := range series {
+		lost, total = lost+s.Failures(), total+len(s)
+		longest = max(longest, s.LongestGap().Len())
+	}
+	return lost, total, longest
+}
+
 // logPods logs the last lines of the logs of the pods of selector in
 // namespace (a failed check: what each component said meanwhile).
 func (tr *trench) logPods(ctx context.Context, t *testing.T, namespace, selector string) {
@@ -327,9 +375,21 @@ func (tr *trench) logPods(ctx context.Context, t *testing.T, namespace, selector
 // selector in its namespace is Ready, and returns it.
 func (c *cluster) waitReplaced(ctx context.Context, t *testing.T, pod *corev1.Pod, selector string) *corev1.Pod {
 	t.Helper()
+	return c.waitReplacedWhere(ctx, t, pod, metav1.ListOptions{LabelSelector: selector})
+}
+
+// waitReplacedOn is waitReplaced for a pod of a DaemonSet: its
+// replacement is the new pod of selector on pod's node.
+func (c *cluster) waitReplacedOn(ctx context.Context, t *testing.T, pod *corev1.Pod, selector string) *corev1.Pod {
+	t.Helper()
+	return c.waitReplacedWhere(ctx, t, pod, metav1.ListOptions{LabelSelector: selector, FieldSelector: "spec.nodeName=" + pod.Spec.NodeName})
+}
+
+func (c *cluster) waitReplacedWhere(ctx context.Context, t *testing.T, pod *corev1.Pod, opts metav1.ListOptions) *corev1.Pod {
+	t.Helper()
 	var next *corev1.Pod
-	eventually(ctx, t, "a new pod of "+selector+" Ready", func(ctx context.Context) error {
-		list, err := c.client.CoreV1().Pods(pod.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	eventually(ctx, t, "a new pod of "+opts.LabelSelector+" Ready", func(ctx context.Context) error {
+		list, err := c.client.CoreV1().Pods(pod.Namespace).List(ctx, opts)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,11 +39,24 @@ const (
 // chartVIPs are the example values' VIPs.
 var chartVIPs = []netip.Addr{netip.MustParseAddr("20.0.0.1"), netip.MustParseAddr("2001:db8::1")}
 
+// spareVIPs are VIPs that the stubs carry from their start but the chart
+// declares only while the VIPs scenario runs (changeVIPs): the LBs route
+// them to the targets and the targets answer on them, as an LB and targets
+// that learn their VIPs from the trench's nsp would once it serves them.
+// What the scenario checks is the proxies' part.
+var spareVIPs = []netip.Addr{netip.MustParseAddr("20.0.0.2"), netip.MustParseAddr("2001:db8::2")}
+
+// stubVIPs are every VIP the stubs carry.
+func stubVIPs() []netip.Addr { return slices.Concat(chartVIPs, spareVIPs) }
+
+// targetReplicas is how many target stubs the scenarios find, and leave.
+const targetReplicas = 3
+
 // stubArgs are the arguments of the stub command (lb or target) every pod
 // of it shares; the pod's name comes from the downward API.
 func stubArgs(command string, extra ...string) []string {
 	args := []string{command, "-spiffe", "-nsmgr", "unix://" + nsmDir + "/nsm.io.sock", "-name", "$(POD_NAME)"}
-	for _, v := range chartVIPs {
+	for _, v := range stubVIPs() {
 		args = append(args, "-vip", v.String())
 	}
 	return append(args, extra...)
@@ -98,8 +112,9 @@ func stubDeployment(name, account, image string, replicas int32, args []string) 
 	}
 }
 
-// startStubs starts two LB stubs (NSEs of the conduit's network service) and three targets
-// (clients of the proxy's), in the chart's namespace; they go when t ends.
+// startStubs starts two LB stubs (NSEs of the conduit's network service)
+// and targetReplicas targets (clients of the proxy's), in the chart's
+// namespace; they go when t ends.
 func (c *cluster) startStubs(ctx context.Context, t *testing.T) {
 	t.Helper()
 	tag := os.Getenv("CAUSEWAY_IMAGE_TAG")
@@ -116,7 +131,7 @@ func (c *cluster) startStubs(ctx context.Context, t *testing.T) {
 	for _, d := range []*appsv1.Deployment{
 		stubDeployment(lbDeployment, lbAccount, image, 2, stubArgs("lb", "-service", conduitService,
 			"-socket", "/run/stub/nse.sock", "-targets-dir", "/targets")),
-		stubDeployment(targetsName, targetAccount, image, 3, stubArgs("target", "-service", proxyService,
+		stubDeployment(targetsName, targetAccount, image, targetReplicas, stubArgs("target", "-service", proxyService,
 			"-port", fmt.Sprint(echoPort), "-service-port", fmt.Sprint(servicePort), "-publish-dir", "/targets")),
 	} {
 		if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {

@@ -30,13 +30,17 @@ type trench struct {
 // pods away and check that the trench serves again by itself.
 func TestTrench(t *testing.T) {
 	c := newCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	tr := c.startTrench(ctx, t)
 	t.Run("Traffic", func(t *testing.T) { tr.checkTraffic(ctx, t) })
+	t.Run("MeshAcrossNodes", func(t *testing.T) { tr.meshAcrossNodes(ctx, t) })
 	t.Run("ServiceFromTarget", func(t *testing.T) { tr.reachServices(ctx, t) })
 	t.Run("KubernetesServices", func(t *testing.T) { tr.kubeServices(ctx, t) })
 	t.Run("TargetReplaced", func(t *testing.T) { tr.replaceTarget(ctx, t) })
+	t.Run("VIPsAddedRemoved", func(t *testing.T) { tr.changeVIPs(ctx, t) })
+	t.Run("TargetsScaled", func(t *testing.T) { tr.scaleTargets(ctx, t) })
+	t.Run("DestinationPortNATs", func(t *testing.T) { tr.portNATs(ctx, t) })
 	t.Run("IPAMReplaced", func(t *testing.T) { tr.replaceIPAM(ctx, t) })
 	t.Run("ProxyReplaced", func(t *testing.T) { tr.replaceProxy(ctx, t) })
 	t.Run("NSMReplaced", func(t *testing.T) {
@@ -89,7 +93,7 @@ func (c *cluster) startTrench(ctx context.Context, t *testing.T) *trench {
 	c.startStubs(ctx, t)
 	lbs := c.stubPods(ctx, t, lbDeployment, 2, "lb stub up")
 	c.waitProxyReady(ctx, t)
-	c.stubPods(ctx, t, targetsName, 3, "target connected")
+	c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
 	c.stubPods(ctx, t, lbDeployment, 2, "lb stub ready")
 	t.Logf("FIGURE: helm install to every pod Ready (chart, 2 LBs, 3 targets): %.1f s", time.Since(start).Seconds())
 	return &trench{c: c, ext: c.connectExternal(ctx, t, lbs), root: root}
@@ -138,8 +142,13 @@ func (c *cluster) waitProxyReady(ctx context.Context, t *testing.T) *corev1.Pod 
 
 // targetNames are the names of the running target pods.
 func (tr *trench) targetNames(ctx context.Context, t *testing.T) []string {
-	var names []string
-	for _, p := range tr.c.stubPods(ctx, t, targetsName, 3, "target connected") {
+	return podNames(tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected"))
+}
+
+// podNames returns the names of pods.
+func podNames(pods []*corev1.Pod) []string {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
 		names = append(names, p.Name)
 	}
 	return names
@@ -148,7 +157,14 @@ func (tr *trench) targetNames(ctx context.Context, t *testing.T) []string {
 // flows runs a batch of new flows of network from the external host to the
 // echo service on vip.
 func (tr *trench) flows(ctx context.Context, network string, vip netip.Addr, count int) traffic.Tally {
-	addr, local := echoAt(vip)
+	addr, _ := echoAt(vip)
+	return tr.flowsTo(ctx, network, addr, count)
+}
+
+// flowsTo runs a batch of new flows of network from the external host
+// (its address of addr's family) to addr.
+func (tr *trench) flowsTo(ctx context.Context, network string, addr netip.AddrPort, count int) traffic.Tally {
+	local := extAddrs[addr.Addr().Is6()]
 	return runFlows(ctx, network, traffic.Flows{NetNSPath: tr.ext.ns.Path(), Addr: addr, Local: local, Count: count, Attempts: 3})
 }
 
@@ -170,21 +186,36 @@ func runFlows(ctx context.Context, network string, f traffic.Flows) traffic.Tall
 // every target, without a failure.
 func (tr *trench) waitServed(ctx context.Context, t *testing.T) {
 	t.Helper()
-	names := tr.targetNames(ctx, t)
-	for _, vip := range chartVIPs {
-		eventually(ctx, t, "every target answers on "+vip.String(), func(ctx context.Context) error {
-			tally := tr.flows(ctx, "tcp", vip, 30)
-			if tally.Errors != 0 {
-				return fmt.Errorf("%s", tally)
-			}
-			for _, n := range names {
-				if tally.Answers[n] == 0 {
-					return fmt.Errorf("%s did not answer: %s", n, tally)
-				}
-			}
-			return nil
-		})
+	tr.waitServedBy(ctx, t, chartVIPs, tr.targetNames(ctx, t))
+}
+
+// waitServedBy waits until a batch of TCP flows to each of vips is
+// answered by each target of names (waitAnswered).
+func (tr *trench) waitServedBy(ctx context.Context, t *testing.T, vips []netip.Addr, names []string) {
+	t.Helper()
+	for _, vip := range vips {
+		addr, _ := echoAt(vip)
+		tr.waitAnswered(ctx, t, "tcp", addr, names)
 	}
+}
+
+// waitAnswered waits until a batch of flows of network from the external
+// host to addr is answered by each target of names, without a failure;
+// the batch grows with the targets, so that each is likely to get a flow.
+func (tr *trench) waitAnswered(ctx context.Context, t *testing.T, network string, addr netip.AddrPort, names []string) {
+	t.Helper()
+	eventually(ctx, t, "every target answers "+network+" on "+addr.String(), func(ctx context.Context) error {
+		tally := tr.flowsTo(ctx, network, addr, max(30, 10*len(names)))
+		if tally.Errors != 0 {
+			return fmt.Errorf("%s", tally)
+		}
+		for _, n := range names {
+			if tally.Answers[n] == 0 {
+				return fmt.Errorf("%s did not answer: %s", n, tally)
+			}
+		}
+		return nil
+	})
 }
 
 // checkTraffic: TCP and UDP, both families, from the external host to the

@@ -19,6 +19,14 @@
 //
 // What Prove shows is that the holder of that SVID's key signed this token
 // within its lifetime; the NSMgr shows that the caller holding the key of
-// its TLS certificate handed it in. A token copied from another connection
-// still verifies, so its lifetime bounds a replay (see docs/security.md).
+// its TLS certificate handed it in, but only for the token of the segment
+// before its own: a caller that has captured another client's token can
+// put it first in a path of its own, before a segment it signs itself,
+// and NSM's policies pass it (TestCapturedTokenPassesNSMAuthorization in
+// pkg/nsm/sdkreplacement/authorize). A Prover therefore holds each token
+// it proves to the one client connection it was first presented for
+// (Client, End): a copy presented for another connection, or after that
+// connection ended, is refused. A copy presented first to another Prover
+// (another proxy) within the token's lifetime is not caught
+// (docs/security.md).
 package clientproof

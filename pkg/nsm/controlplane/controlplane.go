@@ -79,6 +79,7 @@ type ControlPlane struct {
 	cfg      Config
 	fwdMu    sync.Mutex // the forwarder's run, replaced by RestartForwarder
 	fwdStop  context.CancelFunc
+	fwd      *forwarder.Forwarder
 	fwdSrv   *Server
 	fwdReg   *Registration
 	stopOnce sync.Once
@@ -178,6 +179,7 @@ func (c *ControlPlane) startForwarder() error {
 	if err != nil {
 		return fmt.Errorf("build forwarder: %w", err)
 	}
+	c.fwd = fwd
 	c.fwdSrv, err = Serve(filepath.Join(c.cfg.Dir, ForwarderSocket), fwd.Register)
 	if err != nil {
 		return fmt.Errorf("serve forwarder: %w", err)
@@ -203,6 +205,7 @@ func (c *ControlPlane) startForwarder() error {
 func (c *ControlPlane) RestartForwarder() error {
 	c.fwdMu.Lock()
 	c.fwdStop()
+	c.fwd.Wait()
 	c.fwdSrv.Stop()
 	c.fwdSrv, c.fwdReg = nil, nil
 	c.fwdMu.Unlock()
@@ -228,6 +231,9 @@ func (c *ControlPlane) stop() {
 		cancel()
 	}
 	c.cancel()
+	if c.fwd != nil {
+		c.fwd.Wait()
+	}
 	if c.fwdSrv != nil {
 		c.fwdSrv.Stop()
 	}

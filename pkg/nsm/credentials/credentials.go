@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/edwarnicke/grpcfd"
@@ -48,6 +49,9 @@ type Config struct {
 	MaxTokenLifetime time.Duration
 	// Logger receives the insecure-mode warning.
 	Logger *slog.Logger
+	// Node, when set, picks among several SVIDs of the workload API the one
+	// whose ID names this node (see PickNode); otherwise the first is used.
+	Node string
 }
 
 // New returns insecure credentials when cfg.Insecure is set, and otherwise
@@ -56,15 +60,39 @@ func New(ctx context.Context, cfg Config) (*Credentials, error) {
 	if cfg.Insecure {
 		return Insecure(cfg.Logger, cfg.MaxTokenLifetime), nil
 	}
-	return FromWorkloadAPI(ctx, cfg.MaxTokenLifetime, cfg.Logger)
+	var opts []workloadapi.X509SourceOption
+	if cfg.Node != "" {
+		opts = append(opts, workloadapi.WithDefaultX509SVIDPicker(PickNode(cfg.Node)))
+	}
+	return FromWorkloadAPI(ctx, cfg.MaxTokenLifetime, cfg.Logger, opts...)
+}
+
+// PickNode returns a picker of the SVID whose ID's path ends in
+// "/node/<node>" (the per-node IDs of the chart's spire.nodeIDs), else of
+// the first one. A pod selected by several ClusterSPIFFEIDs gets an SVID
+// of each (SPIRE's own chart names every pod by its service account), and
+// the workload API's order says nothing of which one is meant.
+func PickNode(node string) func([]*x509svid.SVID) *x509svid.SVID {
+	suffix := "/node/" + node
+	return func(svids []*x509svid.SVID) *x509svid.SVID {
+		for _, s := range svids {
+			if strings.HasSuffix(s.ID.Path(), suffix) {
+				return s
+			}
+		}
+		if len(svids) == 0 {
+			return nil
+		}
+		return svids[0]
+	}
 }
 
 // FromWorkloadAPI connects to the SPIFFE workload API (the socket named by
 // SPIFFE_ENDPOINT_SOCKET) and waits, bounded by ctx, for the first SVID.
 // maxTokenLifetime bounds the NSM tokens. Each SVID it receives is logged
 // to logger (nil: slog.Default()). Close releases the source.
-func FromWorkloadAPI(ctx context.Context, maxTokenLifetime time.Duration, logger *slog.Logger) (*Credentials, error) {
-	src, err := workloadapi.NewX509Source(ctx)
+func FromWorkloadAPI(ctx context.Context, maxTokenLifetime time.Duration, logger *slog.Logger, opts ...workloadapi.X509SourceOption) (*Credentials, error) {
+	src, err := workloadapi.NewX509Source(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("spiffe workload api x509 source: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/causeway-net/causeway/internal/limits"
 	"github.com/causeway-net/causeway/pkg/servicelb"
 )
 
@@ -98,9 +100,30 @@ func TestSyncFigures(t *testing.T) {
 }
 
 func syncFigures(t *testing.T, n int) {
+	m := measureSync(t, n)
+	t.Logf("FIGURE: kubesource %d service ports: first sync %s (informers list, caches, model, delivery)", n, m.first.Round(time.Millisecond))
+	t.Logf("FIGURE: kubesource %d service ports: one endpoint changed: %s from the API update to the delivery, of which %s assembling the lists and the handler's calls (endpoints only)",
+		n, m.change.Round(10*time.Microsecond), m.delivery.Round(10*time.Microsecond))
+	t.Logf("FIGURE: kubesource %d service ports: heap held after sync %.1f MiB (informer caches and model, the fake's store not counted)",
+		n, m.heapMiB)
+}
+
+// syncMeasure is what measureSync measured.
+type syncMeasure struct {
+	first    time.Duration // Run to the first delivery
+	change   time.Duration // one endpoint updated in the API to its delivery
+	delivery time.Duration // of which the source's assembly and handler calls
+	heapMiB  float64       // heap held after the first sync
+}
+
+// measureSync runs a source with opts over n service ports of the API (one
+// Service and one slice each) and measures its first sync and one changed
+// endpoint.
+func measureSync(t testing.TB, n int, opts ...Option) syncMeasure {
+	t.Helper()
 	client := fake.NewClientset(scaleObjects(n)...)
 	h := &awaiter{first: make(chan struct{})}
-	src, err := New(clientset{client}, proxyName, h, WithLogger(discard))
+	src, err := New(clientset{client}, proxyName, h, append([]Option{WithLogger(discard)}, opts...)...)
 	require.NoError(t, err)
 	heap0 := heapInUse()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -113,11 +136,12 @@ func syncFigures(t *testing.T, n int) {
 	case <-time.After(10 * waitFor):
 		t.Fatal("no first delivery")
 	}
-	synced := time.Since(began)
+	var m syncMeasure
+	m.first = time.Since(began)
 	h.mu.Lock()
 	require.Equal(t, n, h.ports)
 	h.mu.Unlock()
-	heap1 := heapInUse()
+	m.heapMiB = float64(int64(heapInUse())-int64(heap0)) / (1 << 20)
 
 	// One endpoint changes.
 	h.expect(netip.AddrPortFrom(endpointIP(n/2, 1), 8080))
@@ -131,13 +155,54 @@ func syncFigures(t *testing.T, n int) {
 	case <-time.After(waitFor):
 		t.Fatal("the changed endpoint was not delivered")
 	}
-	change := time.Since(began)
-	st := src.Stats()
-	t.Logf("FIGURE: kubesource %d service ports: first sync %s (informers list, caches, model, delivery)", n, synced.Round(time.Millisecond))
-	t.Logf("FIGURE: kubesource %d service ports: one endpoint changed: %s from the API update to the delivery, of which %s assembling the lists and the handler's calls (endpoints only)",
-		n, change.Round(10*time.Microsecond), st.LastDelivery.Round(10*time.Microsecond))
-	t.Logf("FIGURE: kubesource %d service ports: heap held after sync %.1f MiB (informer caches and model, the fake's store not counted)",
-		n, float64(int64(heap1)-int64(heap0))/(1<<20))
+	m.change = time.Since(began)
+	m.delivery = src.Stats().LastDelivery
+	return m
+}
+
+// BenchmarkSyncChecks is the cost of the source's checks (issue 34) on
+// the service LB's sync at 10,000 service ports: the first sync and one
+// changed endpoint with the checks off (no endpoint pools, no bound on
+// Services, every namespace) and on (endpoints held to the conduit's pool,
+// Services counted against a bound above n, an opt-in namespace list),
+// alternating in the same run, each first in turn; the medians are the
+// FIGURE.
+//
+//	go test -run '^$' -bench SyncChecks -benchtime 1x ./pkg/servicelb/kubesource
+func BenchmarkSyncChecks(b *testing.B) {
+	const n, rounds = 10000, 3
+	checks := []Option{
+		WithEndpointPools([]netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}),
+		WithMaxServices(2*n, limits.New("bench", discard)),
+		WithNamespaces([]string{"shop"}),
+	}
+	got := map[bool][]syncMeasure{}
+	for b.Loop() {
+		for r := range rounds {
+			for _, on := range []bool{r%2 == 1, r%2 == 0} { // each first in turn
+				opts := []Option{}
+				if on {
+					opts = checks
+				}
+				got[on] = append(got[on], measureSync(b, n, opts...))
+			}
+		}
+	}
+	med := func(on bool, f func(syncMeasure) time.Duration) time.Duration {
+		ds := make([]time.Duration, 0, len(got[on]))
+		for _, m := range got[on] {
+			ds = append(ds, f(m))
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	first := func(m syncMeasure) time.Duration { return m.first }
+	change := func(m syncMeasure) time.Duration { return m.change }
+	b.ReportMetric(float64(med(true, first).Milliseconds()), "first-sync-ms-on")
+	b.ReportMetric(float64(med(false, first).Milliseconds()), "first-sync-ms-off")
+	b.Logf("FIGURE: service LB's kubernetes source at %d service ports (median of %d, alternating): first sync %s without the checks, %s with them (endpoint pools, Services bound, namespaces): %.2f×; one endpoint changed %s without, %s with",
+		n, rounds, med(false, first).Round(time.Millisecond), med(true, first).Round(time.Millisecond),
+		float64(med(true, first))/float64(med(false, first)), med(false, change).Round(10*time.Microsecond), med(true, change).Round(10*time.Microsecond))
 }
 
 func heapInUse() uint64 {
@@ -149,31 +214,44 @@ func heapInUse() uint64 {
 
 // BenchmarkOneEndpointChange is the source's own cost of one changed
 // slice at 1,000 and 10,000 service ports: the Service's endpoints
-// recomputed, the lists assembled (no informer, no handler).
+// recomputed, the lists assembled (no informer, no handler); without the
+// checks of issue 34 and with them (endpoints held to a pool, Services
+// counted against a bound, an opt-in namespace list), side by side.
 func BenchmarkOneEndpointChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			tr := newTracker(discard, nil, func(*corev1.Service, []problem) {}, newEndpointFilter(nil, discard))
-			var last *discoveryv1.EndpointSlice
-			for _, o := range scaleObjects(n) {
-				switch o := o.(type) {
-				case *corev1.Service:
-					tr.setService(types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, o)
-				case *discoveryv1.EndpointSlice:
-					tr.setSlice(types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[ServiceNameLabel]}, o.Name, o, time.Time{})
-					last = o
-				}
-			}
-			tr.snapshot()
-			key := types.NamespacedName{Namespace: last.Namespace, Name: last.Labels[ServiceNameLabel]}
-			b.ResetTimer()
-			for b.Loop() {
-				tr.setSlice(key, last.Name, last, time.Time{})
-				_, eps, _, _, _ := tr.snapshot()
-				if len(eps) != n {
-					b.Fatal(len(eps))
-				}
-			}
-		})
+		for _, checks := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%d/checks=%v", n, checks), func(b *testing.B) { benchOneEndpointChange(b, n, checks) })
+		}
+	}
+}
+
+func benchOneEndpointChange(b *testing.B, n int, checks bool) {
+	var pools []netip.Prefix
+	if checks {
+		pools = []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}
+	}
+	tr := newTracker(discard, nil, func(*corev1.Service, []problem) {}, newEndpointFilter(pools, discard))
+	if checks {
+		tr.maxServices, tr.refusals, tr.namespaces = 2*n, limits.New("bench", discard), map[string]bool{"shop": true}
+	}
+	var last *discoveryv1.EndpointSlice
+	for _, o := range scaleObjects(n) {
+		switch o := o.(type) {
+		case *corev1.Service:
+			tr.setService(types.NamespacedName{Namespace: o.Namespace, Name: o.Name}, o)
+		case *discoveryv1.EndpointSlice:
+			tr.setSlice(types.NamespacedName{Namespace: o.Namespace, Name: o.Labels[ServiceNameLabel]}, o.Name, o, time.Time{})
+			last = o
+		}
+	}
+	tr.snapshot()
+	key := types.NamespacedName{Namespace: last.Namespace, Name: last.Labels[ServiceNameLabel]}
+	b.ResetTimer()
+	for b.Loop() {
+		tr.setSlice(key, last.Name, last, time.Time{})
+		_, eps, _, _, _ := tr.snapshot()
+		if len(eps) != n {
+			b.Fatal(len(eps))
+		}
 	}
 }

@@ -257,10 +257,14 @@ func (p *Proxier) startLocked(pi servicelb.ServicePortInfo) error {
 }
 
 // stopLocked closes sp's socket (its loop ends on its own) and forgets its
-// service port. A socket whose connections outlive it is kept, retired,
-// until they ended (pruneLocked) or Close.
+// service port; a UDP port's flows end with it, at once. A socket whose
+// connections outlive it is kept, retired, until they ended (pruneLocked)
+// or Close.
 func (p *Proxier) stopLocked(name servicelb.ServicePortName, sp *servicePort) {
 	_ = sp.socket.Close()
+	if sp.info.ActiveClients != nil {
+		sp.info.ActiveClients.closeAll()
+	}
 	p.alloc.Release(sp.socket.ListenPort())
 	delete(p.services, name)
 	if _, ok := sp.socket.(ConnectionCloser); ok {

@@ -58,11 +58,14 @@ func (c *ClientCache) DropEndpoints(keep func(netip.AddrPort) bool) int {
 	return n
 }
 
+// closeAll ends every flow: its endpoint connection is closed and the flow
+// forgotten (its reply goroutine then returns).
 func (c *ClientCache) closeAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, cl := range c.clients {
+	for client, cl := range c.clients {
 		_ = cl.conn.Close()
+		delete(c.clients, client)
 	}
 }
 

@@ -112,6 +112,12 @@ cut the first part). */}}
 {{ .name }}-[a-z0-9][a-z0-9][a-z0-9][a-z0-9][a-z0-9]
 {{- end -}}
 
+{{/* Whether the proxies get per-node IDs and the IPAM holds them to their
+node (spire.nodeIDs, never in insecure mode: nothing to prove with). */}}
+{{- define "causeway.nodeIDs" -}}
+{{- if and .Values.spire.nodeIDs (not .Values.insecure) }}true{{ end -}}
+{{- end -}}
+
 {{/* The rules (pkg/spiffeauthz) that match the pods of a component (dict
 root, component: proxy or ipam) under spire.idScheme, comma-separated:
 exact service-account IDs and the pod names of its controllers, in this
@@ -128,7 +134,7 @@ server's own when it is empty. */}}
 {{- if ne $scheme "pod" -}}
 {{- $rules = append $rules (printf "%s/sa/%s-%s" $base .component $trench) -}}
 {{- end -}}
-{{- if and $root.Values.spire.nodeIDs (eq .component "proxy") -}}
+{{- if and (include "causeway.nodeIDs" $root) (eq .component "proxy") -}}
 {{- $rules = append $rules (printf "%s/sa/%s/node/*" $base (include "causeway.proxyServiceAccount" $root)) -}}
 {{- end -}}
 {{- if ne $scheme "serviceAccount" -}}

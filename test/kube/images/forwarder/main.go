@@ -10,7 +10,8 @@
 // (default 4789): the tunnels' sockets live in the pod's own network
 // namespace, so the address is the pod's, status.podIP, which on the host
 // network (as NSM runs its forwarders) is the node's. Unset: one node, veth
-// pairs only, as before.
+// pairs only, as before. With the host's PIDs (hostPID) it closes the
+// connections whose client's or endpoint's pod is gone (pkg/forwarder/reaper).
 package main
 
 import (
@@ -48,6 +49,7 @@ func main() {
 		if err != nil {
 			return err
 		}
+		p.OnStop(func(context.Context) { fwd.Wait() })
 		sock := nsmpod.Env("NSM_SOCKET", "/var/lib/networkservicemesh/forwarder.sock")
 		if err := p.Serve("unix", sock, fwd.Register); err != nil {
 			return err

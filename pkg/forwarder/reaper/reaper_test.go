@@ -1,0 +1,176 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/begin"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// run is one run of a connection as begin keeps it: its Close enters the
+// chain through the server element's gate, and records what the gate said.
+type run struct {
+	r      *Reaper
+	id     string
+	closes []bool
+}
+
+func (f *run) Request(...begin.Option) <-chan error { return done() }
+
+func (f *run) Close(...begin.Option) <-chan error {
+	f.closes = append(f.closes, f.r.closing(f.id, f))
+	return done()
+}
+
+func done() <-chan error {
+	ch := make(chan error)
+	close(ch)
+	return ch
+}
+
+// namespaces is what the fake /proc shows alive.
+type namespaces struct {
+	live map[uint64]bool
+	err  error
+}
+
+func (n *namespaces) list() (map[uint64]bool, error) { return n.live, n.err }
+
+func alive(inos ...uint64) map[uint64]bool {
+	m := make(map[uint64]bool)
+	for _, i := range inos {
+		m[i] = true
+	}
+	return m
+}
+
+func sweeps(r *Reaper, n int) {
+	for range n {
+		r.Sweep(context.Background())
+	}
+}
+
+func TestOrphanedNamespaceClosesItsConnection(t *testing.T) {
+	ns := &namespaces{live: alive(5, 6)}
+	r := newReaper(ns.list)
+	c := &run{r: r, id: "c"}
+	r.track("c", c, []uint64{5, 6})
+	sweeps(r, 1)
+	ns.live = alive(6) // the client's pod is gone
+	sweeps(r, 1)
+	require.Empty(t, c.closes, "one sweep is not enough")
+	sweeps(r, 1)
+	require.Equal(t, []bool{true}, c.closes, "closed once, through the chain")
+	sweeps(r, 3)
+	require.Len(t, c.closes, 1, "a closed connection is not closed again")
+}
+
+func TestNamespaceNeverSeenAliveIsNotJudged(t *testing.T) {
+	// A forwarder that sees none of the pods' processes (no hostPID).
+	ns := &namespaces{live: alive()}
+	r := newReaper(ns.list)
+	c := &run{r: r, id: "c"}
+	r.track("c", c, []uint64{5, 6})
+	sweeps(r, 5)
+	require.Empty(t, c.closes)
+}
+
+func TestOneMissIsForgiven(t *testing.T) {
+	ns := &namespaces{live: alive(5)}
+	r := newReaper(ns.list)
+	c := &run{r: r, id: "c"}
+	r.track("c", c, []uint64{5})
+	sweeps(r, 1)
+	for range 3 {
+		ns.live = alive()
+		sweeps(r, 1)
+		ns.live = alive(5)
+		sweeps(r, 1)
+	}
+	require.Empty(t, c.closes)
+}
+
+func TestFailedListingJudgesNothing(t *testing.T) {
+	ns := &namespaces{live: alive(5)}
+	r := newReaper(ns.list)
+	c := &run{r: r, id: "c"}
+	r.track("c", c, []uint64{5})
+	sweeps(r, 1)
+	ns.live, ns.err = nil, errors.New("no /proc")
+	sweeps(r, 4)
+	require.Empty(t, c.closes)
+}
+
+func TestRefreshKeepsWhatWasSeenAndMoveStartsAgain(t *testing.T) {
+	ns := &namespaces{live: alive(5, 6)}
+	r := newReaper(ns.list)
+	c := &run{r: r, id: "c"}
+	r.track("c", c, []uint64{5, 6})
+	sweeps(r, 1)
+	r.track("c", c, []uint64{5, 6}) // a refresh
+	ns.live = alive(6)
+	sweeps(r, 2)
+	require.Equal(t, []bool{true}, c.closes)
+
+	// Healed toward another endpoint (7), not yet seen: not judged.
+	ns.live = alive(5, 6)
+	d := &run{r: r, id: "d"}
+	r.track("d", d, []uint64{5, 6})
+	sweeps(r, 1)
+	r.track("d", d, []uint64{5, 7})
+	ns.live = alive(5)
+	sweeps(r, 3)
+	require.Empty(t, d.closes)
+}
+
+func TestLateCloseSparesTheNextRun(t *testing.T) {
+	ns := &namespaces{live: alive(5)}
+	r := newReaper(ns.list)
+	first := &run{r: r, id: "c"}
+	r.track("c", first, []uint64{5})
+	sweeps(r, 1)
+	ns.live = alive()
+	r.sweep()
+	dues := r.sweep()
+	require.Len(t, dues, 1)
+
+	// Before the sweep's Close runs, the connection is closed by its
+	// client and requested again under the same id.
+	require.True(t, r.closing("c", first), "an ordinary Close goes on")
+	second := &run{r: r, id: "c"}
+	r.track("c", second, []uint64{8})
+
+	r.closeAll(context.Background(), dues)
+	require.Equal(t, []bool{false}, first.closes, "the late Close stops at the gate")
+	require.True(t, r.closing("c", second), "the next run is still tracked and closes normally")
+	require.True(t, r.closing("x", nil), "a Close of an unknown connection goes on")
+}
+
+func TestParseNetNS(t *testing.T) {
+	for _, tc := range []struct {
+		in  string
+		ino uint64
+		ok  bool
+	}{
+		{"net:[4026531840]", 4026531840, true},
+		{"mnt:[4026531840]", 0, false},
+		{"net:[x]", 0, false},
+		{"net:[12", 0, false},
+	} {
+		ino, ok := parseNetNS(tc.in)
+		require.Equal(t, tc.ok, ok, tc.in)
+		require.Equal(t, tc.ino, ino, tc.in)
+	}
+	ino, ok := mountedNetNS("612 29 0:4 net:[4026532657] /run/netns/cw-a rw,nosuid shared:312 - nsfs nsfs rw")
+	require.True(t, ok)
+	require.Equal(t, uint64(4026532657), ino)
+	_, ok = mountedNetNS("25 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw")
+	require.False(t, ok)
+	_, ok = mountedNetNS("")
+	require.False(t, ok)
+}

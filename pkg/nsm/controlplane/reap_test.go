@@ -1,0 +1,73 @@
+package controlplane_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/forwarder/reaper"
+	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
+)
+
+// TestDeadClientLosesItsLink runs the real control plane (the SDK's NSMgr
+// and the project's forwarder): a client's pod goes without closing its
+// connection (it stops, and its namespace loses its mount with nothing
+// left running in it). The NSMgr still holds the client's namespace open
+// until the connection expires (its token lives ten minutes), yet the veth
+// end in the endpoint's namespace goes within a few of the forwarder's
+// sweeps.
+func TestDeadClientLosesItsLink(t *testing.T) {
+	nscNS := testutil.NewNetNS(t, "nsc")
+	nseNS := testutil.NewNetNS(t, "nse")
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t"})
+	require.NoError(t, err)
+	defer cp.Stop()
+	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
+		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
+		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
+	})
+	require.NoError(t, err)
+	defer nse.Stop()
+	clientCtx, clientCancel := context.WithCancel(ctx)
+	defer clientCancel()
+	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{
+		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
+	})
+	_, err = nsc.Request(ctx, &networkservice.NetworkServiceRequest{
+		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
+	})
+	require.NoError(t, err)
+	var nseEnd string
+	for _, l := range nseNS.Links(t) {
+		if l.Type() == "veth" {
+			nseEnd = l.Attrs().Name
+		}
+	}
+	require.NotEmpty(t, nseEnd)
+	// Let the forwarder see both pods alive.
+	time.Sleep(3 * reaper.DefaultInterval)
+
+	clientCancel() // the client stops: no refresh, no Close
+	_, err = linkIn(t, nseNS, nseEnd)
+	require.NoError(t, err, "the client's stop removed nothing")
+	gone := time.Now()
+	nscNS.Remove(t)
+	require.Eventually(t, func() bool {
+		_, err := linkIn(t, nseNS, nseEnd)
+		return err != nil
+	}, time.Minute, 50*time.Millisecond, "the dead client's link left the endpoint's namespace")
+	t.Logf("FIGURE: a dead client's link left the endpoint's namespace %.1f s after its pod (sweeps every %s)",
+		time.Since(gone).Seconds(), reaper.DefaultInterval)
+
+	nse.Stop()
+	cp.Stop()
+}
