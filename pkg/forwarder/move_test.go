@@ -3,10 +3,12 @@ package forwarder
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/golang/protobuf/ptypes/empty"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
+	"github.com/networkservicemesh/sdk/pkg/networkservice/common/begin"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanismtranslation"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/adapters"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/internal/testutil"
+	"github.com/causeway-net/causeway/pkg/forwarder/reaper"
 )
 
 // movingClient plays the SDK's dial client when the endpoint's URL has
@@ -122,4 +125,62 @@ func TestVethKeptWhenTheEndpointMoves(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, index(t, nsc, "nsm0"), "a Close from the NSC removes the pair")
 	require.Zero(t, index(t, nse, nseName))
+}
+
+// TestMovedConnectionReapedWithItsPod: the reaper and the move together.
+// An endpoint that moves to a new URL in its own namespace is not judged
+// gone: sweeps after the move keep the pair. When the endpoint's pod then
+// goes (its namespace's mount gone, nothing running in it), the reaper's
+// Close, which comes through begin and not within a Request, removes the
+// pair as any other Close does.
+func TestMovedConnectionReapedWithItsPod(t *testing.T) {
+	nsc := testutil.NewNetNS(t, "mrc")
+	nse := testutil.NewNetNS(t, "mre")
+	reap := reaper.New()
+	v := newVethClient()
+	defer v.remove("conn-1")
+	mover := &movingClient{}
+	fwd := chain.NewNetworkServiceServer(
+		begin.NewServer(),
+		metadata.NewServer(),
+		reap.NewServer(),
+		stashServer{},
+		requestScope{},
+		adapters.NewClientToServer(chain.NewNetworkServiceClient(
+			metadata.NewClient(),
+			mover,
+			mechanismtranslation.NewClient(),
+			kernel.NewClient(),
+			v,
+			reaper.NewClient(),
+			kernelEndpoint{netnsURL: "file://" + nse.Path()},
+		)),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	request := &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+		Id: "conn-1", NetworkService: "svc",
+		Mechanism: kernelMechanism("file://"+nsc.Path(), "nsm0"),
+	}}
+	_, err := fwd.Request(ctx, request.Clone())
+	require.NoError(t, err)
+	p, ok := v.pairs.get("conn-1")
+	require.True(t, ok)
+	nseName := p.nseName
+	nscIndex := index(t, nsc, "nsm0")
+	require.NotZero(t, nscIndex)
+	reap.Sweep(ctx) // both ends seen alive
+
+	mover.move = true
+	_, err = fwd.Request(ctx, request.Clone())
+	require.NoError(t, err)
+	reap.Sweep(ctx)
+	reap.Sweep(ctx)
+	require.Equal(t, nscIndex, index(t, nsc, "nsm0"), "a move is not a dead pod: the pair is kept")
+	require.NotZero(t, index(t, nse, nseName))
+
+	nse.Remove(t)
+	reap.Sweep(ctx)
+	reap.Sweep(ctx)
+	require.Zero(t, index(t, nsc, "nsm0"), "the reaper's Close after a move removes the pair")
 }
