@@ -89,7 +89,7 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 			// Heal re-requests an LB that died without unregistering as
 			// fast as the failures come back; pause between failed tries
 			// so that each one does not renew addresses with the IPAM.
-			nsmbackoff.NewClient(),
+			nsmbackoff.NewClient(nsmbackoff.WithLife(ctx)),
 			d.nsm.nsmgr.NewClient(),
 			kernel.NewClient(),
 			connlink.NewClient(d.links),

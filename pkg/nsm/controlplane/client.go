@@ -44,11 +44,12 @@ type ClientConfig struct {
 // ctx bounds refresh and heal. Failed tries of a connection are spaced out
 // (pkg/nsm/chain/backoff) before they reach cfg.Elements: while the NSMgr is away
 // heal re-requests as fast as the dial to its missing socket fails, which
-// kept a lab target at half a core for the whole outage.
+// kept a lab target at half a core for the whole outage. A pause ends when
+// ctx does.
 func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServiceClient {
 	sec := securityOf(cfg.Name, cfg.TokenLifetime, cfg.SPIFFE)
 	healOpts, nsmgrElements := healOptions(ctx, cfg.NSMgrURL, sec.dial)
-	elements := append(append(append([]networkservice.NetworkServiceClient{nsmbackoff.NewClient()}, nsmgrElements...), cfg.Elements...),
+	elements := append(append(append([]networkservice.NetworkServiceClient{nsmbackoff.NewClient(nsmbackoff.WithLife(ctx))}, nsmgrElements...), cfg.Elements...),
 		kernel.NewClient(kernel.WithInterfaceName(cfg.InterfaceName)),
 		netnsurl.NewClient(cfg.NetNSPath),
 		sendfd.NewClient(),
