@@ -62,6 +62,30 @@ func (kernelEndpoint) Close(context.Context, *networkservice.Connection, ...grpc
 	return &empty.Empty{}, nil
 }
 
+// movingForwarder is the part of the forwarder's chain that a move goes
+// through: the server elements up to requestScope, then mover, mechanism
+// translation, the kernel mechanism and v toward an endpoint in nse. With
+// reap, begin and the reaper's elements are where New puts them.
+func movingForwarder(v *vethClient, mover *movingClient, nse *testutil.NetNS, reap *reaper.Reaper) networkservice.NetworkServiceServer {
+	servers := []networkservice.NetworkServiceServer{metadata.NewServer()}
+	clients := []networkservice.NetworkServiceClient{metadata.NewClient(), mover, mechanismtranslation.NewClient(), kernel.NewClient(), v}
+	if reap != nil {
+		servers = []networkservice.NetworkServiceServer{begin.NewServer(), metadata.NewServer(), reap.NewServer()}
+		clients = append(clients, reaper.NewClient())
+	}
+	clients = append(clients, kernelEndpoint{netnsURL: "file://" + nse.Path()})
+	servers = append(servers, stashServer{}, requestScope{}, adapters.NewClientToServer(chain.NewNetworkServiceClient(clients...)))
+	return chain.NewNetworkServiceServer(servers...)
+}
+
+// moveRequest is an NSC's request of connection conn-1 with interface
+// nsm0 in nsc.
+func moveRequest(nsc *testutil.NetNS) *networkservice.NetworkServiceRequest {
+	return &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
+		Id: "conn-1", NetworkService: "svc", Mechanism: kernelMechanism("file://"+nsc.Path(), "nsm0"),
+	}}
+}
+
 // TestVethKeptWhenTheEndpointMoves: the endpoint restarted in its namespace
 // and listens on a new URL; the dial client closes the connection toward
 // the old URL within the NSC's Request and requests through the new one,
@@ -73,25 +97,9 @@ func TestVethKeptWhenTheEndpointMoves(t *testing.T) {
 	nse := testutil.NewNetNS(t, "me")
 	v := newVethClient()
 	mover := &movingClient{}
-	fwd := chain.NewNetworkServiceServer(
-		metadata.NewServer(),
-		stashServer{},
-		requestScope{},
-		adapters.NewClientToServer(chain.NewNetworkServiceClient(
-			metadata.NewClient(),
-			mover,
-			mechanismtranslation.NewClient(),
-			kernel.NewClient(),
-			v,
-			kernelEndpoint{netnsURL: "file://" + nse.Path()},
-		)),
-	)
+	fwd := movingForwarder(v, mover, nse, nil)
 	ctx := context.Background()
-	request := &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
-		Id: "conn-1", NetworkService: "svc",
-		Mechanism: kernelmech.New("file://" + nsc.Path()),
-	}}
-	kernelmech.ToMechanism(request.GetConnection().GetMechanism()).SetInterfaceName("nsm0")
+	request := moveRequest(nsc)
 
 	_, err := fwd.Request(ctx, request.Clone())
 	require.NoError(t, err)
@@ -140,28 +148,10 @@ func TestMovedConnectionReapedWithItsPod(t *testing.T) {
 	v := newVethClient()
 	defer v.remove("conn-1")
 	mover := &movingClient{}
-	fwd := chain.NewNetworkServiceServer(
-		begin.NewServer(),
-		metadata.NewServer(),
-		reap.NewServer(),
-		stashServer{},
-		requestScope{},
-		adapters.NewClientToServer(chain.NewNetworkServiceClient(
-			metadata.NewClient(),
-			mover,
-			mechanismtranslation.NewClient(),
-			kernel.NewClient(),
-			v,
-			reaper.NewClient(),
-			kernelEndpoint{netnsURL: "file://" + nse.Path()},
-		)),
-	)
+	fwd := movingForwarder(v, mover, nse, reap)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	request := &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
-		Id: "conn-1", NetworkService: "svc",
-		Mechanism: kernelMechanism("file://"+nsc.Path(), "nsm0"),
-	}}
+	request := moveRequest(nsc)
 	_, err := fwd.Request(ctx, request.Clone())
 	require.NoError(t, err)
 	p, ok := v.pairs.get("conn-1")
