@@ -13,8 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
@@ -27,9 +25,7 @@ import (
 // restarted), helm rollback to the first tag (in place again), the proxy
 // container killed and restarted by the kubelet, and an upgrade that must
 // replace the pod (a new memory limit). Each one's loss is a figure, the
-// in-place ones beside the replacement. Between the last two, the IPAM and
-// the nsp alone move to the new tag: they are not on the data path, and no
-// probe may be lost.
+// in-place ones beside the replacement.
 func TestUpgradeInPlace(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -79,96 +75,12 @@ func TestUpgradeInPlace(t *testing.T) {
 			}
 		})
 	})
-	t.Run("IPAMAndNSPRolled", func(t *testing.T) { tr.rollIPAMAndNSP(ctx, t, next) })
 	t.Run("UpgradeReplacingThePod", func(t *testing.T) {
 		tr.changeProxy(ctx, t, "helm upgrade that cannot be made in place (a new memory limit), pod replaced", false, next, func() {
 			helm(t, append([]string{"upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
 				"--reuse-values", "--set", "proxy.resources.limits.memory=160Mi"}, setTags(next)...)...)
 		})
 	})
-}
-
-// rollIPAMAndNSP upgrades the IPAM's and the nsp's images alone (helm
-// upgrade) while every VIP is probed: their pods are replaced, the proxy's
-// pod is left as it is. Neither is on the data path, so no probe is lost
-// beyond a blip (noOutage), and the IPAM, back on its volume, keeps its
-// allocations: the proxy's bridge and every target keep their addresses.
-func (tr *trench) rollIPAMAndNSP(ctx context.Context, t *testing.T, tag string) {
-	t.Helper()
-	proxy := tr.c.waitProxyReady(ctx, t)
-	bridge := tr.proxyBridge(ctx, t, proxy)
-	before := tr.targetAddrs(ctx, t)
-	components := []string{"ipam", "nsp"}
-	old := map[types.UID]bool{}
-	for _, c := range components {
-		for _, p := range tr.componentPods(ctx, t, c) {
-			old[p.UID] = true
-		}
-	}
-	stop := tr.probeEveryVIP(ctx, t)
-	time.Sleep(time.Second)
-	start := time.Now()
-	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace, "--reuse-values",
-		"--set-string", "images.ipam.tag="+tag+",images.nsp.tag="+tag)
-	eventually(ctx, t, "the IPAM and the nsp Ready on "+tag+" in new pods", func(ctx context.Context) error {
-		for _, c := range components {
-			pods := tr.componentPods(ctx, t, c)
-			if len(pods) == 0 {
-				return fmt.Errorf("no %s pod", c)
-			}
-			for _, p := range pods {
-				if err := onTag(p, tag); err != nil {
-					return err
-				}
-				if old[p.UID] || !podReady(p) {
-					return fmt.Errorf("%s: replaced %v, Ready %v", p.Name, !old[p.UID], podReady(p))
-				}
-			}
-		}
-		return nil
-	})
-	rolled := time.Since(start)
-	tr.waitServed(ctx, t)
-	time.Sleep(time.Second)
-	series := stop()
-	lost, total, longest := noOutages(t, series, "the IPAM and the nsp rolled", start)
-	t.Logf("FIGURE: helm upgrade of the IPAM's and the nsp's images: both Ready in new pods after %.1f s; %d of %d probes lost (TCP and UDP through every VIP), longest gap %s",
-		rolled.Seconds(), lost, total, longest.Round(time.Millisecond))
-	if p := tr.c.waitProxyReady(ctx, t); p.UID != proxy.UID || restarts(p) != restarts(proxy) {
-		t.Errorf("the proxy's pod %s (%d restarts) is now %s (%d restarts)", proxy.Name, restarts(proxy), p.Name, restarts(p))
-	}
-	if got := tr.proxyBridge(ctx, t, proxy); !slices.Equal(got, bridge) {
-		t.Errorf("the proxy's bridge had %v, now %v", bridge, got)
-	}
-	checkKept(t, before, tr.targetAddrs(ctx, t))
-}
-
-// componentPods lists the release's pods of a component (its
-// app.kubernetes.io/component label) that are not being deleted.
-func (tr *trench) componentPods(ctx context.Context, t *testing.T, component string) []*corev1.Pod {
-	t.Helper()
-	list, err := tr.c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/instance=" + chartRelease + ",app.kubernetes.io/component=" + component})
-	if err != nil {
-		t.Fatalf("list the %s pods: %v", component, err)
-	}
-	var out []*corev1.Pod
-	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp == nil {
-			out = append(out, &list.Items[i])
-		}
-	}
-	return out
-}
-
-// onTag fails unless every container of pod runs an image of tag.
-func onTag(pod *corev1.Pod, tag string) error {
-	for _, c := range pod.Spec.Containers {
-		if !strings.HasSuffix(c.Image, ":"+tag) {
-			return fmt.Errorf("%s: %s runs %s", pod.Name, c.Name, c.Image)
-		}
-	}
-	return nil
 }
 
 // changeProxy runs change while every VIP is probed (TCP and UDP) and
