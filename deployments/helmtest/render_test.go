@@ -117,6 +117,11 @@ func renderHelm3(vals map[string]any) (string, error) {
 // installHelm3 is Helm 3's client-side dry-run install of the chart: its
 // manifests, and its hooks apart.
 func installHelm3(vals map[string]any) (*release.Release, error) {
+	return installHelm3As("causeway", namespace, vals)
+}
+
+// installHelm3As is installHelm3 of the release name in namespace ns.
+func installHelm3As(name, ns string, vals map[string]any) (*release.Release, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart: %w", err)
@@ -125,8 +130,8 @@ func installHelm3(vals map[string]any) (*release.Release, error) {
 	install.DryRun = true
 	install.ClientOnly = true
 	install.Replace = true
-	install.ReleaseName = "causeway"
-	install.Namespace = namespace
+	install.ReleaseName = name
+	install.Namespace = ns
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
 	return install.Run(chrt, vals)
 }

@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 // BinaryEnv names the kube-apiserver to run, overriding the cache path.
@@ -106,7 +107,7 @@ type Server struct {
 func Start(t testing.TB, apiserver, etcd string) *Server {
 	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 3)
+	ports := testutil.FreePorts(t, 3)
 	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	s := &Server{
@@ -236,24 +237,6 @@ func stop(cmd *exec.Cmd) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	}
-}
-
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
 }
 
 func randomHex(t testing.TB) string {

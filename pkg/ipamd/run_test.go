@@ -24,6 +24,7 @@ import (
 	nspv1 "github.com/causeway-net/causeway/api/nsp/v1"
 	"github.com/causeway-net/causeway/internal/daemon"
 	"github.com/causeway-net/causeway/internal/logging"
+	"github.com/causeway-net/causeway/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -31,15 +32,6 @@ func TestMain(m *testing.M) {
 }
 
 const waitFor = 30 * time.Second
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // testConfig is the default configuration on 127.0.0.1 free ports, with a
 // fresh database and no configuration server.
@@ -49,8 +41,8 @@ func testConfig(t *testing.T) *Config {
 	c, err := Load()
 	require.NoError(t, err)
 	c.ListenAddress = "127.0.0.1"
-	c.Port = freePort(t)
-	c.MetricsPort = freePort(t)
+	ports := testutil.FreePorts(t, 2)
+	c.Port, c.MetricsPort = ports[0], ports[1]
 	c.NSPService = ""
 	c.Datasource = filepath.Join(t.TempDir(), "data", "registry.db")
 	c.Insecure = true // plain gRPC is asked for explicitly

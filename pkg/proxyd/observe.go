@@ -120,6 +120,9 @@ func (d *Daemon) startMetrics(ctx context.Context) (func() error, error) {
 	if d.targetCheck != nil {
 		reg.MustRegister(newCheckMetrics(d.targetCheck, "target", "reported only"))
 	}
+	if d.ledgerStats != nil {
+		reg.MustRegister(newLedgerMetrics(d.ledgerStats))
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	lis, err := net.Listen("tcp", d.cfg.MetricsAddress)

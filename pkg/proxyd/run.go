@@ -14,6 +14,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/health"
 	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
+	"github.com/causeway-net/causeway/pkg/nsm/clientproof"
 	"github.com/causeway-net/causeway/pkg/nsm/credentials"
 	"github.com/causeway-net/causeway/pkg/nsm/endpoint"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
@@ -44,6 +45,10 @@ type Daemon struct {
 	mesh      *fullmesh.FullMesh
 	ep        *endpoint.Endpoint
 	services  *feed.LB // nil when the service load balancer is off
+
+	// The ledger of the targets' tokens (targetidentity.go); nil in
+	// insecure mode.
+	ledgerStats func() clientproof.LedgerStats
 
 	// The datapath checks (nexthopcheck.go): the LB nexthops'; the
 	// targets', nil unless NSM_TARGET_CHECK_INTERVAL.

@@ -1,6 +1,7 @@
 package proxyd
 
 import (
+	"github.com/causeway-net/causeway/pkg/nsm/clientproof"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb/kubesource"
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
@@ -10,7 +11,7 @@ import (
 // tokens carry (each token for one client connection, not after it ended)
 // and admits those NSM_TARGET_IDS lists; in insecure mode
 // nothing is proved nor checked (NSM_TARGET_IDS, if set, is ignored with
-// a warning).
+// a warning). The metrics read the ledger of its tokens (ledgerStats).
 func (d *Daemon) targetIdentity() (proxy.TargetIdentity, error) {
 	if !d.creds.Secure() {
 		if len(d.cfg.TargetIDs) > 0 {
@@ -25,7 +26,8 @@ func (d *Daemon) targetIdentity() (proxy.TargetIdentity, error) {
 	if allowed != nil {
 		d.log.Info("targets admitted by SPIFFE ID", "rules", d.cfg.TargetIDs)
 	}
-	prover := d.creds.ClientProver()
+	prover := d.creds.ClientProver(clientproof.WithLogger(d.log.With("subsystem", "clientproof")))
+	d.ledgerStats = prover.Ledger
 	return proxy.TargetIdentity{Prove: prover.Client, Allowed: allowed, End: prover.End}, nil
 }
 

@@ -45,11 +45,17 @@ func helm(t *testing.T, args ...string) string {
 // values (YAML) over them.
 func helmUpgradeValues(t *testing.T, values string) {
 	t.Helper()
+	helmUpgradeRelease(t, chartRelease, chartNamespace, values)
+}
+
+// helmUpgradeRelease is helmUpgradeValues of the release of namespace ns.
+func helmUpgradeRelease(t *testing.T, release, ns, values string) {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(file, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
+	helm(t, "upgrade", release, repoPath("deployments/helm/causeway"), "--namespace", ns,
 		"--reuse-values", "--values", file)
 }
 

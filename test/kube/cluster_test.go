@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -51,8 +52,10 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
-	// The client's connections end with the test (goleak).
-	t.Cleanup(httpClient.CloseIdleConnections)
+	// The client's connections end with the test (goleak). client-go wraps
+	// its transport in round trippers that do not pass CloseIdleConnections
+	// on; utilnet unwraps them.
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(httpClient.Transport) })
 	client, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		t.Fatalf("client: %v", err)

@@ -52,17 +52,26 @@ func (c *cluster) connectExternal(ctx context.Context, t *testing.T, lbs []*core
 	for _, a := range extAddrs {
 		ext.ns.MustExec(t, "ip", "addr", "add", netip.PrefixFrom(a, a.BitLen()).String(), "dev", "lo")
 	}
+	c.linkExternal(ctx, t, ext.ns.Path(), lbs, 0, stubVIPs())
+	return ext
+}
+
+// linkExternal links the external namespace at path to lbs, LB j of them
+// as LB first+j (its link and addresses), and routes vips via them.
+func (c *cluster) linkExternal(ctx context.Context, t *testing.T, path string, lbs []*corev1.Pod, first int, vips []netip.Addr) {
+	t.Helper()
 	gws := map[bool][]netip.Addr{}
-	for i, lb := range lbs {
-		path := c.podNetNS(ctx, t, lb, "stub")
+	for j, lb := range lbs {
+		i := first + j
+		lbPath := c.podNetNS(ctx, t, lb, "stub")
 		if err := topo.AddVeth(
-			topo.VethEnd{NetNSPath: path, Name: lbExtLink, Addrs: linkAddrs(i, 1)},
-			topo.VethEnd{NetNSPath: ext.ns.Path(), Name: extLink(i), Addrs: linkAddrs(i, 2)}); err != nil {
+			topo.VethEnd{NetNSPath: lbPath, Name: lbExtLink, Addrs: linkAddrs(i, 1)},
+			topo.VethEnd{NetNSPath: path, Name: extLink(i), Addrs: linkAddrs(i, 2)}); err != nil {
 			t.Fatalf("link to %s: %v", lb.Name, err)
 		}
 		for _, p := range linkAddrs(i, 2) {
 			a := extAddrs[p.Addr().Is6()]
-			if err := topo.AddRoute(path, netip.PrefixFrom(a, a.BitLen()), p.Addr()); err != nil {
+			if err := topo.AddRoute(lbPath, netip.PrefixFrom(a, a.BitLen()), p.Addr()); err != nil {
 				t.Fatalf("%s: %v", lb.Name, err)
 			}
 		}
@@ -70,12 +79,11 @@ func (c *cluster) connectExternal(ctx context.Context, t *testing.T, lbs []*core
 			gws[p.Addr().Is6()] = append(gws[p.Addr().Is6()], p.Addr())
 		}
 	}
-	for _, vip := range stubVIPs() {
-		if err := topo.AddRoute(ext.ns.Path(), netip.PrefixFrom(vip, vip.BitLen()), gws[vip.Is6()]...); err != nil {
+	for _, vip := range vips {
+		if err := topo.AddRoute(path, netip.PrefixFrom(vip, vip.BitLen()), gws[vip.Is6()]...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return ext
 }
 
 // echoAt returns the address and port of the echo service on vip, and the

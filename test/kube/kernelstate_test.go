@@ -29,9 +29,15 @@ const proxyTable = 1
 // per node, sorted by name.
 func (c *cluster) proxyPods(ctx context.Context, t *testing.T) []*corev1.Pod {
 	t.Helper()
+	return c.proxyPodsIn(ctx, t, chartNamespace, proxySelector)
+}
+
+// proxyPodsIn is proxyPods of the proxies of selector in namespace ns.
+func (c *cluster) proxyPodsIn(ctx context.Context, t *testing.T, ns, selector string) []*corev1.Pod {
+	t.Helper()
 	var pods []*corev1.Pod
-	eventually(ctx, t, "a Ready proxy pod on every node", func(ctx context.Context) error {
-		list, err := c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: proxySelector})
+	eventually(ctx, t, "a Ready proxy pod of "+selector+" on every node", func(ctx context.Context) error {
+		list, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return err
 		}

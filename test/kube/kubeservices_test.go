@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -48,6 +49,7 @@ const (
 	proxyNameLabel   = "service.kubernetes.io/service-proxy-name"
 	sliceManagedBy   = "endpointslice.kubernetes.io/managed-by=proxy.causeway-net.github.io"
 	proxySelector    = "app.kubernetes.io/component=proxy-load-balancer"
+	sliceNodeLabel   = "causeway-net.github.io/node"
 	proxyNftTable    = "causeway-svc" // pkg/servicelb/nftlb.TableName
 	kubeServicesPort = 80
 	// The chart's ClusterRole of the proxies' Kubernetes source.
@@ -98,10 +100,11 @@ func (s kubeService) addrs(port int) []netip.AddrPort {
 // kubeServices: the proxies switched to the Kubernetes source (helm
 // upgrade; switched back to the file when the scenario ends), a Service
 // labelled for the conduit is served to a target pod on its cluster IPs,
-// and not by kube-proxy; the proxy publishes the targets' conduit
+// and not by kube-proxy; each proxy publishes its node's targets' conduit
 // addresses in its EndpointSlices, which follow a target pod replaced
-// while flows go on; ClientIP affinity holds; a port added is served, and
-// a Service deleted takes its rules and slices along.
+// while flows go on, and serves them, its node's targets only (a proxy
+// has no path to another node's targets); ClientIP affinity holds; a port
+// added is served, and a Service deleted takes its rules and slices along.
 func (tr *trench) kubeServices(ctx context.Context, t *testing.T) {
 	tr.switchServices(ctx, t, kubeServicesValues)
 	t.Cleanup(func() { tr.switchServices(ctx, t, servicesValues) })
@@ -135,13 +138,13 @@ func (tr *trench) kubeServices(ctx context.Context, t *testing.T) {
 	tr.checkSlices(ctx, t, kubeEcho.name)
 	for _, svc := range kubeEcho.addrs(kubeServicesPort) {
 		for _, network := range []string{"tcp", "udp"} {
-			t.Logf("%s to %s (%s) from %s: %s", network, svc, kubeEcho.name, pods[0].Name, servedByAll(ctx, t, client, pods, network, svc))
+			tr.servedOnEveryNode(ctx, t, pods, network, svc)
 		}
 	}
 	tr.checkNoWarnings(ctx, t, kubeEcho.name)
 	tr.checkAffinity(ctx, t, pods)
 	tr.churnTargets(ctx, t, client, pods[0])
-	tr.changeService(ctx, t, client, pods[0].Name)
+	tr.changeService(ctx, t)
 }
 
 // checkNoWarnings: the proxy reported nothing it refuses of the Service
@@ -169,6 +172,7 @@ func (tr *trench) switchServices(ctx context.Context, t *testing.T, values strin
 	start := time.Now()
 	helmUpgradeValues(t, values)
 	tr.c.waitReplacedOn(ctx, t, proxy, proxySelector)
+	tr.c.waitDaemonSetsRolledOut(ctx, t, chartNamespace)
 	tr.waitServed(ctx, t)
 	t.Logf("services switched (helm upgrade to the proxy replaced and serving): %.1f s", time.Since(start).Seconds())
 	// The proxies may read the API only with the Kubernetes source.
@@ -176,6 +180,27 @@ func (tr *trench) switchServices(ctx context.Context, t *testing.T, values strin
 	if fromAPI := strings.Contains(values, "source: kubernetes"); fromAPI && err != nil || !fromAPI && !apierrors.IsNotFound(err) {
 		t.Errorf("ClusterRole %s with the kubernetes source %v: %v", servicesClusterRole, fromAPI, err)
 	}
+}
+
+// waitDaemonSetsRolledOut waits until every DaemonSet of namespace ns
+// runs its current template Ready on every node it wants (the proxies of
+// all nodes, not only the one a scenario watches).
+func (c *cluster) waitDaemonSetsRolledOut(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	eventually(ctx, t, "the DaemonSets of "+ns+" rolled out", func(ctx context.Context) error {
+		list, err := c.client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, ds := range list.Items {
+			st := ds.Status
+			if st.ObservedGeneration < ds.Generation || st.UpdatedNumberScheduled != st.DesiredNumberScheduled ||
+				st.NumberReady != st.DesiredNumberScheduled || st.NumberUnavailable != 0 {
+				return fmt.Errorf("%s: %d of %d updated, %d ready", ds.Name, st.UpdatedNumberScheduled, st.DesiredNumberScheduled, st.NumberReady)
+			}
+		}
+		return nil
+	})
 }
 
 // checkKubeProxySkips: kube-proxy programs the unlabelled Service (its
@@ -221,49 +246,56 @@ func nftList(t *testing.T, path, family, table string) string {
 	return string(out)
 }
 
-// publishedAddrs returns the ready addresses of the proxy's EndpointSlices
-// of the Service name, sorted, and how many slices there are.
-func (tr *trench) publishedAddrs(ctx context.Context, name string) ([]netip.Addr, int, error) {
+// publishedAddrs returns the ready addresses of the proxies' EndpointSlices
+// of the Service name, sorted, by the node the slice names, and how many
+// slices there are.
+func (tr *trench) publishedAddrs(ctx context.Context, name string) (map[string][]netip.Addr, int, error) {
 	list, err := tr.c.client.DiscoveryV1().EndpointSlices(chartNamespace).List(ctx, metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelServiceName + "=" + name + "," + sliceManagedBy,
 	})
 	if err != nil {
 		return nil, 0, err
 	}
-	var out []netip.Addr
+	out := map[string][]netip.Addr{}
 	for _, s := range list.Items {
+		node := s.Labels[sliceNodeLabel]
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready == nil || !*e.Conditions.Ready {
 				continue
 			}
 			for _, a := range e.Addresses {
 				if ip, err := netip.ParseAddr(a); err == nil {
-					out = append(out, ip)
+					out[node] = append(out[node], ip)
 				}
 			}
 		}
+		slices.SortFunc(out[node], netip.Addr.Compare)
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
 	return out, len(list.Items), nil
 }
 
-// checkSlices waits until the proxy's EndpointSlices of the Service name
+// checkSlices waits until the proxies' EndpointSlices of the Service name
 // hold, ready, exactly the conduit addresses of the running targets (both
-// families), and logs what kubectl shows of them.
+// families), each node's in the two slices of its node's proxy, and logs
+// what kubectl shows of them.
 func (tr *trench) checkSlices(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	eventually(ctx, t, "the slices of "+name+" hold the targets' addresses", func(ctx context.Context) error {
-		var want []netip.Addr
-		for _, list := range tr.targetAddrs(ctx, t) {
-			want = append(want, list...)
+		pods := tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
+		addrs := tr.addrsOf(ctx, t, pods)
+		want := map[string][]netip.Addr{}
+		for _, p := range pods {
+			want[p.Spec.NodeName] = append(want[p.Spec.NodeName], addrs[p.Name]...)
 		}
-		slices.SortFunc(want, netip.Addr.Compare)
+		for node := range want {
+			slices.SortFunc(want[node], netip.Addr.Compare)
+		}
 		got, n, err := tr.publishedAddrs(ctx, name)
 		if err != nil {
 			return err
 		}
-		if !slices.Equal(got, want) || n != 2 {
-			return fmt.Errorf("%d slices with %v, want 2 with %v", n, got, want)
+		if !maps.EqualFunc(got, want, slices.Equal) || n != 2*len(want) {
+			return fmt.Errorf("%d slices with %v, want %d with %v", n, got, 2*len(want), want)
 		}
 		return nil
 	})
@@ -322,7 +354,7 @@ func (tr *trench) churnTargets(ctx context.Context, t *testing.T, client string,
 	tr.checkSlices(ctx, t, kubeEcho.name)
 	followed := time.Since(start)
 	pods := tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
-	servedByAll(ctx, t, client, pods, "tcp", kubeEcho.addrs(kubeServicesPort)[0])
+	tr.servedOnEveryNode(ctx, t, pods, "tcp", kubeEcho.addrs(kubeServicesPort)[0])
 	time.Sleep(time.Second)
 	series := stop()
 	t.Logf("targets before %v, after %v: the slices hold the latter's addresses", before, after)
@@ -341,7 +373,7 @@ func (tr *trench) churnTargets(ctx context.Context, t *testing.T, client string,
 // changeService adds a port to the echo Service (served by every target
 // on both families), then deletes it: its cluster IPs leave the proxy's
 // nftables table and its slices go.
-func (tr *trench) changeService(ctx context.Context, t *testing.T, client, clientPod string) {
+func (tr *trench) changeService(ctx context.Context, t *testing.T) {
 	t.Helper()
 	svcs := tr.c.client.CoreV1().Services(chartNamespace)
 	svc, err := svcs.Get(ctx, kubeEcho.name, metav1.GetOptions{})
@@ -355,7 +387,7 @@ func (tr *trench) changeService(ctx context.Context, t *testing.T, client, clien
 	}
 	pods := tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
 	for _, a := range kubeEcho.addrs(added) {
-		t.Logf("tcp to %s (port added) from %s: %s", a, clientPod, servedByAll(ctx, t, client, pods, "tcp", a))
+		tr.servedOnEveryNode(ctx, t, pods, "tcp", a)
 	}
 
 	proxyNS := tr.c.podNetNS(ctx, t, tr.c.waitProxyReady(ctx, t), proxyContainer)

@@ -130,18 +130,32 @@ func (tr *trench) deleteTarget(ctx context.Context, t *testing.T, victim string)
 // whose endpoints are the targets connected to the node's proxy
 // (docs/servicelb.md): a proxy has no path to another node's targets.
 func (tr *trench) reachServices(ctx context.Context, t *testing.T) {
-	byNode := map[string][]*corev1.Pod{}
-	for _, p := range tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected") {
-		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
-	}
-	for node, pods := range byNode {
-		client := tr.c.podNetNS(ctx, t, pods[0], "stub")
-		for _, svc := range chartServices {
-			for _, network := range []string{"tcp", "udp"} {
-				tally := servedByAll(ctx, t, client, pods, network, svc)
-				t.Logf("%s to %s from %s on %s: %s", network, svc, pods[0].Name, node, tally)
-			}
+	pods := tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")
+	for _, svc := range chartServices {
+		for _, network := range []string{"tcp", "udp"} {
+			tr.servedOnEveryNode(ctx, t, pods, network, svc)
 		}
+	}
+}
+
+// byNode groups pods by their node.
+func byNode(pods []*corev1.Pod) map[string][]*corev1.Pod {
+	out := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		out[p.Spec.NodeName] = append(out[p.Spec.NodeName], p)
+	}
+	return out
+}
+
+// servedOnEveryNode: on every node with targets of pods, flows of network
+// from its first target to svc are answered by every target of the node
+// (servedByAll), and logged.
+func (tr *trench) servedOnEveryNode(ctx context.Context, t *testing.T, pods []*corev1.Pod, network string, svc netip.AddrPort) {
+	t.Helper()
+	for node, local := range byNode(pods) {
+		client := tr.c.podNetNS(ctx, t, local[0], "stub")
+		tally := servedByAll(ctx, t, client, local, network, svc)
+		t.Logf("%s to %s from %s on %s: %s", network, svc, local[0].Name, node, tally)
 	}
 }
 

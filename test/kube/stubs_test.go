@@ -55,8 +55,13 @@ const targetReplicas = 3
 // stubArgs are the arguments of the stub command (lb or target) every pod
 // of it shares; the pod's name comes from the downward API.
 func stubArgs(command string, extra ...string) []string {
+	return stubArgsFor(command, stubVIPs(), extra...)
+}
+
+// stubArgsFor is stubArgs with the VIPs vips (a stub of another trench).
+func stubArgsFor(command string, vips []netip.Addr, extra ...string) []string {
 	args := []string{command, "-spiffe", "-nsmgr", "unix://" + nsmDir + "/nsm.io.sock", "-name", "$(POD_NAME)"}
-	for _, v := range stubVIPs() {
+	for _, v := range vips {
 		args = append(args, "-vip", v.String())
 	}
 	return append(args, extra...)
@@ -161,9 +166,15 @@ func (c *cluster) stopStubs(t *testing.T) {
 // up), sorted by name.
 func (c *cluster) stubPods(ctx context.Context, t *testing.T, name string, want int, ready string) []*corev1.Pod {
 	t.Helper()
+	return c.stubPodsIn(ctx, t, chartNamespace, name, want, ready)
+}
+
+// stubPodsIn is stubPods of the namespace ns.
+func (c *cluster) stubPodsIn(ctx context.Context, t *testing.T, ns, name string, want int, ready string) []*corev1.Pod {
+	t.Helper()
 	var pods []*corev1.Pod
 	eventually(ctx, t, fmt.Sprintf("%d %s pods logging %q", want, name, ready), func(ctx context.Context) error {
-		list, err := c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		list, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 		if err != nil {
 			return err
 		}

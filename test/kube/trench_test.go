@@ -47,10 +47,13 @@ func TestTrench(t *testing.T) {
 		tr.replaceNSM(ctx, t)
 		tr.checkTraffic(ctx, t)
 	})
+	t.Run("NSPAndCoreDNSReplaced", func(t *testing.T) { tr.replaceNSPAndDNS(ctx, t) })
 	t.Run("RegistryReplaced", func(t *testing.T) { tr.replaceRegistry(ctx, t) })
 	t.Run("SPIREReplaced", func(t *testing.T) { tr.replaceSPIRE(ctx, t) })
 	t.Run("SVIDRotated", func(t *testing.T) { tr.rotateSVIDs(ctx, t) })
 	t.Run("LBFrozen", func(t *testing.T) { tr.freezeLB(ctx, t) })
+	t.Run("TwoTrenches", func(t *testing.T) { tr.twoTrenches(ctx, t) })
+	t.Run("HelmRollback", func(t *testing.T) { tr.rollbackVIPs(ctx, t) })
 	t.Run("ServiceAccountIDs", func(t *testing.T) { tr.useServiceAccountIDs(ctx, t) })
 	t.Run("UpgradeUninstall", func(t *testing.T) { tr.upgradeUninstall(ctx, t) })
 }

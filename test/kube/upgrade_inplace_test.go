@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -151,8 +152,14 @@ func (tr *trench) changeProxy(ctx context.Context, t *testing.T, what string, in
 // "<vip> <network>".
 func (tr *trench) probeEveryVIP(ctx context.Context, t *testing.T) func() map[string]traffic.Series {
 	t.Helper()
+	return tr.probeVIPs(ctx, t, chartVIPs)
+}
+
+// probeVIPs is probeEveryVIP of vips.
+func (tr *trench) probeVIPs(ctx context.Context, t *testing.T, vips []netip.Addr) func() map[string]traffic.Series {
+	t.Helper()
 	stops := map[string]func() traffic.Series{}
-	for _, vip := range chartVIPs {
+	for _, vip := range vips {
 		addr, local := echoAt(vip)
 		for _, network := range []string{"tcp", "udp"} {
 			stops[vip.String()+" "+network] = startProber(ctx, t, traffic.ProbeConfig{

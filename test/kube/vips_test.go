@@ -47,21 +47,7 @@ func (tr *trench) changeVIPs(ctx context.Context, t *testing.T) {
 		paths = append(paths, path)
 	}
 	names := tr.targetNames(ctx, t)
-	restored := false
-	t.Cleanup(func() {
-		if !restored {
-			helmUpgradeValues(t, installedVIPsValues)
-		}
-	})
-
-	stop := tr.probeEveryVIP(ctx, t)
-	time.Sleep(time.Second)
-	start := time.Now()
-	helmUpgradeValues(t, spareVIPsValues)
-	eventually(ctx, t, "every proxy's rules from the added VIPs", func(context.Context) error {
-		return rulesFrom(t, paths, spareVIPs, true)
-	})
-	ruled := time.Since(start)
+	stop, start, ruled := tr.addSpareVIPs(ctx, t, paths)
 	tr.waitServedBy(ctx, t, spareVIPs, names)
 	served := time.Since(start)
 	lost, total, longest := noOutages(t, stop(), "VIPs were added", start)
@@ -83,7 +69,6 @@ func (tr *trench) changeVIPs(ctx context.Context, t *testing.T) {
 	time.Sleep(time.Second)
 	start = time.Now()
 	helmUpgradeValues(t, installedVIPsValues)
-	restored = true
 	eventually(ctx, t, "every proxy's rules from the removed VIPs gone", func(context.Context) error {
 		return rulesFrom(t, paths, spareVIPs, false)
 	})

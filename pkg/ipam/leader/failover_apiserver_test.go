@@ -5,6 +5,7 @@ package leader
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -12,6 +13,21 @@ import (
 )
 
 const callers = 64
+
+// fullLengthEnv, when set, runs the scenarios at full length: the serving
+// replica killed every 10 s for two minutes and cut from the API server for
+// 30 s. Unset (as in make test-apiserver), they run shortened: killed every
+// 5 s five times, cut for 10 s.
+const fullLengthEnv = "CAUSEWAY_IPAM_FAILOVER_FULL"
+
+// lengths are the scenarios' lengths: how often and how many times the
+// serving replica is killed, and how long it is cut from the API server.
+func lengths() (killEvery time.Duration, kills int, cut time.Duration) {
+	if os.Getenv(fullLengthEnv) != "" {
+		return 10 * time.Second, 12, 30 * time.Second
+	}
+	return 5 * time.Second, 5, 10 * time.Second
+}
 
 // probe allocates a new child through the replicas and returns when one
 // acknowledged it.
@@ -51,14 +67,15 @@ func scenario(t *testing.T, disrupt func(t *testing.T, api *apiServer, c *cluste
 }
 
 // The serving replica is killed (its API connections cut, then stopped)
-// every 5 s, five times, while 64 callers allocate, renew and release; a
-// new replica takes its place each time. (The run is every 10 s
-// for two minutes on the test cluster; this is its unit-tier shortening.)
+// every 5 s, five times (every 10 s for two minutes at full length, see
+// fullLengthEnv), while 64 callers allocate, renew and release; a new
+// replica takes its place each time.
 func TestServingReplicaKilledRepeatedly(t *testing.T) {
+	every, kills, _ := lengths()
 	scenario(t, func(t *testing.T, api *apiServer, c *cluster, l *ledger) {
 		var took []time.Duration
-		for k := range 5 {
-			time.Sleep(5 * time.Second)
+		for k := range kills {
+			time.Sleep(every)
 			r := waitLeader(t, c)
 			c.remove(r)
 			start := time.Now()
@@ -66,14 +83,15 @@ func TestServingReplicaKilledRepeatedly(t *testing.T) {
 			c.add(startReplica(t, api.Server, fmt.Sprintf("ipam-new-%d", k)))
 			took = append(took, probe(t, c, l, fmt.Sprintf("probe-kill-%d", k)).Sub(start))
 		}
-		figures(t, fmt.Sprintf("IPAM failover, serving replica killed (lease %s, %d callers), to the next new allocation served", leaseDuration, callers), took)
+		figures(t, fmt.Sprintf("IPAM failover, serving replica killed %d times every %s (lease %s, %d callers), to the next new allocation served", kills, every, leaseDuration, callers), took)
 	})
 }
 
 // The serving replica's connections to the API server are cut for 10 s
-// (not its callers'): it must stop serving, another must serve, and after
-// the cut it serves nothing from its old view.
+// (30 s at full length; not its callers'): it must stop serving, another
+// must serve, and after the cut it serves nothing from its old view.
 func TestServingReplicaCutFromAPIServer(t *testing.T) {
+	_, _, cut := lengths()
 	scenario(t, func(t *testing.T, api *apiServer, c *cluster, l *ledger) {
 		time.Sleep(3 * time.Second)
 		r := waitLeader(t, c)
@@ -92,9 +110,9 @@ func TestServingReplicaCutFromAPIServer(t *testing.T) {
 		if r.gate.Serving() {
 			t.Fatal("the replica cut from the API server still serves a minute later")
 		}
-		time.Sleep(time.Until(start.Add(10 * time.Second)))
+		time.Sleep(time.Until(start.Add(cut)))
 		r.proxy.Heal()
-		figures(t, fmt.Sprintf("IPAM serving replica cut from the API server (lease %s): to the next new allocation served", leaseDuration), []time.Duration{served.Sub(start)})
+		figures(t, fmt.Sprintf("IPAM serving replica cut from the API server for %s (lease %s): to the next new allocation served", cut, leaseDuration), []time.Duration{served.Sub(start)})
 		figures(t, "IPAM serving replica cut from the API server: until it stops serving", []time.Duration{stopped})
 	})
 }

@@ -28,5 +28,9 @@
 // (Client, End): a copy presented for another connection, or after that
 // connection ended, is refused. A copy presented first to another Prover
 // (another proxy) within the token's lifetime is not caught
-// (docs/security.md).
+// (docs/security.md). The tokens a Prover remembers are bounded
+// (WithLedgerSize); when that many are still valid it proves new ones
+// without remembering them (it fails open: a flood of tokens does not lock
+// genuine clients out), counts them (Ledger) and says so in its log, at
+// most once a minute.
 package clientproof

@@ -13,6 +13,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+
+	"github.com/causeway-net/causeway/internal/clock"
 )
 
 // ErrNoChain says that a token carries no certificate chain: its client
@@ -25,13 +27,14 @@ var ErrNoChain = errors.New("the token carries no certificate chain (x5c): its s
 // connection (see Client). Its methods are safe for concurrent use.
 type Prover struct {
 	bundles x509bundle.Source
-	now     func() time.Time
+	clock   clock.Clock
 	ledger  *ledger
 }
 
 // NewProver returns a Prover that verifies chains against bundles.
-func NewProver(bundles x509bundle.Source) *Prover {
-	return &Prover{bundles: bundles, now: time.Now, ledger: newLedger(DefaultLedgerSize)}
+func NewProver(bundles x509bundle.Source, opts ...Option) *Prover {
+	o := newOptions(opts)
+	return &Prover{bundles: bundles, clock: o.clock, ledger: newLedger(o.ledgerSize, o.log)}
 }
 
 // Client proves the SPIFFE ID of the client of conn: that of the token of
@@ -49,7 +52,7 @@ func (p *Prover) Client(conn *networkservice.Connection) (spiffeid.ID, error) {
 	if client == "" {
 		return spiffeid.ID{}, errors.New("the client's path segment has no id")
 	}
-	now := p.now()
+	now := p.clock.Now()
 	id, until, err := p.prove(segs[0].GetToken(), now)
 	if err != nil {
 		return spiffeid.ID{}, err
@@ -76,7 +79,7 @@ func (p *Prover) Ledger() LedgerStats { return p.ledger.stats() }
 // leaf's key signed raw with ES256, and raw has not expired. The error
 // says which step failed.
 func (p *Prover) Token(raw string) (spiffeid.ID, error) {
-	id, _, err := p.prove(raw, p.now())
+	id, _, err := p.prove(raw, p.clock.Now())
 	return id, err
 }
 

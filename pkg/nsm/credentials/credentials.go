@@ -145,12 +145,13 @@ func (c *Credentials) TokenGenerator() token.GeneratorFunc {
 }
 
 // ClientProver proves the SPIFFE IDs of the clients of NSM connections
-// against the trust bundles; nil in insecure mode (nothing to prove with).
-func (c *Credentials) ClientProver() *clientproof.Prover {
+// against the trust bundles (opts: clientproof's); nil in insecure mode
+// (nothing to prove with).
+func (c *Credentials) ClientProver(opts ...clientproof.Option) *clientproof.Prover {
 	if c.source == nil {
 		return nil
 	}
-	return clientproof.NewProver(c.source)
+	return clientproof.NewProver(c.source, opts...)
 }
 
 // ClientTLSConfig is the mTLS client configuration (nil in insecure mode).

@@ -52,7 +52,7 @@ func (s *LB) startKube(t *tasks.Group, cfg Kube) (*kubeServices, error) {
 		return nil, err
 	}
 	feed := &kubeFeed{s: s, prefixes: prefixes}
-	src, err := kubesource.New(client, name, feed, log, kubesource.WithPrefixes(prefixes), kubesource.WithEndpointPools(cfg.Pools),
+	src, err := kubesource.New(client, name, node, feed, log, kubesource.WithPrefixes(prefixes), kubesource.WithEndpointPools(cfg.Pools),
 		kubesource.WithMaxServices(cfg.MaxServices, s.refusals), kubesource.WithNamespaces(cfg.Namespaces),
 		kubesource.WithEvents(node), kubesource.WithServicesChanged(pub.Request))
 	if err != nil {

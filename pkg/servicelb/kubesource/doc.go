@@ -8,7 +8,10 @@
 // Services with that label; the selector is on the list and watch, so only
 // these Services are cached), and an informer on the EndpointSlices labelled
 // endpointslice.kubernetes.io/managed-by=ManagedBy and carrying the same
-// proxy name label (kube-proxy skips those slices too). Each Service becomes
+// proxy name label (kube-proxy skips those slices too) and NodeLabel of the
+// proxy's own node: the endpoints are the node's own targets, the only ones
+// its proxy has a path to (another node's targets sit behind that node's
+// proxy, on another subnet of the conduit). Each Service becomes
 // one servicelb.Service per IP family it has (ipFamilies, clusterIPs); the
 // secondary family's is named with the family as suffix (see ModelName).
 // Its endpoints are the addresses of the slices of its family whose

@@ -70,7 +70,7 @@ func TestNftablesSyncFigures(t *testing.T) {
 func apiFigures(t *testing.T, n int) {
 	p := newFigureProvider(t)
 	client := fake.NewClientset(scaleObjects(n)...)
-	src, err := New(clientset{client}, proxyName, p, WithLogger(discard))
+	src, err := New(clientset{client}, proxyName, node, p, WithLogger(discard))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -151,7 +151,7 @@ func TestServiceToRulesFigure(t *testing.T) {
 	testutil.RequireRoot(t)
 	p := newFigureProvider(t)
 	client := fake.NewClientset()
-	src, err := New(clientset{client}, proxyName, p, WithLogger(discard))
+	src, err := New(clientset{client}, proxyName, node, p, WithLogger(discard))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

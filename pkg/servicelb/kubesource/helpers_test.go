@@ -25,6 +25,10 @@ import (
 
 const proxyName = "causeway-conduit-a"
 
+// node is the node of the proxy under test: the slices of slice() are
+// its proxy's.
+const node = "node-a"
+
 // waitFor guards that something happened at all; it asserts no duration.
 const waitFor = 60 * time.Second
 
@@ -84,7 +88,7 @@ func start(t *testing.T, client *fake.Clientset) (*Source, *recorder) {
 func startWith(t *testing.T, client *fake.Clientset, log *slog.Logger, opts ...Option) (*Source, *recorder) {
 	t.Helper()
 	rec := &recorder{}
-	src, err := New(clientset{client}, proxyName, rec, append([]Option{WithLogger(log)}, opts...)...)
+	src, err := New(clientset{client}, proxyName, node, rec, append([]Option{WithLogger(log)}, opts...)...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -117,11 +121,12 @@ func ep(addr string, ready, serving, terminating bool) discoveryv1.Endpoint {
 		Ready: ptr.To(ready), Serving: ptr.To(serving), Terminating: ptr.To(terminating)}}
 }
 
-// slice is a Causeway slice of the Service ns/svc, port "http" TCP 8080.
+// slice is a Causeway slice of the Service ns/svc, port "http" TCP 8080,
+// published by the proxy of node.
 func slice(ns, name, svc string, fam discoveryv1.AddressType, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
-			ServiceNameLabel: svc, ManagedByLabel: ManagedBy, ProxyNameLabel: proxyName}},
+			ServiceNameLabel: svc, ManagedByLabel: ManagedBy, ProxyNameLabel: proxyName, NodeLabel: node}},
 		AddressType: fam,
 		Endpoints:   eps,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(int32(8080))}},

@@ -24,10 +24,11 @@ func (s *Source) serviceInformer() cache.SharedIndexInformer {
 	return s.newInformer(lw, &corev1.Service{})
 }
 
-// sliceInformer caches every proxy's slices of the proxy name.
+// sliceInformer caches the slices of the proxy name that this node's
+// proxy publishes: its own targets, the only endpoints it has a path to.
 func (s *Source) sliceInformer() cache.SharedIndexInformer {
 	api := s.client.EndpointSlices(metav1.NamespaceAll)
-	lw := s.listWatch(sliceSelector(s.name).String(),
+	lw := s.listWatch(ownSliceSelector(s.name, s.node).String(),
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return api.List(ctx, o) },
 		api.Watch)
 	return s.newInformer(lw, &discoveryv1.EndpointSlice{})
@@ -40,14 +41,14 @@ type (
 
 // listWatch lists and watches with the label selector sel, and reports
 // the result of every call to the outage tracker.
-func (s *Source) listWatch(sel string, list listFunc, watchFn watchFunc) *cache.ListWatch {
+func (s *Source) listWatch(sel string, list listFunc, watchFn watchFunc) cache.ListerWatcher {
 	return observedListWatch(s.outage, func(o *metav1.ListOptions) { o.LabelSelector = sel }, list, watchFn)
 }
 
 // observedListWatch lists and watches with the options that restrict
 // sets, and reports the result of every call to out.
-func observedListWatch(out *outage, restrict func(*metav1.ListOptions), list listFunc, watchFn watchFunc) *cache.ListWatch {
-	return &cache.ListWatch{
+func observedListWatch(out *outage, restrict func(*metav1.ListOptions), list listFunc, watchFn watchFunc) cache.ListerWatcher {
+	return listThenWatch{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			restrict(&o)
 			l, err := list(ctx, o)
@@ -60,8 +61,18 @@ func observedListWatch(out *outage, restrict func(*metav1.ListOptions), list lis
 			out.observe(err)
 			return w, err
 		},
-	}
+	}}
 }
+
+// listThenWatch makes the reflector list, then watch from the list's
+// resource version. Since client-go v0.35 it would otherwise open a watch
+// that streams the initial state (WatchListClient); the source's outage
+// tracking takes a list that succeeds as the truth (doc.go), and the fake
+// clientset of its tests streams no initial state.
+type listThenWatch struct{ *cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector to list.
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // newInformer returns an informer without periodic resync whose watch
 // errors are not logged by client-go (the outage tracker speaks for them).
@@ -101,9 +112,11 @@ func (s *Source) serviceHandler() cache.ResourceEventHandler {
 }
 
 // sliceHandler records each slice event under its Service, with the
-// trigger time of a write made since the source started.
+// trigger time of a write made since the source started; a slice that is
+// not this node's (a watch that does not filter, a label changed) counts
+// as deleted.
 func (s *Source) sliceHandler(started time.Time) cache.ResourceEventHandler {
-	sel := sliceSelector(s.name)
+	sel := ownSliceSelector(s.name, s.node)
 	set := func(old, obj any, deleted bool) {
 		sl, ok := unwrap(obj).(*discoveryv1.EndpointSlice)
 		if !ok || sl.Labels[ServiceNameLabel] == "" {

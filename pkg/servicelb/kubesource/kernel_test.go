@@ -83,7 +83,7 @@ func newKernelRig(t *testing.T, providerName string, objs ...runtime.Object) *ke
 	require.NoError(t, err)
 	cs := fake.NewClientset(objs...)
 	client := clientset.New(cs)
-	src, err := kubesource.New(client, kernelProxyName, p, kubesource.WithLogger(slbtest.Logger()))
+	src, err := kubesource.New(client, kernelProxyName, "node-k", p, kubesource.WithLogger(slbtest.Logger()))
 	require.NoError(t, err)
 	pub, err := kubesource.NewPublisher(client, kernelProxyName, "node-k", kubesource.WithLogger(slbtest.Logger()))
 	require.NoError(t, err)

@@ -27,11 +27,6 @@ func serviceSelector(name string) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{ProxyNameLabel: name})
 }
 
-// sliceSelector selects every proxy's slices of proxy name.
-func sliceSelector(name string) labels.Selector {
-	return labels.SelectorFromSet(labels.Set{ProxyNameLabel: name, ManagedByLabel: ManagedBy})
-}
-
 // ownSliceSelector selects the slices of proxy name written on node.
 func ownSliceSelector(name, node string) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{ProxyNameLabel: name, ManagedByLabel: ManagedBy, NodeLabel: nodeValue(node)})

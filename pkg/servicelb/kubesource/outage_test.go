@@ -80,7 +80,7 @@ func TestNoDeliveryBeforeFirstSync(t *testing.T) {
 	api := kubefake.NewFlaky(client)
 	api.SetDown(true)
 	rec := &recorder{}
-	src, err := New(clientset{client}, proxyName, rec, WithLogger(testLogger(t)))
+	src, err := New(clientset{client}, proxyName, node, rec, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

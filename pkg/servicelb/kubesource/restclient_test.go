@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -74,13 +75,13 @@ func TestRESTClient(t *testing.T) {
 	c, err := NewClient(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
 
-	pub, err := NewPublisher(c, proxyName, "node-a", WithLogger(testLogger(t)))
+	pub, err := NewPublisher(c, proxyName, node, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	web := service("shop", "web", "10.96.0.10")
 	require.NoError(t, pub.Publish(context.Background(), []*corev1.Service{web}, []Target{target("a", "web", true, "172.16.0.5")}))
 
 	rec := &recorder{}
-	src, err := New(c, proxyName, rec, WithLogger(testLogger(t)))
+	src, err := New(c, proxyName, node, rec, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -94,5 +95,8 @@ func TestRESTClient(t *testing.T) {
 	stub.mu.Lock()
 	defer stub.mu.Unlock()
 	assert.Contains(t, stub.calls, "GET /api/v1/services?labelSelector=service.kubernetes.io%2Fservice-proxy-name%3Dcauseway-conduit-a&limit=500&resourceVersion=0")
+	assert.Contains(t, stub.calls, "GET /apis/discovery.k8s.io/v1/endpointslices?labelSelector="+
+		url.QueryEscape(NodeLabel+"="+node+","+ManagedByLabel+"="+ManagedBy+","+ProxyNameLabel+"="+proxyName)+"&limit=500&resourceVersion=0",
+		"this node's slices only")
 	assert.Contains(t, stub.calls, "POST /apis/discovery.k8s.io/v1/namespaces/shop/endpointslices?")
 }

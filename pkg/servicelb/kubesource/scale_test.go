@@ -123,7 +123,7 @@ func measureSync(t testing.TB, n int, opts ...Option) syncMeasure {
 	t.Helper()
 	client := fake.NewClientset(scaleObjects(n)...)
 	h := &awaiter{first: make(chan struct{})}
-	src, err := New(clientset{client}, proxyName, h, append([]Option{WithLogger(discard)}, opts...)...)
+	src, err := New(clientset{client}, proxyName, node, h, append([]Option{WithLogger(discard)}, opts...)...)
 	require.NoError(t, err)
 	heap0 := heapInUse()
 	ctx, cancel := context.WithCancel(context.Background())

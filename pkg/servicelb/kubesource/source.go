@@ -34,6 +34,7 @@ type TriggerHandler interface {
 type Source struct {
 	client  Client
 	name    string
+	node    string
 	handler Handler
 	log     *slog.Logger
 
@@ -63,18 +64,22 @@ type Stats struct {
 	LastDelivery time.Duration `json:"lastDelivery"`
 }
 
-// New returns a source of the Services labelled with ProxyNameLabel=name,
-// delivering to h; Run starts it.
-func New(client Client, name string, h Handler, opts ...Option) (*Source, error) {
+// New returns a source of the Services labelled with ProxyNameLabel=name
+// and of the endpoints that the proxy of node publishes, delivering to h;
+// Run starts it.
+func New(client Client, name, node string, h Handler, opts ...Option) (*Source, error) {
 	if client == nil || h == nil {
 		return nil, errors.New("kubesource: client and handler are required")
 	}
 	if name == "" {
 		return nil, errors.New("kubesource: the proxy name (value of " + ProxyNameLabel + ") is empty")
 	}
+	if node == "" {
+		return nil, errors.New("kubesource: the node name is empty (the endpoints read are the node's own)")
+	}
 	o := newOptions(opts)
 	log := o.log.With("proxyName", name)
-	s := &Source{client: client, name: name, handler: h, log: log, outage: &outage{log: log}, changed: o.changed,
+	s := &Source{client: client, name: name, node: node, handler: h, log: log, outage: &outage{log: log}, changed: o.changed,
 		kick: make(chan struct{}, 1)}
 	refused := func(*corev1.Service, []problem) {}
 	if o.eventNode != "" {

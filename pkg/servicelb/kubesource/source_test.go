@@ -100,10 +100,10 @@ func TestEndpointsFollowSlices(t *testing.T) {
 	api := client.DiscoveryV1().EndpointSlices("shop")
 	_, rec := start(t, client)
 	web := spn("shop", "web", "http")
-	require.Equal(t, addrs("172.16.0.5:8080", "172.16.1.5:8080"), rec.endpoints()[web], "ready ones, of both nodes' slices, not the primary network's")
+	require.Equal(t, addrs("172.16.0.5:8080", "172.16.1.5:8080"), rec.endpoints()[web], "ready ones, of both slices, not the primary network's")
 
-	// Node b's target becomes not ready, node a's leaves: the terminating
-	// but serving one takes over.
+	// Slice b's target becomes not ready, slice a's leaves: the
+	// terminating but serving one takes over.
 	_, err := api.Update(ctx, slice("shop", "web-b", "web", discoveryv1.AddressTypeIPv4, ep("172.16.1.5", false, false, false)), metav1.UpdateOptions{})
 	require.NoError(t, err)
 	_, err = api.Update(ctx, slice("shop", "web-a", "web", discoveryv1.AddressTypeIPv4, ep("172.16.0.7", false, true, true)), metav1.UpdateOptions{})
@@ -119,6 +119,45 @@ func TestEndpointsFollowSlices(t *testing.T) {
 	require.NoError(t, api.Delete(ctx, "web-b", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool { _, ok := rec.endpoints()[web]; return !ok }, waitFor, 5*time.Millisecond)
 	assert.Len(t, rec.ports(), 1, "the service port stays, without endpoints")
+}
+
+// A proxy's endpoints are its own node's targets, the only ones it has a
+// path to: the slices that other nodes' proxies publish (and a slice
+// without a node) are not read, and a slice that moves to another node
+// takes its endpoints along.
+func TestOnlyOwnNodesEndpoints(t *testing.T) {
+	ctx := context.Background()
+	theirs := slice("shop", "web-b", "web", discoveryv1.AddressTypeIPv4, ep("172.16.1.5", true, true, false))
+	theirs.Labels[NodeLabel] = "node-b"
+	nameless := slice("shop", "web-x", "web", discoveryv1.AddressTypeIPv4, ep("172.16.2.5", true, true, false))
+	delete(nameless.Labels, NodeLabel)
+	client := fake.NewClientset(service("shop", "web", "10.96.0.10"), theirs, nameless,
+		slice("shop", "web-a", "web", discoveryv1.AddressTypeIPv4, ep("172.16.0.5", true, true, false)))
+	api := client.DiscoveryV1().EndpointSlices("shop")
+	src, rec := start(t, client)
+	web := spn("shop", "web", "http")
+	require.Equal(t, addrs("172.16.0.5:8080"), rec.endpoints()[web], "node a's target only")
+	_, n := src.counts()
+	assert.Equal(t, 1, n, "only node a's slice cached")
+
+	// Another node's slice written meanwhile stays out (the fake's watch
+	// does not filter by label: the handler does).
+	later := slice("shop", "web-c", "web", discoveryv1.AddressTypeIPv4, ep("172.16.3.5", true, true, false))
+	later.Labels[NodeLabel] = "node-c"
+	_, err := api.Create(ctx, later, metav1.CreateOptions{})
+	require.NoError(t, err)
+	mine := slice("shop", "web-a2", "web", discoveryv1.AddressTypeIPv4, ep("172.16.0.6", true, true, false))
+	_, err = api.Create(ctx, mine, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return equalAddrs(rec.endpoints()[web], addrs("172.16.0.5:8080", "172.16.0.6:8080"))
+	}, waitFor, 5*time.Millisecond, "node a's second slice in, node c's out")
+
+	// A slice relabelled for another node leaves.
+	mine.Labels[NodeLabel] = "node-b"
+	_, err = api.Update(ctx, mine, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return equalAddrs(rec.endpoints()[web], addrs("172.16.0.5:8080")) }, waitFor, 5*time.Millisecond)
 }
 
 // A change to one slice hands over endpoints only: the service list is
