@@ -21,8 +21,9 @@ type server struct{ r *Reaper }
 
 // NewServer returns the server element of r: it records each connection's
 // client end (a kernel mechanism whose namespace recvfd has opened) and
-// the endpoint end the client element found, and lets through only the
-// Closes of r that are still due (see Reaper.closing).
+// the endpoint end the client element found; a Close ends the watch of
+// the connection, and a Request or a Close spares the connection a sweep's
+// Close that has not run yet (see Reaper.track).
 func (r *Reaper) NewServer() networkservice.NetworkServiceServer { return server{r: r} }
 
 func (s server) Request(ctx context.Context, request *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
@@ -37,9 +38,7 @@ func (s server) Request(ctx context.Context, request *networkservice.NetworkServ
 }
 
 func (s server) Close(ctx context.Context, conn *networkservice.Connection) (*emptypb.Empty, error) {
-	if !s.r.closing(conn.GetId(), begin.FromContext(ctx)) {
-		return &emptypb.Empty{}, nil
-	}
+	s.r.closed(conn.GetId(), begin.FromContext(ctx))
 	return next.Server(ctx).Close(ctx, conn)
 }
 

@@ -22,27 +22,43 @@ const sweepsToReap = 2
 // Reaper closes the connections whose client's or endpoint's namespace is
 // orphaned. Its zero value is not usable; see New.
 type Reaper struct {
-	live    func() (map[uint64]bool, error)
-	mu      sync.Mutex
-	conns   map[string]*watched
-	reaping map[begin.EventFactory]bool
+	live func() (map[uint64]bool, error)
+	// close runs a sweep's Close of a connection through begin; it does
+	// nothing once ctx is done.
+	close func(ctx context.Context, f begin.EventFactory) <-chan error
+	mu    sync.Mutex
+	conns map[string]*watched
 }
 
-// watched is one connection: the inodes of its namespaces on this node,
-// which of them a sweep has found alive, and how many sweeps in a row have
-// found one of those orphaned.
+// watched is one run of a connection: the inodes of its namespaces on this
+// node, which of them a sweep has found alive, how many sweeps in a row
+// have found one of those orphaned, and the Close a sweep has started for
+// it, not yet run.
 type watched struct {
 	factory begin.EventFactory
 	ends    []uint64
 	seen    map[uint64]bool
 	misses  int
+	pending context.CancelFunc
+}
+
+// spare ends the Close a sweep started for w, if it has not run yet.
+func (w *watched) spare() {
+	if w.pending != nil {
+		w.pending()
+		w.pending = nil
+	}
 }
 
 // New returns a Reaper that finds the live namespaces in /proc.
 func New() *Reaper { return newReaper(LiveNetNS) }
 
 func newReaper(live func() (map[uint64]bool, error)) *Reaper {
-	return &Reaper{live: live, conns: make(map[string]*watched), reaping: make(map[begin.EventFactory]bool)}
+	return &Reaper{live: live, close: closeThroughBegin, conns: make(map[string]*watched)}
+}
+
+func closeThroughBegin(ctx context.Context, f begin.EventFactory) <-chan error {
+	return f.Close(begin.CancelContext(ctx))
 }
 
 // Run sweeps every interval until ctx ends. It returns once the Closes it
@@ -63,17 +79,22 @@ func (r *Reaper) Run(ctx context.Context, interval time.Duration) {
 // Sweep looks at the namespaces of every connection once, closes the
 // connections found orphaned, and returns when those Closes have ended. A
 // Close that has not started when ctx ends is not run.
-func (r *Reaper) Sweep(ctx context.Context) { r.closeAll(ctx, r.sweep()) }
+func (r *Reaper) Sweep(ctx context.Context) { r.closeAll(r.sweep(ctx)) }
 
-// due is a connection a sweep found orphaned.
+// due is a connection a sweep found orphaned. Its Close runs only while
+// ctx is not done: ctx ends when the run the sweep judged is requested
+// again or closed before the Close runs (begin runs a connection's events
+// one at a time, in order), or when the sweep's ctx ends.
 type due struct {
 	id      string
 	netns   uint64
+	run     *watched
 	factory begin.EventFactory
+	ctx     context.Context
 }
 
 // sweep lists the live namespaces and returns the connections to close.
-func (r *Reaper) sweep() []due {
+func (r *Reaper) sweep(ctx context.Context) []due {
 	r.mu.Lock()
 	idle := len(r.conns) == 0
 	r.mu.Unlock()
@@ -94,8 +115,10 @@ func (r *Reaper) sweep() []due {
 			w.misses = 0
 			continue
 		}
-		if w.misses++; w.misses >= sweepsToReap {
-			out = append(out, due{id: id, netns: gone, factory: w.factory})
+		if w.misses++; w.misses >= sweepsToReap && w.pending == nil {
+			d := due{id: id, netns: gone, run: w, factory: w.factory}
+			d.ctx, w.pending = context.WithCancel(ctx)
+			out = append(out, d)
 		}
 	}
 	return out
@@ -118,19 +141,14 @@ func (w *watched) orphan(live map[uint64]bool) uint64 {
 
 // closeAll closes the connections through begin, all at once, and waits
 // for them.
-func (r *Reaper) closeAll(ctx context.Context, dues []due) {
+func (r *Reaper) closeAll(dues []due) {
 	if len(dues) == 0 {
 		return
 	}
-	r.mu.Lock()
-	for _, d := range dues {
-		r.reaping[d.factory] = true
-	}
-	r.mu.Unlock()
 	done := make([]<-chan error, len(dues))
 	for i, d := range dues {
 		slog.Info("closing a connection whose pod is gone", "conn", d.id, "netns", d.netns)
-		done[i] = d.factory.Close(begin.CancelContext(ctx))
+		done[i] = r.close(d.ctx, d.factory)
 	}
 	for i, ch := range done {
 		if err := <-ch; err != nil {
@@ -139,37 +157,42 @@ func (r *Reaper) closeAll(ctx context.Context, dues []due) {
 	}
 	r.mu.Lock()
 	for _, d := range dues {
-		delete(r.reaping, d.factory)
+		d.run.spare()
 	}
 	r.mu.Unlock()
 }
 
 // track records connection id, established or refreshed with factory f,
 // with the inodes of its namespaces on this node. A refresh with the same
-// ends keeps what the sweeps have found.
+// ends keeps what the sweeps have found. Either way, a Close a sweep
+// started for the connection and that has not run yet will not: the
+// connection's Request has succeeded since the sweep judged it (a
+// reselect or a move to another endpoint keeps begin's factory, so the
+// factory does not tell the runs apart).
 func (r *Reaper) track(id string, f begin.EventFactory, ends []uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if w, ok := r.conns[id]; ok && slices.Equal(w.ends, ends) {
-		w.factory = f
-		return
+	if w, ok := r.conns[id]; ok {
+		if w.pending != nil {
+			slog.Info("connection requested again before the Close of its pod ran: spared", "conn", id)
+		}
+		w.spare()
+		if slices.Equal(w.ends, ends) {
+			w.factory = f
+			return
+		}
 	}
 	r.conns[id] = &watched{factory: f, ends: ends, seen: make(map[uint64]bool)}
 }
 
-// closing is told that connection id is being closed with factory f, and
-// says whether the Close may go on. A Close that a sweep started is let
-// through only while f is still the connection's current run: by the time
-// it is run, the connection may have been closed, and even requested again
-// under the same id, which that Close must not tear down. Every other
-// Close goes on.
-func (r *Reaper) closing(id string, f begin.EventFactory) bool {
+// closed is told that connection id is being closed with factory f: a
+// Close of the current run ends its watch, and a Close a sweep started
+// for it and that has not run yet will not.
+func (r *Reaper) closed(id string, f begin.EventFactory) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w, ok := r.conns[id]
-	current := ok && f != nil && w.factory == f
-	if current {
+	if w, ok := r.conns[id]; ok && f != nil && w.factory == f {
+		w.spare()
 		delete(r.conns, id)
 	}
-	return current || !r.reaping[f]
 }

@@ -12,19 +12,33 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// run is one run of a connection as begin keeps it: its Close enters the
-// chain through the server element's gate, and records what the gate said.
+// run is a connection as begin keeps it: a Close enters the chain through
+// the server element, and is counted.
 type run struct {
 	r      *Reaper
 	id     string
-	closes []bool
+	closes int
 }
 
 func (f *run) Request(...begin.Option) <-chan error { return done() }
 
 func (f *run) Close(...begin.Option) <-chan error {
-	f.closes = append(f.closes, f.r.closing(f.id, f))
+	f.closes++
+	f.r.closed(f.id, f)
 	return done()
+}
+
+// newReaperOf is newReaper whose sweeps' Closes, as begin's, do not run
+// once their context is done (begin's options cannot be read here).
+func newReaperOf(live func() (map[uint64]bool, error)) *Reaper {
+	r := newReaper(live)
+	r.close = func(ctx context.Context, f begin.EventFactory) <-chan error {
+		if ctx.Err() != nil {
+			return done()
+		}
+		return f.Close()
+	}
+	return r
 }
 
 func done() <-chan error {
@@ -57,32 +71,32 @@ func sweeps(r *Reaper, n int) {
 
 func TestOrphanedNamespaceClosesItsConnection(t *testing.T) {
 	ns := &namespaces{live: alive(5, 6)}
-	r := newReaper(ns.list)
+	r := newReaperOf(ns.list)
 	c := &run{r: r, id: "c"}
 	r.track("c", c, []uint64{5, 6})
 	sweeps(r, 1)
 	ns.live = alive(6) // the client's pod is gone
 	sweeps(r, 1)
-	require.Empty(t, c.closes, "one sweep is not enough")
+	require.Zero(t, c.closes, "one sweep is not enough")
 	sweeps(r, 1)
-	require.Equal(t, []bool{true}, c.closes, "closed once, through the chain")
+	require.Equal(t, 1, c.closes, "closed once, through the chain")
 	sweeps(r, 3)
-	require.Len(t, c.closes, 1, "a closed connection is not closed again")
+	require.Equal(t, 1, c.closes, "a closed connection is not closed again")
 }
 
 func TestNamespaceNeverSeenAliveIsNotJudged(t *testing.T) {
 	// A forwarder that sees none of the pods' processes (no hostPID).
 	ns := &namespaces{live: alive()}
-	r := newReaper(ns.list)
+	r := newReaperOf(ns.list)
 	c := &run{r: r, id: "c"}
 	r.track("c", c, []uint64{5, 6})
 	sweeps(r, 5)
-	require.Empty(t, c.closes)
+	require.Zero(t, c.closes)
 }
 
 func TestOneMissIsForgiven(t *testing.T) {
 	ns := &namespaces{live: alive(5)}
-	r := newReaper(ns.list)
+	r := newReaperOf(ns.list)
 	c := &run{r: r, id: "c"}
 	r.track("c", c, []uint64{5})
 	sweeps(r, 1)
@@ -92,30 +106,30 @@ func TestOneMissIsForgiven(t *testing.T) {
 		ns.live = alive(5)
 		sweeps(r, 1)
 	}
-	require.Empty(t, c.closes)
+	require.Zero(t, c.closes)
 }
 
 func TestFailedListingJudgesNothing(t *testing.T) {
 	ns := &namespaces{live: alive(5)}
-	r := newReaper(ns.list)
+	r := newReaperOf(ns.list)
 	c := &run{r: r, id: "c"}
 	r.track("c", c, []uint64{5})
 	sweeps(r, 1)
 	ns.live, ns.err = nil, errors.New("no /proc")
 	sweeps(r, 4)
-	require.Empty(t, c.closes)
+	require.Zero(t, c.closes)
 }
 
 func TestRefreshKeepsWhatWasSeenAndMoveStartsAgain(t *testing.T) {
 	ns := &namespaces{live: alive(5, 6)}
-	r := newReaper(ns.list)
+	r := newReaperOf(ns.list)
 	c := &run{r: r, id: "c"}
 	r.track("c", c, []uint64{5, 6})
 	sweeps(r, 1)
 	r.track("c", c, []uint64{5, 6}) // a refresh
 	ns.live = alive(6)
 	sweeps(r, 2)
-	require.Equal(t, []bool{true}, c.closes)
+	require.Equal(t, 1, c.closes)
 
 	// Healed toward another endpoint (7), not yet seen: not judged.
 	ns.live = alive(5, 6)
@@ -125,30 +139,33 @@ func TestRefreshKeepsWhatWasSeenAndMoveStartsAgain(t *testing.T) {
 	r.track("d", d, []uint64{5, 7})
 	ns.live = alive(5)
 	sweeps(r, 3)
-	require.Empty(t, d.closes)
+	require.Zero(t, d.closes)
 }
 
 func TestLateCloseSparesTheNextRun(t *testing.T) {
 	ns := &namespaces{live: alive(5)}
-	r := newReaper(ns.list)
+	r := newReaperOf(ns.list)
 	first := &run{r: r, id: "c"}
 	r.track("c", first, []uint64{5})
 	sweeps(r, 1)
 	ns.live = alive()
-	r.sweep()
-	dues := r.sweep()
+	ctx := context.Background()
+	r.sweep(ctx)
+	dues := r.sweep(ctx)
 	require.Len(t, dues, 1)
 
 	// Before the sweep's Close runs, the connection is closed by its
 	// client and requested again under the same id.
-	require.True(t, r.closing("c", first), "an ordinary Close goes on")
+	r.closed("c", first)
 	second := &run{r: r, id: "c"}
 	r.track("c", second, []uint64{8})
 
-	r.closeAll(context.Background(), dues)
-	require.Equal(t, []bool{false}, first.closes, "the late Close stops at the gate")
-	require.True(t, r.closing("c", second), "the next run is still tracked and closes normally")
-	require.True(t, r.closing("x", nil), "a Close of an unknown connection goes on")
+	r.closeAll(dues)
+	require.Zero(t, first.closes, "the late Close does not run")
+	require.Contains(t, r.conns, "c", "the next run is still tracked")
+	r.closed("c", second)
+	require.NotContains(t, r.conns, "c", "and its Close ends its watch")
+	r.closed("x", nil) // a Close of an unknown connection
 }
 
 func TestParseNetNS(t *testing.T) {
@@ -173,4 +190,46 @@ func TestParseNetNS(t *testing.T) {
 	require.False(t, ok)
 	_, ok = mountedNetNS("")
 	require.False(t, ok)
+}
+
+// TestLateCloseSparesTheConnectionRequestedAgain: begin keeps one event
+// factory per connection id for as long as it is established, across
+// re-requests: a reselect (closed, then requested toward another endpoint)
+// and a move to another endpoint without a Close both keep it. A sweep's
+// Close that was due before such a Request, and runs after it, must not
+// tear the connection down in its new namespaces.
+func TestLateCloseSparesTheConnectionRequestedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		reselect bool
+	}{{"reselected", true}, {"moved", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := &namespaces{live: alive(5, 6)}
+			r := newReaperOf(ns.list)
+			c := &run{r: r, id: "c"}
+			r.track("c", c, []uint64{5, 6})
+			sweeps(r, 1)
+			ns.live = alive(5) // the endpoint's pod is gone
+			ctx := context.Background()
+			r.sweep(ctx)
+			dues := r.sweep(ctx)
+			require.Len(t, dues, 1)
+
+			// Before the sweep's Close runs, the client's Request takes the
+			// connection to the endpoint's new pod (7), with the same factory.
+			if tc.reselect {
+				r.closed("c", c)
+			}
+			r.track("c", c, []uint64{5, 7})
+
+			r.closeAll(dues)
+			require.Zero(t, c.closes, "the late Close does not run")
+			require.Equal(t, []uint64{5, 7}, r.conns["c"].ends, "the connection is still tracked in its new namespaces")
+			ns.live = alive(5, 7)
+			sweeps(r, 1)
+			ns.live = alive(5)
+			sweeps(r, 2)
+			require.Equal(t, 1, c.closes, "its new endpoint's pod gone, it is closed")
+		})
+	}
 }
