@@ -44,7 +44,7 @@ func (m *movingClient) Close(ctx context.Context, conn *networkservice.Connectio
 // server, keeping the name asked for), in its namespace.
 type kernelEndpoint struct{ netnsURL string }
 
-func (e kernelEndpoint) Request(_ context.Context, request *networkservice.NetworkServiceRequest, _ ...grpc.CallOption) (*networkservice.Connection, error) {
+func (e *kernelEndpoint) Request(_ context.Context, request *networkservice.NetworkServiceRequest, _ ...grpc.CallOption) (*networkservice.Connection, error) {
 	conn := request.GetConnection().Clone()
 	if conn.GetMechanism() == nil {
 		for _, m := range request.GetMechanismPreferences() {
@@ -58,7 +58,7 @@ func (e kernelEndpoint) Request(_ context.Context, request *networkservice.Netwo
 	return conn, nil
 }
 
-func (kernelEndpoint) Close(context.Context, *networkservice.Connection, ...grpc.CallOption) (*empty.Empty, error) {
+func (*kernelEndpoint) Close(context.Context, *networkservice.Connection, ...grpc.CallOption) (*empty.Empty, error) {
 	return &empty.Empty{}, nil
 }
 
@@ -67,13 +67,19 @@ func (kernelEndpoint) Close(context.Context, *networkservice.Connection, ...grpc
 // translation, the kernel mechanism and v toward an endpoint in nse. With
 // reap, begin and the reaper's elements are where New puts them.
 func movingForwarder(v *vethClient, mover *movingClient, nse *testutil.NetNS, reap *reaper.Reaper) networkservice.NetworkServiceServer {
+	return movingForwarderTo(v, mover, &kernelEndpoint{netnsURL: "file://" + nse.Path()}, reap)
+}
+
+// movingForwarderTo is movingForwarder toward ep, whose namespace a test
+// may change between requests (the endpoint's pod replaced).
+func movingForwarderTo(v *vethClient, mover *movingClient, ep *kernelEndpoint, reap *reaper.Reaper) networkservice.NetworkServiceServer {
 	servers := []networkservice.NetworkServiceServer{metadata.NewServer()}
 	clients := []networkservice.NetworkServiceClient{metadata.NewClient(), mover, mechanismtranslation.NewClient(), kernel.NewClient(), v}
 	if reap != nil {
 		servers = []networkservice.NetworkServiceServer{begin.NewServer(), metadata.NewServer(), reap.NewServer()}
 		clients = append(clients, reaper.NewClient())
 	}
-	clients = append(clients, kernelEndpoint{netnsURL: "file://" + nse.Path()})
+	clients = append(clients, ep)
 	servers = append(servers, stashServer{}, requestScope{}, adapters.NewClientToServer(chain.NewNetworkServiceClient(clients...)))
 	return chain.NewNetworkServiceServer(servers...)
 }
@@ -115,18 +121,7 @@ func TestVethKeptWhenTheEndpointMoves(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, nscIndex, index(t, nsc, "nsm0"), "the NSC's end is kept")
 	require.Equal(t, nseIndex, index(t, nse, nseName), "the endpoint's end is kept, under its name")
-	h, err := netlink.NewHandleAt(nse.Handle)
-	require.NoError(t, err)
-	links, err := h.LinkList()
-	h.Close()
-	require.NoError(t, err)
-	var veths []string
-	for _, l := range links {
-		if _, ok := l.(*netlink.Veth); ok {
-			veths = append(veths, l.Attrs().Name)
-		}
-	}
-	require.Equal(t, []string{nseName}, veths, "the kept end only, no second pair")
+	require.Equal(t, []string{nseName}, vethsIn(t, nse), "the kept end only, no second pair")
 
 	mover.move = false
 	_, err = fwd.Close(ctx, request.GetConnection().Clone())
@@ -173,4 +168,59 @@ func TestMovedConnectionReapedWithItsPod(t *testing.T) {
 	reap.Sweep(ctx)
 	reap.Sweep(ctx)
 	require.Zero(t, index(t, nsc, "nsm0"), "the reaper's Close after a move removes the pair")
+}
+
+// vethsIn lists the names of the veths in ns.
+func vethsIn(t *testing.T, ns *testutil.NetNS) []string {
+	t.Helper()
+	var out []string
+	for _, l := range ns.Links(t) {
+		if _, ok := l.(*netlink.Veth); ok {
+			out = append(out, l.Attrs().Name)
+		}
+	}
+	return out
+}
+
+// TestMoveToANewPodReplacesThePair: the endpoint's pod is replaced (a new
+// namespace) and the NSC's connection moves to the new pod's URL within
+// its Request, as a move in the same namespace does. The pair kept through
+// the move's Close must not stay in the old pod's namespace: the Request
+// that follows replaces it, the NSC's end joined to an end in the new
+// namespace, and nothing left in the old one. A move back within the new
+// namespace keeps that pair.
+func TestMoveToANewPodReplacesThePair(t *testing.T) {
+	nsc := testutil.NewNetNS(t, "pc")
+	oldNS := testutil.NewNetNS(t, "po")
+	newNS := testutil.NewNetNS(t, "pn")
+	v := newVethClient()
+	defer v.remove("conn-1")
+	mover := &movingClient{}
+	ep := &kernelEndpoint{netnsURL: "file://" + oldNS.Path()}
+	fwd := movingForwarderTo(v, mover, ep, nil)
+	ctx := context.Background()
+	request := moveRequest(nsc)
+	_, err := fwd.Request(ctx, request.Clone())
+	require.NoError(t, err)
+	p, ok := v.pairs.get("conn-1")
+	require.True(t, ok)
+	nseName := p.nseName
+	require.Equal(t, []string{nseName}, vethsIn(t, oldNS))
+
+	mover.move = true
+	ep.netnsURL = "file://" + newNS.Path()
+	_, err = fwd.Request(ctx, request.Clone())
+	require.NoError(t, err)
+	require.Empty(t, vethsIn(t, oldNS), "nothing is left in the old pod's namespace")
+	require.Equal(t, []string{nseName}, vethsIn(t, newNS), "the endpoint's end is in the new pod's namespace, under its name")
+	nscEnd, err := linkIn(nsc.Handle, "nsm0")
+	require.NoError(t, err)
+	require.Equal(t, newNS.LinkIndex(t, nseName), nscEnd.Attrs().ParentIndex, "the NSC's end is joined to it")
+	nseIndex := newNS.LinkIndex(t, nseName)
+	nscIndex := nscEnd.Attrs().Index
+
+	_, err = fwd.Request(ctx, request.Clone())
+	require.NoError(t, err)
+	require.Equal(t, nscIndex, index(t, nsc, "nsm0"), "a move within the new pod's namespace keeps the pair")
+	require.Equal(t, nseIndex, newNS.LinkIndex(t, nseName))
 }
