@@ -69,7 +69,8 @@ type Forwarder struct {
 // New builds the forwarder chain. ctx bounds its lifetime.
 //
 // Server side: dumpretry (runs the rest again after an interrupted netlink
-// dump), recvfd, the reaper (closes the connections whose pod is gone),
+// dump), recvfd, the NSC's namespace kept for a Close (nscnetns.go), the
+// reaper (closes the connections whose pod is gone),
 // discover (its registry listings run again when they break, see
 // findretry), roundrobin, then ServerElements. Client side: mechanism
 // translation, then ClientElements. Call Wait after ctx ends.
@@ -119,6 +120,9 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 		// another connection's is run again, not failed.
 		dumpretry.NewServer(),
 		recvfd.NewServer(),
+		// A Close that recvfd has no descriptor for still reaches the
+		// NSC's namespace (nscnetns.go).
+		newNSCNetNS(),
 		reap.NewServer(),
 		discover.NewServer(nsClient, nseClient),
 		roundrobin.NewServer(),
