@@ -30,12 +30,13 @@ func TestTargetIdentityRender(t *testing.T) {
 	require.Error(t, err)
 }
 
-// TestNodeIDsRender: spire.nodeIDs ships the proxies' per-node
-// ClusterSPIFFEID (and takes NSM's pod labels off them), admits that form
-// at the IPAM and the configuration server, and holds the proxies to their
-// node at the IPAM, the replicas excepted.
+// TestNodeIDsRender: spire.nodeIDs (on by default) ships the proxies'
+// per-node ClusterSPIFFEID (and takes NSM's pod labels off them), admits
+// that form at the IPAM and the configuration server, and holds the
+// proxies to their node at the IPAM, the replicas excepted; off, or in
+// insecure mode, none of it.
 func TestNodeIDsRender(t *testing.T) {
-	m := render(t, "spire: {nodeIDs: true}\n")
+	m := render(t, "")
 	var templates []string
 	for _, o := range m.clusterSPIFFEIDs {
 		spec := o["spec"].(map[string]any)
@@ -52,8 +53,14 @@ func TestNodeIDsRender(t *testing.T) {
 	require.Regexp(t, `/ns/[a-z-]+/sa/proxy-[a-z0-9-]+/node/\*`, e["IPAM_AUTHORIZED_IDS"])
 	require.Equal(t, "/ns/causeway-test/sa/ipam-trench-a,/ns/causeway-test/pod/ipam-trench-a-[0-9]", e["IPAM_UNBOUND_IDS"])
 
-	off := render(t, "")
-	e = env(container(t, off.statefulSets[0].Spec.Template.Spec, "ipam"), bins["ipam"])
-	require.Equal(t, "false", e["IPAM_NODE_BOUND"])
-	require.Empty(t, off.clusterSPIFFEIDs)
+	for _, values := range []string{"spire: {nodeIDs: false}\n", "insecure: true\n"} {
+		off := render(t, values)
+		e = env(container(t, off.statefulSets[0].Spec.Template.Spec, "ipam"), bins["ipam"])
+		require.Equal(t, "false", e["IPAM_NODE_BOUND"], values)
+		require.NotRegexp(t, `/node/`, e["IPAM_AUTHORIZED_IDS"], values)
+		require.Empty(t, off.clusterSPIFFEIDs, values)
+		for _, ds := range off.daemonSets {
+			require.Equal(t, "true", ds.Spec.Template.Labels["spiffe.io/spiffe-id"], values)
+		}
+	}
 }

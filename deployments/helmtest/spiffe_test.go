@@ -180,13 +180,14 @@ func TestWorkloadAPIFromCSI(t *testing.T) {
 
 // TestClusterSPIFFEIDs: off by default; on, one fallback ClusterSPIFFEID
 // of the release's pods in the idScheme's form; refused with idScheme any.
+// (The proxies' per-node one, spire.nodeIDs, is TestNodeIDsRender's.)
 func TestClusterSPIFFEIDs(t *testing.T) {
-	require.Empty(t, render(t, "").clusterSPIFFEIDs)
+	require.Empty(t, render(t, "spire: {nodeIDs: false}").clusterSPIFFEIDs)
 	for scheme, tmpl := range map[string]string{
 		"pod":            "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/pod/{{ .PodMeta.Name }}",
 		"serviceAccount": "spiffe://{{ .TrustDomain }}/ns/{{ .PodMeta.Namespace }}/sa/{{ .PodSpec.ServiceAccountName }}",
 	} {
-		m := render(t, "spire: {idScheme: "+scheme+", clusterSPIFFEIDs: {create: true, className: nsm}}")
+		m := render(t, "spire: {nodeIDs: false, idScheme: "+scheme+", clusterSPIFFEIDs: {create: true, className: nsm}}")
 		objs := m.clusterSPIFFEIDs
 		require.Len(t, objs, 1)
 		spec := objs[0]["spec"].(map[string]any)
@@ -254,15 +255,25 @@ func TestWalkthroughValues(t *testing.T) {
 // TestSPIREPodLabels: every pod of the chart carries spire.podLabels (by
 // default the label NSM's ClusterSPIFFEID nsm-workloads selects), and none
 // when they are emptied (so that only the chart's own ClusterSPIFFEID,
-// or the cluster's, selects them).
+// or the cluster's, selects them); the proxies carry none while they get
+// per-node IDs (spire.nodeIDs, the default).
 func TestSPIREPodLabels(t *testing.T) {
-	for _, tpl := range podTemplates(render(t, "")) {
+	m := render(t, "")
+	require.NotEmpty(t, m.daemonSets)
+	for _, ds := range m.daemonSets {
+		require.NotContains(t, ds.Spec.Template.Labels, "spiffe.io/spiffe-id", "a proxy")
+	}
+	m.daemonSets = nil
+	for _, tpl := range podTemplates(m) {
+		require.Equal(t, "true", tpl.Labels["spiffe.io/spiffe-id"], tpl.Labels)
+	}
+	for _, tpl := range podTemplates(render(t, "spire: {nodeIDs: false}")) {
 		require.Equal(t, "true", tpl.Labels["spiffe.io/spiffe-id"], tpl.Labels)
 	}
 	for _, tpl := range podTemplates(render(t, "spire: {podLabels: null}")) {
 		require.NotContains(t, tpl.Labels, "spiffe.io/spiffe-id")
 	}
-	for _, tpl := range podTemplates(render(t, "spire: {podLabels: {spiffe.io/spiffe-id: null, team.example/spire: causeway}}")) {
+	for _, tpl := range podTemplates(render(t, "spire: {nodeIDs: false, podLabels: {spiffe.io/spiffe-id: null, team.example/spire: causeway}}")) {
 		require.NotContains(t, tpl.Labels, "spiffe.io/spiffe-id")
 		require.Equal(t, "causeway", tpl.Labels["team.example/spire"])
 	}

@@ -88,9 +88,18 @@ func toLink(l netlink.Link) Link {
 	}
 }
 
+// subscriptionBuffer is how many updates a subscription's channel holds
+// between the netlink library's reader and the handler. The kernel socket's
+// receive buffer (Options.ReceiveBuffer, 4 MiB by default) holds a burst;
+// the channel only lets the reader read ahead while the handler works. It is
+// allocated for the proxy's whole life: 256 route updates are 98 KB (384
+// bytes each), 1,024 were 393 KB, and the four subscriptions' channels were
+// 0.74 MB of the proxy's live heap (docs/proxy-memory.md).
+const subscriptionBuffer = 256
+
 // linkChanBuffer is the buffer between the netlink reader and the link table
 // (a variable so that tests can make the reader stall).
-var linkChanBuffer = 4096
+var linkChanBuffer = subscriptionBuffer
 
 // listLinks lists the links of h's namespace (a variable so that tests can
 // make the listing fail).

@@ -121,7 +121,7 @@ func (dp *Dataplane) staleOnResubscribe(k kinds) func(first bool) bool {
 }
 
 func (dp *Dataplane) runAddrSubscription(ctx context.Context) {
-	runSubscription(ctx, "address", dp.log, 1024,
+	runSubscription(ctx, "address", dp.log, subscriptionBuffer,
 		func(ch chan netlink.AddrUpdate, done chan struct{}, cb func(error)) error {
 			ns := dp.ns
 			return dp.forcingBuffer(func(size int, force bool) error {
@@ -139,7 +139,7 @@ func (dp *Dataplane) runAddrSubscription(ctx context.Context) {
 }
 
 func (dp *Dataplane) runRouteSubscription(ctx context.Context) {
-	runSubscription(ctx, "route", dp.log, 1024,
+	runSubscription(ctx, "route", dp.log, subscriptionBuffer,
 		func(ch chan netlink.RouteUpdate, done chan struct{}, cb func(error)) error {
 			ns := dp.ns
 			return dp.forcingBuffer(func(size int, force bool) error {
@@ -160,7 +160,7 @@ func (dp *Dataplane) runRouteSubscription(ctx context.Context) {
 }
 
 func (dp *Dataplane) runRuleSubscription(ctx context.Context) {
-	runSubscription(ctx, "rule", dp.log, 1024,
+	runSubscription(ctx, "rule", dp.log, subscriptionBuffer,
 		func(ch chan ruleEvent, done chan struct{}, cb func(error)) error {
 			return subscribeRules(dp.ns, dp.opts.ReceiveBuffer, ch, done, cb)
 		},

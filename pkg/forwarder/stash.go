@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"net"
 
 	"github.com/golang/protobuf/ptypes/empty"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
@@ -62,6 +63,7 @@ func NSCInterfaceName(ctx context.Context) string {
 type end struct {
 	netnsURL string
 	name     string
+	ips      []net.IP // the connection's addresses at this end, when known
 }
 
 // loadNSCEnd returns the kernel NSC side stashServer stored, if any.

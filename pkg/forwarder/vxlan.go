@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/golang/protobuf/ptypes/empty"
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
@@ -57,6 +58,10 @@ type tunnel struct {
 	tag    string // the device's alias: which connection it serves
 	nodeNS string // where the device is made ("": the forwarder's own)
 	mtu    int
+	ips    []net.IP // the connection's addresses at this end
+	// held reports whether a tag is a connection this run holds (called
+	// under the lock of the client's madeFor).
+	held func(tag string) bool
 }
 
 // tagPrefix begins the alias of every device the forwarder makes; the
@@ -76,6 +81,7 @@ func (t *tunnel) adoptable() bool { return matches(t) }
 func (t *tunnel) clearWay() {
 	deleteVXLAN(t.ns, t.name)
 	deleteTagged(t.ns, t.tag)
+	deleteEarlier(t)
 }
 
 func (t *tunnel) remove() { deleteVXLAN(t.ns, t.name) }
@@ -132,6 +138,7 @@ func tunnelOf(ctx context.Context, conn *networkservice.Connection) (where end, 
 		if !found {
 			return end{}, tunnelParams{}, true, fmt.Errorf("VXLAN toward another node needs a KERNEL client side")
 		}
+		nsc.ips = parseIPs(conn.GetContext().GetIpContext().GetSrcIpAddrs())
 		return nsc, tunnelParams{local: out.SrcIP(), remote: out.DstIP(), vni: out.VNI(), port: out.SrcPort(), peerPort: out.DstPort()}, true, nil
 	}
 	in, found := loadNSCTunnel(ctx)
@@ -143,7 +150,8 @@ func tunnelOf(ctx context.Context, conn *networkservice.Connection) (where end, 
 		return end{}, tunnelParams{}, true, fmt.Errorf("VXLAN from another node needs a KERNEL endpoint side, got %q", conn.GetMechanism().GetType())
 	}
 	// On this node the VNI the vni server chose is the one in the stash.
-	return end{netnsURL: nse.GetNetNSURL(), name: nse.GetInterfaceName()}, in, true, nil
+	ips := parseIPs(conn.GetContext().GetIpContext().GetDstIpAddrs())
+	return end{netnsURL: nse.GetNetNSURL(), name: nse.GetInterfaceName(), ips: ips}, in, true, nil
 }
 
 // ensure makes sure the device of connID is where and as params say.
@@ -160,7 +168,19 @@ func (v *vxlanClient) ensure(connID string, where end, params tunnelParams, mtu 
 	}
 	return v.tunnels.ensure(connID, &tunnel{
 		params: params, ns: ns, name: where.name, tag: tagPrefix + connID, nodeNS: v.nodeNS, mtu: mtu,
+		ips: where.ips, held: v.heldLocked,
 	})
+}
+
+// heldLocked reports whether this run holds the connection tag names; the
+// caller holds the lock of v.tunnels.
+func (v *vxlanClient) heldLocked(tag string) bool {
+	connID, ok := strings.CutPrefix(tag, tagPrefix)
+	if !ok {
+		return false
+	}
+	_, held := v.tunnels.byConn[connID]
+	return held
 }
 
 // remove deletes the device of connID, if any.

@@ -98,3 +98,72 @@ func TestVXLANDeviceLifecycle(t *testing.T) {
 	require.Nil(t, vxlanIn(t, nsc, "nsm0"))
 	require.Empty(t, v.tunnels.byConn)
 }
+
+// TestVXLANEarlierRunOfAnotherName is a forwarder replaced by one of another
+// name (a new pod on the node's network): the connection comes back on a
+// path segment of its own, under another id and interface name, while the
+// old run's devices stay (their sockets live in the node's namespace). The
+// new run removes the old run's device of the connection, found by the VNI
+// it holds (the kernel refuses a second device of one VNI and port from one
+// namespace) or by the connection's addresses toward the same peer, and
+// leaves alone the devices of its own connections and those of another
+// node's address.
+func TestVXLANEarlierRunOfAnotherName(t *testing.T) {
+	node := testutil.NewNetNS(t, "xn")
+	nse := testutil.NewNetNS(t, "xe")
+	node.MustExec(t, "ip", "link", "add", "ln0", "type", "veth", "peer", "name", "ln1")
+	node.MustExec(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "ln0")
+	node.MustExec(t, "ip", "link", "set", "ln0", "up")
+	url := "file://" + nse.Path()
+	p := tunnelParams{local: net.ParseIP("192.0.2.1"), remote: net.ParseIP("192.0.2.2"), vni: 42, port: 4789, peerPort: 4789}
+	addr := net.ParseIP("10.80.0.1")
+
+	old := newVXLANClient(node.Path())
+	require.NoError(t, old.ensure("old-conn", end{netnsURL: url, name: "nsm-old"}, p, 1400))
+	nse.MustExec(t, "ip", "addr", "add", "10.80.0.1/24", "dev", "nsm-old")
+	old.tunnels.byConn["old-conn"].close() // the old run is gone, its device stays
+
+	// Same VNI, another id and name: the kernel would refuse the new device.
+	fresh := newVXLANClient(node.Path())
+	defer fresh.remove("new-conn")
+	require.NoError(t, fresh.ensure("new-conn", end{netnsURL: url, name: "nsm-new", ips: []net.IP{addr}}, p, 1400))
+	require.Nil(t, vxlanIn(t, nse, "nsm-old"), "the old run's device of the VNI")
+	require.Equal(t, 42, vxlanIn(t, nse, "nsm-new").VxlanId)
+	fresh.remove("new-conn")
+
+	// Another VNI (the serving node chose anew), the connection's address
+	// toward the same peer: the old device would take its traffic.
+	require.NoError(t, old.ensure("old-conn", end{netnsURL: url, name: "nsm-old"}, p, 1400))
+	nse.MustExec(t, "ip", "addr", "add", "10.80.0.1/24", "dev", "nsm-old")
+	old.tunnels.byConn["old-conn"].close()
+	old = newVXLANClient(node.Path())
+	other := p
+	other.vni = 44
+	require.NoError(t, fresh.ensure("new-conn", end{netnsURL: url, name: "nsm-new", ips: []net.IP{addr}}, other, 1400))
+	require.Nil(t, vxlanIn(t, nse, "nsm-old"), "the old run's device with the connection's address")
+
+	// Left alone: this run's own other connection toward the same peer, and
+	// an earlier device of another node's address with the same VNI.
+	defer fresh.remove("mine")
+	require.NoError(t, fresh.ensure("mine", end{netnsURL: url, name: "nsm-mine", ips: []net.IP{net.ParseIP("10.81.0.1")}}, p, 1400))
+	nse.MustExec(t, "ip", "addr", "add", "10.80.0.9/24", "dev", "nsm-mine")
+	node.MustExec(t, "ip", "addr", "add", "192.0.2.3/24", "dev", "ln0")
+	elsewhere := p
+	elsewhere.local = net.ParseIP("192.0.2.3")
+	elsewhere.vni = 46
+	require.NoError(t, old.ensure("old-elsewhere", end{netnsURL: url, name: "nsm-else"}, elsewhere, 1400))
+	old.tunnels.byConn["old-elsewhere"].close()
+	defer deleteVXLAN(nse.Handle, "nsm-else")
+	require.NoError(t, fresh.ensure("new-2", end{netnsURL: url, name: "nsm-new2", ips: []net.IP{net.ParseIP("10.80.0.9")}}, tunnelParams{
+		local: p.local, remote: p.remote, vni: 48, port: 4789,
+	}, 1400))
+	defer fresh.remove("new-2")
+	require.NotNil(t, vxlanIn(t, nse, "nsm-mine"), "a device this run holds")
+	require.NotNil(t, vxlanIn(t, nse, "nsm-else"), "a device of another local address")
+	require.NotNil(t, vxlanIn(t, nse, "nsm-new2"))
+
+	// A VNI this run holds for another connection stays refused.
+	err := fresh.ensure("new-3", end{netnsURL: url, name: "nsm-new3"}, p, 1400)
+	require.ErrorContains(t, err, "add vxlan")
+	require.NotNil(t, vxlanIn(t, nse, "nsm-mine"))
+}

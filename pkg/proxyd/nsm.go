@@ -3,6 +3,7 @@ package proxyd
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/causeway-net/causeway/internal/tasks"
 	"github.com/causeway-net/causeway/pkg/health"
+	"github.com/causeway-net/causeway/pkg/nexthopcheck"
 	nsmbackoff "github.com/causeway-net/causeway/pkg/nsm/chain/backoff"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/egress"
@@ -78,13 +80,16 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 		client.WithDialTimeout(d.cfg.DialTimeout),
 		client.WithAuthorizeClient(d.creds.AuthorizeClient()),
 		// A heal that starts because the NSMgr went away (or came back
-		// without its memory) re-requests as is instead of closing first:
-		// the LB ports, nexthops and addresses stay while NSM is away
-		// (see pkg/nsm/chain/liveness).
+		// without its memory), or because the NSMgr reports down an LB of
+		// another node that still answers (that node's NSMgr or forwarder
+		// replaced), re-requests as is instead of closing first: the LB
+		// ports, nexthops and addresses stay while NSM is away. Our own
+		// NSMgr's word on an LB it serves itself is believed (see
+		// pkg/nsm/chain/liveness).
 		client.WithHealClient(heal.NewClient(ctx, d.nsm.nsmgr.HealOptions(func(c *networkservice.Connection) bool {
 			key, err := proxy.ConnKey(c, proxy.LBConn)
 			return err == nil && d.links.Lost(proxy.LBConn, key)
-		})...)),
+		}, d.lbAnswering)...)),
 		client.WithAdditionalFunctionality(
 			// Heal re-requests an LB that died without unregistering as
 			// fast as the failures come back; pause between failed tries
@@ -100,6 +105,29 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 			sendfd.NewClient(),
 		),
 	)
+}
+
+// lbAnswering reports whether the LB of connection c answers the
+// datapath check (pkg/nexthopcheck) on one of its nexthops, the LB's
+// addresses in c's IP context: Up, with answers. False when the check is
+// off.
+func (d *Daemon) lbAnswering(c *networkservice.Connection) bool {
+	if d.hopCheck == nil || d.cfg.NexthopCheckOff {
+		return false
+	}
+	statuses := d.hopCheck.Statuses()
+	for _, s := range c.GetContext().GetIpContext().GetDstIpAddrs() {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			continue
+		}
+		for _, st := range statuses {
+			if st.Peer.Addr == p.Addr().Unmap() && st.State == nexthopcheck.Up && st.Answered > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // startFullMesh connects to every load balancer of the conduit. Its stop

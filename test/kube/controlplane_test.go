@@ -3,6 +3,7 @@ package kube_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -200,9 +201,15 @@ func (tr *trench) rotateSVIDs(ctx context.Context, t *testing.T) {
 	proxy := tr.c.waitProxyReady(ctx, t)
 	conns := tr.c.proxyConns(ctx, t, proxy)
 	ids := tr.c.dynamic.Resource(clusterSPIFFEIDs)
+	// NSM's names the IPAM, the nsp and the stubs; the chart's own names
+	// the proxies (spire.nodeIDs).
 	patch := func(ttl string) error {
-		_, err := ids.Patch(ctx, "nsm-workloads", types.MergePatchType, []byte(`{"spec":{"ttl":`+ttl+`}}`), metav1.PatchOptions{})
-		return err
+		var errs []error
+		for _, name := range []string{"nsm-workloads", proxyNodeIDs} {
+			_, err := ids.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"ttl":`+ttl+`}}`), metav1.PatchOptions{})
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
 	}
 	stop := tr.proberOn(ctx, t)
 	time.Sleep(time.Second)

@@ -20,6 +20,7 @@ type probePod struct {
 	user           int64             // with fsGroup the same; default: the image's
 	labels         map[string]string // of the pod
 	created        *string           // if not nil, set to the pod's name once created
+	node           string            // the node to run on; default: the scheduler's choice
 }
 
 // runProbe runs the probe as a pod to its end and returns its output; the
@@ -35,6 +36,7 @@ func (c *cluster) runProbe(ctx context.Context, t *testing.T, p probePod) (strin
 		Spec: corev1.PodSpec{
 			RestartPolicy:      corev1.RestartPolicyNever,
 			ServiceAccountName: p.serviceAccount,
+			NodeName:           p.node,
 			Containers: []corev1.Container{{
 				Name: "probe", Image: c.image(ctx, t, "probe"), ImagePullPolicy: corev1.PullNever,
 				Args: p.args,

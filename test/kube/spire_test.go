@@ -102,13 +102,20 @@ const serviceAccountValues = `spire:
   podLabels: {spiffe.io/spiffe-id: null}
 `
 
+// proxyNodeIDs is the chart's ClusterSPIFFEID of the proxies' per-node IDs
+// (spire.nodeIDs, on by default).
+const proxyNodeIDs = "causeway-" + chartNamespace + "-" + chartRelease + "-proxy-nodes"
+
+// proxyNodeID is the SPIFFE ID the chart gives the proxy pod p.
+func proxyNodeID(p *corev1.Pod) string {
+	return "spiffe://" + nsmTrustDomain + "/ns/" + p.Namespace + "/sa/" + p.Spec.ServiceAccountName + "/node/" + p.Spec.NodeName
+}
+
 // useServiceAccountIDs upgrades the release to service-account IDs: the
-// proxy's pod moved to the new template (in place by the chart's upgrade
-// hook: only its labels change), the IPAM's and the nsp's replaced; the
-// proxy's SVID becomes spiffe://k8s.nsm/ns/<namespace>/sa/<its service
-// account>, the IPAM and the nsp authorize it by the service-account rules
-// (a target replaced is served: the proxy allocated its addresses), and
-// traffic flows again.
+// IPAM's and the nsp's pods replaced; the proxy keeps its per-node SVID
+// spiffe://k8s.nsm/ns/<namespace>/sa/<its service account>/node/<node>,
+// which the IPAM and the nsp authorize in either scheme (a target replaced
+// is served: the proxy allocated its addresses), and traffic flows again.
 func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
 	tr.c.waitProxyReady(ctx, t)
 	file := filepath.Join(t.TempDir(), "sa.yaml")
@@ -127,8 +134,8 @@ func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
 	})
 	tr.waitServed(ctx, t)
 	t.Logf("FIGURE: helm upgrade to service-account IDs to every target served again: %.1f s", time.Since(start).Seconds())
-	want := "spiffe://" + nsmTrustDomain + "/ns/" + chartNamespace + "/sa/" + proxy.Spec.ServiceAccountName
-	eventually(ctx, t, "the proxy's SVID of its service account", func(ctx context.Context) error {
+	want := proxyNodeID(proxy)
+	eventually(ctx, t, "the proxy's SVID of its service account and node", func(ctx context.Context) error {
 		got := tr.c.svids(ctx, proxy, metav1.Time{})
 		if len(got) == 0 || got[len(got)-1].SPIFFEID != want {
 			return fmt.Errorf("the proxy logged the SVIDs %v, want the last one %s", got, want)

@@ -132,13 +132,16 @@ type trenchView struct {
 // only and a bridge port for each LB and target of its own; each LB routes
 // its own VIPs via its own targets and no other trench's; NSM's registry
 // has each trench's endpoints under its own services. A VIP is then moved
-// from one of them to the other (VIPMoved, moveVIP). Both are then
+// from one of them to the other (VIPMoved, moveVIP), and the external
+// host's traffic switched from one's VIPs to the other's (TrafficSwitched,
+// switchTraffic). Both are then
 // uninstalled (their stubs first) while the suite's VIPs are probed:
 // nothing of them is left (objects of their releases, namespaced or
 // cluster-wide, their endpoints in NSM's registry, their claims, the nodes'
-// root namespaces), and the suite's trench is as before: the same proxy
-// pods, bridge addresses and ports, rules and target addresses, no probe
-// lost.
+// root namespaces). The first is then installed again and uninstalled
+// (TrenchRecreated, recreateTrench). The suite's trench is as before: the
+// same proxy pods, bridge addresses and ports, rules and target addresses,
+// no probe lost.
 func (tr *trench) twoTrenches(ctx context.Context, t *testing.T) {
 	// A bound on it all happening at all, far above its figures.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -181,7 +184,9 @@ func (tr *trench) twoTrenches(ctx context.Context, t *testing.T) {
 		}
 	}
 	t.Run("VIPMoved", func(t *testing.T) { tr.moveVIP(ctx, t, others, views) })
+	t.Run("TrafficSwitched", func(t *testing.T) { tr.switchTraffic(ctx, t, others, views) })
 
+	firstClaim := tr.c.claimUID(ctx, others[0])
 	stop = tr.probeEveryVIP(ctx, t)
 	time.Sleep(time.Second)
 	start = time.Now()
@@ -207,6 +212,7 @@ func (tr *trench) twoTrenches(ctx context.Context, t *testing.T) {
 	for _, o := range others {
 		tr.c.removeOther(t, o)
 	}
+	t.Run("TrenchRecreated", func(t *testing.T) { tr.recreateTrench(ctx, t, others[0], base, firstClaim, views[0]) })
 	if got := rootState(t); !slices.Equal(got, root) {
 		t.Errorf("the nodes' root namespaces changed:\nbefore %q\nafter  %q", root, got)
 	}
@@ -246,13 +252,19 @@ func (tr *trench) moveVIP(ctx context.Context, t *testing.T, others []otherTrenc
 	}
 	stopMoving := tr.probeVIPs(ctx, t, []netip.Addr{movingVIP})
 	stopRest := tr.probeVIPs(ctx, t, rest)
+	drops := watchBacklog(t, "a VIP moved between trenches")
 	time.Sleep(time.Second)
+	// Each step's time, to set beside the lost probes' (lostProbes).
+	step := func(what string) { t.Logf("%s: %s", time.Now().UTC().Format("15:04:05.000"), what) }
 	start := time.Now()
+	step("helm upgrade of " + to.name + " begun")
 	helmUpgradeRelease(t, to.name, to.namespace, to.vipsValues(true))
+	step("helm upgrade of " + to.name + " done")
 	eventually(ctx, t, "the rules from the moving VIP in every proxy of "+to.name, func(context.Context) error {
 		return rulesFrom(t, toPaths, []netip.Addr{movingVIP}, true)
 	})
 	declared := time.Since(start)
+	step("the rules in every proxy of " + to.name)
 	var gws []netip.Addr
 	for i := range toView.lbs {
 		gws = append(gws, linkAddrs(to.firstLink+i, 1)[0].Addr())
@@ -261,17 +273,26 @@ func (tr *trench) moveVIP(ctx context.Context, t *testing.T, others []otherTrenc
 	if err := topo.AddRoute(tr.ext.ns.Path(), netip.PrefixFrom(movingVIP, 32), gws...); err != nil {
 		t.Fatal(err)
 	}
+	step("the external host's route moved; helm upgrade of " + from.name + " begun")
 	helmUpgradeRelease(t, from.name, from.namespace, from.vipsValues(false))
+	step("helm upgrade of " + from.name + " done")
 	eventually(ctx, t, "no rule from the moving VIP in any proxy of "+from.name, func(context.Context) error {
 		return rulesFrom(t, fromPaths, []netip.Addr{movingVIP}, false)
 	})
 	withdrawn := time.Since(start)
+	step("no rule in any proxy of " + from.name)
 	tr.waitServedBy(ctx, t, []netip.Addr{movingVIP}, podNames(toView.targets))
 	time.Sleep(time.Second)
 	moving := stopMoving()
-	// Figures, not promises: in the one run so far every VIP of the three
-	// trenches, the suite's too, lost probes for up to a second at one
-	// instant after the first trench's upgrade (load 12 on the 2 cores).
+	dropped := drops()
+	for _, o := range others {
+		tr.c.logPodEvents(ctx, t, o.namespace, start.Add(-time.Second))
+	}
+	// Figures, not promises: every VIP of the three trenches, the suite's
+	// too, loses probes together at one or two instants of the upgrades,
+	// for up to a second and a half at load 15 on the 2 cores, tens of ms
+	// at load 9; neither a backlog overflow nor a starved prober
+	// (docs/kubernetes.md, the figures).
 	lost, total, longest := reportLoss(t, stopRest(), "a VIP moved between trenches")
 	mLost, mTotal, mLongest := reportLoss(t, moving, "a VIP moved between trenches")
 	for name, s := range moving {
@@ -294,8 +315,8 @@ func (tr *trench) moveVIP(ctx context.Context, t *testing.T, others []otherTrenc
 			}
 		}
 	}
-	t.Logf("FIGURE: VIP moved from %s to %s (helm upgrade of both, make-before-break): every proxy of %s with its rule after %.1f s, none of %s after %.1f s; its probes: %d of %d lost, longest gap %s; the other VIPs: %d of %d lost, longest gap %s",
-		from.name, to.name, to.name, declared.Seconds(), from.name, withdrawn.Seconds(), mLost, mTotal, mLongest.Round(time.Millisecond), lost, total, longest.Round(time.Millisecond))
+	t.Logf("FIGURE: VIP moved from %s to %s (helm upgrade of both, make-before-break): every proxy of %s with its rule after %.1f s, none of %s after %.1f s; its probes: %d of %d lost, longest gap %s; the other VIPs: %d of %d lost, longest gap %s; the kernel's input backlogs dropped %d packets",
+		from.name, to.name, to.name, declared.Seconds(), from.name, withdrawn.Seconds(), mLost, mTotal, mLongest.Round(time.Millisecond), lost, total, longest.Round(time.Millisecond), dropped)
 }
 
 // reportLoss logs the probes lost in each of series (probeVIPs), fails t
@@ -431,9 +452,9 @@ func (tr *trench) checkServedApart(ctx context.Context, t *testing.T, views []tr
 			}
 		}
 	}
-	lost, total, longest := noOutages(t, series, "three trenches were served at once", start)
-	t.Logf("FIGURE: three trenches served at once (TCP and UDP probes of their %d VIPs, 2 s): %d of %d probes lost, longest gap %s, each answered by its own trench's targets",
-		len(vips), lost, total, longest.Round(time.Millisecond))
+	lost, total, longest := noOutages(t, series, "the trenches were served at once", start)
+	t.Logf("FIGURE: %d trenches served at once (TCP and UDP probes of their %d VIPs, 2 s): %d of %d probes lost, longest gap %s, each answered by its own trench's targets",
+		len(views), len(vips), lost, total, longest.Round(time.Millisecond))
 }
 
 // checkIsolated checks that no trench of views sees another's addresses

@@ -74,11 +74,11 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 func healOptions(ctx context.Context, nsmgrURL *url.URL, dial []grpc.DialOption) ([]heal.Option, []networkservice.NetworkServiceClient) {
 	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(nsmgrURL), dial...)
 	if err != nil {
-		dp := newDataPathFirst(liveness.Check(failingMonitor{err}, kernelLinkLost, nil))
+		dp := newDataPathFirst(liveness.Check(failingMonitor{err}, kernelLinkLost, nil, nil))
 		return liveness.HealOptions(dp.check), []networkservice.NetworkServiceClient{dp}
 	}
 	context.AfterFunc(ctx, func() { _ = nsmgr.Close() })
-	dp := newDataPathFirst(nsmgr.Check(kernelLinkLost))
+	dp := newDataPathFirst(nsmgr.Check(kernelLinkLost, nil))
 	return liveness.HealOptions(dp.check), []networkservice.NetworkServiceClient{nsmgr.NewClient(), dp}
 }
 

@@ -71,36 +71,46 @@ func addrsOf(t *testing.T, ns *testutil.NetNS, name string) []string {
 	return out
 }
 
+// pairNode is one node's real control plane (the SDK's NSMgr and the
+// project's forwarder) with an endpoint serving "svc" in an NSE namespace
+// and a client ("nsc-1", interface nsm0) for an NSC namespace. Everything
+// stops when the test ends; stopClient ends the client's chain earlier.
+type pairNode struct {
+	ctx        context.Context
+	nsc        networkservice.NetworkServiceClient
+	stopClient context.CancelFunc
+}
+
+func startPair(t *testing.T, nscNS, nseNS *testutil.NetNS, life time.Duration) *pairNode {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), life)
+	t.Cleanup(cancel)
+	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t"})
+	require.NoError(t, err)
+	t.Cleanup(cp.Stop)
+	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
+		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
+		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(nse.Stop)
+	clientCtx, clientCancel := context.WithCancel(ctx)
+	t.Cleanup(clientCancel)
+	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{
+		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
+	})
+	return &pairNode{ctx: ctx, nsc: nsc, stopClient: clientCancel}
+}
+
 // TestVethForwarderKernelE2E runs the real control plane, an NSE in one
 // namespace and an NSC in another: the forwarder must join them with a veth
 // carrying the IP context, keep it on refresh and remove it on Close.
 func TestVethForwarderKernelE2E(t *testing.T) {
 	nscNS := testutil.NewNetNS(t, "nsc")
 	nseNS := testutil.NewNetNS(t, "nse")
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t"})
-	require.NoError(t, err)
-	defer cp.Stop()
-
-	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
-		Name:       "nse-1",
-		Service:    "svc",
-		NSMgrURL:   cp.NSMgrURL,
-		SocketPath: filepath.Join(dir, "nse.sock"),
-		NetNSPath:  nseNS.Path(),
-		Elements:   []networkservice.NetworkServiceServer{ipContextServer{}},
-	})
-	require.NoError(t, err)
-	defer nse.Stop()
-
-	clientCtx, clientCancel := context.WithCancel(ctx)
-	defer clientCancel()
-	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{
-		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
-	})
+	n := startPair(t, nscNS, nseNS, 2*time.Minute)
+	ctx, nsc := n.ctx, n.nsc
 	reqCtx, reqCancel := context.WithTimeout(ctx, time.Minute)
 	conn, err := nsc.Request(reqCtx, &networkservice.NetworkServiceRequest{
 		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
@@ -169,10 +179,6 @@ func TestVethForwarderKernelE2E(t *testing.T) {
 	require.Error(t, err, "Close must remove the NSC end")
 	_, err = linkIn(t, nseNS, nseName)
 	require.Error(t, err, "Close must remove the NSE end")
-
-	clientCancel()
-	nse.Stop()
-	cp.Stop()
 }
 
 // TestVethForwarderReplacesLeftover: a veth left in the NSC namespace under
@@ -184,22 +190,8 @@ func TestVethForwarderReplacesLeftover(t *testing.T) {
 	nscNS.MustExec(t, "ip", "link", "add", "nsm0", "type", "veth", "peer", "name", "stale0")
 	stale, err := linkIn(t, nscNS, "nsm0")
 	require.NoError(t, err)
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir})
-	require.NoError(t, err)
-	defer cp.Stop()
-	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
-		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
-		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
-	})
-	require.NoError(t, err)
-	defer nse.Stop()
-	clientCtx, clientCancel := context.WithCancel(ctx)
-	defer clientCancel()
-	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path()})
+	n := startPair(t, nscNS, nseNS, 2*time.Minute)
+	ctx, nsc := n.ctx, n.nsc
 	conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{
 		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
 	})
@@ -215,7 +207,4 @@ func TestVethForwarderReplacesLeftover(t *testing.T) {
 	}, 20*time.Second, 200*time.Millisecond)
 	_, err = nsc.Close(ctx, conn)
 	require.NoError(t, err)
-	clientCancel()
-	nse.Stop()
-	cp.Stop()
 }

@@ -1,8 +1,6 @@
 package controlplane_test
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,7 +9,6 @@ import (
 
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/forwarder/reaper"
-	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // TestDeadClientLosesItsLink runs the real control plane (the SDK's NSMgr
@@ -24,25 +21,9 @@ import (
 func TestDeadClientLosesItsLink(t *testing.T) {
 	nscNS := testutil.NewNetNS(t, "nsc")
 	nseNS := testutil.NewNetNS(t, "nse")
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t"})
-	require.NoError(t, err)
-	defer cp.Stop()
-	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
-		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
-		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
-	})
-	require.NoError(t, err)
-	defer nse.Stop()
-	clientCtx, clientCancel := context.WithCancel(ctx)
-	defer clientCancel()
-	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{
-		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
-	})
-	_, err = nsc.Request(ctx, &networkservice.NetworkServiceRequest{
+	n := startPair(t, nscNS, nseNS, 3*time.Minute)
+	ctx, nsc := n.ctx, n.nsc
+	_, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{
 		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
 	})
 	require.NoError(t, err)
@@ -56,7 +37,7 @@ func TestDeadClientLosesItsLink(t *testing.T) {
 	// Let the forwarder see both pods alive.
 	time.Sleep(3 * reaper.DefaultInterval)
 
-	clientCancel() // the client stops: no refresh, no Close
+	n.stopClient() // the client stops: no refresh, no Close
 	_, err = linkIn(t, nseNS, nseEnd)
 	require.NoError(t, err, "the client's stop removed nothing")
 	gone := time.Now()
@@ -67,7 +48,4 @@ func TestDeadClientLosesItsLink(t *testing.T) {
 	}, time.Minute, 50*time.Millisecond, "the dead client's link left the endpoint's namespace")
 	t.Logf("FIGURE: a dead client's link left the endpoint's namespace %.1f s after its pod (sweeps every %s)",
 		time.Since(gone).Seconds(), reaper.DefaultInterval)
-
-	nse.Stop()
-	cp.Stop()
 }

@@ -16,6 +16,11 @@ type LinkLost func(conn *networkservice.Connection) bool
 // connection was last established through (see NSMgr).
 type KnownByThisRun func(conn *networkservice.Connection) bool
 
+// Answering reports whether the connection's far end answers on its data
+// path now (the proxy's datapath check of an LB's addresses); false when
+// nothing says so.
+type Answering func(conn *networkservice.Connection) bool
+
 const (
 	// askTimeout bounds the question to the NSMgr.
 	askTimeout = time.Second
@@ -35,28 +40,60 @@ func HealOptions(check heal.LivenessCheck) []heal.Option {
 	}
 }
 
-// Check is dead when the connection's link is lost, or when the NSMgr
-// answers a new request to its MonitorConnection service and reports the
-// connection down, or does not know it although it is the run that
-// established it: the far end died, and heal reselects. When the NSMgr
-// does not answer (stopped, restarting, draining its last streams), or is
-// a new run that cannot know the connection yet, the control plane is away
-// and the data path is alive: heal re-requests as it is.
-func Check(states networkservice.MonitorConnectionClient, lost LinkLost, known KnownByThisRun) heal.LivenessCheck {
+// Check is dead when the connection's link is lost. Otherwise it is alive
+// when the NSMgr does not answer a new request to its MonitorConnection
+// service (stopped, restarting, draining its last streams), or is a new
+// run that cannot know the connection yet, or reports it up: the control
+// plane is away or fine, and heal re-requests as it is.
+//
+// When the NSMgr reports the connection down, or does not know it although
+// it is the run that established it, whose word that is decides. If the far
+// end is served by this NSMgr (only its forwarder between them), the NSMgr
+// saw the far end go itself: the connection is dead and heal reselects. If
+// another NSMgr stands between (the far end on another node), the report
+// may only say that a hop of the control plane there went (that node's
+// NSMgr or forwarder replaced); the connection is then alive while its far
+// end answers on the data path (answering, which may be nil: nothing
+// answers), and heal re-requests it as it is. A far end that is really gone
+// is dropped by its owner: its link going, its registration going (the full
+// mesh), or its silence.
+func Check(states networkservice.MonitorConnectionClient, lost LinkLost, known KnownByThisRun, answering Answering) heal.LivenessCheck {
 	return func(ctx context.Context, conn *networkservice.Connection) bool {
 		if lost != nil && lost(conn) {
 			return false
 		}
-		state, found, answered := ask(ctx, states, conn)
-		switch {
-		case !answered:
+		if notReportedDown(ctx, states, known, conn) {
 			return true
-		case found:
-			return state != networkservice.State_DOWN
-		default:
-			return known != nil && !known(conn)
 		}
+		return answering != nil && behindAnotherNSMgr(conn) && answering(conn)
 	}
+}
+
+// notReportedDown is false when the NSMgr reports conn down, or does not
+// know it although it is the run that established it.
+func notReportedDown(ctx context.Context, states networkservice.MonitorConnectionClient, known KnownByThisRun, conn *networkservice.Connection) bool {
+	state, found, answered := ask(ctx, states, conn)
+	switch {
+	case !answered:
+		return true
+	case found:
+		return state != networkservice.State_DOWN
+	default:
+		return known != nil && !known(conn)
+	}
+}
+
+// firstHandHops are the path segments after the client's own when its NSMgr
+// serves the far end itself: that NSMgr, its forwarder, the endpoint.
+const firstHandHops = 3
+
+// behindAnotherNSMgr reports whether conn's path runs through more than
+// the client's NSMgr and its forwarder to reach the endpoint: the endpoint
+// is served by another NSMgr (another node's), whose hops this NSMgr only
+// hears about.
+func behindAnotherNSMgr(conn *networkservice.Connection) bool {
+	after := len(conn.GetPath().GetPathSegments()) - int(conn.GetPath().GetIndex()) - 1
+	return after > firstHandHops
 }
 
 // ask asks the NSMgr for the connection's state.

@@ -26,7 +26,7 @@ func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	lost := false
 	mon := connstatesfake.New()
-	check := liveness.Check(mon, func(*networkservice.Connection) bool { return lost }, nil)
+	check := liveness.Check(mon, func(*networkservice.Connection) bool { return lost }, nil, nil)
 	conn := connection(networkservice.State_UP)
 
 	mon.SetAway(true)
@@ -44,4 +44,60 @@ func TestCheck(t *testing.T) {
 	lost = true
 	mon.SetAway(true)
 	require.False(t, check(ctx, conn), "the link is gone: nothing to keep")
+}
+
+// remote is a connection to an endpoint served by another NSMgr: its path
+// runs through this node's NSMgr and forwarder, then the other node's.
+func remote(state networkservice.State) *networkservice.Connection {
+	conn := connection(state)
+	conn.Path.PathSegments = append(conn.GetPath().GetPathSegments(),
+		&networkservice.PathSegment{Id: "f1", Name: "forwarder-0"},
+		&networkservice.PathSegment{Id: "m2", Name: "nsmgr-1"},
+		&networkservice.PathSegment{Id: "f2", Name: "forwarder-1"},
+		&networkservice.PathSegment{Id: "e1", Name: "lb-1"})
+	return conn
+}
+
+// local is a connection to an endpoint this node's NSMgr serves itself.
+func local(state networkservice.State) *networkservice.Connection {
+	conn := connection(state)
+	conn.Path.PathSegments = append(conn.GetPath().GetPathSegments(),
+		&networkservice.PathSegment{Id: "f1", Name: "forwarder-0"},
+		&networkservice.PathSegment{Id: "e1", Name: "lb-0"})
+	return conn
+}
+
+// The NSMgr's "down" (or its forgetting, from the run that established the
+// connection) is believed for an endpoint it serves itself, answering or
+// not (the endpoint stopped: its interface may still answer). For an
+// endpoint behind another node's NSMgr it may only mean that a hop of that
+// node's control plane was replaced: the connection is kept while the far
+// end answers on the data path, and believed dead once it is silent. A
+// lost link is dead whatever answers.
+func TestCheckWhoseWord(t *testing.T) {
+	ctx := context.Background()
+	lost, answers := false, true
+	mon := connstatesfake.New()
+	thisRun := func(*networkservice.Connection) bool { return true }
+	check := liveness.Check(mon, func(*networkservice.Connection) bool { return lost }, thisRun,
+		func(*networkservice.Connection) bool { return answers })
+
+	for _, reported := range [][]*networkservice.Connection{{remote(networkservice.State_DOWN)}, nil} {
+		mon.Set(reported...)
+		require.True(t, check(ctx, remote(networkservice.State_UP)), "another node's LB answers: keep the data path (%v)", reported)
+		require.False(t, check(ctx, local(networkservice.State_UP)), "our NSMgr's own LB: its word is believed (%v)", reported)
+	}
+	answers = false
+	mon.Set(remote(networkservice.State_DOWN))
+	require.False(t, check(ctx, remote(networkservice.State_UP)), "down and silent: the far end is gone")
+	mon.Set(remote(networkservice.State_UP))
+	require.True(t, check(ctx, remote(networkservice.State_UP)), "up: alive without an answer")
+
+	answers, lost = true, true
+	require.False(t, check(ctx, remote(networkservice.State_UP)), "the link is gone: an answer cannot come through it")
+
+	lost = false
+	mon.Set(remote(networkservice.State_DOWN))
+	nothing := liveness.Check(mon, nil, thisRun, nil)
+	require.False(t, nothing(ctx, remote(networkservice.State_UP)), "nothing answers (the datapath check off): the NSMgr is believed")
 }

@@ -21,4 +21,19 @@
 // chain); "unknown" is believed only from that run. A connection that is
 // really gone is then dropped by its owner (the full mesh, when the load
 // balancer's registration goes) or by its link going.
+//
+// A live NSMgr's "down" is first-hand only for an endpoint it serves itself
+// (the connection's path: this NSMgr, its forwarder, the endpoint). Across
+// nodes the path runs through the other node's NSMgr and forwarder too, and
+// when those are replaced this NSMgr reports the connection down while the
+// data path (a tunnel the kernel keeps) still forwards; a reselect could
+// not be served either before the endpoint has registered through the new
+// NSMgr. So for such a connection the caller may say what the data path
+// shows (Answering): a far end behind another NSMgr that answers is kept
+// and re-requested as it is. For an endpoint of this NSMgr an answer
+// proves nothing (a stopped endpoint's interface may still answer) and the
+// NSMgr is believed. Across nodes, a far end that stopped is dropped by
+// the full mesh when its registration goes, by its silence, or by its
+// link; one whose process died while its interface lives and its
+// registration stands is kept until that registration expires.
 package liveness

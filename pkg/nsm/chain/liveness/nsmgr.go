@@ -67,12 +67,14 @@ func (n *NSMgr) Close() error { return n.cc.Close() }
 
 // HealOptions are the heal client's options (see HealOptions) with this
 // NSMgr's check, for connections through it.
-func (n *NSMgr) HealOptions(lost LinkLost) []heal.Option { return HealOptions(n.Check(lost)) }
+func (n *NSMgr) HealOptions(lost LinkLost, answering Answering) []heal.Option {
+	return HealOptions(n.Check(lost, answering))
+}
 
 // Check is the heal check (see Check) on this NSMgr's connection states
 // and runs.
-func (n *NSMgr) Check(lost LinkLost) heal.LivenessCheck {
-	return Check(n.states, lost, n.knownByThisRun)
+func (n *NSMgr) Check(lost LinkLost, answering Answering) heal.LivenessCheck {
+	return Check(n.states, lost, n.knownByThisRun, answering)
 }
 
 // ack records that conn was established through the current run. The

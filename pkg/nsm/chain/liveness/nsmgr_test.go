@@ -81,7 +81,7 @@ func TestNSMgrRuns(t *testing.T) {
 	require.NoError(t, err)
 	defer nsmgr.Close()
 	chain := next.NewNetworkServiceClient(nsmgr.NewClient(), established{})
-	check := nsmgr.Check(nil)
+	check := nsmgr.Check(nil, nil)
 	conn := connection(networkservice.State_UP)
 	up := map[string]*networkservice.Connection{"m1": connection(networkservice.State_UP)}
 

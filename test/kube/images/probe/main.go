@@ -1,7 +1,10 @@
 // Command probe checks a pod's view of the cluster: by default it resolves a
 // name through the pod's resolver and opens a TCP connection to it; with
 // -svid it fetches the pod's X.509 SVID from the SPIRE agent's Workload API
-// and prints its SPIFFE ID; with -write it creates a file. It exits 0 only if the check works. The
+// and prints its SPIFFE ID; with -write it creates a file; with -ipam (and
+// -svid) it calls the IPAM at that address under the pod's SVID, once per
+// -call, and prints each call's gRPC code. It exits 0 only if the check
+// works (with -ipam: every call was made, whatever its answer). The
 // Kubernetes suite runs it as a pod (image built by scripts/cluster/images.sh).
 package main
 
@@ -22,12 +25,18 @@ func main() {
 	svid := flag.String("svid", "", "the Workload API's address (unix:///...): fetch an SVID instead")
 	write := flag.String("write", "", "a file to create: check that the pod may write there instead")
 	timeout := flag.Duration("timeout", 30*time.Second, "how long the check may take")
+	ipam := flag.String("ipam", "", "the IPAM's address (host:port): make the -call calls under the SVID of -svid")
+	var calls ipamCalls
+	flag.Var(&calls, "call", "an IPAM call: allocate|release:<trench>:<conduit>:<node>:<child> (repeatable)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	check := func() error { return connect(ctx, *name, *port) }
 	if *svid != "" {
 		check = func() error { return fetchSVID(ctx, *svid) }
+	}
+	if *ipam != "" {
+		check = func() error { return callIPAM(ctx, *svid, *ipam, calls) }
 	}
 	if *write != "" {
 		check = func() error { return os.WriteFile(*write, []byte("probe\n"), 0o640) }
