@@ -271,9 +271,9 @@ vips:
 	// retrying).
 	b.proxy.waitLog(t, "load balancer endpoint removed", "nse", gone.name)
 
-	// SIGTERM: a clean exit; the proxy closes its LB connections on the way.
+	// SIGTERM: a clean exit; the proxy leaves its LB connections for the
+	// next run (docs/reliability.md).
 	require.Equal(t, 0, b.proxy.stop(t, syscall.SIGTERM), "exit code on SIGTERM")
-	require.Eventually(t, func() bool { return len(vethsIn(t, b.lbs[1].ns)) == 0 }, converge, poll,
-		"the proxy must close its LB connections when it stops")
+	require.Len(t, vethsIn(t, b.lbs[1].ns), 1, "the proxy leaves its LB connections when it stops")
 	ok = true
 }

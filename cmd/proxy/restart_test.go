@@ -16,11 +16,12 @@ import (
 
 // TestProxyKernelRestart stops the proxy binary with SIGTERM while a target
 // and an LB are connected, and starts it again in the same namespace (a
-// container restart): the new proxy adopts the bridge (same link, same MAC)
-// and its address, the LB connection comes back with the same addresses
-// (the stop kept their leases, even with another allocation in between),
-// and the target heals onto the new proxy with the same address and
-// reaches the bridge again.
+// container restart): the stop leaves the LB connection established, the
+// new proxy adopts the bridge (same link, same MAC) and its address,
+// resumes the LB connection on the same link with the same addresses (their
+// leases kept, even with another allocation in between), and the target
+// heals onto the new proxy with the same address and reaches the bridge
+// again.
 func TestProxyKernelRestart(t *testing.T) {
 	testutil.RequireRoot(t)
 	if testing.Short() {
@@ -61,19 +62,22 @@ func TestProxyKernelRestart(t *testing.T) {
 	before := globalPrefixes(t, targetNS, "nsm0")
 	require.Len(t, before, 1)
 	bridgeLink := bridgeOf(t, b.proxyNS)
-	lbBefore := globalPrefixes(t, b.lbs[0].ns, vethsIn(t, b.lbs[0].ns)[0].Attrs().Name)
+	lbLink := vethsIn(t, b.lbs[0].ns)[0]
+	lbBefore := globalPrefixes(t, b.lbs[0].ns, lbLink.Attrs().Name)
 
 	require.Equal(t, 0, b.proxy.stop(t, syscall.SIGTERM), "exit code on SIGTERM")
 	// Another allocation in the node's subnet while the proxy is away: it
 	// would take the LB's addresses if the stop had released them.
 	squatter := b.allocate("squatter", ipamv1.IPFamily_IPV4)
 	require.NotContains(t, lbBefore, squatter, "the stopped proxy's LB addresses stay leased")
-	// As Meridio's, the stopped proxy leaves the bridge, its address and the
-	// VIP rules in place for its successor; its LB connections are closed.
+	// The stopped proxy leaves the bridge, its address and the VIP rules in
+	// place for its successor, as Meridio's does, and its LB connection too
+	// (Meridio's closes it): the LB's link stays.
 	require.Contains(t, globalPrefixes(t, b.proxyNS, bridge), bridgeAddr)
 	require.True(t, hasSourceRule(t, b.proxyNS, netip.MustParsePrefix("20.0.0.1/32"), table))
-	require.Eventually(t, func() bool { return len(vethsIn(t, b.lbs[0].ns)) == 0 }, converge, poll,
-		"the stopped proxy must close its LB connection")
+	lbLinks := vethsIn(t, b.lbs[0].ns)
+	require.Len(t, lbLinks, 1, "the stopped proxy leaves its LB connection")
+	require.Equal(t, lbLink.Attrs().Index, lbLinks[0].Attrs().Index, "the stopped proxy leaves its LB connection")
 
 	b.startProxy("proxy (restarted)")
 	adopted := bridgeOf(t, b.proxyNS)
@@ -82,6 +86,8 @@ func TestProxyKernelRestart(t *testing.T) {
 	require.Eventually(t, lbJoined, converge, poll, "LB connection after the restart")
 	require.Equal(t, lbBefore, globalPrefixes(t, b.lbs[0].ns, vethsIn(t, b.lbs[0].ns)[0].Attrs().Name),
 		"the LB keeps its address across the restart")
+	require.Equal(t, lbLink.Attrs().Index, vethsIn(t, b.lbs[0].ns)[0].Attrs().Index,
+		"the restarted proxy resumes the LB connection on its link")
 	if !assert.Eventually(t, func() bool { return targetJoined() && reachesBridge() }, converge, poll,
 		"the target must heal onto the restarted proxy") {
 		dump(t, targetNS)

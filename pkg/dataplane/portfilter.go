@@ -74,6 +74,9 @@ type filterState struct {
 	// first Apply replaces or removes it).
 	table, leftover bool
 	ports           map[int]portFilter
+	// passes are the held ports of an earlier run that have no filter
+	// yet: their frames pass without claiming their MAC (portfilter_reclaim.go).
+	passes map[int]bool
 }
 
 // applyFiltersLocked makes the port filter table hold goal's filters, in
@@ -112,10 +115,12 @@ func (dp *Dataplane) applyFiltersLocked(goal *spec) error {
 			}
 		}
 	}
-	if fm.table && len(added)+len(changed)+len(removed) == 0 {
+	passes := dp.heldUnfiltered(goal)
+	addPass, dropPass := passDiff(fm, passes)
+	if fm.table && len(added)+len(changed)+len(removed)+len(addPass)+len(dropPass) == 0 {
 		return nil
 	}
-	tx := portFilterTx{fresh: !fm.table, bridgeMAC: dp.bridgeMAC}
+	tx := portFilterTx{fresh: !fm.table, bridgeMAC: dp.bridgeMAC, addPass: addPass, dropPass: dropPass}
 	for _, idx := range added {
 		tx.add = append(tx.add, portFilterOf(idx, goal.filters[idx]))
 	}
@@ -127,7 +132,7 @@ func (dp *Dataplane) applyFiltersLocked(goal *spec) error {
 	if err := dp.write(opFilterSet, object, func() error { return tx.run(dp.ns) }); err != nil {
 		return err
 	}
-	*fm = filterState{table: true, ports: maps.Clone(goal.filters)}
+	*fm = filterState{table: true, ports: maps.Clone(goal.filters), passes: passes}
 	return nil
 }
 

@@ -53,6 +53,8 @@ type portFilterTx struct {
 	bridgeMAC      net.HardwareAddr
 	add, change    []pfPort
 	remove         []int
+	addPass        []int // held ports whose frames pass unclaimed (portfilter_reclaim.go)
+	dropPass       []int
 	ports, claimed *nftables.Set
 	ingress        *nftables.Chain
 }
@@ -78,6 +80,9 @@ func (tx *portFilterTx) run(ns netns.NsHandle) error {
 		if err := tx.setSources(c, p, true); err != nil {
 			return err
 		}
+	}
+	if err := tx.setPasses(c); err != nil {
+		return err
 	}
 	for _, p := range tx.add {
 		if err := tx.addPort(c, p); err != nil {

@@ -38,9 +38,11 @@
 // adopts the veth pairs and VXLAN devices an earlier run made for a
 // connection (a VXLAN device carries its connection's id in its alias, so
 // the devices of a connection that an earlier run made under other names are
-// removed), and Close removes them. A forwarder of another name (a new pod)
-// heals a connection under another connection id: the device an earlier run
-// made for it, which outlives that run when the tunnels' sockets live in the
+// removed), and Close removes them, except a veth pair when the Close only
+// moves the connection to a new URL of its endpoint, restarted in its
+// namespace (move.go). A forwarder of another name (a new pod) heals a
+// connection under another connection id: the device an earlier run made
+// for it, which outlives that run when the tunnels' sockets live in the
 // node's namespace, is found by the VNI it holds or the connection's
 // addresses toward the same peer, and removed (earlier.go).
 //

@@ -69,7 +69,8 @@ type Forwarder struct {
 // New builds the forwarder chain. ctx bounds its lifetime.
 //
 // Server side: dumpretry (runs the rest again after an interrupted netlink
-// dump), recvfd, the reaper (closes the connections whose pod is gone),
+// dump), recvfd, the NSC's namespace kept for a Close (nscnetns.go), the
+// reaper (closes the connections whose pod is gone),
 // discover (its registry listings run again when they break, see
 // findretry), roundrobin, then ServerElements. Client side: mechanism
 // translation, then ClientElements. Call Wait after ctx ends.
@@ -119,6 +120,9 @@ func New(ctx context.Context, cfg Config) (*Forwarder, error) {
 		// another connection's is run again, not failed.
 		dumpretry.NewServer(),
 		recvfd.NewServer(),
+		// A Close that recvfd has no descriptor for still reaches the
+		// NSC's namespace (nscnetns.go).
+		newNSCNetNS(),
 		reap.NewServer(),
 		discover.NewServer(nsClient, nseClient),
 		roundrobin.NewServer(),
@@ -146,7 +150,8 @@ func (f *Forwarder) Wait() { <-f.reaped }
 // discovery and endpoint selection: mechanisms{KERNEL: accept as is; VXLAN,
 // when r is enabled: SDK's vni server}, connectioncontextkernel (programs a
 // KERNEL NSC end), stash (remembers the NSC end, kernel or VXLAN, for the
-// client side).
+// client side), requestScope (marks the Request for the client side: a
+// Close within it moves the connection, move.go).
 func ServerElements(r Remote) []networkservice.NetworkServiceServer {
 	accepted := map[string]networkservice.NetworkServiceServer{kernelmech.MECHANISM: null.NewServer()}
 	if r.enabled() {
@@ -156,6 +161,7 @@ func ServerElements(r Remote) []networkservice.NetworkServiceServer {
 		mechanisms.NewServer(accepted),
 		connectioncontextkernel.NewServer(),
 		stashServer{},
+		requestScope{},
 	}
 }
 

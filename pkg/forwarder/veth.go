@@ -57,7 +57,8 @@ func (p *pair) attrs() []any { return []any{"nsc", p.nscName, "nse", p.nseName} 
 
 // vethClient is the forwarder's client element that creates, after the NSE
 // has answered, a veth pair between the NSC's and the NSE's namespaces. It is
-// idempotent across refreshes and removes the pair on Close.
+// idempotent across refreshes and removes the pair on Close, except when the
+// Close only moves the connection to a new URL of its endpoint (move.go).
 type vethClient struct {
 	pairs *madeFor[*pair]
 }
@@ -67,6 +68,7 @@ func newVethClient() *vethClient {
 }
 
 func (v *vethClient) Request(ctx context.Context, request *networkservice.NetworkServiceRequest, opts ...grpc.CallOption) (*networkservice.Connection, error) {
+	v.askKeptName(request.GetConnection().GetId(), request)
 	conn, err := next.Client(ctx).Request(ctx, request, opts...)
 	if err != nil {
 		return nil, err
@@ -87,7 +89,9 @@ func (v *vethClient) Request(ctx context.Context, request *networkservice.Networ
 }
 
 func (v *vethClient) Close(ctx context.Context, conn *networkservice.Connection, opts ...grpc.CallOption) (*empty.Empty, error) {
-	v.remove(conn.GetId())
+	if !v.keepOnMove(ctx, conn.GetId()) {
+		v.remove(conn.GetId())
+	}
 	return next.Client(ctx).Close(ctx, conn, opts...)
 }
 

@@ -46,7 +46,7 @@ type nsmClient struct {
 
 // startNSMClient builds the NSM client chain toward the load balancers and
 // its registry client. The chains (and their refresh and heal goroutines)
-// live until stop, after the full mesh has closed its connections.
+// live until stop, after the full mesh has stopped.
 func (d *Daemon) startNSMClient(ctx context.Context) (func() error, error) {
 	connectTo := d.cfg.ConnectTo
 	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(&connectTo), d.nsmDial...)
@@ -94,7 +94,7 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 			// Heal re-requests an LB that died without unregistering as
 			// fast as the failures come back; pause between failed tries
 			// so that each one does not renew addresses with the IPAM.
-			nsmbackoff.NewClient(),
+			nsmbackoff.NewClient(nsmbackoff.WithLife(ctx)),
 			d.nsm.nsmgr.NewClient(),
 			kernel.NewClient(),
 			connlink.NewClient(d.links),
@@ -131,12 +131,15 @@ func (d *Daemon) lbAnswering(c *networkservice.Connection) bool {
 }
 
 // startFullMesh connects to every load balancer of the conduit. Its stop
-// returns once the mesh has closed its connections (their interfaces and
-// nexthops go); a mesh that stops by itself fails the daemon.
+// returns once the mesh has stopped; it leaves the LB connections
+// established, their interfaces, addresses and nexthops in the kernel, for
+// the next run to resume (docs/reliability.md, "A proxy restarted in its
+// namespace"). A mesh that stops by itself fails the daemon.
 func (d *Daemon) startFullMesh(ctx context.Context) (func() error, error) {
 	d.mesh = fullmesh.New(d.cfg.Name, d.cfg.NetworkServiceName, d.nsm.nsc, d.nsm.registry,
 		fullmesh.WithPinner(d.nsm.pinner),
 		fullmesh.WithRecovery(d.nsm.nsmgr.ConnStates()),
+		fullmesh.WithLeaveOnStop(),
 		// A removed LB's nexthops go at once; its Close may wait seconds
 		// behind a heal retry toward the dead LB.
 		fullmesh.WithWithdraw(func(c *networkservice.Connection) {

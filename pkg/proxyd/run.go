@@ -153,14 +153,17 @@ func (d *Daemon) LBConnections() map[string]*networkservice.Connection { return 
 
 // Stop stops the components in the reverse order of their start, each one
 // stopped and waited for before the next: the VIPs and observability go,
-// the endpoint is unregistered, the LB connections are closed (their
-// interfaces and nexthops go; their addresses stay leased, see
-// proxy.Retain, so that a restarted proxy gets the same ones), the NSM
-// chains end, address releases pending from before the stop are forced,
-// and then the IPAM and NSP connections, the dataplane and the
-// health server are closed. The kernel keeps the bridge, its addresses and
-// the VIP rules (as Meridio) so that a restarted proxy takes over without a
-// gap. Stop is idempotent.
+// the endpoint is unregistered, the full mesh stops and leaves the LB
+// connections established (unlike Meridio's proxy, which closes them), the
+// NSM chains end, address releases pending from before the stop are
+// forced, and then the IPAM and NSP connections, the dataplane and the
+// health server are closed. The kernel keeps the bridge, its ports and
+// addresses, the ECMP routes and the VIP rules, and goes on forwarding, so
+// that a proxy restarted in the same namespace takes over without a gap; a
+// pod that goes away takes its namespace with it, and NSM's expiry closes
+// the connections it left (docs/reliability.md). A connection that closes
+// during the stop keeps its addresses leased (proxy.Retain). Stop is
+// idempotent.
 func (d *Daemon) Stop() error {
 	d.stopOnce.Do(func() { d.stopErr = d.stop() })
 	return d.stopErr

@@ -39,9 +39,13 @@ func (l *Lab) podEnv(component string) []string {
 }
 
 // podName is the name of the component's pod: the component's, and for
-// the proxy its NSM_NAME.
+// the proxy its NSM_NAME (with the count of its pod's replacements, once
+// replaced).
 func (l *Lab) podName(component string) string {
 	if component == "proxy" {
+		if n := l.state().ProxyPod; n > 0 {
+			return fmt.Sprintf("proxy-%s-%d", l.ID(), n)
+		}
 		return "proxy-" + l.ID()
 	}
 	return component

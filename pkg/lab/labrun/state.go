@@ -39,6 +39,9 @@ type labState struct {
 	LogLevel        string   `json:"logLevel"`
 	IPAMEnv         []string `json:"ipamEnv,omitempty"`
 	ProxyEnv        []string `json:"proxyEnv,omitempty"`
+	// ProxyPod counts the proxy's pod replacements (ReplaceProxyPod): a
+	// replaced pod has a new name.
+	ProxyPod int `json:"proxyPod,omitempty"`
 	// Owner is the `lab run` process that started the components and
 	// takes the control socket's requests.
 	OwnerPID       int    `json:"ownerPid"`

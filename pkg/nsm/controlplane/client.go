@@ -44,11 +44,12 @@ type ClientConfig struct {
 // ctx bounds refresh and heal. Failed tries of a connection are spaced out
 // (pkg/nsm/chain/backoff) before they reach cfg.Elements: while the NSMgr is away
 // heal re-requests as fast as the dial to its missing socket fails, which
-// kept a lab target at half a core for the whole outage.
+// kept a lab target at half a core for the whole outage. A pause ends when
+// ctx does.
 func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServiceClient {
 	sec := securityOf(cfg.Name, cfg.TokenLifetime, cfg.SPIFFE)
 	healOpts, nsmgrElements := healOptions(ctx, cfg.NSMgrURL, sec.dial)
-	elements := append(append(append([]networkservice.NetworkServiceClient{nsmbackoff.NewClient()}, nsmgrElements...), cfg.Elements...),
+	elements := append(append(append([]networkservice.NetworkServiceClient{nsmbackoff.NewClient(nsmbackoff.WithLife(ctx))}, nsmgrElements...), cfg.Elements...),
 		kernel.NewClient(kernel.WithInterfaceName(cfg.InterfaceName)),
 		netnsurl.NewClient(cfg.NetNSPath),
 		sendfd.NewClient(),
@@ -64,17 +65,21 @@ func NewClient(ctx context.Context, cfg ClientConfig) networkservice.NetworkServ
 	)
 }
 
-// healOptions are the heal check's options on a connection monitor of the
-// NSMgr (pkg/nsm/chain/liveness), closed when ctx ends, and the chain element
-// that records the NSMgr run of each connection. If the monitor cannot be
-// made, the check asks nothing and keeps the data path.
+// healOptions are the heal check's options: the connection's data path
+// first (dataPathFirst), then the word of a connection monitor of the
+// NSMgr (pkg/nsm/chain/liveness), closed when ctx ends; and the chain
+// elements that record the NSMgr run of each connection and end a heal's
+// count. If the monitor cannot be made, the NSMgr's word keeps the data
+// path.
 func healOptions(ctx context.Context, nsmgrURL *url.URL, dial []grpc.DialOption) ([]heal.Option, []networkservice.NetworkServiceClient) {
 	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(nsmgrURL), dial...)
 	if err != nil {
-		return liveness.HealOptions(liveness.Check(failingMonitor{err}, kernelLinkLost, nil, nil)), nil
+		dp := newDataPathFirst(liveness.Check(failingMonitor{err}, kernelLinkLost, nil, nil))
+		return liveness.HealOptions(dp.check), []networkservice.NetworkServiceClient{dp}
 	}
 	context.AfterFunc(ctx, func() { _ = nsmgr.Close() })
-	return nsmgr.HealOptions(kernelLinkLost, nil), []networkservice.NetworkServiceClient{nsmgr.NewClient()}
+	dp := newDataPathFirst(nsmgr.Check(kernelLinkLost, nil))
+	return liveness.HealOptions(dp.check), []networkservice.NetworkServiceClient{nsmgr.NewClient(), dp}
 }
 
 // failingMonitor answers nothing: the heal check then keeps the data path.

@@ -73,8 +73,9 @@ type message struct {
 }
 
 // Run keeps the mesh until ctx is done, then closes every connection (in
-// parallel, each bounded by the close timeout) and returns nil once all are
-// closed. It owns every goroutine it starts.
+// parallel, each bounded by the close timeout; with WithLeaveOnStop only
+// those whose endpoint went away) and returns nil once all are closed. It
+// owns every goroutine it starts.
 func (f *FullMesh) Run(ctx context.Context) error {
 	msgs := make(chan message)
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -107,6 +108,7 @@ loop:
 
 	f.mu.Lock()
 	for nse, m := range f.members {
+		m.leave = f.opts.leaveOnStop
 		close(m.stop)
 		delete(f.members, nse)
 	}

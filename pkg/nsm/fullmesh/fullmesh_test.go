@@ -128,6 +128,31 @@ func TestOneConnectionPerEndpoint(t *testing.T) {
 	}
 }
 
+// With WithLeaveOnStop a stopping mesh leaves its connections established
+// (for the next run to resume): no withdraw, no Close; an endpoint that
+// went away before the stop is still closed.
+func TestLeaveOnStopKeepsConnections(t *testing.T) {
+	ctx := context.Background()
+	reg, client := registryfake.New(), newFakeClient()
+	for _, n := range []string{"lb-1", "lb-2", "lb-3"} {
+		_, _ = reg.Register(ctx, lb(n, time.Time{}))
+	}
+	withdrawn := make(chan string, 4)
+	h := start(t, reg, client, fullmesh.WithLeaveOnStop(),
+		fullmesh.WithWithdraw(func(c *networkservice.Connection) { withdrawn <- c.GetId() }))
+	h.requireOpen(t, id("lb-1"), id("lb-2"), id("lb-3"))
+
+	_, _ = reg.Unregister(ctx, lb("lb-3", time.Time{}))
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+	require.Equal(t, id("lb-3"), <-withdrawn, "an endpoint that went is withdrawn and closed")
+
+	h.stop()
+	h.requireOpen(t, id("lb-1"), id("lb-2"))
+	require.Zero(t, client.closeCount(id("lb-1")))
+	require.Zero(t, client.closeCount(id("lb-2")))
+	require.Empty(t, withdrawn, "nothing withdrawn at the stop")
+}
+
 func TestUnregisterClosesAndReRegisterReconnects(t *testing.T) {
 	ctx := context.Background()
 	reg, client := registryfake.New(), newFakeClient()

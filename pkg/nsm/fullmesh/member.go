@@ -27,6 +27,9 @@ type member struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// leave, set before stop is closed, makes the member leave its
+	// connection established instead of closing it (WithLeaveOnStop).
+	leave bool
 
 	mu   sync.Mutex
 	conn *networkservice.Connection
@@ -109,6 +112,10 @@ func (f *FullMesh) runMember(base context.Context, m *member, prev <-chan struct
 		}
 	}
 	<-m.stop
+	if m.leave {
+		log.Info("load-balancer connection left established for the next run")
+		return
+	}
 	if f.opts.withdraw != nil {
 		f.opts.withdraw(m.connection())
 	}

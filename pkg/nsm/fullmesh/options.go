@@ -26,6 +26,7 @@ type options struct {
 	pinner         *Pinner
 	recovery       networkservice.MonitorConnectionClient
 	withdraw       func(*networkservice.Connection)
+	leaveOnStop    bool
 	logger         *slog.Logger
 	clock          clock.Clock
 }
@@ -70,6 +71,16 @@ func WithRequestTimeout(d time.Duration) Option {
 // seconds; the function takes the connection out of the data path at once.
 func WithWithdraw(fn func(*networkservice.Connection)) Option {
 	return func(o *options) { o.withdraw = fn }
+}
+
+// WithLeaveOnStop makes the mesh, when it stops, leave its connections
+// established: no withdraw, no Close. The kernel keeps their interfaces and
+// the NSMgr, the forwarder and the endpoints keep the connections until a
+// new run of the client resumes them (WithRecovery) or, if none comes,
+// their tokens expire. Connections whose endpoint went away are still
+// closed. Without it, the mesh closes every connection when it stops.
+func WithLeaveOnStop() Option {
+	return func(o *options) { o.leaveOnStop = true }
 }
 
 // WithCloseTimeout bounds each Close (default: the request timeout).

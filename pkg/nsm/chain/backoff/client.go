@@ -8,6 +8,7 @@ package backoff
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -38,12 +39,12 @@ type streak struct {
 // NewClient returns an element that, after n consecutive failed requests
 // of a connection id, waits min(Initial·2^(n-1), Max) before passing the
 // next request of that id on. The pause never takes more than half of the
-// request's remaining deadline, ends with the request's context, and is
-// forgotten after a success, or once no request of that id has failed for
-// twice the cap. A Close does not forget it: heal closes and re-requests the
-// same id on every try.
+// request's remaining deadline, ends with the request's context (and with
+// the client's life, WithLife), and is forgotten after a success, or once
+// no request of that id has failed for twice the cap. A Close does not
+// forget it: heal closes and re-requests the same id on every try.
 func NewClient(opts ...Option) networkservice.NetworkServiceClient {
-	o := options{initial: DefaultInitial, max: DefaultMax}
+	o := options{initial: DefaultInitial, max: DefaultMax, life: context.Background()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -75,6 +76,9 @@ func (c *client) Request(ctx context.Context, request *networkservice.NetworkSer
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
+		case <-c.opts.life.Done():
+			t.Stop()
+			return nil, fmt.Errorf("request of %s paused after failures: the client stops: %w", id, context.Cause(c.opts.life))
 		case <-t.C:
 		}
 	}

@@ -84,3 +84,18 @@ func TestPauseEndsWithTheContext(t *testing.T) {
 	cancel()
 	require.True(t, errors.Is(<-done, context.Canceled))
 }
+
+// TestPauseEndsWithTheLife: a pause ends when the client's life ends, even
+// though the request's context (heal's, detached from the chain's) goes on.
+func TestPauseEndsWithTheLife(t *testing.T) {
+	life, stop := context.WithCancel(context.Background())
+	bo := NewClient(WithDelays(time.Hour, time.Hour), WithLife(life))
+	bo.(*client).record("a", false, time.Now())
+	done := make(chan error)
+	go func() {
+		_, err := chain.NewNetworkServiceClient(bo).Request(context.Background(), request("a"))
+		done <- err
+	}()
+	stop()
+	require.ErrorIs(t, <-done, context.Canceled)
+}

@@ -1,6 +1,9 @@
 package backoff
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Defaults of the pause after failed requests.
 const (
@@ -13,6 +16,7 @@ type Option func(*options)
 
 type options struct {
 	initial, max time.Duration
+	life         context.Context
 }
 
 // WithDelays sets the pause after the first failure and its cap.
@@ -25,4 +29,12 @@ func WithDelays(initial, maxDelay time.Duration) Option {
 			o.max = maxDelay
 		}
 	}
+}
+
+// WithLife ends every pause when life ends too, not only when the
+// request's context does: the SDK's heal re-requests with a context that
+// begin detached from the chain's, so a pause taken by a heal that runs
+// when its chain stops would otherwise outlive the chain by up to the cap.
+func WithLife(life context.Context) Option {
+	return func(o *options) { o.life = life }
 }
