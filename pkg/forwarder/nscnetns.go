@@ -49,12 +49,27 @@ func (s *nscNetNS) Request(ctx context.Context, request *networkservice.NetworkS
 	if err != nil {
 		return nil, err
 	}
-	if km := kernelmech.ToMechanism(conn.GetMechanism()); km != nil {
-		if h, err := netnsurl.Open(km.GetNetNSURL()); err == nil {
-			s.keep(conn.GetId(), h)
+	// A handle of an earlier Request must not outlive a namespace that
+	// this one could not open: a later Close would reach the old one.
+	h, ok := openNSC(conn)
+	if !ok {
+		if old, had := s.take(conn.GetId()); had {
+			_ = old.Close()
 		}
+		return conn, nil
 	}
+	s.keep(conn.GetId(), h)
 	return conn, nil
+}
+
+// openNSC opens the NSC's namespace that conn's kernel mechanism names.
+func openNSC(conn *networkservice.Connection) (netns.NsHandle, bool) {
+	km := kernelmech.ToMechanism(conn.GetMechanism())
+	if km == nil {
+		return 0, false
+	}
+	h, err := netnsurl.Open(km.GetNetNSURL())
+	return h, err == nil
 }
 
 func (s *nscNetNS) Close(ctx context.Context, conn *networkservice.Connection) (*empty.Empty, error) {

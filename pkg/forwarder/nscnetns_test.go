@@ -90,4 +90,14 @@ func TestCloseWithoutDescriptorReachesTheNSCNetNS(t *testing.T) {
 	_, err = s.Close(ctx, nscConn("file:///proc/self/ns/net"))
 	require.NoError(t, err)
 	require.Equal(t, "file:///proc/self/ns/net", seen.urls[3], "a Close with a file URL passes as it is")
+
+	// A Request whose namespace cannot be opened drops the handle of the
+	// one before: the Close after it is not handed a namespace of the past.
+	_, err = s.Request(ctx, &networkservice.NetworkServiceRequest{Connection: nscConn("file:///proc/self/ns/net")})
+	require.NoError(t, err)
+	_, err = s.Request(ctx, &networkservice.NetworkServiceRequest{Connection: nscConn("file:///no/such/netns")})
+	require.NoError(t, err)
+	_, err = s.Close(ctx, nscConn(inode))
+	require.NoError(t, err)
+	require.Equal(t, inode, seen.urls[4], "no handle of an earlier Request")
 }
