@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -100,6 +101,12 @@ func stubDeployment(name, account, image string, replicas int32, args []string) 
 							{Name: "CLUSTER_NAME", Value: "causeway-test"},
 						},
 						SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+						// A request, as an application's pod has: a pod without one
+						// is BestEffort, whose CPU share (2 of 1,024) lets any burst
+						// of the node's other pods starve the stub for seconds.
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
+						}},
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "spire", MountPath: spireSockets, ReadOnly: true},
 							{Name: "nsm", MountPath: nsmDir, ReadOnly: true},
