@@ -1,96 +1,14 @@
 package forwarder
 
 import (
-	"context"
 	"testing"
-	"time"
 
-	"github.com/golang/protobuf/ptypes/empty"
-	"github.com/networkservicemesh/api/pkg/api/networkservice"
-	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/begin"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanisms/kernel"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanismtranslation"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/core/adapters"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/core/chain"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/metadata"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
-	"google.golang.org/grpc"
 
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/forwarder/reaper"
 )
-
-// movingClient plays the SDK's dial client when the endpoint's URL has
-// changed: within the Request, it closes the connection down the chain
-// (toward the old URL), then requests (through the new one).
-type movingClient struct{ move bool }
-
-func (m *movingClient) Request(ctx context.Context, request *networkservice.NetworkServiceRequest, opts ...grpc.CallOption) (*networkservice.Connection, error) {
-	if m.move {
-		_, _ = next.Client(ctx).Close(ctx, request.GetConnection(), opts...)
-	}
-	return next.Client(ctx).Request(ctx, request, opts...)
-}
-
-func (m *movingClient) Close(ctx context.Context, conn *networkservice.Connection, opts ...grpc.CallOption) (*empty.Empty, error) {
-	return next.Client(ctx).Close(ctx, conn, opts...)
-}
-
-// kernelEndpoint plays the endpoint: it takes the connection's kernel
-// mechanism, or else the first kernel preference (as the SDK's kernel
-// server, keeping the name asked for), in its namespace.
-type kernelEndpoint struct{ netnsURL string }
-
-func (e *kernelEndpoint) Request(_ context.Context, request *networkservice.NetworkServiceRequest, _ ...grpc.CallOption) (*networkservice.Connection, error) {
-	conn := request.GetConnection().Clone()
-	if conn.GetMechanism() == nil {
-		for _, m := range request.GetMechanismPreferences() {
-			if m.GetType() == kernelmech.MECHANISM {
-				conn.Mechanism = m.Clone()
-				break
-			}
-		}
-	}
-	kernelmech.ToMechanism(conn.GetMechanism()).SetNetNSURL(e.netnsURL)
-	return conn, nil
-}
-
-func (*kernelEndpoint) Close(context.Context, *networkservice.Connection, ...grpc.CallOption) (*empty.Empty, error) {
-	return &empty.Empty{}, nil
-}
-
-// movingForwarder is the part of the forwarder's chain that a move goes
-// through: the server elements up to requestScope, then mover, mechanism
-// translation, the kernel mechanism and v toward an endpoint in nse. With
-// reap, begin and the reaper's elements are where New puts them.
-func movingForwarder(v *vethClient, mover *movingClient, nse *testutil.NetNS, reap *reaper.Reaper) networkservice.NetworkServiceServer {
-	return movingForwarderTo(v, mover, &kernelEndpoint{netnsURL: "file://" + nse.Path()}, reap)
-}
-
-// movingForwarderTo is movingForwarder toward ep, whose namespace a test
-// may change between requests (the endpoint's pod replaced).
-func movingForwarderTo(v *vethClient, mover *movingClient, ep *kernelEndpoint, reap *reaper.Reaper) networkservice.NetworkServiceServer {
-	servers := []networkservice.NetworkServiceServer{metadata.NewServer()}
-	clients := []networkservice.NetworkServiceClient{metadata.NewClient(), mover, mechanismtranslation.NewClient(), kernel.NewClient(), v}
-	if reap != nil {
-		servers = []networkservice.NetworkServiceServer{begin.NewServer(), metadata.NewServer(), reap.NewServer()}
-		clients = append(clients, reaper.NewClient())
-	}
-	clients = append(clients, ep)
-	servers = append(servers, stashServer{}, requestScope{}, adapters.NewClientToServer(chain.NewNetworkServiceClient(clients...)))
-	return chain.NewNetworkServiceServer(servers...)
-}
-
-// moveRequest is an NSC's request of connection conn-1 with interface
-// nsm0 in nsc.
-func moveRequest(nsc *testutil.NetNS) *networkservice.NetworkServiceRequest {
-	return &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
-		Id: "conn-1", NetworkService: "svc", Mechanism: kernelMechanism("file://"+nsc.Path(), "nsm0"),
-	}}
-}
 
 // TestVethKeptWhenTheEndpointMoves: the endpoint restarted in its namespace
 // and listens on a new URL; the dial client closes the connection toward
@@ -99,32 +17,18 @@ func moveRequest(nsc *testutil.NetNS) *networkservice.NetworkServiceRequest {
 // pair is kept, both ends with their indexes, and the endpoint is asked for
 // the interface name it had. A Close from the NSC removes the pair.
 func TestVethKeptWhenTheEndpointMoves(t *testing.T) {
-	nsc := testutil.NewNetNS(t, "mc")
-	nse := testutil.NewNetNS(t, "me")
-	v := newVethClient()
-	mover := &movingClient{}
-	fwd := movingForwarder(v, mover, nse, nil)
-	ctx := context.Background()
-	request := moveRequest(nsc)
-
-	_, err := fwd.Request(ctx, request.Clone())
-	require.NoError(t, err)
-	p, ok := v.pairs.get("conn-1")
-	require.True(t, ok)
-	nseName := p.nseName
+	m := establish(t, "m", nil)
+	nsc, nse, nseName := m.nsc, m.nse, m.nseName
 	nscIndex, nseIndex := index(t, nsc, "nsm0"), index(t, nse, nseName)
 	require.NotZero(t, nscIndex)
 	require.NotZero(t, nseIndex)
 
-	mover.move = true
-	_, err = fwd.Request(ctx, request.Clone())
-	require.NoError(t, err)
+	m.request(t, true)
 	require.Equal(t, nscIndex, index(t, nsc, "nsm0"), "the NSC's end is kept")
 	require.Equal(t, nseIndex, index(t, nse, nseName), "the endpoint's end is kept, under its name")
 	require.Equal(t, []string{nseName}, vethsIn(t, nse), "the kept end only, no second pair")
 
-	mover.move = false
-	_, err = fwd.Close(ctx, request.GetConnection().Clone())
+	_, err := m.fwd.Close(m.ctx, m.conn())
 	require.NoError(t, err)
 	require.Zero(t, index(t, nsc, "nsm0"), "a Close from the NSC removes the pair")
 	require.Zero(t, index(t, nse, nseName))
@@ -137,32 +41,18 @@ func TestVethKeptWhenTheEndpointMoves(t *testing.T) {
 // Close, which comes through begin and not within a Request, removes the
 // pair as any other Close does.
 func TestMovedConnectionReapedWithItsPod(t *testing.T) {
-	nsc := testutil.NewNetNS(t, "mrc")
-	nse := testutil.NewNetNS(t, "mre")
 	reap := reaper.New()
-	v := newVethClient()
-	defer v.remove("conn-1")
-	mover := &movingClient{}
-	fwd := movingForwarder(v, mover, nse, reap)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	request := moveRequest(nsc)
-	_, err := fwd.Request(ctx, request.Clone())
-	require.NoError(t, err)
-	p, ok := v.pairs.get("conn-1")
-	require.True(t, ok)
-	nseName := p.nseName
+	m := establish(t, "mr", reap)
+	ctx, nsc, nse := m.ctx, m.nsc, m.nse
 	nscIndex := index(t, nsc, "nsm0")
 	require.NotZero(t, nscIndex)
 	reap.Sweep(ctx) // both ends seen alive
 
-	mover.move = true
-	_, err = fwd.Request(ctx, request.Clone())
-	require.NoError(t, err)
+	m.request(t, true)
 	reap.Sweep(ctx)
 	reap.Sweep(ctx)
 	require.Equal(t, nscIndex, index(t, nsc, "nsm0"), "a move is not a dead pod: the pair is kept")
-	require.NotZero(t, index(t, nse, nseName))
+	require.NotZero(t, index(t, nse, m.nseName))
 
 	nse.Remove(t)
 	reap.Sweep(ctx)
@@ -190,27 +80,13 @@ func vethsIn(t *testing.T, ns *testutil.NetNS) []string {
 // namespace, and nothing left in the old one. A move back within the new
 // namespace keeps that pair.
 func TestMoveToANewPodReplacesThePair(t *testing.T) {
-	nsc := testutil.NewNetNS(t, "pc")
-	oldNS := testutil.NewNetNS(t, "po")
+	m := establish(t, "p", nil)
+	nsc, oldNS, nseName := m.nsc, m.nse, m.nseName
 	newNS := testutil.NewNetNS(t, "pn")
-	v := newVethClient()
-	defer v.remove("conn-1")
-	mover := &movingClient{}
-	ep := &kernelEndpoint{netnsURL: "file://" + oldNS.Path()}
-	fwd := movingForwarderTo(v, mover, ep, nil)
-	ctx := context.Background()
-	request := moveRequest(nsc)
-	_, err := fwd.Request(ctx, request.Clone())
-	require.NoError(t, err)
-	p, ok := v.pairs.get("conn-1")
-	require.True(t, ok)
-	nseName := p.nseName
 	require.Equal(t, []string{nseName}, vethsIn(t, oldNS))
 
-	mover.move = true
-	ep.netnsURL = "file://" + newNS.Path()
-	_, err = fwd.Request(ctx, request.Clone())
-	require.NoError(t, err)
+	m.ep.netnsURL = "file://" + newNS.Path()
+	m.request(t, true)
 	require.Empty(t, vethsIn(t, oldNS), "nothing is left in the old pod's namespace")
 	require.Equal(t, []string{nseName}, vethsIn(t, newNS), "the endpoint's end is in the new pod's namespace, under its name")
 	nscEnd, err := linkIn(nsc.Handle, "nsm0")
@@ -219,8 +95,7 @@ func TestMoveToANewPodReplacesThePair(t *testing.T) {
 	nseIndex := newNS.LinkIndex(t, nseName)
 	nscIndex := nscEnd.Attrs().Index
 
-	_, err = fwd.Request(ctx, request.Clone())
-	require.NoError(t, err)
+	m.request(t, true)
 	require.Equal(t, nscIndex, index(t, nsc, "nsm0"), "a move within the new pod's namespace keeps the pair")
 	require.Equal(t, nseIndex, newNS.LinkIndex(t, nseName))
 }

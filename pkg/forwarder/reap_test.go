@@ -1,48 +1,15 @@
 package forwarder
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/golang/protobuf/ptypes/empty"
-	"github.com/networkservicemesh/api/pkg/api/networkservice"
-	kernelmech "github.com/networkservicemesh/api/pkg/api/networkservice/mechanisms/kernel"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc"
 
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/begin"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/common/mechanismtranslation"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/core/adapters"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/core/chain"
-	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/metadata"
-
-	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/forwarder/reaper"
 )
-
-// endpointIn is the far end of the test's client chain: an endpoint whose
-// kernel interface name goes in the namespace at netnsURL.
-type endpointIn struct{ netnsURL, name string }
-
-func (e endpointIn) Request(_ context.Context, request *networkservice.NetworkServiceRequest, _ ...grpc.CallOption) (*networkservice.Connection, error) {
-	conn := request.GetConnection()
-	conn.Mechanism = kernelMechanism(e.netnsURL, e.name)
-	return conn, nil
-}
-
-func (endpointIn) Close(context.Context, *networkservice.Connection, ...grpc.CallOption) (*empty.Empty, error) {
-	return &empty.Empty{}, nil
-}
-
-func kernelMechanism(netnsURL, name string) *networkservice.Mechanism {
-	m := kernelmech.New(netnsURL)
-	m.GetParameters()[kernelmech.InterfaceNameKey] = name
-	return m
-}
 
 // openNetNS lists the descriptors of this process that hold namespace ino
 // (by what they are, not by their paths: a namespace opened through its
@@ -82,34 +49,14 @@ func TestDeadPodTakesItsLinks(t *testing.T) {
 }
 
 func deadPodTakesItsLinks(t *testing.T, clientDies bool) {
-	nsc := testutil.NewNetNS(t, "rc")
-	nse := testutil.NewNetNS(t, "re")
 	reap := reaper.New()
-	veth := newVethClient()
-	defer veth.remove("conn-1")
-	srv := chain.NewNetworkServiceServer(
-		begin.NewServer(),
-		metadata.NewServer(),
-		reap.NewServer(),
-		stashServer{},
-		adapters.NewClientToServer(chain.NewNetworkServiceClient(
-			mechanismtranslation.NewClient(),
-			veth,
-			reaper.NewClient(),
-			endpointIn{netnsURL: "file://" + nse.Path(), name: "svc0"},
-		)),
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := srv.Request(ctx, &networkservice.NetworkServiceRequest{
-		Connection: &networkservice.Connection{Id: "conn-1", Mechanism: kernelMechanism("file://"+nsc.Path(), "nsm0")},
-	})
-	require.NoError(t, err)
+	m := establish(t, "r", reap)
+	nsc, nse, ctx := m.nsc, m.nse, m.ctx
 	require.NotZero(t, index(t, nsc, "nsm0"))
-	require.NotZero(t, index(t, nse, "svc0"))
+	require.NotZero(t, index(t, nse, m.nseName))
 	reap.Sweep(ctx) // both seen alive
 
-	dead, live, liveEnd := nsc, nse, "svc0"
+	dead, live, liveEnd := nsc, nse, m.nseName
 	if !clientDies {
 		dead, live, liveEnd = nse, nsc, "nsm0"
 	}
@@ -124,6 +71,6 @@ func deadPodTakesItsLinks(t *testing.T, clientDies bool) {
 	require.Zero(t, index(t, live, liveEnd), "the dead pod's link is gone from the live namespace")
 	require.Empty(t, openNetNS(t, ino), "no descriptor of the dead namespace is open")
 
-	_, err = srv.Close(ctx, conn)
+	_, err := m.fwd.Close(ctx, m.conn())
 	require.NoError(t, err)
 }

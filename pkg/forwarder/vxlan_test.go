@@ -23,22 +23,30 @@ func vxlanIn(t *testing.T, ns *testutil.NetNS, name string) *netlink.Vxlan {
 	return nil
 }
 
+// nodeNetNS is a node's namespace on a node network: 192.0.2.1/24 on ln0,
+// one end of a veth, up. The tunnel's parameters toward 192.0.2.2 (VNI
+// 42) go with it.
+func nodeNetNS(t *testing.T) (*testutil.NetNS, tunnelParams) {
+	t.Helper()
+	node := testutil.NewNetNS(t, "xn")
+	node.MustExec(t, "ip", "link", "add", "ln0", "type", "veth", "peer", "name", "ln1")
+	node.MustExec(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "ln0")
+	node.MustExec(t, "ip", "link", "set", "ln0", "up")
+	return node, tunnelParams{local: net.ParseIP("192.0.2.1"), remote: net.ParseIP("192.0.2.2"), vni: 42, port: 4789, peerPort: 4789}
+}
+
 // TestVXLANDeviceLifecycle drives the VXLAN element's kernel side directly:
 // the device is made from the node's namespace into the client's with the
 // tunnel's parameters and MTU; a refresh keeps it; a restarted forwarder
 // adopts it; other parameters replace it; Close removes it; bad parameters
 // are refused and change nothing.
 func TestVXLANDeviceLifecycle(t *testing.T) {
-	node := testutil.NewNetNS(t, "xn")
+	node, p := nodeNetNS(t)
 	nsc := testutil.NewNetNS(t, "xc")
-	node.MustExec(t, "ip", "link", "add", "ln0", "type", "veth", "peer", "name", "ln1")
-	node.MustExec(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "ln0")
-	node.MustExec(t, "ip", "link", "set", "ln0", "up")
 
 	v := newVXLANClient(node.Path())
 	defer v.remove("conn-1")
 	where := end{netnsURL: "file://" + nsc.Path(), name: "nsm0"}
-	p := tunnelParams{local: net.ParseIP("192.0.2.1"), remote: net.ParseIP("192.0.2.2"), vni: 42, port: 4789, peerPort: 4789}
 	require.NoError(t, v.ensure("conn-1", where, p, 1400))
 	dev := vxlanIn(t, nsc, "nsm0")
 	require.NotNil(t, dev)
@@ -109,13 +117,9 @@ func TestVXLANDeviceLifecycle(t *testing.T) {
 // leaves alone the devices of its own connections and those of another
 // node's address.
 func TestVXLANEarlierRunOfAnotherName(t *testing.T) {
-	node := testutil.NewNetNS(t, "xn")
+	node, p := nodeNetNS(t)
 	nse := testutil.NewNetNS(t, "xe")
-	node.MustExec(t, "ip", "link", "add", "ln0", "type", "veth", "peer", "name", "ln1")
-	node.MustExec(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "ln0")
-	node.MustExec(t, "ip", "link", "set", "ln0", "up")
 	url := "file://" + nse.Path()
-	p := tunnelParams{local: net.ParseIP("192.0.2.1"), remote: net.ParseIP("192.0.2.2"), vni: 42, port: 4789, peerPort: 4789}
 	addr := net.ParseIP("10.80.0.1")
 
 	old := newVXLANClient(node.Path())

@@ -63,6 +63,34 @@ func alive(inos ...uint64) map[uint64]bool {
 	return m
 }
 
+// tracking is a reaper over a fake /proc that shows live, with connection
+// "c" tracked in the namespaces ends.
+func tracking(live map[uint64]bool, ends ...uint64) (*namespaces, *Reaper, *run) {
+	ns := &namespaces{live: live}
+	r := newReaperOf(ns.list)
+	c := &run{r: r, id: "c"}
+	r.track("c", c, ends)
+	return ns, r, c
+}
+
+// seenAlive is tracking with the ends alive, seen so by one sweep.
+func seenAlive(ends ...uint64) (*namespaces, *Reaper, *run) {
+	ns, r, c := tracking(alive(ends...), ends...)
+	sweeps(r, 1)
+	return ns, r, c
+}
+
+// dueClose runs two sweeps without their Closes, which orphan ends need to
+// be judged, and returns what is due: one Close.
+func dueClose(t *testing.T, r *Reaper) []due {
+	t.Helper()
+	ctx := context.Background()
+	r.sweep(ctx)
+	dues := r.sweep(ctx)
+	require.Len(t, dues, 1)
+	return dues
+}
+
 func sweeps(r *Reaper, n int) {
 	for range n {
 		r.Sweep(context.Background())
@@ -70,11 +98,7 @@ func sweeps(r *Reaper, n int) {
 }
 
 func TestOrphanedNamespaceClosesItsConnection(t *testing.T) {
-	ns := &namespaces{live: alive(5, 6)}
-	r := newReaperOf(ns.list)
-	c := &run{r: r, id: "c"}
-	r.track("c", c, []uint64{5, 6})
-	sweeps(r, 1)
+	ns, r, c := seenAlive(5, 6)
 	ns.live = alive(6) // the client's pod is gone
 	sweeps(r, 1)
 	require.Zero(t, c.closes, "one sweep is not enough")
@@ -86,20 +110,13 @@ func TestOrphanedNamespaceClosesItsConnection(t *testing.T) {
 
 func TestNamespaceNeverSeenAliveIsNotJudged(t *testing.T) {
 	// A forwarder that sees none of the pods' processes (no hostPID).
-	ns := &namespaces{live: alive()}
-	r := newReaperOf(ns.list)
-	c := &run{r: r, id: "c"}
-	r.track("c", c, []uint64{5, 6})
+	_, r, c := tracking(alive(), 5, 6)
 	sweeps(r, 5)
 	require.Zero(t, c.closes)
 }
 
 func TestOneMissIsForgiven(t *testing.T) {
-	ns := &namespaces{live: alive(5)}
-	r := newReaperOf(ns.list)
-	c := &run{r: r, id: "c"}
-	r.track("c", c, []uint64{5})
-	sweeps(r, 1)
+	ns, r, c := seenAlive(5)
 	for range 3 {
 		ns.live = alive()
 		sweeps(r, 1)
@@ -110,22 +127,14 @@ func TestOneMissIsForgiven(t *testing.T) {
 }
 
 func TestFailedListingJudgesNothing(t *testing.T) {
-	ns := &namespaces{live: alive(5)}
-	r := newReaperOf(ns.list)
-	c := &run{r: r, id: "c"}
-	r.track("c", c, []uint64{5})
-	sweeps(r, 1)
+	ns, r, c := seenAlive(5)
 	ns.live, ns.err = nil, errors.New("no /proc")
 	sweeps(r, 4)
 	require.Zero(t, c.closes)
 }
 
 func TestRefreshKeepsWhatWasSeenAndMoveStartsAgain(t *testing.T) {
-	ns := &namespaces{live: alive(5, 6)}
-	r := newReaperOf(ns.list)
-	c := &run{r: r, id: "c"}
-	r.track("c", c, []uint64{5, 6})
-	sweeps(r, 1)
+	ns, r, c := seenAlive(5, 6)
 	r.track("c", c, []uint64{5, 6}) // a refresh
 	ns.live = alive(6)
 	sweeps(r, 2)
@@ -143,16 +152,9 @@ func TestRefreshKeepsWhatWasSeenAndMoveStartsAgain(t *testing.T) {
 }
 
 func TestLateCloseSparesTheNextRun(t *testing.T) {
-	ns := &namespaces{live: alive(5)}
-	r := newReaperOf(ns.list)
-	first := &run{r: r, id: "c"}
-	r.track("c", first, []uint64{5})
-	sweeps(r, 1)
+	ns, r, first := seenAlive(5)
 	ns.live = alive()
-	ctx := context.Background()
-	r.sweep(ctx)
-	dues := r.sweep(ctx)
-	require.Len(t, dues, 1)
+	dues := dueClose(t, r)
 
 	// Before the sweep's Close runs, the connection is closed by its
 	// client and requested again under the same id.
@@ -204,16 +206,9 @@ func TestLateCloseSparesTheConnectionRequestedAgain(t *testing.T) {
 		reselect bool
 	}{{"reselected", true}, {"moved", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := &namespaces{live: alive(5, 6)}
-			r := newReaperOf(ns.list)
-			c := &run{r: r, id: "c"}
-			r.track("c", c, []uint64{5, 6})
-			sweeps(r, 1)
+			ns, r, c := seenAlive(5, 6)
 			ns.live = alive(5) // the endpoint's pod is gone
-			ctx := context.Background()
-			r.sweep(ctx)
-			dues := r.sweep(ctx)
-			require.Len(t, dues, 1)
+			dues := dueClose(t, r)
 
 			// Before the sweep's Close runs, the client's Request takes the
 			// connection to the endpoint's new pod (7), with the same factory.

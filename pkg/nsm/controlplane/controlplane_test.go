@@ -3,7 +3,6 @@ package controlplane_test
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // ipContextServer is a fake NSE element handing out a fixed IP context: its
@@ -53,54 +51,24 @@ func linkIn(t *testing.T, ns *testutil.NetNS, name string) (netlink.Link, error)
 	return h.LinkByName(name)
 }
 
-func addrsOf(t *testing.T, ns *testutil.NetNS, name string) []string {
+// addrsIn lists the global unicast addresses, of both families, of the
+// link called name in ns; the test fails when there is no such link.
+func addrsIn(t *testing.T, ns *testutil.NetNS, name string) []string {
 	t.Helper()
 	h, err := netlink.NewHandleAt(ns.Handle)
 	require.NoError(t, err)
 	defer h.Close()
 	l, err := h.LinkByName(name)
-	if err != nil {
-		return nil
-	}
-	addrs, err := h.AddrList(l, netlink.FAMILY_V4)
+	require.NoError(t, err)
+	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
 	require.NoError(t, err)
 	var out []string
 	for _, a := range addrs {
-		out = append(out, a.IPNet.String())
+		if a.IP.IsGlobalUnicast() {
+			out = append(out, a.IPNet.String())
+		}
 	}
 	return out
-}
-
-// pairNode is one node's real control plane (the SDK's NSMgr and the
-// project's forwarder) with an endpoint serving "svc" in an NSE namespace
-// and a client ("nsc-1", interface nsm0) for an NSC namespace. Everything
-// stops when the test ends; stopClient ends the client's chain earlier.
-type pairNode struct {
-	ctx        context.Context
-	nsc        networkservice.NetworkServiceClient
-	stopClient context.CancelFunc
-}
-
-func startPair(t *testing.T, nscNS, nseNS *testutil.NetNS, life time.Duration) *pairNode {
-	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), life)
-	t.Cleanup(cancel)
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t"})
-	require.NoError(t, err)
-	t.Cleanup(cp.Stop)
-	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
-		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
-		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
-	})
-	require.NoError(t, err)
-	t.Cleanup(nse.Stop)
-	clientCtx, clientCancel := context.WithCancel(ctx)
-	t.Cleanup(clientCancel)
-	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{
-		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
-	})
-	return &pairNode{ctx: ctx, nsc: nsc, stopClient: clientCancel}
 }
 
 // TestVethForwarderKernelE2E runs the real control plane, an NSE in one
@@ -111,34 +79,18 @@ func TestVethForwarderKernelE2E(t *testing.T) {
 	nseNS := testutil.NewNetNS(t, "nse")
 	n := startPair(t, nscNS, nseNS, 2*time.Minute)
 	ctx, nsc := n.ctx, n.nsc
-	reqCtx, reqCancel := context.WithTimeout(ctx, time.Minute)
-	conn, err := nsc.Request(reqCtx, &networkservice.NetworkServiceRequest{
-		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
-	})
-	reqCancel()
-	require.NoError(t, err)
+	conn := n.request(t)
 	require.Equal(t, "nsm0", conn.GetMechanism().GetParameters()["name"])
 
 	nscLink, err := linkIn(t, nscNS, "nsm0")
 	require.NoError(t, err, "veth end in the NSC namespace")
 	require.Equal(t, "veth", nscLink.Type())
 	require.Equal(t, 1400, nscLink.Attrs().MTU)
-	require.Contains(t, addrsOf(t, nscNS, "nsm0"), "10.80.0.2/24")
+	require.Contains(t, addrsIn(t, nscNS, "nsm0"), "10.80.0.2/24")
 
 	// The NSE end: the one veth in the NSE namespace, with the Dst address.
-	h, err := netlink.NewHandleAt(nseNS.Handle)
-	require.NoError(t, err)
-	defer h.Close()
-	links, err := h.LinkList()
-	require.NoError(t, err)
-	var nseName string
-	for _, l := range links {
-		if l.Type() == "veth" {
-			nseName = l.Attrs().Name
-		}
-	}
-	require.NotEmpty(t, nseName)
-	require.Contains(t, addrsOf(t, nseNS, nseName), "10.80.0.1/24")
+	nseName := theVeth(t, nseNS)
+	require.Contains(t, addrsIn(t, nseNS, nseName), "10.80.0.1/24")
 
 	// The route the NSE asked for on the NSC side.
 	nh, err := netlink.NewHandleAt(nscNS.Handle)
@@ -162,14 +114,14 @@ func TestVethForwarderKernelE2E(t *testing.T) {
 	}
 
 	// Refresh: same pair, not recreated.
-	reqCtx, reqCancel = context.WithTimeout(ctx, time.Minute)
+	reqCtx, reqCancel := context.WithTimeout(ctx, time.Minute)
 	conn, err = nsc.Request(reqCtx, &networkservice.NetworkServiceRequest{Connection: conn.Clone()})
 	reqCancel()
 	require.NoError(t, err)
 	again, err := linkIn(t, nscNS, "nsm0")
 	require.NoError(t, err)
 	require.Equal(t, nscLink.Attrs().Index, again.Attrs().Index, "refresh must keep the veth")
-	require.Contains(t, addrsOf(t, nscNS, "nsm0"), "10.80.0.2/24")
+	require.Contains(t, addrsIn(t, nscNS, "nsm0"), "10.80.0.2/24")
 
 	closeCtx, closeCancel := context.WithTimeout(ctx, time.Minute)
 	_, err = nsc.Close(closeCtx, conn)
@@ -191,11 +143,7 @@ func TestVethForwarderReplacesLeftover(t *testing.T) {
 	stale, err := linkIn(t, nscNS, "nsm0")
 	require.NoError(t, err)
 	n := startPair(t, nscNS, nseNS, 2*time.Minute)
-	ctx, nsc := n.ctx, n.nsc
-	conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{
-		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
-	})
-	require.NoError(t, err)
+	conn := n.request(t)
 	fresh, err := linkIn(t, nscNS, "nsm0")
 	require.NoError(t, err)
 	require.NotEqual(t, stale.Attrs().Index, fresh.Attrs().Index, "the leftover must be replaced")
@@ -205,6 +153,6 @@ func TestVethForwarderReplacesLeftover(t *testing.T) {
 		_, err := nscNS.Exec("ping", "-c1", "-W1", "10.80.0.1")
 		return err == nil
 	}, 20*time.Second, 200*time.Millisecond)
-	_, err = nsc.Close(ctx, conn)
+	_, err = n.nsc.Close(n.ctx, conn)
 	require.NoError(t, err)
 }

@@ -1,35 +1,13 @@
 package controlplane_test
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
-	"github.com/vishvananda/netlink"
 
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
-
-// veths lists the veths in ns by name, with their indexes.
-func veths(t *testing.T, ns *testutil.NetNS) map[string]int {
-	t.Helper()
-	h, err := netlink.NewHandleAt(ns.Handle)
-	require.NoError(t, err)
-	defer h.Close()
-	links, err := h.LinkList()
-	require.NoError(t, err)
-	out := map[string]int{}
-	for _, l := range links {
-		if _, ok := l.(*netlink.Veth); ok {
-			out[l.Attrs().Name] = l.Attrs().Index
-		}
-	}
-	return out
-}
 
 // TestEndpointRestartedInPlaceKeepsTheLink: an endpoint stopped and started
 // again in its namespace on the same socket path (a new socket, so a new
@@ -43,54 +21,26 @@ func veths(t *testing.T, ns *testutil.NetNS) map[string]int {
 func TestEndpointRestartedInPlaceKeepsTheLink(t *testing.T) {
 	nscNS := testutil.NewNetNS(t, "nsc")
 	nseNS := testutil.NewNetNS(t, "nse")
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t"})
-	require.NoError(t, err)
-	defer cp.Stop()
-	epCfg := controlplane.EndpointConfig{
-		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
-		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
-	}
-	nse, err := controlplane.StartEndpoint(ctx, epCfg)
-	require.NoError(t, err)
-	defer func() { nse.Stop() }()
-
 	tries := &requestCounter{}
-	clientCtx, clientCancel := context.WithCancel(ctx)
-	defer clientCancel()
-	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{
-		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
-		Elements: []networkservice.NetworkServiceClient{tries},
-	})
-	_, err = nsc.Request(ctx, &networkservice.NetworkServiceRequest{
-		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
-	})
-	require.NoError(t, err)
+	n := startPair(t, nscNS, nseNS, 2*time.Minute, withClientElements(tries))
+	n.request(t)
 	clientEnd, endpointEnd := veths(t, nscNS), veths(t, nseNS)
 	require.Contains(t, clientEnd, "nsm0")
 	require.Len(t, endpointEnd, 1, "the endpoint's end of the pair")
-	addrs := addrsOf(t, nscNS, "nsm0")
+	addrs := addrsIn(t, nscNS, "nsm0")
 	require.Equal(t, []string{"10.80.0.2/24"}, addrs)
 	established := tries.ok.Load()
 
-	first := nse.URL().String()
-	nse.Stop()
+	first := n.nse.URL().String()
+	n.nse.Stop()
 	stopped := time.Now()
-	nse, err = controlplane.StartEndpoint(ctx, epCfg)
-	require.NoError(t, err)
-	require.Equal(t, first, nse.URL().String(), "the same socket path")
+	again := n.startEndpoint(t, "nse-1", nseNS)
+	require.Equal(t, first, again.URL().String(), "the same socket path")
 	require.Eventually(t, func() bool { return tries.ok.Load() > established }, time.Minute, 50*time.Millisecond,
 		"the client's heal re-requests through the endpoint's new run")
 	t.Logf("FIGURE: connection re-established %v after the endpoint's stop, in %d tries",
 		time.Since(stopped).Round(10*time.Millisecond), tries.n.Load()-established)
 	require.Equal(t, clientEnd, veths(t, nscNS), "the client's end is kept")
 	require.Equal(t, endpointEnd, veths(t, nseNS), "the endpoint's end is kept, under its name")
-	require.Equal(t, addrs, addrsOf(t, nscNS, "nsm0"), "the client's end keeps its addresses")
-
-	clientCancel()
-	nse.Stop()
-	cp.Stop()
+	require.Equal(t, addrs, addrsIn(t, nscNS, "nsm0"), "the client's end keeps its addresses")
 }

@@ -91,24 +91,6 @@ func vxlanOf(t *testing.T, ns *testutil.NetNS) []*netlink.Vxlan {
 	return out
 }
 
-func addrsIn(t *testing.T, ns *testutil.NetNS, name string) []string {
-	t.Helper()
-	h, err := netlink.NewHandleAt(ns.Handle)
-	require.NoError(t, err)
-	defer h.Close()
-	l, err := h.LinkByName(name)
-	require.NoError(t, err)
-	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
-	require.NoError(t, err)
-	var out []string
-	for _, a := range addrs {
-		if a.IP.IsGlobalUnicast() {
-			out = append(out, a.IPNet.String())
-		}
-	}
-	return out
-}
-
 // requireNoTunnel asserts that ns holds no VXLAN device, no FDB entry
 // toward a tunnel peer and no route of the connection.
 func requireNoTunnel(t *testing.T, ns *testutil.NetNS) {

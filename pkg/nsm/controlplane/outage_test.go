@@ -2,7 +2,6 @@ package controlplane_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/next"
 
 	"github.com/causeway-net/causeway/internal/testutil"
-	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
 // requestCounter counts the requests that reach it and those that succeed.
@@ -46,34 +44,12 @@ func TestClientPausesWhileNSMIsAway(t *testing.T) {
 	const nseExpiration = 3 * time.Second
 	nscNS := testutil.NewNetNS(t, "nsc")
 	nseNS := testutil.NewNetNS(t, "nse")
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t", NSEExpiration: nseExpiration})
-	require.NoError(t, err)
-	defer func() { cp.Stop() }()
-	nse, err := controlplane.StartEndpoint(ctx, controlplane.EndpointConfig{
-		Name: "nse-1", Service: "svc", NSMgrURL: cp.NSMgrURL, SocketPath: filepath.Join(dir, "nse.sock"),
-		NetNSPath: nseNS.Path(), Elements: []networkservice.NetworkServiceServer{ipContextServer{}},
-	})
-	require.NoError(t, err)
-	defer nse.Stop()
-
 	tries := &requestCounter{}
-	clientCtx, clientCancel := context.WithCancel(ctx)
-	defer clientCancel()
-	nsc := controlplane.NewClient(clientCtx, controlplane.ClientConfig{
-		Name: "nsc-1", NSMgrURL: cp.NSMgrURL, InterfaceName: "nsm0", NetNSPath: nscNS.Path(),
-		Elements: []networkservice.NetworkServiceClient{tries},
-	})
-	_, err = nsc.Request(ctx, &networkservice.NetworkServiceRequest{
-		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
-	})
-	require.NoError(t, err)
+	n := startPair(t, nscNS, nseNS, 2*time.Minute, withNSEExpiration(nseExpiration), withClientElements(tries))
+	n.request(t)
 
 	const outage = 4 * time.Second
-	cp.Stop()
+	n.cp.Stop()
 	before := tries.n.Load()
 	time.Sleep(outage)
 	triesDuring := tries.n.Load() - before
@@ -83,18 +59,14 @@ func TestClientPausesWhileNSMIsAway(t *testing.T) {
 	require.LessOrEqual(t, triesDuring, int64(12), "heal pauses between failed tries while NSM is away (a count of requests)")
 	require.Positive(t, triesDuring, "heal tried while NSM was away")
 
-	_, err = linkIn(t, nscNS, "nsm0")
+	_, err := linkIn(t, nscNS, "nsm0")
 	require.NoError(t, err, "the outage leaves the data path")
 
 	healed := tries.ok.Load()
-	cp, err = controlplane.Start(ctx, controlplane.Config{Dir: dir, Name: "t", NSEExpiration: nseExpiration})
-	require.NoError(t, err)
+	n.startControlPlane(t)
 	restarted, tried := time.Now(), tries.n.Load()
 	require.Eventually(t, func() bool { return tries.ok.Load() > healed }, time.Minute, 100*time.Millisecond,
 		"heal re-requests through the control plane started again")
 	t.Logf("FIGURE: healed %v after the control plane started again, in %d tries",
 		time.Since(restarted).Round(100*time.Millisecond), tries.n.Load()-tried)
-	clientCancel()
-	nse.Stop()
-	cp.Stop()
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-net/causeway/internal/testutil"
@@ -22,23 +21,13 @@ func TestDeadClientLosesItsLink(t *testing.T) {
 	nscNS := testutil.NewNetNS(t, "nsc")
 	nseNS := testutil.NewNetNS(t, "nse")
 	n := startPair(t, nscNS, nseNS, 3*time.Minute)
-	ctx, nsc := n.ctx, n.nsc
-	_, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{
-		Connection: &networkservice.Connection{Id: "nsc-1-conn", NetworkService: "svc"},
-	})
-	require.NoError(t, err)
-	var nseEnd string
-	for _, l := range nseNS.Links(t) {
-		if l.Type() == "veth" {
-			nseEnd = l.Attrs().Name
-		}
-	}
-	require.NotEmpty(t, nseEnd)
+	n.request(t)
+	nseEnd := theVeth(t, nseNS)
 	// Let the forwarder see both pods alive.
 	time.Sleep(3 * reaper.DefaultInterval)
 
 	n.stopClient() // the client stops: no refresh, no Close
-	_, err = linkIn(t, nseNS, nseEnd)
+	_, err := linkIn(t, nseNS, nseEnd)
 	require.NoError(t, err, "the client's stop removed nothing")
 	gone := time.Now()
 	nscNS.Remove(t)
