@@ -13,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/causeway-net/causeway/pkg/upgrade"
 )
 
 // spireSockets is where the SPIRE agent serves the Workload API on the node.
@@ -133,7 +131,7 @@ func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
 	start := time.Now()
 	out := helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
 		"--reuse-values", "--values", file, "--wait=legacy", "--timeout", "5m")
-	hookSaid(t, out, upgrade.Replaced, "spec.containers[proxy].env")
+	hookSaid(t, out, hookReplaced, "spec.containers[proxy].env")
 	var proxy *corev1.Pod
 	eventually(ctx, t, "the proxy Ready without NSM's label", func(ctx context.Context) error {
 		if proxy = tr.c.waitProxyReady(ctx, t); proxy.Labels[spiffeLabel] != "" {

@@ -16,8 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/causeway-net/causeway/pkg/upgrade"
 )
 
 // podBridge is the bridge of the cluster's pod network in each node's root
@@ -104,7 +102,7 @@ func (tr *trench) upgradeUninstall(ctx context.Context, t *testing.T) {
 	start := time.Now()
 	out := helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace, "--reuse-values",
 		"--set-string", "images.proxy.tag="+next+",images.ipam.tag="+next+",images.nsp.tag="+next)
-	hookSaid(t, out, upgrade.InPlace, "only container images")
+	hookSaid(t, out, hookInPlace, "only container images")
 	eventually(ctx, t, "every pod of the chart on the new tag and Ready", func(ctx context.Context) error {
 		// The upgrade hook's pod, done, goes with its Job.
 		list, err := tr.c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{

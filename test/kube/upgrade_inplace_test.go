@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
-	"github.com/causeway-net/causeway/pkg/upgrade"
 )
 
 // TestUpgradeInPlace: the proxy's upgrades as an operator makes them with
@@ -54,14 +53,14 @@ func TestUpgradeInPlace(t *testing.T) {
 		tr.changeProxy(ctx, t, "helm upgrade to a new image tag, in place", true, next, func() {
 			out := helm(t, append([]string{"upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
 				"--reuse-values"}, setTags(next)...)...)
-			hookSaid(t, out, upgrade.InPlace, "only container images")
+			hookSaid(t, out, hookInPlace, "only container images")
 		})
 	})
 	t.Run("HelmRollback", func(t *testing.T) {
 		tr.changeProxy(ctx, t, "helm rollback to the first image tag, in place", true, tag, func() {
 			// Revision 1: the install, on the first tag.
 			out := helm(t, "rollback", chartRelease, "1", "--namespace", chartNamespace)
-			hookSaid(t, out, upgrade.InPlace, "only container images")
+			hookSaid(t, out, hookInPlace, "only container images")
 		})
 	})
 	t.Run("ContainerKilled", func(t *testing.T) {
@@ -78,7 +77,7 @@ func TestUpgradeInPlace(t *testing.T) {
 		tr.changeProxy(ctx, t, "helm upgrade that cannot be made in place (a new memory limit), pod replaced", false, next, func() {
 			out := helm(t, append([]string{"upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
 				"--reuse-values", "--set", "proxy.resources.limits.memory=160Mi"}, setTags(next)...)...)
-			hookSaid(t, out, upgrade.Replaced, "spec.containers[proxy].resources")
+			hookSaid(t, out, hookReplaced, "spec.containers[proxy].resources")
 		})
 	})
 }
@@ -102,16 +101,23 @@ func (c *cluster) checkProxyStrategy(ctx context.Context, t *testing.T, want app
 	}
 }
 
+// The actions the upgrade hook logs (pkg/upgrade's Action; not imported:
+// its configuration's dependencies would join the suite's module).
+const (
+	hookInPlace  = "in place"
+	hookReplaced = "replaced"
+)
+
 // hookSaid: the output of helm upgrade or rollback holds the upgrade
 // hook's log (the chart's hook-output-log-policy) of a pod given action,
 // for a reason that contains reason. Helm 4 writes the log as the message
 // of one record of its own log (its quotes and newlines escaped), Helm 3
 // as it is.
-func hookSaid(t *testing.T, out string, action upgrade.Action, reason string) {
+func hookSaid(t *testing.T, out, action, reason string) {
 	t.Helper()
 	unescaped := strings.NewReplacer(`\"`, `"`, `\n`, "\n").Replace(out)
 	for _, line := range strings.Split(unescaped, "\n") {
-		if strings.Contains(line, `"msg":"upgrading pod"`) && strings.Contains(line, `"action":"`+string(action)+`"`) &&
+		if strings.Contains(line, `"msg":"upgrading pod"`) && strings.Contains(line, `"action":"`+action+`"`) &&
 			strings.Contains(line, reason) {
 			t.Logf("the upgrade hook: %s", line)
 			return
