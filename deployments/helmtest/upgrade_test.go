@@ -23,6 +23,7 @@ type hooks struct {
 	bindings []*rbacv1.RoleBinding
 	jobs     []*batchv1.Job
 	events   map[string][]release.HookEvent // by kind/name
+	logs     map[string][]release.HookOutputLogPolicy
 }
 
 // renderHooks renders the chart's hooks (Helm 3's SDK; a dry run keeps
@@ -33,11 +34,12 @@ func renderHooks(t *testing.T, values string) *hooks {
 	require.NoError(t, yaml.Unmarshal([]byte(values), &vals))
 	rel, err := installHelm3(vals)
 	require.NoError(t, err)
-	h := &hooks{events: map[string][]release.HookEvent{}}
+	h := &hooks{events: map[string][]release.HookEvent{}, logs: map[string][]release.HookOutputLogPolicy{}}
 	for _, hk := range rel.Hooks {
 		obj := h.add(t, hk.Kind)
 		require.NoError(t, yaml.UnmarshalStrict([]byte(hk.Manifest), obj), "%s %s:\n%s", hk.Kind, hk.Name, hk.Manifest)
 		h.events[hk.Kind+"/"+hk.Name] = append(h.events[hk.Kind+"/"+hk.Name], hk.Events...)
+		h.logs[hk.Kind+"/"+hk.Name] = append(h.logs[hk.Kind+"/"+hk.Name], hk.OutputLogPolicies...)
 	}
 	return h
 }
@@ -62,18 +64,21 @@ func (h *hooks) add(t *testing.T, kind string) any {
 	return nil
 }
 
-// TestProxyUpdateStrategy: Kubernetes replaces the proxies on a new
-// template (RollingUpdate) unless OnDelete is asked for, which brings the
-// upgrade hook (unless it is turned off).
+// TestProxyUpdateStrategy: by default Kubernetes does not replace the
+// proxies on a new template (OnDelete) and the upgrade hook moves them;
+// RollingUpdate gives them back to Kubernetes, without the hook.
 func TestProxyUpdateStrategy(t *testing.T) {
 	for _, ds := range render(t, twoConduits().values).daemonSets {
-		require.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, ds.Name)
+		require.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, ds.Name)
+		require.Nil(t, ds.Spec.UpdateStrategy.RollingUpdate, ds.Name)
 	}
-	require.Empty(t, renderHooks(t, "").jobs, "no upgrade hook when Kubernetes replaces the pods")
-	m := render(t, "proxy: {updateStrategy: OnDelete}")
-	require.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, m.daemonSets[0].Spec.UpdateStrategy.Type)
-	require.Len(t, renderHooks(t, "proxy: {updateStrategy: OnDelete}").jobs, 1, "the upgrade hook with OnDelete")
-	require.Empty(t, renderHooks(t, "proxy: {updateStrategy: OnDelete, upgrade: {enabled: false}}").jobs)
+	require.Len(t, renderHooks(t, twoConduits().values).jobs, 1, "the upgrade hook by default")
+	m := render(t, "proxy: {updateStrategy: RollingUpdate}")
+	require.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, m.daemonSets[0].Spec.UpdateStrategy.Type)
+	require.Empty(t, renderHooks(t, "proxy: {updateStrategy: RollingUpdate}").jobs, "no upgrade hook when Kubernetes replaces the pods")
+	require.Empty(t, renderHooks(t, "proxy: {upgrade: {enabled: false}}").jobs)
+	require.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, render(t, "proxy: {upgrade: {enabled: false}}").daemonSets[0].Spec.UpdateStrategy.Type,
+		"the hook turned off keeps OnDelete (causeway-upgrade run by hand)")
 
 	_, err := tryRender("proxy: {updateStrategy: Recreate}")
 	require.ErrorContains(t, err, "updateStrategy")
@@ -84,9 +89,10 @@ func TestProxyUpdateStrategy(t *testing.T) {
 // TestUpgradeHook: after every helm upgrade (or rollback) a Job runs causeway-upgrade
 // from the new proxy image, under an account that may do what the upgrade
 // does in the release's namespace and nothing else; its selector picks
-// every proxy DaemonSet of the release and nothing else.
+// every proxy DaemonSet of the release and nothing else; helm prints its
+// log (what it did to each pod, and why) whether it succeeds or fails.
 func TestUpgradeHook(t *testing.T) {
-	values := twoConduits().values + "\nproxy: {updateStrategy: OnDelete, upgrade: {readyTimeout: 90s}}"
+	values := twoConduits().values + "\nproxy: {upgrade: {readyTimeout: 90s}}"
 	m := render(t, values)
 	h := renderHooks(t, values)
 	require.Len(t, h.jobs, 1)
@@ -101,6 +107,8 @@ func TestUpgradeHook(t *testing.T) {
 	for _, o := range []map[string]string{sa.Annotations, role.Annotations, rb.Annotations} {
 		require.Less(t, o["helm.sh/hook-weight"], job.Annotations["helm.sh/hook-weight"], "the account exists before the Job")
 	}
+	require.Equal(t, []release.HookOutputLogPolicy{release.HookOutputOnSucceeded, release.HookOutputOnFailed}, h.logs["Job/"+job.Name],
+		"helm prints what the upgrade did")
 
 	// The account: the Job's, bound to the Role, least privilege.
 	spec := job.Spec.Template.Spec

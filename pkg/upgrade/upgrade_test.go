@@ -257,6 +257,13 @@ func (c *cluster) waitAllReady(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "the kubelet makes the pods ready")
 }
 
+// patchDaemonSet applies a JSON merge patch to the DaemonSet.
+func (c *cluster) patchDaemonSet(t *testing.T, patch string) {
+	t.Helper()
+	_, err := c.cs.AppsV1().DaemonSets(ns).Patch(context.Background(), c.ds.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
 func (c *cluster) podOn(t *testing.T, node string) *corev1.Pod {
 	for _, p := range c.pods(t) {
 		if p.Spec.NodeName == node {
@@ -392,9 +399,7 @@ func TestNeverTakesASecondNodeAway(t *testing.T) {
 
 func TestPause(t *testing.T) {
 	c := newCluster(t, template("v2"), nil)
-	_, err := c.cs.AppsV1().DaemonSets(ns).Patch(context.Background(), c.ds.Name, types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+PauseAnnotation+`":"true"}}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	c.patchDaemonSet(t, `{"metadata":{"annotations":{"`+PauseAnnotation+`":"true"}}}`)
 	steps, err := c.upgrade(t)
 	require.ErrorIs(t, err, ErrPaused)
 	require.Empty(t, steps)

@@ -164,8 +164,9 @@ func (tr *trench) checkNoWarnings(ctx context.Context, t *testing.T, name string
 }
 
 // switchServices upgrades the release with the values in values (the
-// others reused) and waits until the proxy's pod has been replaced, is
-// Ready, and every target answers on the VIPs again.
+// others reused) and waits until the proxy's pod has been replaced (by the
+// chart's upgrade hook: the source's environment and volume cannot change
+// in place), is Ready, and every target answers on the VIPs again.
 func (tr *trench) switchServices(ctx context.Context, t *testing.T, values string) {
 	t.Helper()
 	proxy := tr.c.waitProxyReady(ctx, t)

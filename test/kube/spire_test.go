@@ -112,10 +112,16 @@ func proxyNodeID(p *corev1.Pod) string {
 }
 
 // useServiceAccountIDs upgrades the release to service-account IDs: the
-// IPAM's and the nsp's pods replaced; the proxy keeps its per-node SVID
-// spiffe://k8s.nsm/ns/<namespace>/sa/<its service account>/node/<node>,
-// which the IPAM and the nsp authorize in either scheme (a target replaced
-// is served: the proxy allocated its addresses), and traffic flows again.
+// IPAM's and the nsp's pods replaced, then the proxy's by the chart's
+// upgrade hook (the servers' IDs it accepts are in its environment: not a
+// change made in place, and the hook says so); the proxy keeps its
+// per-node SVID spiffe://k8s.nsm/ns/<namespace>/sa/<its service
+// account>/node/<node>, which the IPAM and the nsp authorize in either
+// scheme (a target replaced is served: the proxy allocated its
+// addresses), and traffic flows again. helm waits as the chart's docs
+// advise with Helm 4 (--wait=legacy: Helm 4's --wait would wait for the
+// proxy DaemonSet, OnDelete, to be updated before the hook that updates
+// it runs).
 func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
 	tr.c.waitProxyReady(ctx, t)
 	file := filepath.Join(t.TempDir(), "sa.yaml")
@@ -123,8 +129,9 @@ func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
-		"--reuse-values", "--values", file, "--wait", "--timeout", "5m")
+	out := helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
+		"--reuse-values", "--values", file, "--wait=legacy", "--timeout", "5m")
+	hookSaid(t, out, hookReplaced, "spec.containers[proxy].env")
 	var proxy *corev1.Pod
 	eventually(ctx, t, "the proxy Ready without NSM's label", func(ctx context.Context) error {
 		if proxy = tr.c.waitProxyReady(ctx, t); proxy.Labels[spiffeLabel] != "" {

@@ -83,9 +83,10 @@ func nodeRootState(t *testing.T, h *netlink.Handle) []string {
 
 // upgradeUninstall: helm upgrade to another tag of the same images while
 // the external host probes the VIP (the loss as a figure; traffic comes
-// back), then helm uninstall and the stubs gone: nothing of the release is
-// left in the cluster, and the node's root namespace is as before the
-// install.
+// back; the proxy moved in place by the chart's upgrade hook, the IPAM's
+// and the nsp's pods replaced), then helm uninstall and the stubs gone:
+// nothing of the release is left in the cluster, and the node's root
+// namespace is as before the install.
 func (tr *trench) upgradeUninstall(ctx context.Context, t *testing.T) {
 	tag := os.Getenv("CAUSEWAY_IMAGE_TAG")
 	next := tag + "-upgrade"
@@ -99,10 +100,13 @@ func (tr *trench) upgradeUninstall(ctx context.Context, t *testing.T) {
 	stop := tr.proberOn(ctx, t)
 	time.Sleep(time.Second)
 	start := time.Now()
-	helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace, "--reuse-values",
+	out := helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace, "--reuse-values",
 		"--set-string", "images.proxy.tag="+next+",images.ipam.tag="+next+",images.nsp.tag="+next)
+	hookSaid(t, out, hookInPlace, "only container images")
 	eventually(ctx, t, "every pod of the chart on the new tag and Ready", func(ctx context.Context) error {
-		list, err := tr.c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + chartRelease})
+		// The upgrade hook's pod, done, goes with its Job.
+		list, err := tr.c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/instance=" + chartRelease + ",app.kubernetes.io/component!=upgrade"})
 		if err != nil {
 			return err
 		}
@@ -121,7 +125,7 @@ func (tr *trench) upgradeUninstall(ctx context.Context, t *testing.T) {
 	rolled := time.Since(start)
 	tr.waitServed(ctx, t)
 	series := stop()
-	t.Logf("FIGURE: helm upgrade to a new image tag: every pod Ready on it after %.1f s; %d of %d probes lost (longest gap %s)",
+	t.Logf("FIGURE: helm upgrade to a new image tag (the proxy in place): every pod Ready on it after %.1f s; %d of %d probes lost (longest gap %s)",
 		rolled.Seconds(), series.Failures(), len(series), series.LongestGap().Len().Round(time.Millisecond))
 
 	helm(t, "uninstall", chartRelease, "--namespace", chartNamespace, "--wait")
