@@ -11,7 +11,8 @@ import (
 // tokens carry (each token for one client connection, not after it ended)
 // and admits those NSM_TARGET_IDS lists (empty: any, with a warning); in
 // insecure mode nothing is proved nor checked (NSM_TARGET_IDS, if set, is
-// ignored with a warning). The metrics read the ledger of its tokens (ledgerStats).
+// ignored with a warning). The metrics read the ledger of its tokens
+// (ledgerStats).
 func (d *Daemon) targetIdentity() (proxy.TargetIdentity, error) {
 	if !d.creds.Secure() {
 		if len(d.cfg.TargetIDs) > 0 {
