@@ -14,7 +14,7 @@ func TestTargetIdentityRender(t *testing.T) {
 	api := "services: {enabled: true, source: kubernetes}\n"
 	for _, e := range proxyEnv(t, api) {
 		require.Equal(t, "any", e["NSM_TARGET_ID_SCHEME"])
-		require.Empty(t, e["NSM_TARGET_IDS"])
+		require.Equal(t, releaseTargets, e["NSM_TARGET_IDS"])
 	}
 	for _, e := range proxyEnv(t, api+"spire: {idScheme: pod}\nconduits: [{name: lb, targetIDs: [/ns/shop/sa/web, /ns/bank/sa/*]}]\n") {
 		require.Equal(t, "pod", e["NSM_TARGET_ID_SCHEME"])
@@ -28,6 +28,42 @@ func TestTargetIdentityRender(t *testing.T) {
 	}
 	_, err := tryRender("services: {targetIdentity: node}\n")
 	require.Error(t, err)
+}
+
+// releaseTargets are the targets a conduit admits when it lists none: the
+// pods of the release's namespace, in both ID forms.
+const releaseTargets = "/ns/causeway-test/pod/*,/ns/causeway-test/sa/*"
+
+// TestTargetIDsDenyByDefault: a conduit that lists no targetIDs admits
+// only the pods of the release's namespace, in both ID forms whatever
+// spire.idScheme (the targets are not the chart's pods: a cluster may name
+// them in the other form), in spire.trustDomain when it is set; a list
+// replaces it (the patterns of every namespace widen it), an empty list
+// checks nothing, and insecure mode sets nothing (nothing is proved).
+func TestTargetIDsDenyByDefault(t *testing.T) {
+	for _, values := range []string{"", "spire: {idScheme: pod}\n", "spire: {idScheme: serviceAccount}\n",
+		"services: {enabled: true, source: kubernetes}\n", "spire: {nodeIDs: false}\n"} {
+		for _, e := range proxyEnv(t, values) {
+			require.Equal(t, releaseTargets, e["NSM_TARGET_IDS"], values)
+		}
+	}
+	for _, e := range proxyEnv(t, "spire: {trustDomain: example.org}\n") {
+		require.Equal(t, "spiffe://example.org/ns/causeway-test/pod/*,spiffe://example.org/ns/causeway-test/sa/*", e["NSM_TARGET_IDS"])
+	}
+	two := "conduits: [{name: a}, {name: b, targetIDs: [/ns/*/pod/*, /ns/*/sa/*]}, {name: c, targetIDs: []}]\n"
+	byConduit := map[string]string{}
+	m := render(t, two)
+	_, bins := loadReference(t)
+	for _, ds := range m.daemonSets {
+		e := env(container(t, ds.Spec.Template.Spec, "proxy"), bins["proxy"])
+		byConduit[e["NSM_CONDUIT"]] = e["NSM_TARGET_IDS"]
+	}
+	require.Equal(t, map[string]string{"a": releaseTargets, "b": "/ns/*/pod/*,/ns/*/sa/*", "c": ""}, byConduit)
+	for _, e := range proxyEnv(t, "insecure: true\n") {
+		require.Empty(t, e["NSM_TARGET_IDS"], "the binary's default: nothing to prove with")
+	}
+	_, err := tryRender("conduits: [{name: a, targetIDs: [shop]}]\n")
+	require.Error(t, err, "a rule that is neither an ID nor a path")
 }
 
 // TestNodeIDsRender: spire.nodeIDs (on by default) ships the proxies'

@@ -65,9 +65,11 @@ func decodeJWTPart(part string, into any) error {
 }
 
 // admitTargetLocked refuses a new target connection id of a client that
-// holds Config.MaxConnectionsPerClient already (ResourceExhausted). A
-// connection the proxy knows (a refresh, a heal) is always admitted.
-// p.mu must be held.
+// holds Config.MaxConnectionsPerClient already (ResourceExhausted),
+// counting its new connections still being allocated: two that race cannot
+// both take the last place. An admitted new id is held as such until
+// doneAdmitting. A connection the proxy knows (a refresh, a heal) is
+// always admitted. p.mu must be held.
 func (p *Proxy) admitTargetLocked(id, client string) error {
 	if _, known := p.conns[id]; known {
 		return nil
@@ -78,10 +80,24 @@ func (p *Proxy) admitTargetLocked(id, client string) error {
 			n++
 		}
 	}
+	for other, c := range p.admitting {
+		if _, known := p.conns[other]; !known && c == client {
+			n++
+		}
+	}
 	max := p.cfg.MaxConnectionsPerClient
 	if n < max {
+		p.admitting[id] = client
 		return nil
 	}
 	p.refusals.Refuse("connections_per_client", max, client, "id", id)
 	return status.Errorf(codes.ResourceExhausted, "client %s holds %d connections to this proxy, the limit: connection %s refused", client, n, id)
+}
+
+// doneAdmitting ends the hold admitTargetLocked put on id: its request
+// committed it to conns or failed.
+func (p *Proxy) doneAdmitting(id string) {
+	p.mu.Lock()
+	delete(p.admitting, id)
+	p.mu.Unlock()
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
 	"github.com/causeway-net/causeway/internal/testutil"
 )
 
@@ -70,4 +73,60 @@ func TestConnectionsPerClientBounded(t *testing.T) {
 	unsigned.GetPath().GetPathSegments()[0].Token = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none"}`)) + "." +
 		base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"`+greedy+`"}`)) + "."
 	require.NoError(t, e.p.SetIPContext(ctx, unsigned, TargetConn))
+}
+
+// TestRacingConnectionsBounded: two new connections of one client that
+// race for its last place (both asked for while neither is allocated yet)
+// are not both admitted: one is refused with ResourceExhausted before it
+// reaches the IPAM, the other connects once its allocation ends, and the
+// client holds exactly its limit. Before, each counted only the
+// connections already allocated, and both passed.
+func TestRacingConnectionsBounded(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.MaxConnectionsPerClient = 2 })
+	ctx := context.Background()
+	greedy := "spiffe://example.org/ns/team-b/sa/greedy"
+	require.NoError(t, e.p.SetIPContext(ctx, signedBy("g-0", greedy), TargetConn))
+
+	entered := make(chan string, 8)
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open)
+	e.ipam.setHook(func(ctx context.Context, m string, c *ipamv1.Child) error {
+		if m != "Allocate" || !strings.HasPrefix(c.GetName(), "race-") {
+			return nil
+		}
+		entered <- c.GetName()[:len("race-1")]
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	results := make(chan error, 2)
+	for _, id := range []string{"race-1", "race-2"} {
+		go func() { results <- e.p.SetIPContext(ctx, signedBy(id, greedy), TargetConn) }()
+	}
+	reached := map[string]bool{}
+	var refused error
+	for refused == nil {
+		select {
+		case conn := <-entered:
+			reached[conn] = true
+			require.Len(t, reached, 1, "both racing connections passed the limit and reached the IPAM")
+		case refused = <-results:
+			require.Equal(t, codes.ResourceExhausted, status.Code(refused), "%v", refused)
+		}
+	}
+	open()
+	require.NoError(t, <-results)
+	n := 0
+	for _, tg := range e.p.Targets() {
+		if strings.HasPrefix(tg.Key, "g-") || strings.HasPrefix(tg.Key, "race-") {
+			n++
+		}
+	}
+	require.Equal(t, 2, n)
+	require.Equal(t, 1, e.p.refusals.Count("connections_per_client"))
+	require.NoError(t, e.p.SetIPContext(ctx, signedBy("g-0", greedy), TargetConn), "a refresh is no new connection")
 }

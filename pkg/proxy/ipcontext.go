@@ -150,6 +150,7 @@ func (p *Proxy) SetIPContext(ctx context.Context, conn *networkservice.Connectio
 		if err != nil {
 			return err
 		}
+		defer p.doneAdmitting(id)
 	}
 	prior := p.priorAllocs(id)
 	ipc := ensureIPContext(conn)

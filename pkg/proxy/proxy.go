@@ -50,6 +50,11 @@ type Proxy struct {
 	vips             []netip.Prefix // accepted, sorted
 	counters         counters
 
+	// admitting are the new target connections admitted under their
+	// client's limit whose addresses are being allocated (id → client),
+	// not yet in conns: the limit counts them (admitTargetLocked).
+	admitting map[string]string
+
 	// hopsDown are the nexthops the datapath check found down
 	// (SetNexthopsDown), left out of the desired state's routes.
 	hopsDown map[netip.Addr]bool
@@ -111,6 +116,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		subnets:   map[ipamv1.IPFamily]*ipamv1.Subnet{},
 		bridge:    map[ipamv1.IPFamily]netip.Prefix{},
 		conns:     map[string]*connState{},
+		admitting: map[string]string{},
 		links:     map[int]string{},
 		portsHops: newPortsAndHops(),
 		dirty:     make(chan struct{}, 1),

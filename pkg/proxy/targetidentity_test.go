@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/clientproof"
 	"github.com/causeway-net/causeway/pkg/nsm/clientproof/clientprooftest"
+	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
 // genuineToken is a token of src's own, as its client's Generator signs it.
@@ -189,4 +191,87 @@ func TestConnectionNotTakenOver(t *testing.T) {
 	require.NoError(t, e.p.SetIPContext(ctx, again, TargetConn), "the victim reconnects within the release delay")
 	require.Equal(t, held, ipcOf(again).GetSrcIpAddrs(), "with its addresses")
 	require.Equal(t, 4, e.p.idRefusals.Count("taken"))
+}
+
+// chartTargets are the rules the chart renders for a conduit that lists no
+// targetIDs, in a release of namespace red (deployments/helmtest
+// TestTargetIDsDenyByDefault), and everyNamespace the patterns an operator
+// lists to admit the targets of every namespace.
+const (
+	chartTargets   = "/ns/red/pod/*,/ns/red/sa/*"
+	everyNamespace = "/ns/*/pod/*,/ns/*/sa/*"
+)
+
+// TestTargetsOfOtherNamespacesDeniedByDefault: under the chart's default
+// rules (spiffeauthz.IDCheck, as the daemon builds them) the targets of the
+// release's namespace connect in both ID forms, and a target of another
+// namespace, a proxy's per-node ID and an unproved client are refused with
+// PermissionDenied before any address is allocated: each refusal counted,
+// and logged once per client naming its ID and why each rule missed it.
+// The patterns of every namespace admit the other namespace's target, not
+// the per-node ID nor the unproved client.
+func TestTargetsOfOtherNamespacesDeniedByDefault(t *testing.T) {
+	ca := testutil.NewSPIFFECA(t, "example.org")
+	byPod := ca.Mint(t, "/ns/red/pod/web-0")
+	byAccount := ca.Mint(t, "/ns/red/sa/web")
+	other := ca.Mint(t, "/ns/blue/pod/web-0")
+	proxyID := ca.Mint(t, "/ns/red/sa/proxy-trench-a/node/worker-1")
+	ctx := context.Background()
+	own := func() spiffeid.TrustDomain { return spiffeid.RequireTrustDomainFromString("example.org") }
+	env := func(rules string) (*testEnv, *testutil.JSONLog) {
+		allowed, err := spiffeauthz.IDCheck(strings.Split(rules, ","), own)
+		require.NoError(t, err)
+		prover := clientproof.NewProver(byPod.Bundle)
+		log := &testutil.JSONLog{}
+		return newTestEnv(t, func(c *Config) {
+			c.TargetIdentity = TargetIdentity{Prove: prover.Client, Allowed: allowed, End: prover.End}
+			c.Logger = slog.New(slog.NewJSONHandler(log, nil))
+		}), log
+	}
+	const refusedMsg = "target connection refused for its client's identity (logged once per client)"
+
+	e, log := env(chartTargets)
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("red-pod", "web-0", genuineToken(t, byPod)), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("red-sa", "web-1", genuineToken(t, byAccount)), TargetConn))
+	for i := range 3 {
+		for key, src := range map[string]*testutil.SVIDSource{"blue": other, "node": proxyID} {
+			err := e.p.SetIPContext(ctx, tokenOf(fmt.Sprintf("%s-%d", key, i), "web-0", genuineToken(t, src)), TargetConn)
+			require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+			require.ErrorContains(t, err, "matches none of the rules")
+		}
+		err := e.p.SetIPContext(ctx, tokenOf(fmt.Sprintf("forged-%d", i), "web-0", clientprooftest.ForgeOwn(t, other.SVID, byPod.SVID.ID.String())), TargetConn)
+		require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+		require.ErrorContains(t, err, "not proved")
+	}
+	require.ElementsMatch(t, []string{"red-pod", "red-sa"}, targetKeys(e.p))
+	for _, c := range e.ipam.children() {
+		require.NotRegexp(t, `(blue|node|forged)-`, c, "nothing allocated for a refused client")
+	}
+	require.Equal(t, 6, e.p.idRefusals.Count("not_allowed"))
+	require.Equal(t, 3, e.p.idRefusals.Count("unproved"))
+	require.Equal(t, 3, log.Count(refusedMsg), "once per client: blue, the proxy's ID, the forged claim")
+	line, i := log.Find(0, refusedMsg, "limit", "not_allowed", "cause", "spiffe://example.org/ns/blue/pod/web-0")
+	require.GreaterOrEqual(t, i, 0, "%s", log)
+	require.Contains(t, line["reason"], "/ns/red/pod/*: path /ns/blue/pod/web-0 does not match /ns/red/pod/*")
+	require.Contains(t, line["reason"], "/ns/red/sa/*: path /ns/blue/pod/web-0 does not match /ns/red/sa/*")
+	_, i = log.Find(0, refusedMsg, "limit", "not_allowed", "cause", "spiffe://example.org/ns/red/sa/proxy-trench-a/node/worker-1")
+	require.GreaterOrEqual(t, i, 0, "%s", log)
+
+	e, _ = env(everyNamespace)
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("blue", "web-0", genuineToken(t, other)), TargetConn))
+	require.NoError(t, e.p.SetIPContext(ctx, tokenOf("red-sa", "web-1", genuineToken(t, byAccount)), TargetConn))
+	err := e.p.SetIPContext(ctx, tokenOf("node", "web-0", genuineToken(t, proxyID)), TargetConn)
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "a per-node ID has more segments than the patterns: %v", err)
+	err = e.p.SetIPContext(ctx, tokenOf("forged", "web-0", clientprooftest.ForgeOwn(t, other.SVID, byPod.SVID.ID.String())), TargetConn)
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	require.ElementsMatch(t, []string{"blue", "red-sa"}, targetKeys(e.p))
+}
+
+// targetKeys are the keys of p's targets.
+func targetKeys(p *Proxy) []string {
+	var out []string
+	for _, tg := range p.Targets() {
+		out = append(out, tg.Key)
+	}
+	return out
 }

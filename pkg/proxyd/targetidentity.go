@@ -9,9 +9,10 @@ import (
 
 // targetIdentity proves the targets' clients by the certificates their
 // tokens carry (each token for one client connection, not after it ended)
-// and admits those NSM_TARGET_IDS lists; in insecure mode
-// nothing is proved nor checked (NSM_TARGET_IDS, if set, is ignored with
-// a warning). The metrics read the ledger of its tokens (ledgerStats).
+// and admits those NSM_TARGET_IDS lists (empty: any, with a warning); in
+// insecure mode nothing is proved nor checked (NSM_TARGET_IDS, if set, is
+// ignored with a warning). The metrics read the ledger of its tokens
+// (ledgerStats).
 func (d *Daemon) targetIdentity() (proxy.TargetIdentity, error) {
 	if !d.creds.Secure() {
 		if len(d.cfg.TargetIDs) > 0 {
@@ -25,6 +26,8 @@ func (d *Daemon) targetIdentity() (proxy.TargetIdentity, error) {
 	}
 	if allowed != nil {
 		d.log.Info("targets admitted by SPIFFE ID", "rules", d.cfg.TargetIDs)
+	} else {
+		d.log.Warn("NSM_TARGET_IDS is empty: any client NSM lets through may connect as a target, proved or not (docs/security.md)")
 	}
 	prover := d.creds.ClientProver(clientproof.WithLogger(d.log.With("subsystem", "clientproof")))
 	d.ledgerStats = prover.Ledger

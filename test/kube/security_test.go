@@ -39,7 +39,7 @@ func TestSecurity(t *testing.T) {
 	defer cancel()
 	tr := c.startTrench(ctx, t)
 	t.Run("ProxyHeldToItsNode", func(t *testing.T) { tr.proxyHeldToItsNode(ctx, t) })
-	tr.switchServices(ctx, t, kubeServicesValues)
+	tr.switchServices(ctx, t, everyNamespaceValues)
 	t.Run("StolenProxyToken", func(t *testing.T) { tr.stolenProxyToken(ctx, t) })
 	t.Run("ForgedPodName", func(t *testing.T) { tr.forgedPodName(ctx, t) })
 }
@@ -219,22 +219,25 @@ func (c *cluster) tokenClient(ctx context.Context, t *testing.T, pod *corev1.Pod
 	return client
 }
 
-// targetIDsValues are kubeServicesValues with the conduit admitting only
-// the targets of the chart's namespace (pod IDs).
-const targetIDsValues = kubeServicesValues + `    targetIDs: ["/ns/` + chartNamespace + `/pod/*"]
+// everyNamespaceValues are kubeServicesValues with the conduit admitting
+// the targets of every namespace (the patterns docs/security.md gives), so
+// that a target of another namespace connects; kubeServicesValues list
+// none: the chart's default, the targets of its own namespace only.
+const everyNamespaceValues = kubeServicesValues + `    targetIDs: ["/ns/*/pod/*", "/ns/*/sa/*"]
 `
 
 // impostorNamespace holds the target that claims another's pod.
 const impostorNamespace = "security-team-b"
 
-// forgedPodName (finding 1): a target stub of another namespace whose
+// forgedPodName (finding 1): with the conduit admitting every namespace
+// (everyNamespaceValues), a target stub of another namespace whose
 // connection claims a target pod of the chart's namespace (POD_NAME, which
 // NSM's client puts on the connection as its pod) is
 // connected but not published: a Service selecting the targets lists
 // exactly their addresses, the proxy logs the refusal naming both and
-// counts it. Then the conduit admits only the chart's namespace
-// (conduits[].targetIDs): the impostor, started again, is refused (the
-// proxy's PermissionDenied, logged and counted) and never connects.
+// counts it. Then the conduit lists no targetIDs, and the chart's default
+// admits only its own namespace: the impostor, started again, is refused
+// (the proxy's PermissionDenied, logged and counted) and never connects.
 func (tr *trench) forgedPodName(ctx context.Context, t *testing.T) {
 	victimPod := tr.c.stubPods(ctx, t, targetsName, 3, "target connected")[0]
 	victim := victimPod.Name
@@ -275,7 +278,7 @@ func (tr *trench) forgedPodName(ctx context.Context, t *testing.T) {
 		t.Errorf("causeway_proxy_service_targets_unpublished_total{limit=\"identity\"} is %v", n)
 	}
 
-	tr.switchServices(ctx, t, targetIDsValues)
+	tr.switchServices(ctx, t, kubeServicesValues)
 	proxy = tr.c.proxyOn(ctx, t, victimPod.Spec.NodeName)
 	tr.c.restartImpostor(ctx, t, impostor)
 	eventually(ctx, t, "the impostor refused by the conduit's target IDs", func(ctx context.Context) error {

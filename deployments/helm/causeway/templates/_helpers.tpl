@@ -151,6 +151,25 @@ server's own when it is empty. */}}
 {{- join "," $rules -}}
 {{- end -}}
 
+{{/* The rules of the targets that may connect to a conduit's proxies (dict
+root, conduit), comma-separated: the conduit's targetIDs when it sets them
+(an empty list: "", any client NSM lets through); unset, the pods of this
+release's namespace in both ID forms (targets are not the chart's pods, and
+a cluster may name them in the other form than spire.idScheme: NSM's
+nsm-workloads names labelled pods by pod), in the trust domain
+spire.trustDomain, or the proxy's own when it is empty. The proxies'
+per-node IDs have more segments and match neither. */}}
+{{- define "causeway.targetIDs" -}}
+{{- if kindIs "slice" .conduit.targetIDs -}}
+{{- join "," .conduit.targetIDs -}}
+{{- else -}}
+{{- $td := "" -}}
+{{- with .root.Values.spire.trustDomain }}{{ $td = printf "spiffe://%s" . }}{{ end -}}
+{{- $base := printf "%s/ns/%s" $td .root.Release.Namespace -}}
+{{- printf "%s/pod/*,%s/sa/*" $base $base -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The security settings of a binary: plain gRPC when asked for, SPIFFE
 otherwise, with the callers it authorizes (prefix: IPAM or NSP; callers:
 the components allowed to call it) and the IDs of the servers it dials
