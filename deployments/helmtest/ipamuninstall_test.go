@@ -18,12 +18,15 @@ import (
 // that one Lease, nothing else. The bbolt store gets no hook (its claim
 // goes with the StatefulSet).
 func TestIPAMUninstallHook(t *testing.T) {
-	require.Empty(t, renderHooks(t, "ipam: {replicas: 3}").jobs, "the records stay by default")
-	require.Empty(t, renderHooks(t, "ipam: {deleteOnUninstall: true}").jobs, "no hook on the bbolt store")
+	// The proxies' upgrade hook (on by default) left out: the IPAM's
+	// hooks are the only ones rendered.
+	const noUpgrade = "\nproxy: {upgrade: {enabled: false}}"
+	require.Empty(t, renderHooks(t, "ipam: {replicas: 3}"+noUpgrade).jobs, "the records stay by default")
+	require.Empty(t, renderHooks(t, "ipam: {deleteOnUninstall: true}"+noUpgrade).jobs, "no hook on the bbolt store")
 	_, err := tryRender("ipam: {deleteOnUninstall: yes please}")
 	require.ErrorContains(t, err, "/ipam/deleteOnUninstall")
 
-	values := "ipam: {replicas: 3, deleteOnUninstall: true, leaseDuration: 20s}"
+	values := "ipam: {replicas: 3, deleteOnUninstall: true, leaseDuration: 20s}" + noUpgrade
 	m := render(t, values)
 	h := renderHooks(t, values)
 	require.Len(t, h.jobs, 1)
