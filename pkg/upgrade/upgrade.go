@@ -78,12 +78,15 @@ func (u *Upgrader) daemonSet(ctx context.Context, name string) ([]Step, error) {
 		return nil, err
 	}
 	u.log.Info("upgrading daemonset", "daemonset", ds.Name, "revision", revs.current, "pods", len(pods))
+	// With nothing to change, no pod is waited for: a node that is down
+	// does not fail an upgrade that leaves its proxies alone.
+	wait := !onTemplate(ds, revs, pods)
 	var steps []Step
 	for _, pod := range pods {
 		if err := u.checkPaused(ctx, ds.Name); err != nil {
 			return steps, err
 		}
-		step, err := u.pod(ctx, ds, revs, pod)
+		step, err := u.pod(ctx, ds, revs, pod, wait)
 		if step.Action != "" {
 			steps = append(steps, step)
 		}
@@ -94,9 +97,20 @@ func (u *Upgrader) daemonSet(ctx context.Context, name string) ([]Step, error) {
 	return steps, nil
 }
 
+// onTemplate reports whether every pod of ds is on its template already.
+func onTemplate(ds *appsv1.DaemonSet, revs *revisions, pods []*corev1.Pod) bool {
+	for _, pod := range pods {
+		if decide(pod, revs.byHash[pod.Labels[hashLabel]], ds, revs.current).action != Skipped {
+			return false
+		}
+	}
+	return true
+}
+
 // pod brings one pod to the template and waits until it (or the pod that
-// replaces it) is ready.
-func (u *Upgrader) pod(ctx context.Context, ds *appsv1.DaemonSet, revs *revisions, pod *corev1.Pod) (Step, error) {
+// replaces it) is ready; a pod on the template already is waited for only
+// with wait (when a later pod of its DaemonSet is to change).
+func (u *Upgrader) pod(ctx context.Context, ds *appsv1.DaemonSet, revs *revisions, pod *corev1.Pod, wait bool) (Step, error) {
 	p := decide(pod, revs.byHash[pod.Labels[hashLabel]], ds, revs.current)
 	step := Step{DaemonSet: ds.Name, Pod: pod.Name, Node: pod.Spec.NodeName, Action: p.action, Reason: p.reason}
 	if p.action != Skipped {
@@ -109,6 +123,11 @@ func (u *Upgrader) pod(ctx context.Context, ds *appsv1.DaemonSet, revs *revision
 	var err error
 	switch p.action {
 	case Skipped:
+		if !wait {
+			u.log.Info("pod left as it is, not waited for", "daemonset", ds.Name, "pod", pod.Name,
+				"node", pod.Spec.NodeName, "ready", readyNow(pod))
+			return step, nil
+		}
 		_, err = u.waitReady(ctx, ds, pod.Spec.NodeName, readyNow)
 	case InPlace:
 		err = u.inPlace(ctx, ds, pod, p)

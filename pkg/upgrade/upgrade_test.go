@@ -235,9 +235,15 @@ func (c *cluster) kubelet(p *corev1.Pod) bool {
 
 func (c *cluster) upgrade(t *testing.T) ([]Step, error) {
 	t.Helper()
+	c.waitAllReady(t)
+	return c.upgradeAsItIs(t)
+}
+
+// upgradeAsItIs runs the upgrade without waiting for the pods first.
+func (c *cluster) upgradeAsItIs(t *testing.T) ([]Step, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c.waitAllReady(t)
 	u := New(c.cs, Config{Namespace: ns, Selector: "causeway.io/conduit",
 		ReadyTimeout: 500 * time.Millisecond, PollInterval: 5 * time.Millisecond},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -348,6 +354,27 @@ func TestUpgradedPodsAreSkipped(t *testing.T) {
 	require.NoError(t, err)
 	requireSteps(t, steps, Skipped, Skipped, Skipped)
 	require.Len(t, c.actions, 2, "a second run changes nothing")
+}
+
+func TestNothingToChangeWaitsForNoOne(t *testing.T) {
+	// Every proxy on the template already (an upgrade of the VIPs only),
+	// node-2's not ready (its node down): the upgrade waits for no one.
+	c := newCluster(t, template("v2"), nil)
+	_, err := c.upgrade(t)
+	require.NoError(t, err)
+	c.mu.Lock()
+	c.broken["node-2"] = true
+	c.mu.Unlock()
+	p := c.podOn(t, "node-2")
+	p.Status.ContainerStatuses[0].Ready = false
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	_, err = c.cs.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	steps, err := c.upgradeAsItIs(t)
+	require.NoError(t, err, "nothing to change: node-2's proxy is not waited for")
+	requireSteps(t, steps, Skipped, Skipped, Skipped)
+	require.False(t, podReady(c.podOn(t, "node-2")), "node-2's proxy stayed not ready throughout")
 }
 
 func TestStopsWhenANodeDoesNotComeBackReady(t *testing.T) {
