@@ -33,14 +33,14 @@ const BinaryEnv = "CAUSEWAY_KUBE_APISERVER"
 
 // Binary returns the path of kube-apiserver: $CAUSEWAY_KUBE_APISERVER, or
 // $CAUSEWAY_CACHE (default /var/cache/causeway)/k8s-<version>/bin, the
-// version being the one test/kube/tools/k8s/go.mod requires (as
+// version being the one test/kube/tools/cluster/go.mod requires (as
 // scripts/cluster/lib.sh computes it). moduleRoot is the main module's
 // directory.
 func Binary(moduleRoot string) (string, error) {
 	if p := os.Getenv(BinaryEnv); p != "" {
 		return p, nil
 	}
-	mod, err := os.ReadFile(filepath.Join(moduleRoot, "test/kube/tools/k8s/go.mod"))
+	mod, err := os.ReadFile(filepath.Join(moduleRoot, "test/kube/tools/cluster/go.mod"))
 	if err != nil {
 		return "", fmt.Errorf("the Kubernetes version of the test cluster: %w", err)
 	}
@@ -54,7 +54,7 @@ func Binary(moduleRoot string) (string, error) {
 		}
 	}
 	if version == "" {
-		return "", fmt.Errorf("test/kube/tools/k8s/go.mod requires no k8s.io/kubernetes")
+		return "", fmt.Errorf("test/kube/tools/cluster/go.mod requires no k8s.io/kubernetes")
 	}
 	cache := os.Getenv("CAUSEWAY_CACHE")
 	if cache == "" {

@@ -37,7 +37,8 @@ k8s_ldflags() {
 	echo "-s -w$f"
 }
 
-build_tools "$K8S_TOOLS" "$K8S_CACHE" "$(k8s_ldflags)" \
+third_party_link # the tools module replaces NSM's programs by these
+build_tools "$CLUSTER_TOOLS" "$K8S_CACHE" "$(k8s_ldflags)" \
 	k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-controller-manager \
 	k8s.io/kubernetes/cmd/kube-scheduler \

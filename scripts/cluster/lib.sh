@@ -5,7 +5,7 @@ export PATH=/usr/local/go/bin:$PATH
 CLUSTER_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CAUSEWAY_CACHE="${CAUSEWAY_CACHE:-/var/cache/causeway}"
 CLUSTER_STATE="${CLUSTER_STATE:-/var/lib/causeway-cluster}"
-K8S_TOOLS="$CLUSTER_REPO/test/kube/tools/k8s"
+CLUSTER_TOOLS="$CLUSTER_REPO/test/kube/tools/cluster"
 HELM_TOOLS="$CLUSTER_REPO/test/kube/tools/helm"
 
 # modversion GOMOD MODULE: the version a tools module requires.
@@ -13,7 +13,7 @@ modversion() {
 	awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit} $1 == "require" && $2 == m {print $3; exit}' "$1"
 }
 
-K8S_VERSION="$(modversion "$K8S_TOOLS/go.mod" k8s.io/kubernetes)"
+K8S_VERSION="$(modversion "$CLUSTER_TOOLS/go.mod" k8s.io/kubernetes)"
 HELM_VERSION="$(modversion "$HELM_TOOLS/go.mod" helm.sh/helm/v4)"
 K8S_CACHE="$CAUSEWAY_CACHE/k8s-$K8S_VERSION"
 HELM_CACHE="$CAUSEWAY_CACHE/helm-$HELM_VERSION"
@@ -24,20 +24,23 @@ die() { log "$*"; exit 1; }
 # The cluster's own images: name, module directory, package, user, and how
 # the binary is linked: static (CGO_ENABLED=0), cgo-static (cgo, linked
 # statically: SPIRE's server needs cgo for its sqlite store), third-party
-# (CGO_ENABLED=0, from the released source of a program the module proxy
-# does not serve, sources.sh; the module directory is third-party:<name>)
-# or busybox (the host's static busybox, Debian's busybox-static, for the
-# chart's sysctl init container).
+# (CGO_ENABLED=0, in a copy of a program's released source, with its own
+# go.mod, sources.sh; the module directory is third-party:<name>: SPIRE's
+# controller manager, whose Kubernetes libraries are newer than the
+# cluster's) or busybox (the host's static busybox, Debian's busybox-static,
+# for the chart's sysctl init container). NSM's programs build in the
+# cluster's tools module, whose go.mod replaces them by their released
+# source (sources.sh).
 KUBE_MOD="$CLUSTER_REPO/test/kube"
 CLUSTER_IMAGES=(
 	"pause $KUBE_MOD ./images/pause 65535:65535 static"
 	"probe $KUBE_MOD ./images/probe 65534:65534 static"
-	"coredns $KUBE_MOD/tools/coredns . 0:0 static"
-	"spire-server $KUBE_MOD/tools/spire github.com/spiffe/spire/cmd/spire-server 0:0 cgo-static"
-	"spire-agent $KUBE_MOD/tools/spire github.com/spiffe/spire/cmd/spire-agent 0:0 static"
+	"coredns $CLUSTER_TOOLS ./coredns 0:0 static"
+	"spire-server $CLUSTER_TOOLS github.com/spiffe/spire/cmd/spire-server 0:0 cgo-static"
+	"spire-agent $CLUSTER_TOOLS github.com/spiffe/spire/cmd/spire-agent 0:0 static"
 	"spire-controller-manager third-party:spire-controller-manager ./cmd 0:0 third-party"
-	"cmd-nsmgr third-party:cmd-nsmgr . 0:0 third-party"
-	"cmd-registry-k8s third-party:cmd-registry-k8s . 65534:65534 third-party"
+	"cmd-nsmgr $CLUSTER_TOOLS github.com/networkservicemesh/cmd-nsmgr 0:0 static"
+	"cmd-registry-k8s $CLUSTER_TOOLS github.com/networkservicemesh/cmd-registry-k8s 65534:65534 static"
 	"forwarder $KUBE_MOD ./images/forwarder 0:0 static"
 	"busybox $KUBE_MOD /bin/busybox 0:0 busybox"
 )
@@ -58,6 +61,9 @@ image_ref() {
 			third_party_hash "${2#third-party:}"
 			;;
 		*)
+			if [ "$2" = "$CLUSTER_TOOLS" ]; then
+				third_party_link || return 1
+			fi
 			cd "$2" && sha256sum go.mod go.sum 2>/dev/null
 			if [ -f "$3" ]; then
 				sha256sum "$3"

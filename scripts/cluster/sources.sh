@@ -109,3 +109,16 @@ third_party_build() {
 	done
 	(cd "$src" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out" "$pkg")
 }
+
+# third_party_link: points $CLUSTER_TOOLS/third_party/<name> at the source of
+# each third-party module that the cluster's tools module replaces by such a
+# directory (its go.mod says which), so that go finds them. The links are
+# not part of the clone (.gitignore); made again on every build.
+third_party_link() {
+	local name dir
+	mkdir -p "$CLUSTER_TOOLS/third_party" || return 1
+	for name in $(sed -n 's#^[[:space:]]*[^[:space:]]* => ./third_party/\([^[:space:]]*\)$#\1#p' "$CLUSTER_TOOLS/go.mod"); do
+		dir="$(third_party_dir "$name")" || return 1
+		ln -sfn "$dir" "$CLUSTER_TOOLS/third_party/$name" || return 1
+	done
+}
