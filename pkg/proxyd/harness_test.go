@@ -21,7 +21,6 @@ import (
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
 	ipamv1 "github.com/causeway-net/causeway/api/ipam/v1"
@@ -40,7 +39,7 @@ import (
 
 func TestMain(m *testing.M) {
 	nsmtest.Quiet()
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }
 
 const (

@@ -22,9 +22,9 @@ import (
 	registryclient "github.com/networkservicemesh/sdk/pkg/registry/chains/client"
 	"github.com/networkservicemesh/sdk/pkg/tools/sandbox"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/dataplane/dataplanefake"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/connlink/linkstest"
@@ -39,7 +39,7 @@ import (
 
 func TestMain(m *testing.M) {
 	nsmtest.Quiet()
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }
 
 const service = "proxy.conduit-a.trench-a.ns"

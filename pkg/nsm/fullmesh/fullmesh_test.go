@@ -12,16 +12,16 @@ import (
 	"github.com/networkservicemesh/sdk/pkg/networkservice/core/chain"
 	"github.com/networkservicemesh/sdk/pkg/networkservice/utils/checks/checkrequest"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/causeway-net/causeway/internal/registryfake"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/fullmesh"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmtest"
 )
 
 func TestMain(m *testing.M) {
 	nsmtest.Quiet()
-	goleak.VerifyTestMain(m)
+	testutil.VerifyTestMain(m)
 }
 
 const (

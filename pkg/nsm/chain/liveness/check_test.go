@@ -6,13 +6,13 @@ import (
 
 	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/causeway-net/causeway/internal/connstatesfake"
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/chain/liveness"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func connection(state networkservice.State) *networkservice.Connection {
 	return &networkservice.Connection{Id: "c1", State: state, Path: &networkservice.Path{
