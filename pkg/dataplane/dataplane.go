@@ -109,6 +109,12 @@ type Options struct {
 	// is logged, not returned: the check then reports its peers
 	// unchecked.
 	EchoSockets bool
+	// GuardedPorts are TCP ports of the namespace's own listeners (the
+	// proxy's metrics) that nothing arriving over the bridge may reach: New
+	// makes the table GuardTable refuse them from the bridge (a connection
+	// is reset), and removes an earlier run's table when there are none.
+	// Traffic the bridge forwards or routes is not affected.
+	GuardedPorts []uint16
 	// DisableConntrackFlush stops Apply from flushing the conntrack entries
 	// of removed VIPs and removed nexthops (FlushConntrack still works).
 	DisableConntrackFlush bool
@@ -285,6 +291,9 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 		if _, serr := setSysctls(dp.ns, "", echoSocketSysctls()); serr != nil {
 			dp.log.Warn("ICMP echo sockets not opened to the proxy: the datapath check of the nexthops will be off", "error", serr)
 		}
+	}
+	if err := dp.write(opGuardSet, GuardTable, func() error { return guardPorts(dp.ns, opts.BridgeName, opts.GuardedPorts) }); err != nil {
+		return nil, fmt.Errorf("guard of the namespace's own ports: %w", err)
 	}
 	dp.ann = newAnnouncer(opts.AnnounceCount, opts.AnnounceInterval, clock.Real(), dp.announceRound)
 
@@ -478,14 +487,18 @@ func (dp *Dataplane) Close() error {
 
 // Teardown stops the Dataplane like Close and removes what it owns from the
 // kernel: its rules and routes (those carrying its protocol in its table,
-// including ones it did not create in this run) and the bridge, which
-// releases the ports. The MAC file, if any, is kept.
+// including ones it did not create in this run), the bridge, which
+// releases the ports, and its nftables tables. The MAC file, if any, is
+// kept.
 func (dp *Dataplane) Teardown() error {
 	if !dp.stop() {
 		return ErrClosed
 	}
 	dp.mu.Lock()
 	err := dp.teardownLocked()
+	if gerr := dp.write(opGuardSet, GuardTable, func() error { return guardPorts(dp.ns, dp.opts.BridgeName, nil) }); gerr != nil && err == nil {
+		err = gerr
+	}
 	dp.mu.Unlock()
 	dp.release()
 	return err
@@ -549,13 +562,14 @@ const (
 	opRuleDel
 	opFilterSet
 	opFilterDel
+	opGuardSet
 	numOps
 )
 
 var opNames = [numOps]string{
 	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu", "link set hairpin",
 	"addr add", "addr del", "route replace", "route del", "rule add", "rule del",
-	"nft port filters set", "nft port filters del",
+	"nft port filters set", "nft port filters del", "nft guard set",
 }
 
 func (o op) String() string { return opNames[o] }

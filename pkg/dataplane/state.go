@@ -1,7 +1,9 @@
 // Package dataplane owns everything Causeway does to the Linux kernel in the
 // proxy's network namespace: the bridge and its ports (and their hairpin
 // mode, and the filter that holds a target's port to its own MAC and
-// addresses: the nftables table of the bridge family PortFilterTable), the policy routing table with one ECMP default route per family,
+// addresses: the nftables table of the bridge family PortFilterTable), the
+// guard that keeps the bridge from the namespace's own listeners (the inet
+// table GuardTable), the policy routing table with one ECMP default route per family,
 // the `from <VIP>` rules, the namespace sysctls (bridge netfilter included,
 // for the service load balancer), the kernel's gratuitous ARP / unsolicited
 // neighbour advertisements for the bridge's addresses, conntrack clean-up,
@@ -47,7 +49,9 @@
 // (the empty state) and Close end it. Besides the convergence, the package
 // writes the kernel in these places only, each for something that is an
 // act rather than a state to keep, and each called from inside the package
-// only: New sets the sysctls once (and a created bridge's); the start
+// only: New sets the sysctls once (and a created bridge's), and the guard
+// of the namespace's own ports (Options.GuardedPorts, guard.go), which
+// Teardown removes; the start
 // deletes Meridio's leftovers once (meridio.go), objects without our
 // protocol that the convergence never looks at; Apply, before it
 // converges, deletes the links of State.Remove (links.go:

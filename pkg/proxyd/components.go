@@ -86,6 +86,16 @@ func (d *Daemon) startHealth(ctx context.Context) (func() error, error) {
 	return t.Stop, nil
 }
 
+// guardedPorts are the ports of the proxy's own TCP listeners that no
+// target may reach over the bridge: the metrics' (which name the conduit's
+// nodes, Services and targets). Validate has checked the address.
+func (d *Daemon) guardedPorts() []uint16 {
+	if port, _ := d.cfg.MetricsPort(); port != 0 {
+		return []uint16{port}
+	}
+	return nil
+}
+
 // startDataplane creates the bridge, sysctls, table and link table (or
 // takes the one WithDataplane gave). Its stop closes it; the kernel keeps
 // the bridge, its addresses and the VIP rules.
@@ -104,6 +114,7 @@ func (d *Daemon) startDataplane(ctx context.Context) (func() error, error) {
 			// ports of the bridge (docs/servicelb.md).
 			BridgeNetfilter: d.cfg.ServicesOn() && d.cfg.ServiceProvider == servicelb.ProviderNftables,
 			EchoSockets:     !d.cfg.NexthopCheckOff,
+			GuardedPorts:    d.guardedPorts(),
 		})
 		if err != nil {
 			return nil, err

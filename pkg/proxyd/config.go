@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,7 +71,7 @@ type Config struct {
 	DebugSocket    string   `default:"/tmp/causeway-proxy-debug.sock" desc:"new: where the running proxy serves its state for '-debug'" envconfig:"DEBUG_SOCKET"`
 	Table          int      `default:"1" desc:"new: routing table of the ECMP routes and VIP rules" envconfig:"TABLE"`
 	HealthSocket   string   `default:"/tmp/health.sock" desc:"new: gRPC health (Startup / Readiness / Liveness) unix socket; 'proxy -probe startup|readiness|liveness' asks it" envconfig:"HEALTH_SOCKET"`
-	MetricsAddress string   `default:":9091" desc:"new: Prometheus '/metrics'; empty turns it off" envconfig:"METRICS_ADDRESS"`
+	MetricsAddress string   `default:":9091" desc:"new: Prometheus '/metrics'; empty turns it off; its port is refused to whatever arrives over the bridge (targets, LBs)" envconfig:"METRICS_ADDRESS"`
 	Insecure       bool     `default:"false" desc:"new: plain gRPC and unsigned NSM tokens, asked for explicitly, for local use only (warned at start and hourly); otherwise SPIFFE from 'SPIFFE_ENDPOINT_SOCKET'" envconfig:"INSECURE"`
 	IPAMServerIDs  []string `desc:"new: comma-separated rules (SPIFFE IDs, or paths in the proxy's trust domain, with path.Match wildcards within a segment) of the IDs the IPAM may have: the proxy refuses the handshake with any other; empty: any SVID the trust bundle verifies" envconfig:"IPAM_SERVER_IDS"`
 	NSPServerIDs   []string `desc:"new: the same for the configuration server (NSP)" envconfig:"NSP_SERVER_IDS"`
@@ -196,6 +198,25 @@ func (c *Config) NSPAddress() string {
 	return fmt.Sprintf("%s-%s.%s:%d", c.NSPServiceName, c.Trench, c.Namespace, c.NSPServicePort)
 }
 
+// MetricsPort is the TCP port of the metrics' listener, which the
+// Dataplane keeps the targets from (dataplane.Options.GuardedPorts): 0 when
+// the metrics are off, or on a port the kernel chooses (":0", tests only:
+// it cannot be named before the listener exists, and stays open).
+func (c *Config) MetricsPort() (uint16, error) {
+	if c.MetricsAddress == "" {
+		return 0, nil
+	}
+	_, port, err := net.SplitHostPort(c.MetricsAddress)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %w", c.MetricsAddress, err)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("%q: port %q is not a number from 0 to 65535", c.MetricsAddress, port)
+	}
+	return uint16(n), nil
+}
+
 // Validate checks the configuration and returns every problem found, each
 // naming its environment variable.
 func (c *Config) Validate() error {
@@ -251,6 +272,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%v", err)
+	}
+	if _, err := c.MetricsPort(); err != nil {
+		bad("METRICS_ADDRESS", "%v", err)
 	}
 	if c.ServiceProvider != servicelb.ProviderNftables && c.ServiceProvider != servicelb.ProviderUserspace {
 		bad("SERVICE_PROVIDER", "%q is not %q or %q", c.ServiceProvider, servicelb.ProviderNftables, servicelb.ProviderUserspace)

@@ -2,6 +2,7 @@ package proxyd
 
 import (
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,7 @@ func TestValidateNamesEveryBadVariable(t *testing.T) {
 		"NSM_MAX_TOKEN_LIFETIME":    {"NSM_MAX_TOKEN_LIFETIME": "20s"}, // the request timeout is 15 s
 		"NSM_NEXTHOP_CHECK_*":       {"NSM_NEXTHOP_CHECK_INTERVAL": "1ms"},
 		"NSM_TARGET_CHECK_INTERVAL": {"NSM_TARGET_CHECK_INTERVAL": "1ms"},
+		"NSM_METRICS_ADDRESS":       {"NSM_METRICS_ADDRESS": "9091"},
 	}
 	for want, env := range cases {
 		t.Run(want, func(t *testing.T) {
@@ -170,6 +172,24 @@ func TestLogValueReadsAsText(t *testing.T) {
 	for _, want := range []string{`"dialTimeout":"5s"`, `"connectTo":"unix:///var/lib/networkservicemesh/nsm.io.sock"`, `"ipamService":"ipam-service:7777"`, `"mtu":1500`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("%s lacks %s", b.String(), want)
+		}
+	}
+}
+
+// The metrics' port is the one the Dataplane guards from the bridge: none
+// with the metrics off or on a port the kernel picks.
+func TestMetricsPort(t *testing.T) {
+	for addr, want := range map[string]uint16{"": 0, ":9091": 9091, "10.0.0.1:8080": 8080, "[fd00::1]:9100": 9100, ":0": 0} {
+		c := Config{MetricsAddress: addr}
+		got, err := c.MetricsPort()
+		if err != nil || got != want {
+			t.Errorf("MetricsPort(%q) = %d, %v; want %d", addr, got, err, want)
+		}
+	}
+	for _, addr := range []string{"9091", ":http", ":65536", "fd00::1:9091"} {
+		c := Config{MetricsAddress: addr}
+		if _, err := c.MetricsPort(); err == nil || !strings.Contains(err.Error(), strconv.Quote(addr)) {
+			t.Errorf("MetricsPort(%q) error = %v, want one naming the address", addr, err)
 		}
 	}
 }

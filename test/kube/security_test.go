@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,18 +32,55 @@ import (
 // real API server and SPIRE, against the chart installed as a user does
 // (per-node IDs of the proxies by default, NSM's pod IDs for the rest):
 // a pod with a proxy's identity acting for another node at the IPAM, a
-// stolen proxy token writing EndpointSlices it does not own, and a target
-// of another namespace claiming a target's pod. docs/security.md says what
-// each shows.
+// stolen proxy token writing EndpointSlices it does not own, a target
+// reading the proxy's metrics over the bridge, and a target of another
+// namespace claiming a target's pod. docs/security.md says what each
+// shows.
 func TestSecurity(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	tr := c.startTrench(ctx, t)
 	t.Run("ProxyHeldToItsNode", func(t *testing.T) { tr.proxyHeldToItsNode(ctx, t) })
+	t.Run("MetricsClosedToTargets", func(t *testing.T) { tr.metricsClosedToTargets(ctx, t) })
 	tr.switchServices(ctx, t, everyNamespaceValues)
 	t.Run("StolenProxyToken", func(t *testing.T) { tr.stolenProxyToken(ctx, t) })
 	t.Run("ForgedPodName", func(t *testing.T) { tr.forgedPodName(ctx, t) })
+}
+
+// metricsClosedToTargets: the proxy's metrics, which the NetworkPolicy
+// closes on the pod network, are refused over the bridge too: a target
+// that dials the bridge's addresses on the metrics port is reset, while
+// the proxy's own namespace reads them.
+func (tr *trench) metricsClosedToTargets(ctx context.Context, t *testing.T) {
+	target := tr.c.stubPods(ctx, t, targetsName, targetReplicas, "target connected")[0]
+	proxy := tr.c.proxyOn(ctx, t, target.Spec.NodeName)
+	path := tr.c.podNetNS(ctx, t, target, "stub")
+	dialed := 0
+	for _, a := range tr.c.podAddrs(ctx, t, proxy, proxyContainer, chartBridgeName) {
+		if a.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		addr := net.JoinHostPort(a.IP.String(), "9091")
+		err := netnsdo.DoPath(path, func() error {
+			conn, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", addr)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		})
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("target %s dialing the proxy's metrics at %s over the bridge: %v, want the connection refused", target.Name, addr, err)
+		}
+		dialed++
+	}
+	if dialed == 0 {
+		t.Fatalf("the proxy %s's bridge has no address to dial", proxy.Name)
+	}
+	if n := tr.c.metric(ctx, t, proxy, proxyContainer, 9091, "go_goroutines", ""); n < 1 {
+		t.Fatalf("the proxy's own namespace reads go_goroutines %v from its metrics", n)
+	}
+	t.Logf("a target's connections to the proxy's metrics at its %d bridge addresses refused; read from the proxy's namespace", dialed)
 }
 
 // proxyHeldToItsNode (finding 5): the proxy's SVID names its node and the
