@@ -87,10 +87,18 @@ func allocate(t *testing.T, c ipamv1.IpamClient, fam ipamv1.IPFamily, conduit st
 	return fmt.Sprintf("%s/%d", p.GetAddress(), p.GetPrefixLength())
 }
 
+// scrape returns the IPAM's metrics page. Run starts the metrics server
+// after the gRPC one, so a refused connection is tried again, up to
+// waitFor (a bound on "it happened at all").
 func scrape(t *testing.T, port int) string {
 	t.Helper()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	resp, err := client.Get(url)
+	for deadline := time.Now().Add(waitFor); err != nil && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		resp, err = client.Get(url)
+	}
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
