@@ -80,16 +80,15 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 		client.WithDialTimeout(d.cfg.DialTimeout),
 		client.WithAuthorizeClient(d.creds.AuthorizeClient()),
 		// A heal that starts because the NSMgr went away (or came back
-		// without its memory), or because the NSMgr reports down an LB of
-		// another node that still answers (that node's NSMgr or forwarder
-		// replaced), re-requests as is instead of closing first: the LB
-		// ports, nexthops and addresses stay while NSM is away. Our own
-		// NSMgr's word on an LB it serves itself is believed (see
-		// pkg/nsm/chain/liveness).
+		// without its memory), or because the NSMgr reports down an LB
+		// that still answers and is still registered (a forwarder, or
+		// another node's NSMgr, replaced), re-requests as is instead of
+		// closing first: the LB ports, nexthops and addresses stay while
+		// NSM is away (see pkg/nsm/chain/liveness).
 		client.WithHealClient(heal.NewClient(ctx, d.nsm.nsmgr.HealOptions(func(c *networkservice.Connection) bool {
 			key, err := proxy.ConnKey(c, proxy.LBConn)
 			return err == nil && d.links.Lost(proxy.LBConn, key)
-		}, d.lbAnswering)...)),
+		}, d.lbServing)...)),
 		client.WithAdditionalFunctionality(
 			// Heal re-requests an LB that died without unregistering as
 			// fast as the failures come back; pause between failed tries
@@ -105,6 +104,16 @@ func (d *Daemon) lbClientChain(ctx context.Context) networkservice.NetworkServic
 			sendfd.NewClient(),
 		),
 	)
+}
+
+// lbServing reports whether the LB of connection c still serves as far as
+// the proxy can see: it answers the datapath check (lbAnswering) and the
+// registry lists it (an LB that unregistered, or that a fresh listing
+// missed, is believed gone when the NSMgr reports it down).
+func (d *Daemon) lbServing(c *networkservice.Connection) bool {
+	// d.mesh is set before the mesh runs, and so before any LB connection
+	// (and its heal) exists.
+	return d.mesh != nil && d.mesh.Listed(c.GetNetworkServiceEndpointName()) && d.lbAnswering(c)
 }
 
 // lbAnswering reports whether the LB of connection c answers the

@@ -15,6 +15,8 @@ type Gap struct {
 	// End is the start of the first successful probe after the run, or the
 	// start of the last probe when none succeeded after it (Open).
 	End time.Time
+	// Last is the start of the last failed probe of the run.
+	Last time.Time
 	// Failures is the number of failed probes in the run.
 	Failures int
 	// Open is set when no probe succeeded after the run.
@@ -25,6 +27,13 @@ type Gap struct {
 // after it. It is at least the time the path was broken minus one probe
 // interval, and at most that plus one interval and a probe's latency.
 func (g Gap) Len() time.Duration { return g.End.Sub(g.Start) }
+
+// Witnessed is the part of the gap that failed probes saw: from the first
+// failed probe's start to the last one's. Len is longer when no probe ran
+// for a while after the last failure (the prober itself held up, on a
+// busy machine): one failed probe then makes a long Len, but a Witnessed
+// of zero.
+func (g Gap) Witnessed() time.Duration { return g.Last.Sub(g.Start) }
 
 func (g Gap) String() string {
 	if g.Failures == 0 {
@@ -48,7 +57,7 @@ func (s Series) Gaps() []Gap {
 				cur = &gaps[len(gaps)-1]
 			}
 			cur.Failures++
-			cur.End = p.Start
+			cur.End, cur.Last = p.Start, p.Start
 			continue
 		}
 		if cur != nil {
@@ -64,10 +73,17 @@ func (s Series) Gaps() []Gap {
 
 // LongestGap is the longest run of failures (zero Gap when none failed). An
 // open gap counts as longer than any closed one.
-func (s Series) LongestGap() Gap {
+func (s Series) LongestGap() Gap { return s.longest(Gap.Len) }
+
+// LongestWitnessed is the run of failures that failed probes saw longest
+// (Gap.Witnessed; zero Gap when none failed). An open gap counts as longer
+// than any closed one.
+func (s Series) LongestWitnessed() Gap { return s.longest(Gap.Witnessed) }
+
+func (s Series) longest(length func(Gap) time.Duration) Gap {
 	var best Gap
 	for _, g := range s.Gaps() {
-		if best.Failures == 0 || (g.Open && !best.Open) || (g.Open == best.Open && g.Len() > best.Len()) {
+		if best.Failures == 0 || (g.Open && !best.Open) || (g.Open == best.Open && length(g) > length(best)) {
 			best = g
 		}
 	}

@@ -41,6 +41,14 @@ func TestSeriesGaps(t *testing.T) {
 	require.Equal(t, 5, closed.LongestGap().Failures)
 	require.Equal(t, 50*time.Millisecond, closed.LongestGap().Len())
 	require.Zero(t, series(t0, "....").LongestGap().Failures)
+	require.Equal(t, 40*time.Millisecond, closed.LongestGap().Witnessed(), "from the first failed probe to the last")
+
+	// The prober held up after a failure: the next probe, a success, ran
+	// 229 ms later. The gap is that long, but one failure witnessed it.
+	stalled := append(series(t0, ".x"), traffic.Probe{Start: t0.Add(239 * time.Millisecond), Target: "t"})
+	require.Equal(t, 229*time.Millisecond, stalled.LongestGap().Len())
+	require.Zero(t, stalled.LongestGap().Witnessed())
+	require.Equal(t, 40*time.Millisecond, append(closed, stalled...).LongestWitnessed().Witnessed(), "the run that probes saw longest")
 
 	require.Equal(t, 8, s.Failures())
 	require.Equal(t, 7, s.Targets()["t"])

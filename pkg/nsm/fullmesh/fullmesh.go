@@ -72,6 +72,17 @@ type message struct {
 	event  *registryapi.NetworkServiceEndpointResponse // a watch event
 }
 
+// Listed reports whether the endpoint nse is a member that the registry
+// lists now: its registration was seen, and no listing since the watch last
+// reconnected has missed it. A member kept only while it may register again
+// (see resync) is not listed.
+func (f *FullMesh) Listed(nse string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.members[nse]
+	return ok && m.unlisted.IsZero()
+}
+
 // Run keeps the mesh until ctx is done, then closes every connection (in
 // parallel, each bounded by the close timeout; with WithLeaveOnStop only
 // those whose endpoint went away) and returns nil once all are closed. It

@@ -305,17 +305,22 @@ func TestEmptyRegistryAfterReconnectFillsAgain(t *testing.T) {
 	_, _ = reg.Register(ctx, lb("lb-2", expires))
 	h := start(t, reg, client, fullmesh.WithExpiry(20*time.Millisecond, time.Hour))
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
+	require.True(t, h.mesh.Listed("lb-1"))
+	require.False(t, h.mesh.Listed("lb-9"), "not a member")
 
 	reg.SetDown(true)
 	reg.Forget()
 	reg.SetDown(false)
 	require.Eventually(t, func() bool { return reg.Counts().Watches >= 2 }, time.Minute, 10*time.Millisecond, "the watch reconnects")
-	time.Sleep(200 * time.Millisecond)
+	require.Eventually(t, func() bool { return !h.mesh.Listed("lb-1") && !h.mesh.Listed("lb-2") }, time.Minute, 10*time.Millisecond,
+		"kept, but not listed, while they may register again")
 	h.requireOpen(t, id("lb-1"), id("lb-2"))
 
 	// lb-1 refreshes its registration in the new registry; lb-2 is dead.
 	_, _ = reg.Register(ctx, lb("lb-1", time.Now().Add(time.Hour)))
 	h.requireOpen(t, id("lb-1"))
+	require.True(t, h.mesh.Listed("lb-1"), "listed again")
+	require.False(t, h.mesh.Listed("lb-2"), "removed")
 	require.Equal(t, 0, client.closeCount(id("lb-1")), "the endpoint that came back kept its connection")
 	require.Equal(t, 1, client.closeCount(id("lb-2")), "the one that did not is closed after its expiry")
 }

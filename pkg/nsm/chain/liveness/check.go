@@ -17,8 +17,9 @@ type LinkLost func(conn *networkservice.Connection) bool
 type KnownByThisRun func(conn *networkservice.Connection) bool
 
 // Answering reports whether the connection's far end answers on its data
-// path now (the proxy's datapath check of an LB's addresses); false when
-// nothing says so.
+// path now and, as far as the caller can tell, still serves (the proxy: its
+// datapath check of an LB's addresses, and the registry listing the LB);
+// false when nothing says so.
 type Answering func(conn *networkservice.Connection) bool
 
 const (
@@ -47,16 +48,15 @@ func HealOptions(check heal.LivenessCheck) []heal.Option {
 // plane is away or fine, and heal re-requests as it is.
 //
 // When the NSMgr reports the connection down, or does not know it although
-// it is the run that established it, whose word that is decides. If the far
-// end is served by this NSMgr (only its forwarder between them), the NSMgr
-// saw the far end go itself: the connection is dead and heal reselects. If
-// another NSMgr stands between (the far end on another node), the report
-// may only say that a hop of the control plane there went (that node's
-// NSMgr or forwarder replaced); the connection is then alive while its far
-// end answers on the data path (answering, which may be nil: nothing
-// answers), and heal re-requests it as it is. A far end that is really gone
-// is dropped by its owner: its link going, its registration going (the full
-// mesh), or its silence.
+// it is the run that established it, that report may only say that a hop
+// of the control plane went: the NSMgr reports down every connection
+// through a forwarder it lost (its forwarder, or another node's NSMgr or
+// forwarder, replaced), while the kernel still forwards. So the connection
+// is alive while its far end answers on the data path (answering, which
+// may be nil: nothing answers), and heal re-requests it as it is; silent,
+// the NSMgr is believed and heal reselects. A far end that is really gone
+// is dropped by its owner: its link going, its registration going (the
+// full mesh), or its silence.
 func Check(states networkservice.MonitorConnectionClient, lost LinkLost, known KnownByThisRun, answering Answering) heal.LivenessCheck {
 	return func(ctx context.Context, conn *networkservice.Connection) bool {
 		if lost != nil && lost(conn) {
@@ -65,7 +65,7 @@ func Check(states networkservice.MonitorConnectionClient, lost LinkLost, known K
 		if notReportedDown(ctx, states, known, conn) {
 			return true
 		}
-		return answering != nil && behindAnotherNSMgr(conn) && answering(conn)
+		return answering != nil && answering(conn)
 	}
 }
 
@@ -81,19 +81,6 @@ func notReportedDown(ctx context.Context, states networkservice.MonitorConnectio
 	default:
 		return known != nil && !known(conn)
 	}
-}
-
-// firstHandHops are the path segments after the client's own when its NSMgr
-// serves the far end itself: that NSMgr, its forwarder, the endpoint.
-const firstHandHops = 3
-
-// behindAnotherNSMgr reports whether conn's path runs through more than
-// the client's NSMgr and its forwarder to reach the endpoint: the endpoint
-// is served by another NSMgr (another node's), whose hops this NSMgr only
-// hears about.
-func behindAnotherNSMgr(conn *networkservice.Connection) bool {
-	after := len(conn.GetPath().GetPathSegments()) - int(conn.GetPath().GetIndex()) - 1
-	return after > firstHandHops
 }
 
 // ask asks the NSMgr for the connection's state.

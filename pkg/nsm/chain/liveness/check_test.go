@@ -68,12 +68,10 @@ func local(state networkservice.State) *networkservice.Connection {
 }
 
 // The NSMgr's "down" (or its forgetting, from the run that established the
-// connection) is believed for an endpoint it serves itself, answering or
-// not (the endpoint stopped: its interface may still answer). For an
-// endpoint behind another node's NSMgr it may only mean that a hop of that
-// node's control plane was replaced: the connection is kept while the far
-// end answers on the data path, and believed dead once it is silent. A
-// lost link is dead whatever answers.
+// connection) may only mean that a hop of the control plane was replaced
+// (the forwarder of either node, the other node's NSMgr): the connection is
+// kept while the far end answers on the data path, wherever it is, and
+// believed dead once it is silent. A lost link is dead whatever answers.
 func TestCheckWhoseWord(t *testing.T) {
 	ctx := context.Background()
 	lost, answers := false, true
@@ -85,11 +83,12 @@ func TestCheckWhoseWord(t *testing.T) {
 	for _, reported := range [][]*networkservice.Connection{{remote(networkservice.State_DOWN)}, nil} {
 		mon.Set(reported...)
 		require.True(t, check(ctx, remote(networkservice.State_UP)), "another node's LB answers: keep the data path (%v)", reported)
-		require.False(t, check(ctx, local(networkservice.State_UP)), "our NSMgr's own LB: its word is believed (%v)", reported)
+		require.True(t, check(ctx, local(networkservice.State_UP)), "our NSMgr's own LB answers: our forwarder may be what went (%v)", reported)
 	}
 	answers = false
 	mon.Set(remote(networkservice.State_DOWN))
 	require.False(t, check(ctx, remote(networkservice.State_UP)), "down and silent: the far end is gone")
+	require.False(t, check(ctx, local(networkservice.State_UP)), "down and silent: our NSMgr's own LB is gone")
 	mon.Set(remote(networkservice.State_UP))
 	require.True(t, check(ctx, remote(networkservice.State_UP)), "up: alive without an answer")
 

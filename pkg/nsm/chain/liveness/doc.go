@@ -22,18 +22,16 @@
 // really gone is then dropped by its owner (the full mesh, when the load
 // balancer's registration goes) or by its link going.
 //
-// A live NSMgr's "down" is first-hand only for an endpoint it serves itself
-// (the connection's path: this NSMgr, its forwarder, the endpoint). Across
-// nodes the path runs through the other node's NSMgr and forwarder too, and
-// when those are replaced this NSMgr reports the connection down while the
-// data path (a tunnel the kernel keeps) still forwards; a reselect could
-// not be served either before the endpoint has registered through the new
-// NSMgr. So for such a connection the caller may say what the data path
-// shows (Answering): a far end behind another NSMgr that answers is kept
-// and re-requested as it is. For an endpoint of this NSMgr an answer
-// proves nothing (a stopped endpoint's interface may still answer) and the
-// NSMgr is believed. Across nodes, a far end that stopped is dropped by
-// the full mesh when its registration goes, by its silence, or by its
-// link; one whose process died while its interface lives and its
-// registration stands is kept until that registration expires.
+// A live NSMgr's "down" says that its stream toward the far end broke,
+// not which hop did: it reports down every connection through a forwarder
+// it lost (its own forwarder replaced, or, across nodes, the other node's
+// NSMgr or forwarder), while the kernel still forwards; a reselect could
+// not be served either before the new forwarder has registered. So the
+// caller may say what the data path shows (Answering): a far end that
+// answers is kept and re-requested as it is, as NSM's own clients do when
+// their datapath check passes; a silent one is believed gone. A far end
+// whose process stopped while its interface lives is re-requested as it
+// is until it serves again, or until its owner drops it: the full mesh,
+// when its registration goes (at once when it unregisters, else when the
+// registration expires), its link going, or its silence.
 package liveness

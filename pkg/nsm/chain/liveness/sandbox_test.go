@@ -26,33 +26,73 @@ import (
 //     path's word for another node's endpoint, a proxy closed its link to an
 //     LB that still answered: NSMReplaced on three nodes); silent, the
 //     NSMgr is believed and heal reselects, closing it first.
-//   - local-endpoint-died: the endpoint on node 0 stops serving. Node 0's
-//     NSMgr saw it go itself: heal reselects, closing the connection first,
-//     even though its interface still answers (a check that took any
-//     answer's word kept a stopped LB's port and nexthop: cmd/proxy
+//   - local-endpoint-restarted: the endpoint on node 0 stops serving, then
+//     serves again. Answering, heal re-requests as it is until the endpoint
+//     is back (the NSMgr cannot tell its endpoint's going from its
+//     forwarder's, see TestSandboxLocalForwarderReplaced); silent, heal
+//     reselects, closing it first. An endpoint gone for good is dropped by
+//     its owner (the full mesh, when its registration goes: cmd/proxy
 //     TestProxyKernelE2E).
 func TestSandboxWhoseDown(t *testing.T) {
 	nsmtest.Quiet()
-	for _, c := range []struct {
-		name           string
-		node           int
-		answers, keeps bool
-	}{
-		{"remote-nsmgr-restarted/answering", 1, true, true},
-		{"remote-nsmgr-restarted/silent", 1, false, false},
-		{"local-endpoint-died/answering", 0, true, false},
+	restartRemoteNSMgr := func(d *sandbox.Domain, _ *sandbox.EndpointEntry) { d.Nodes[1].NSMgr.Restart() }
+	restartEndpoint := func(_ *sandbox.Domain, lb *sandbox.EndpointEntry) {
+		lb.Cancel()
+		time.Sleep(time.Second)
+		lb.Restart()
+	}
+	for _, c := range []healCase{
+		{"remote-nsmgr-restarted/answering", 1, restartRemoteNSMgr, true, true},
+		{"remote-nsmgr-restarted/silent", 1, restartRemoteNSMgr, false, false},
+		{"local-endpoint-restarted/answering", 0, restartEndpoint, true, true},
+		{"local-endpoint-restarted/silent", 0, restartEndpoint, false, false},
 	} {
-		t.Run(c.name, func(t *testing.T) { testWhoseDown(t, c.node, c.answers, c.keeps) })
+		t.Run(c.name, func(t *testing.T) { testHeal(t, c) })
 	}
 }
 
-func testWhoseDown(t *testing.T, node int, answers, keeps bool) {
+// TestSandboxLocalForwarderReplaced: a client and its endpoint on one node
+// whose forwarder is replaced. The NSMgr reports the connection down (its
+// stream to the forwarder broke), as it would for an endpoint that died.
+// Answering, heal re-requests the connection as it is through the new
+// forwarder and never closes it (before the check took the data path's
+// word for an endpoint of its own NSMgr, a proxy closed its links to the
+// LBs and cut traffic until they healed: NSMReplaced when the forwarder
+// went first); silent, heal reselects, closing it first.
+func TestSandboxLocalForwarderReplaced(t *testing.T) {
+	nsmtest.Quiet()
+	restartForwarder := func(d *sandbox.Domain, _ *sandbox.EndpointEntry) {
+		require.Len(t, d.Nodes[0].Forwarders, 1)
+		for _, f := range d.Nodes[0].Forwarders {
+			f.Restart()
+		}
+	}
+	for _, c := range []healCase{
+		{"answering", 0, restartForwarder, true, true},
+		{"silent", 0, restartForwarder, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) { testHeal(t, c) })
+	}
+}
+
+// healCase is a heal to watch: the endpoint on lbNode of two nodes, the
+// client on node 0 with the heal check on node 0's NSMgr; replace makes the
+// NSMgr report the connection down; the far end answers on the data path
+// or not; the connection is kept (re-requested as it is) or reselected.
+type healCase struct {
+	name           string
+	lbNode         int
+	replace        func(*sandbox.Domain, *sandbox.EndpointEntry)
+	answers, keeps bool
+}
+
+func testHeal(t *testing.T, c healCase) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const service = "lb.trench"
 	domain := nsmtest.NewNodes(ctx, t, 2, service)
 	served := &nsmtest.Served{}
-	lb := domain.Nodes[node].NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: "lb", NetworkServiceNames: []string{service}},
+	lb := domain.Nodes[c.lbNode].NewEndpoint(ctx, &registryapi.NetworkServiceEndpoint{Name: "lb", NetworkServiceNames: []string{service}},
 		sandbox.GenerateTestToken, served)
 
 	nsmgr, err := liveness.Dial(grpcutils.URLToTarget(domain.Nodes[0].NSMgr.URL), sandbox.DialOptions()...)
@@ -60,7 +100,7 @@ func testWhoseDown(t *testing.T, node int, answers, keeps bool) {
 	defer func() { _ = nsmgr.Close() }()
 	closed := &nsmtest.Closes{}
 	nsc := nsmtest.HealingClient(ctx, domain.Nodes[0].NSMgr.URL, "proxy",
-		nsmgr.HealOptions(nil, func(*networkservice.Connection) bool { return answers }), nsmgr.NewClient(), closed)
+		nsmgr.HealOptions(nil, func(*networkservice.Connection) bool { return c.answers }), nsmgr.NewClient(), closed)
 	conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
 		Id: "proxy-lb", NetworkService: service, NetworkServiceEndpointName: "lb", Payload: payload.Ethernet,
 	}})
@@ -69,22 +109,11 @@ func testWhoseDown(t *testing.T, node int, answers, keeps bool) {
 	// The Close waits for the heal's request in flight and ends the heal.
 	defer func() { _, _ = nsc.Close(ctx, conn) }()
 
-	if node == 0 {
-		lb.Cancel()
-		require.Eventually(t, func() bool { return closed.Of("proxy-lb") > 0 }, 30*time.Second, 10*time.Millisecond,
-			"our NSMgr's own endpoint stopped: reselected, closed first")
-		// Back, it serves the reselect, and the heal is over before the
-		// test ends.
-		lb.Restart()
-		require.Eventually(t, func() bool { return served.Count() > 1 }, 30*time.Second, 10*time.Millisecond,
-			"the reselect served once the endpoint is back")
-		return
-	}
-	domain.Nodes[1].NSMgr.Restart()
+	c.replace(domain, lb)
 	require.Eventually(t, func() bool { return served.Count() > 1 }, 30*time.Second, 10*time.Millisecond,
-		"healed through node 1's new NSMgr")
-	if keeps {
-		require.Zero(t, closed.Of("proxy-lb"), "another node's endpoint answers: re-requested as it is, never closed")
+		"healed once the control plane is back")
+	if c.keeps {
+		require.Zero(t, closed.Of("proxy-lb"), "the far end answers: re-requested as it is, never closed")
 	} else {
 		require.Positive(t, closed.Of("proxy-lb"), "the far end is silent: reselected, closed first")
 	}
