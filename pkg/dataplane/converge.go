@@ -11,7 +11,7 @@ import (
 // the one dirty set: the kinds whose model is not trusted and must be read
 // back from the kernel before the next convergence (a notification
 // disagreed with the model, a subscription was lost, a write failed).
-type kinds uint8
+type kinds uint16
 
 const (
 	kBridge kinds = 1 << iota
@@ -22,8 +22,9 @@ const (
 	kRoutes6
 	kRules
 	kFilters
+	kGuard
 
-	kAll = kBridge | kAddrs | kPorts | kMTU | kRoutes4 | kRoutes6 | kRules | kFilters
+	kAll = kBridge | kAddrs | kPorts | kMTU | kRoutes4 | kRoutes6 | kRules | kFilters | kGuard
 )
 
 func routeKind(f family) kinds {
@@ -94,6 +95,9 @@ func (dp *Dataplane) convergeLocked(goal *spec, reread kinds) (kinds, error) {
 	if failed&kRules == 0 {
 		note(kRules, dp.applyRulesLocked(goal.vips))
 	}
+	if failed&kGuard == 0 {
+		note(kGuard, dp.applyGuardLocked(!goal.noBridge && len(dp.opts.GuardedPorts) > 0))
+	}
 	if goal.noBridge {
 		note(kFilters, dp.applyFiltersLocked(goal))
 		note(kBridge, dp.removeBridgeLocked())
@@ -139,6 +143,9 @@ func (dp *Dataplane) readLocked(ks kinds, adopt bool, note func(kinds, error)) {
 	}
 	if ks&kFilters != 0 {
 		note(kFilters, dp.loadFiltersLocked())
+	}
+	if ks&kGuard != 0 {
+		note(kGuard, dp.loadGuardLocked())
 	}
 }
 
@@ -196,7 +203,7 @@ func (dp *Dataplane) startLocked() error {
 // rules that carry our protocol in our table (including ones this run did
 // not create).
 func (dp *Dataplane) teardownLocked() error {
-	_, err := dp.convergeLocked(emptyState(), kRoutes4|kRoutes6|kRules|kFilters)
+	_, err := dp.convergeLocked(emptyState(), kRoutes4|kRoutes6|kRules|kFilters|kGuard)
 	dp.m = newModel()
 	return err
 }

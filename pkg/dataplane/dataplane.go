@@ -292,8 +292,12 @@ func New(ctx context.Context, opts Options) (_ *Dataplane, err error) {
 			dp.log.Warn("ICMP echo sockets not opened to the proxy: the datapath check of the nexthops will be off", "error", serr)
 		}
 	}
-	if err := dp.write(opGuardSet, GuardTable, func() error { return guardPorts(dp.ns, opts.BridgeName, opts.GuardedPorts) }); err != nil {
-		return nil, fmt.Errorf("guard of the namespace's own ports: %w", err)
+	// Replaced whole, whatever an earlier run guarded; the start's
+	// convergence removes an earlier run's table when no port is guarded.
+	if len(opts.GuardedPorts) > 0 {
+		if err := dp.write(opGuardSet, GuardTable, func() error { return guardPorts(dp.ns, opts.BridgeName, opts.GuardedPorts) }); err != nil {
+			return nil, fmt.Errorf("guard of the namespace's own ports: %w", err)
+		}
 	}
 	dp.ann = newAnnouncer(opts.AnnounceCount, opts.AnnounceInterval, clock.Real(), dp.announceRound)
 
@@ -496,9 +500,6 @@ func (dp *Dataplane) Teardown() error {
 	}
 	dp.mu.Lock()
 	err := dp.teardownLocked()
-	if gerr := dp.write(opGuardSet, GuardTable, func() error { return guardPorts(dp.ns, dp.opts.BridgeName, nil) }); gerr != nil && err == nil {
-		err = gerr
-	}
 	dp.mu.Unlock()
 	dp.release()
 	return err
@@ -563,13 +564,14 @@ const (
 	opFilterSet
 	opFilterDel
 	opGuardSet
+	opGuardDel
 	numOps
 )
 
 var opNames = [numOps]string{
 	"link add", "link del", "link set up", "link set master", "link set nomaster", "link set mtu", "link set hairpin",
 	"addr add", "addr del", "route replace", "route del", "rule add", "rule del",
-	"nft port filters set", "nft port filters del", "nft guard set",
+	"nft port filters set", "nft port filters del", "nft guard set", "nft guard del",
 }
 
 func (o op) String() string { return opNames[o] }

@@ -27,6 +27,36 @@ const guardChain = "input"
 
 var guardTable = &nftables.Table{Family: nftables.TableFamilyINet, Name: GuardTable}
 
+// loadGuardLocked reads back whether the guard table is there: one that
+// someone deleted is set again by the next convergence (a Resync).
+func (dp *Dataplane) loadGuardLocked() error {
+	dp.read()
+	ok, err := nftconn.TableExists(dp.ns, nftables.TableFamilyINet, GuardTable)
+	if err != nil {
+		return err
+	}
+	dp.m.guard = ok
+	return nil
+}
+
+// applyGuardLocked sets the guard table of Options.GuardedPorts when want
+// and it is not there, and removes it when not want and it is (an earlier
+// run's, or at Teardown).
+func (dp *Dataplane) applyGuardLocked(want bool) error {
+	switch {
+	case want && !dp.m.guard:
+		if err := dp.write(opGuardSet, GuardTable, func() error { return guardPorts(dp.ns, dp.opts.BridgeName, dp.opts.GuardedPorts) }); err != nil {
+			return err
+		}
+	case !want && dp.m.guard:
+		if err := dp.write(opGuardDel, GuardTable, func() error { return guardPorts(dp.ns, dp.opts.BridgeName, nil) }); err != nil {
+			return err
+		}
+	}
+	dp.m.guard = want
+	return nil
+}
+
 // guardPorts makes the guard table refuse, from the link bridge, TCP to
 // ports, in one transaction that replaces the table whole; no ports
 // removes it (an earlier run's included). A port given twice counts once;

@@ -102,6 +102,21 @@ func TestGuardedPortsRefusedFromTheBridgeOnly(t *testing.T) {
 		require.NoError(t, dialTCP(tp.T1, f.vip, netip.AddrPortFrom(f.ext, guardedPort)), "routed from %v", f.vip)
 	}
 
+	// A table someone deleted is set again by a Resync, as a restore.
+	c, err := nftconn.Open(tp.P.Handle)
+	require.NoError(t, err)
+	c.DelTable(guardTable)
+	require.NoError(t, c.Flush())
+	require.NoError(t, dialTCP(tp.T1, netip.Addr{}, netip.AddrPortFrom(ma(bridge4), guardedPort)), "the guard deleted")
+	before := dp.Stats()
+	require.NoError(t, dp.Resync())
+	after := dp.Stats()
+	require.True(t, guardTableExists(t, tp.P), "Resync left the guard deleted")
+	require.Equal(t, before.WritesByOp["nft guard set"]+1, after.WritesByOp["nft guard set"])
+	require.Greater(t, after.Restores, before.Restores)
+	err = dialTCP(tp.T1, netip.Addr{}, netip.AddrPortFrom(ma(bridge4), guardedPort))
+	require.True(t, errors.Is(err, syscall.ECONNREFUSED), "a target reached the guarded port after the Resync: %v", err)
+
 	// A restart without guarded ports removes the table; Teardown removes
 	// a Dataplane's own.
 	require.NoError(t, dp.Close())
@@ -113,6 +128,7 @@ func TestGuardedPortsRefusedFromTheBridgeOnly(t *testing.T) {
 	require.True(t, guardTableExists(t, tp.P))
 	require.NoError(t, dp3.Teardown())
 	require.False(t, guardTableExists(t, tp.P), "Teardown left the table")
+	require.Equal(t, uint64(1), dp3.Stats().WritesByOp["nft guard del"])
 }
 
 func TestGuardedPortZeroRefused(t *testing.T) {

@@ -266,6 +266,7 @@ type model struct {
 	routes      [2]routeState
 	rules       *sortedMap[netip.Prefix, struct{}]
 	filters     filterState
+	guard       bool // the guard table is there (guard.go)
 }
 
 func newModel() *model {
