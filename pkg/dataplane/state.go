@@ -49,9 +49,9 @@
 // (the empty state) and Close end it. Besides the convergence, the package
 // writes the kernel in these places only, each for something that is an
 // act rather than a state to keep, and each called from inside the package
-// only: New sets the sysctls once (and a created bridge's), and the guard
-// of the namespace's own ports (Options.GuardedPorts, guard.go), which
-// Teardown removes; the start
+// only: New sets the sysctls once (and a created bridge's), and replaces
+// the guard of the namespace's own ports whole (Options.GuardedPorts,
+// guard.go; from then on the convergence keeps it, like the rest); the start
 // deletes Meridio's leftovers once (meridio.go), objects without our
 // protocol that the convergence never looks at; Apply, before it
 // converges, deletes the links of State.Remove (links.go:
