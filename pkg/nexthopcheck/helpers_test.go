@@ -61,6 +61,35 @@ func (w *watcher) waitChange(t *testing.T, p Peer) Change {
 	return ch
 }
 
+// waitState returns p's next change to state, skipping (and logging) the
+// changes before it: another peer's, or p's own to another state. For a
+// test about one peer on a loaded machine, where a peer it does not touch
+// may be judged down for a while (its answers late beyond the bound).
+func (w *watcher) waitState(t *testing.T, p Peer, state State) Change {
+	t.Helper()
+	for {
+		ch := w.next(t)
+		if ch.Peer == p && ch.State == state {
+			return ch
+		}
+		st, _ := w.Status(ch.Peer)
+		t.Logf("skipped, waiting for %s to be %s: a change %+v; its status: %+v", p, state, ch, st)
+	}
+}
+
+// skipQueued logs and drops the changes reported so far.
+func (w *watcher) skipQueued(t *testing.T) {
+	t.Helper()
+	for {
+		select {
+		case ch := <-w.changes:
+			t.Logf("skipped: an earlier change %+v", ch)
+		default:
+			return
+		}
+	}
+}
+
 // waitChanges returns the next change of each of peers (in any order);
 // another peer's change fails t.
 func (w *watcher) waitChanges(t *testing.T, peers ...Peer) map[Peer]Change {
