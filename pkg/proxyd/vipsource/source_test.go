@@ -163,9 +163,20 @@ func TestNSPSourceSkipsInvalidAndRetriesFailedStreams(t *testing.T) {
 	assert.Equal(t, []string{"2001:db8::5/128"}, u.next(t))
 }
 
+// replaceFile replaces the file at path whole with doc (a rename), as
+// configuration tools do: written in place, a read between the truncation
+// and the write is refused as an empty file (seen under load, before the
+// refusal a test waited for).
+func replaceFile(t *testing.T, path, doc string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, []byte(doc), 0o644))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
 func TestFileSource(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vips.yaml")
-	write := func(doc string) { require.NoError(t, os.WriteFile(path, []byte(doc), 0o644)) }
+	write := func(doc string) { replaceFile(t, path, doc) }
 	write(twoTrenches)
 	u := run(t, NewFileSource(path, "red", quiet, yamlfile.WithDebounce(20*time.Millisecond)))
 	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
@@ -203,7 +214,7 @@ func logged(t *testing.T, log *testutil.JSONLog, from int, msg string) (map[stri
 // last good VIPs stay.
 func TestFileSourceWaitsForMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vips.yaml")
-	write := func(doc string) { require.NoError(t, os.WriteFile(path, []byte(doc), 0o644)) }
+	write := func(doc string) { replaceFile(t, path, doc) }
 	var log testutil.JSONLog
 	u := run(t, NewFileSource(path, "red", slog.New(slog.NewJSONHandler(&log, nil)),
 		yamlfile.WithDebounce(20*time.Millisecond), yamlfile.WithPollInterval(50*time.Millisecond)))
@@ -246,7 +257,7 @@ func TestFileSourceWaitsForValidFile(t *testing.T) {
 	assert.Equal(t, "ERROR", line["level"])
 	assert.Contains(t, line["error"], "trench is empty")
 	u.quiet(t)
-	require.NoError(t, os.WriteFile(path, []byte(twoTrenches), 0o644))
+	replaceFile(t, path, twoTrenches)
 	assert.Equal(t, []string{"20.0.0.1/32", "2001:db8::1/128"}, u.next(t))
 }
 
