@@ -2,6 +2,7 @@ package liveness_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,10 +36,12 @@ import (
 //     TestProxyKernelE2E).
 func TestSandboxWhoseDown(t *testing.T) {
 	nsmtest.Quiet()
-	restartRemoteNSMgr := func(d *sandbox.Domain, _ *sandbox.EndpointEntry) { d.Nodes[1].NSMgr.Restart() }
-	restartEndpoint := func(_ *sandbox.Domain, lb *sandbox.EndpointEntry) {
+	restartRemoteNSMgr := func(d *sandbox.Domain, _ *sandbox.EndpointEntry, _ func() bool) { d.Nodes[1].NSMgr.Restart() }
+	// Back once the heal has asked about the data path: the NSMgr has
+	// reported the connection down by then, however busy the machine.
+	restartEndpoint := func(_ *sandbox.Domain, lb *sandbox.EndpointEntry, asked func() bool) {
 		lb.Cancel()
-		time.Sleep(time.Second)
+		require.Eventually(t, asked, 30*time.Second, 10*time.Millisecond, "the heal asks about the data path")
 		lb.Restart()
 	}
 	for _, c := range []healCase{
@@ -61,7 +64,7 @@ func TestSandboxWhoseDown(t *testing.T) {
 // went first); silent, heal reselects, closing it first.
 func TestSandboxLocalForwarderReplaced(t *testing.T) {
 	nsmtest.Quiet()
-	restartForwarder := func(d *sandbox.Domain, _ *sandbox.EndpointEntry) {
+	restartForwarder := func(d *sandbox.Domain, _ *sandbox.EndpointEntry, _ func() bool) {
 		require.Len(t, d.Nodes[0].Forwarders, 1)
 		for _, f := range d.Nodes[0].Forwarders {
 			f.Restart()
@@ -77,12 +80,13 @@ func TestSandboxLocalForwarderReplaced(t *testing.T) {
 
 // healCase is a heal to watch: the endpoint on lbNode of two nodes, the
 // client on node 0 with the heal check on node 0's NSMgr; replace makes the
-// NSMgr report the connection down; the far end answers on the data path
-// or not; the connection is kept (re-requested as it is) or reselected.
+// NSMgr report the connection down (asked reports whether the heal has
+// asked about the data path yet); the far end answers on the data path or
+// not; the connection is kept (re-requested as it is) or reselected.
 type healCase struct {
 	name           string
 	lbNode         int
-	replace        func(*sandbox.Domain, *sandbox.EndpointEntry)
+	replace        func(d *sandbox.Domain, lb *sandbox.EndpointEntry, asked func() bool)
 	answers, keeps bool
 }
 
@@ -99,8 +103,9 @@ func testHeal(t *testing.T, c healCase) {
 	require.NoError(t, err)
 	defer func() { _ = nsmgr.Close() }()
 	closed := &nsmtest.Closes{}
+	var asked atomic.Bool
 	nsc := nsmtest.HealingClient(ctx, domain.Nodes[0].NSMgr.URL, "proxy",
-		nsmgr.HealOptions(nil, func(*networkservice.Connection) bool { return c.answers }), nsmgr.NewClient(), closed)
+		nsmgr.HealOptions(nil, func(*networkservice.Connection) bool { asked.Store(true); return c.answers }), nsmgr.NewClient(), closed)
 	conn, err := nsc.Request(ctx, &networkservice.NetworkServiceRequest{Connection: &networkservice.Connection{
 		Id: "proxy-lb", NetworkService: service, NetworkServiceEndpointName: "lb", Payload: payload.Ethernet,
 	}})
@@ -109,7 +114,7 @@ func testHeal(t *testing.T, c healCase) {
 	// The Close waits for the heal's request in flight and ends the heal.
 	defer func() { _, _ = nsc.Close(ctx, conn) }()
 
-	c.replace(domain, lb)
+	c.replace(domain, lb, asked.Load)
 	require.Eventually(t, func() bool { return served.Count() > 1 }, 30*time.Second, 10*time.Millisecond,
 		"healed once the control plane is back")
 	if c.keeps {
