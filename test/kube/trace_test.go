@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // backlogDrops sums the packets the kernel dropped because a CPU's input
@@ -121,4 +125,36 @@ func (c *cluster) logPodEvents(ctx context.Context, t *testing.T, ns string, sin
 	}
 	slices.Sort(out)
 	t.Logf("pod events of %s since %s: %s", ns, since.UTC().Format("15:04:05"), strings.Join(out, "; "))
+}
+
+// traceGap logs, for a cut longer than a second on the way of what,
+// when it began and ended, the events of the chart's pods since since,
+// and the lines that container of pod logged around the cut in its run
+// before the restart and in its run now: what each did while the data
+// path was cut (the figures alone do not say).
+func (c *cluster) traceGap(ctx context.Context, t *testing.T, what string, g traffic.Gap, pod *corev1.Pod, container string, since time.Time) {
+	t.Helper()
+	if g.Len() <= time.Second {
+		return
+	}
+	t.Logf("%s: a cut of %s, %s to %s (UTC)", what, g.Len().Round(time.Millisecond),
+		g.Start.UTC().Format("15:04:05.000"), g.End.UTC().Format("15:04:05.000"))
+	c.logPodEvents(ctx, t, pod.Namespace, since)
+	from, to := g.Start.Add(-5*time.Second), g.End.Add(5*time.Second)
+	for _, previous := range []bool{true, false} {
+		b, err := c.client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name,
+			&corev1.PodLogOptions{Container: container, Previous: previous}).DoRaw(ctx)
+		if err != nil {
+			t.Logf("%s logs of %s (previous run %v): %v", container, pod.Name, previous, err)
+			continue
+		}
+		var lines []string
+		for _, line := range strings.Split(string(b), "\n") {
+			var l struct{ Time time.Time }
+			if json.Unmarshal([]byte(line), &l) == nil && !l.Time.Before(from) && !l.Time.After(to) {
+				lines = append(lines, line)
+			}
+		}
+		t.Logf("%s of %s around the cut (previous run %v), %d lines:\n%s", container, pod.Name, previous, len(lines), strings.Join(lines, "\n"))
+	}
 }

@@ -175,18 +175,23 @@ func (tr *trench) changeProxy(ctx context.Context, t *testing.T, what string, in
 	}
 	checkKept(t, before, tr.targetAddrs(ctx, t))
 	lost, total := 0, 0
-	var longest time.Duration
+	var longest traffic.Gap
 	for _, name := range slices.Sorted(maps.Keys(series)) {
 		s := series[name]
 		if len(s) == 0 || !s[len(s)-1].OK() {
 			t.Errorf("%s: %s traffic did not come back: %v", what, name, s.LongestGap())
 		}
 		lost, total = lost+s.Failures(), total+len(s)
-		longest = max(longest, s.LongestGap().Len())
+		if g := s.LongestGap(); g.Len() > longest.Len() {
+			longest = g
+		}
 		t.Logf("FIGURE: %s (%s): %d of %d probes lost, longest gap %s", what, name, s.Failures(), len(s), s.LongestGap().Len().Round(time.Millisecond))
 	}
 	t.Logf("FIGURE: %s: proxy Ready after %.1f s; %d of %d probes lost (TCP and UDP through every VIP), longest gap %s",
-		what, ready.Seconds(), lost, total, longest.Round(time.Millisecond))
+		what, ready.Seconds(), lost, total, longest.Len().Round(time.Millisecond))
+	if inPlace {
+		tr.c.traceGap(ctx, t, what, longest, now, proxyContainer, start)
+	}
 }
 
 // probeEveryVIP probes every VIP over TCP and UDP from the external host
