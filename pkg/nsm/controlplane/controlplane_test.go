@@ -55,20 +55,34 @@ func linkIn(t *testing.T, ns *testutil.NetNS, name string) (netlink.Link, error)
 // link called name in ns; the test fails when there is no such link.
 func addrsIn(t *testing.T, ns *testutil.NetNS, name string) []string {
 	t.Helper()
-	h, err := netlink.NewHandleAt(ns.Handle)
+	out, err := globalAddrsIn(ns, name)
 	require.NoError(t, err)
+	return out
+}
+
+// globalAddrsIn is addrsIn with an error instead of a failure (for a
+// condition polled while the link may come and go).
+func globalAddrsIn(ns *testutil.NetNS, name string) ([]string, error) {
+	h, err := netlink.NewHandleAt(ns.Handle)
+	if err != nil {
+		return nil, err
+	}
 	defer h.Close()
 	l, err := h.LinkByName(name)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, a := range addrs {
 		if a.IP.IsGlobalUnicast() {
 			out = append(out, a.IPNet.String())
 		}
 	}
-	return out
+	return out, nil
 }
 
 // TestVethForwarderKernelE2E runs the real control plane, an NSE in one

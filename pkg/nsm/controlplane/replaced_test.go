@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -50,11 +51,18 @@ func TestEndpointReplacedInANewNamespace(t *testing.T) {
 	oldNS.Remove(t)
 	replaced := time.Now()
 	n.startEndpoint(t, "nse-new", newNS)
-	require.Eventually(t, func() bool { return joined(t, nscNS, "nsm0", newNS) }, 2*time.Minute, 100*time.Millisecond,
-		"the client's interface is joined to the new endpoint's namespace")
+	// The forwarder makes the veth pair before it sets the addresses: the
+	// link may be seen joined a moment before it has them.
+	require.Eventually(t, func() bool {
+		if !joined(t, nscNS, "nsm0", newNS) {
+			return false
+		}
+		addrs, err := globalAddrsIn(nscNS, "nsm0")
+		return err == nil && slices.Equal(addrs, []string{"10.80.0.2/24"})
+	}, 2*time.Minute, 100*time.Millisecond,
+		"the client's interface is joined to the new endpoint's namespace, with its address")
 	t.Logf("FIGURE: client joined to a replaced endpoint's new namespace %.1f s after the replacement",
 		time.Since(replaced).Seconds())
-	require.Equal(t, []string{"10.80.0.2/24"}, addrsIn(t, nscNS, "nsm0"))
 	// Later sweeps (and a Close the reaper started for the old namespace)
 	// leave the new link alone.
 	time.Sleep(4 * reaper.DefaultInterval)
