@@ -128,19 +128,30 @@ func (c *cluster) logPodEvents(ctx context.Context, t *testing.T, ns string, sin
 }
 
 // traceGap logs, for a cut longer than a second on the way of what,
-// when it began and ended, the events of the chart's pods since since,
-// and the lines that container of pod logged around the cut in its run
-// before the restart and in its run now: what each did while the data
-// path was cut (the figures alone do not say).
-func (c *cluster) traceGap(ctx context.Context, t *testing.T, what string, g traffic.Gap, pod *corev1.Pod, container string, since time.Time) {
+// when it began and ended, the events of the pods' namespace since since,
+// and the lines that container of each of pods logged around the cut in
+// its run before the restart and in its run now: what each did while the
+// data path was cut (the figures alone do not say).
+func (c *cluster) traceGap(ctx context.Context, t *testing.T, what string, g traffic.Gap, pods []*corev1.Pod, container string, since time.Time) {
 	t.Helper()
 	if g.Len() <= time.Second {
 		return
 	}
 	t.Logf("%s: a cut of %s, %s to %s (UTC)", what, g.Len().Round(time.Millisecond),
 		g.Start.UTC().Format("15:04:05.000"), g.End.UTC().Format("15:04:05.000"))
-	c.logPodEvents(ctx, t, pod.Namespace, since)
-	from, to := g.Start.Add(-5*time.Second), g.End.Add(5*time.Second)
+	if len(pods) == 0 {
+		return
+	}
+	c.logPodEvents(ctx, t, pods[0].Namespace, since)
+	for _, pod := range pods {
+		c.logAround(ctx, t, pod, container, g.Start.Add(-5*time.Second), g.End.Add(5*time.Second))
+	}
+}
+
+// logAround logs the lines that container of pod logged from from to to,
+// in its run before the last restart and in its run now.
+func (c *cluster) logAround(ctx context.Context, t *testing.T, pod *corev1.Pod, container string, from, to time.Time) {
+	t.Helper()
 	for _, previous := range []bool{true, false} {
 		b, err := c.client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name,
 			&corev1.PodLogOptions{Container: container, Previous: previous}).DoRaw(ctx)
@@ -155,6 +166,7 @@ func (c *cluster) traceGap(ctx context.Context, t *testing.T, what string, g tra
 				lines = append(lines, line)
 			}
 		}
-		t.Logf("%s of %s around the cut (previous run %v), %d lines:\n%s", container, pod.Name, previous, len(lines), strings.Join(lines, "\n"))
+		t.Logf("%s of %s from %s to %s (previous run %v), %d lines:\n%s", container, pod.Name,
+			from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"), previous, len(lines), strings.Join(lines, "\n"))
 	}
 }

@@ -23,13 +23,14 @@ import (
 // TestUpgradeInPlace: the proxy's upgrades as an operator makes them with
 // the chart's defaults (the proxy DaemonSets OnDelete, the chart's upgrade
 // hook), with TCP and UDP probes through every VIP from the external
-// host: helm upgrade to a new image tag (the chart's hook patches the
-// proxy pod's image: the same pod, the same network namespace, its
-// container restarted), helm rollback to the first tag (in place again),
-// the proxy container killed and restarted by the kubelet, and an upgrade
-// that must replace the pod (a new memory limit). helm prints what the
-// hook did and why. Each one's loss is a figure, the in-place ones beside
-// the replacement.
+// host: helm upgrade to a new image tag (the chart's hook patches each
+// node's proxy pod's image, one node at a time: the same pod, the same
+// network namespace, its container restarted), helm rollback to the first
+// tag (in place again), one node's proxy container killed and restarted by
+// the kubelet (the other nodes' proxies untouched), and an upgrade that
+// must replace the pods (a new memory limit). helm prints what the hook
+// did and why. Each one's loss is a figure, the in-place ones beside the
+// replacement; on any number of nodes (CLUSTER_NODES).
 func TestUpgradeInPlace(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -50,22 +51,23 @@ func TestUpgradeInPlace(t *testing.T) {
 		return []string{"--set-string", "images.proxy.tag=" + tag + ",images.ipam.tag=" + tag + ",images.nsp.tag=" + tag}
 	}
 	t.Run("HelmUpgrade", func(t *testing.T) {
-		tr.changeProxy(ctx, t, "helm upgrade to a new image tag, in place", true, next, func() {
+		tr.changeProxy(ctx, t, "helm upgrade to a new image tag, in place", true, next, allProxies, func([]*corev1.Pod) {
 			out := helm(t, append([]string{"upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
 				"--reuse-values"}, setTags(next)...)...)
 			hookSaid(t, out, hookInPlace, "only container images")
 		})
 	})
 	t.Run("HelmRollback", func(t *testing.T) {
-		tr.changeProxy(ctx, t, "helm rollback to the first image tag, in place", true, tag, func() {
+		tr.changeProxy(ctx, t, "helm rollback to the first image tag, in place", true, tag, allProxies, func([]*corev1.Pod) {
 			// Revision 1: the install, on the first tag.
 			out := helm(t, "rollback", chartRelease, "1", "--namespace", chartNamespace)
 			hookSaid(t, out, hookInPlace, "only container images")
 		})
 	})
 	t.Run("ContainerKilled", func(t *testing.T) {
-		tr.changeProxy(ctx, t, "proxy container killed, restarted by the kubelet", true, tag, func() {
-			proxy := tr.c.waitProxyReady(ctx, t)
+		first := func(pods []*corev1.Pod) []*corev1.Pod { return pods[:1] }
+		tr.changeProxy(ctx, t, "proxy container killed, restarted by the kubelet", true, tag, first, func(picked []*corev1.Pod) {
+			proxy := picked[0]
 			out, err := exec.CommandContext(ctx, "ctr", "--address", containerdSock(proxy.Spec.NodeName), "-n", "k8s.io", "tasks", "kill",
 				"--signal", "SIGKILL", runtimeID(proxy, proxyContainer)).CombinedOutput()
 			if err != nil {
@@ -74,7 +76,7 @@ func TestUpgradeInPlace(t *testing.T) {
 		})
 	})
 	t.Run("UpgradeReplacingThePod", func(t *testing.T) {
-		tr.changeProxy(ctx, t, "helm upgrade that cannot be made in place (a new memory limit), pod replaced", false, next, func() {
+		tr.changeProxy(ctx, t, "helm upgrade that cannot be made in place (a new memory limit), pod replaced", false, next, allProxies, func([]*corev1.Pod) {
 			out := helm(t, append([]string{"upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
 				"--reuse-values", "--set", "proxy.resources.limits.memory=160Mi"}, setTags(next)...)...)
 			hookSaid(t, out, hookReplaced, "spec.containers[proxy].resources")
@@ -126,54 +128,117 @@ func hookSaid(t *testing.T, out, action, reason string) {
 	t.Errorf("helm's output has no line of the upgrade hook's %q for %q:\n%s", action, reason, out)
 }
 
-// changeProxy runs change while every VIP is probed (TCP and UDP) and
-// waits for the proxy Ready on image tag tag with its container
-// restarted: in the same pod and network namespace when inPlace, in a new
-// pod otherwise. The targets keep their addresses, the bridge its own;
-// traffic comes back; the probes lost are reported.
-func (tr *trench) changeProxy(ctx context.Context, t *testing.T, what string, inPlace bool, tag string, change func()) {
+// proxyRun is a node's proxy as it ran before a change.
+type proxyRun struct {
+	pod    *corev1.Pod
+	bridge []string
+	netns  uint64
+	ctr    string
+}
+
+// allProxies is changeProxy's choice of every node's proxy.
+func allProxies(pods []*corev1.Pod) []*corev1.Pod { return pods }
+
+// changeProxy runs change on the proxies which picks (of every node's
+// Ready proxy, sorted by name) while every VIP is probed (TCP and UDP),
+// and waits until each picked node's proxy is Ready on image tag tag with
+// its container restarted: in the same pod and network namespace when
+// inPlace, in a new pod otherwise; the other nodes' proxies keep running
+// as they were. Every node's bridge keeps its addresses and the targets
+// theirs; traffic comes back; the probes lost are reported, and a cut of
+// over a second is traced.
+func (tr *trench) changeProxy(ctx context.Context, t *testing.T, what string, inPlace bool, tag string,
+	picks func([]*corev1.Pod) []*corev1.Pod, change func(picked []*corev1.Pod)) {
 	t.Helper()
-	proxy := tr.c.waitProxyReady(ctx, t)
-	bridge := tr.proxyBridge(ctx, t, proxy)
+	runs := map[string]proxyRun{}
+	pods := tr.c.proxyPods(ctx, t)
+	for _, p := range pods {
+		runs[p.Spec.NodeName] = proxyRun{pod: p, bridge: tr.proxyBridge(ctx, t, p),
+			netns: nsInode(t, tr.c.podNetNS(ctx, t, p, proxyContainer)), ctr: runtimeID(p, proxyContainer)}
+	}
+	picked := picks(pods)
+	changed := map[string]bool{}
+	for _, p := range picked {
+		changed[p.Spec.NodeName] = true
+	}
 	before := tr.targetAddrs(ctx, t)
-	netns := nsInode(t, tr.c.podNetNS(ctx, t, proxy, proxyContainer))
-	ctr := runtimeID(proxy, proxyContainer)
 	stop := tr.probeEveryVIP(ctx, t)
 	time.Sleep(time.Second)
 	start := time.Now()
-	change()
-	var now *corev1.Pod
-	eventually(ctx, t, "the proxy Ready on "+tag+" with its container restarted", func(ctx context.Context) error {
-		_, p, err := tr.c.chartPods(ctx)
-		switch {
-		case err != nil:
+	change(picked)
+	var now map[string]*corev1.Pod
+	eventually(ctx, t, fmt.Sprintf("the proxy Ready on %s with its container restarted on %d node(s)", tag, len(changed)), func(ctx context.Context) error {
+		var err error
+		if now, err = tr.c.proxiesByNode(ctx); err != nil {
 			return err
-		case p == nil:
-			return fmt.Errorf("no proxy pod")
-		case !strings.HasSuffix(upgradedContainer(p, proxyContainer).Image, ":"+tag):
-			return fmt.Errorf("%s runs %s", p.Name, upgradedContainer(p, proxyContainer).Image)
-		case runtimeID(p, proxyContainer) == ctr:
-			return fmt.Errorf("%s: container %s not restarted yet", p.Name, ctr)
-		case !podReady(p):
-			return fmt.Errorf("%s not Ready", p.Name)
 		}
-		now = p
+		for node := range changed {
+			p := now[node]
+			switch {
+			case p == nil:
+				return fmt.Errorf("no proxy pod on %s", node)
+			case !strings.HasSuffix(upgradedContainer(p, proxyContainer).Image, ":"+tag):
+				return fmt.Errorf("%s runs %s", p.Name, upgradedContainer(p, proxyContainer).Image)
+			case runtimeID(p, proxyContainer) == runs[node].ctr:
+				return fmt.Errorf("%s: container %s not restarted yet", p.Name, runs[node].ctr)
+			case !podReady(p):
+				return fmt.Errorf("%s not Ready", p.Name)
+			}
+		}
 		return nil
 	})
 	ready := time.Since(start)
-	if kept := now.UID == proxy.UID; kept != inPlace {
-		t.Errorf("%s: pod %s (%s) now %s (%s): kept %v, want %v", what, proxy.Name, proxy.UID, now.Name, now.UID, kept, inPlace)
-	}
-	if inPlace && nsInode(t, tr.c.podNetNS(ctx, t, now, proxyContainer)) != netns {
-		t.Errorf("%s: the proxy's network namespace changed", what)
-	}
 	tr.waitServed(ctx, t)
 	time.Sleep(time.Second)
 	series := stop()
-	if got := tr.proxyBridge(ctx, t, now); !slices.Equal(got, bridge) {
-		t.Errorf("the proxy's bridge had %v, now %v", bridge, got)
+	now, err := tr.c.proxiesByNode(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for node, run := range runs {
+		tr.checkProxyRun(ctx, t, what, run, now[node], changed[node], inPlace)
 	}
 	checkKept(t, before, tr.targetAddrs(ctx, t))
+	longest := reportProbes(t, what, series)
+	t.Logf("FIGURE: %s: %d proxy(ies) Ready after %.1f s; longest gap %s", what, len(changed), ready.Seconds(),
+		longest.Len().Round(time.Millisecond))
+	if inPlace {
+		var restarted []*corev1.Pod
+		for node := range changed {
+			restarted = append(restarted, now[node])
+		}
+		tr.c.traceGap(ctx, t, what, longest, restarted, proxyContainer, start)
+	}
+}
+
+// checkProxyRun: a node's proxy now, after a change, against run, the
+// one before: restarted (in the same pod and namespace when inPlace) if
+// changed, else the same container; its bridge's addresses kept.
+func (tr *trench) checkProxyRun(ctx context.Context, t *testing.T, what string, run proxyRun, now *corev1.Pod, changed, inPlace bool) {
+	t.Helper()
+	if now == nil {
+		t.Errorf("%s: no proxy pod on %s", what, run.pod.Spec.NodeName)
+		return
+	}
+	switch kept := now.UID == run.pod.UID; {
+	case !changed && (!kept || runtimeID(now, proxyContainer) != run.ctr):
+		t.Errorf("%s: %s's proxy %s changed (now %s, container %s), though not picked", what, run.pod.Spec.NodeName,
+			run.pod.Name, now.Name, runtimeID(now, proxyContainer))
+	case changed && kept != inPlace:
+		t.Errorf("%s: pod %s (%s) now %s (%s): kept %v, want %v", what, run.pod.Name, run.pod.UID, now.Name, now.UID, kept, inPlace)
+	case changed && inPlace && nsInode(t, tr.c.podNetNS(ctx, t, now, proxyContainer)) != run.netns:
+		t.Errorf("%s: the network namespace of %s changed", what, now.Name)
+	}
+	if got := tr.proxyBridge(ctx, t, now); !slices.Equal(got, run.bridge) {
+		t.Errorf("%s: the bridge of %s had %v, now %v", what, now.Name, run.bridge, got)
+	}
+}
+
+// reportProbes logs each series' loss and the sum as FIGURE lines, fails
+// for a series whose traffic did not come back, and returns the longest
+// gap of them all.
+func reportProbes(t *testing.T, what string, series map[string]traffic.Series) traffic.Gap {
+	t.Helper()
 	lost, total := 0, 0
 	var longest traffic.Gap
 	for _, name := range slices.Sorted(maps.Keys(series)) {
@@ -187,11 +252,24 @@ func (tr *trench) changeProxy(ctx context.Context, t *testing.T, what string, in
 		}
 		t.Logf("FIGURE: %s (%s): %d of %d probes lost, longest gap %s", what, name, s.Failures(), len(s), s.LongestGap().Len().Round(time.Millisecond))
 	}
-	t.Logf("FIGURE: %s: proxy Ready after %.1f s; %d of %d probes lost (TCP and UDP through every VIP), longest gap %s",
-		what, ready.Seconds(), lost, total, longest.Len().Round(time.Millisecond))
-	if inPlace {
-		tr.c.traceGap(ctx, t, what, longest, now, proxyContainer, start)
+	t.Logf("FIGURE: %s: %d of %d probes lost (TCP and UDP through every VIP), longest gap %s",
+		what, lost, total, longest.Len().Round(time.Millisecond))
+	return longest
+}
+
+// proxiesByNode returns the proxy pods not being deleted, by node.
+func (c *cluster) proxiesByNode(ctx context.Context) (map[string]*corev1.Pod, error) {
+	list, err := c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: proxySelector})
+	if err != nil {
+		return nil, err
 	}
+	out := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		if p := &list.Items[i]; p.DeletionTimestamp == nil {
+			out[p.Spec.NodeName] = p
+		}
+	}
+	return out, nil
 }
 
 // probeEveryVIP probes every VIP over TCP and UDP from the external host
