@@ -28,9 +28,16 @@ build_image() {
 	# shellcheck disable=SC2064 # expand now: tmp is local
 	trap "rm -rf '$tmp'" RETURN
 	log "building image $ref"
+	local flags=(-trimpath) modfile
+	case "$name" in
+	spire-*)
+		modfile="$(spire_modfile "$tmp/spire")" || return 1
+		flags+=(-modfile "$modfile")
+		;;
+	esac
 	case "$link" in
-	static) (cd "$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/$name" "$pkg") ;;
-	cgo-static) (cd "$moddir" && CGO_ENABLED=1 go build -trimpath -tags netgo,osusergo \
+	static) (cd "$moddir" && CGO_ENABLED=0 go build "${flags[@]}" -ldflags "-s -w" -o "$tmp/$name" "$pkg") ;;
+	cgo-static) (cd "$moddir" && CGO_ENABLED=1 go build "${flags[@]}" -tags netgo,osusergo \
 		-ldflags "-s -w -linkmode external -extldflags -static" -o "$tmp/$name" "$pkg") ;;
 	third-party) third_party_build "${moddir#third-party:}" "$pkg" "$tmp" "$tmp/$name" ;;
 	busybox) ;;

@@ -30,7 +30,8 @@ die() { log "$*"; exit 1; }
 # cluster's) or busybox (the host's static busybox, Debian's busybox-static,
 # for the chart's sysctl init container). NSM's programs build in the
 # cluster's tools module, whose go.mod replaces them by their released
-# source (sources.sh).
+# source (sources.sh); SPIRE's server and agent build there with only the
+# built-in plugins that the cluster uses (spire-plugins.sh).
 KUBE_MOD="$CLUSTER_REPO/test/kube"
 CLUSTER_IMAGES=(
 	"pause $KUBE_MOD ./images/pause 65535:65535 static"
@@ -64,6 +65,9 @@ image_ref() {
 			if [ "$2" = "$CLUSTER_TOOLS" ]; then
 				third_party_link || return 1
 			fi
+			case "$1" in
+			spire-*) sha256sum "$CLUSTER_REPO/scripts/cluster/spire-plugins.sh" | cut -d' ' -f1 ;; # its catalog as built
+			esac
 			cd "$2" && sha256sum go.mod go.sum 2>/dev/null
 			if [ -f "$3" ]; then
 				sha256sum "$3"
@@ -209,3 +213,4 @@ NODE_COMPONENTS=(containerd kubelet kube-proxy)
 kubectl() { "$K8S_CACHE/bin/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 
 . "$CLUSTER_REPO/scripts/cluster/sources.sh"
+. "$CLUSTER_REPO/scripts/cluster/spire-plugins.sh"
