@@ -78,9 +78,12 @@ func TestServicesPerConduitBounded(t *testing.T) {
 		_, err := api.Create(ctx, service("shop", fmt.Sprintf("web-%d", i), fmt.Sprintf("10.96.0.%d", 10+i)), metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return refusals.Count("services_per_conduit") >= 4 }, waitFor, 5*time.Millisecond)
+	// A refusal is counted before it is logged: wait for both.
+	const refused = "limit reached: request refused (logged once per cause)"
+	require.Eventually(t, func() bool { return refusals.Count("services_per_conduit") >= 4 && log.Count(refused) >= 4 },
+		waitFor, 5*time.Millisecond)
 	require.Len(t, rec.ports(), 2, "two Services served")
-	require.Equal(t, 4, log.Count("limit reached: request refused (logged once per cause)"), "once per Service")
+	require.Equal(t, 4, log.Count(refused), "once per Service")
 
 	require.NoError(t, api.Delete(ctx, "web-0", metav1.DeleteOptions{}))
 	again := service("shop", "web-2", "10.96.0.12")
