@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 	"github.com/causeway-net/causeway/pkg/nsm/nsmlog"
 )
@@ -20,14 +21,5 @@ func TestMain(m *testing.M) {
 	// every heal retry; the proxy's log (printed when a test fails) and the
 	// assertions tell what went wrong.
 	nsmlog.Install(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	goleak.VerifyTestMain(m,
-		// grpc and the SDK keep package-level workers that outlive tests.
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
-		// grpcfd v1.1.4: SendFilename's forwarding goroutine writes every
-		// error of a send into a channel of capacity 1 that its caller reads
-		// once at most; when a send to a peer that died (the LB loss test)
-		// fails twice, it blocks for ever.
-		goleak.IgnoreTopFunction("github.com/edwarnicke/grpcfd.(*connWrap).SendFilename.func1"),
-	)
+	goleak.VerifyTestMain(m, testutil.SDKLeaks()...)
 }

@@ -43,3 +43,20 @@ func settledLeaks(opts ...goleak.Option) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// SDKLeaks are the goroutines that the NSM SDK's dependencies leave
+// behind by their own design, for goleak to ignore in the packages whose
+// tests run the SDK:
+//   - glog's and opencensus' package-level workers, started at init;
+//   - grpcfd v1.1.4's SendFilename forwarding goroutine, which writes every
+//     error of a send into a channel of one slot that the SDK's sendfd
+//     client reads once at most: when a send to a peer that went away
+//     fails twice, it blocks for ever (a target stopped while it
+//     connected, an LB lost).
+func SDKLeaks() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreTopFunction("github.com/edwarnicke/grpcfd.(*connWrap).SendFilename.func1"),
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.uber.org/goleak"
 
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
@@ -16,7 +17,8 @@ const SDKLogEnv = "LAB_TEST_SDK_LOG"
 
 // Main is the TestMain of a package whose tests run the NSM SDK: its logs
 // quiet (or in the file SDKLogEnv names), and goleak over the whole run,
-// leaving out the worker that opencensus starts at init.
+// leaving out the goroutines the SDK's dependencies leave by design
+// (testutil.SDKLeaks).
 func Main(m *testing.M) {
 	controlplane.QuietSDKLogs()
 	if p := os.Getenv(SDKLogEnv); p != "" {
@@ -24,5 +26,5 @@ func Main(m *testing.M) {
 			logrus.SetOutput(f)
 		}
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"))
+	goleak.VerifyTestMain(m, testutil.SDKLeaks()...)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"go.uber.org/goleak"
 
+	"github.com/causeway-net/causeway/internal/testutil"
 	"github.com/causeway-net/causeway/pkg/nsm/controlplane"
 )
 
@@ -21,9 +22,5 @@ func TestMain(m *testing.M) {
 	} else {
 		controlplane.QuietSDKLogs()
 	}
-	goleak.VerifyTestMain(m,
-		// grpc and the SDK keep package-level workers that outlive tests.
-		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
-	)
+	goleak.VerifyTestMain(m, testutil.SDKLeaks()...)
 }
