@@ -1,6 +1,6 @@
 # SPIRE's server and agent as the test cluster builds them (sourced by
 # lib.sh, not run): with only the built-in plugins that the cluster's SPIRE
-# configuration names (manifests/spire.yaml), and two spares for a test's
+# configuration names (manifests/spire.yaml), and a few small spares for a test's
 # own configuration. SPIRE registers every built-in plugin in the catalog
 # files of pkg/server/catalog and pkg/agent/catalog, and the cloud
 # providers' ones bring their SDKs (AWS's EC2 client alone is 15 MB of Go
