@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,6 +130,31 @@ func TestUpCheckDown(t *testing.T) {
 	t.Logf("checks:\n%s", b.String())
 	require.Len(t, rep.Rows, 1+3+1+1+3+4+1+2*len(LabServices),
 		"components, one row per target (2), bridge ports, routes, one per VIP, protocol, LB replies, one per service and protocol")
+
+	// The service checks see which UDP flows the proxy's conntrack still
+	// tracks, so that each of their flows is a new one for the balancer.
+	echo := LabServices[0].Addr()
+	tracked := l.udpTracked(echo)
+	require.NoError(t, netnsdo.DoPath(l.NetNSPath("target-1"), func() error {
+		c, err := net.DialUDP("udp", &net.UDPAddr{Port: 20001}, net.UDPAddrFromAddrPort(echo))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("hello\n")); err != nil {
+			return err
+		}
+		_, err = bufio.NewReader(c).ReadString('\n')
+		return err
+	}))
+	from := l.TargetAddrs("target-1")[0].Addr()
+	old, err := tracked(netip.AddrPortFrom(from, 20001))
+	require.NoError(t, err)
+	require.True(t, old, "the flow from port 20001 is tracked in the proxy")
+	old, err = tracked(netip.AddrPortFrom(from, 20002))
+	require.NoError(t, err)
+	require.False(t, old, "no flow came from port 20002")
 
 	// A client on the external host that binds no address (curl, a shell)
 	// is answered on every connection, whichever LB its reply comes back

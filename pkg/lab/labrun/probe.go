@@ -2,12 +2,18 @@ package labrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mdlayher/netlink"
+	"github.com/ti-mo/conntrack"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
@@ -77,4 +83,27 @@ func (l *Lab) flows(network string, from, vip netip.Addr, port, n int) flowResul
 	}
 	wg.Wait()
 	return res
+}
+
+// udpTracked reports whether the proxy's conntrack table, where the
+// service load balancer makes its NAT decisions, still holds a UDP flow
+// from from to to.
+func (l *Lab) udpTracked(to netip.AddrPort) traffic.Tracked {
+	return func(from netip.AddrPort) (bool, error) {
+		ns, err := netns.GetFromPath(l.NetNSPath("proxy"))
+		if err != nil {
+			return false, fmt.Errorf("proxy namespace: %w", err)
+		}
+		defer ns.Close()
+		c, err := conntrack.Dial(&netlink.Config{NetNS: int(ns)})
+		if err != nil {
+			return false, err
+		}
+		defer c.Close()
+		_, err = c.Get(conntrack.NewFlow(unix.IPPROTO_UDP, 0, from.Addr(), to.Addr(), from.Port(), to.Port(), 0, 0))
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return err == nil, err
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/causeway-net/causeway/pkg/lab/traffic"
 )
 
 // serviceFlowsPerTarget is how many flows the balance check opens per
@@ -52,7 +54,10 @@ func (l *Lab) checkServices(ctx context.Context, r *Report, targets []string) {
 }
 
 // serviceFlows opens up to n flows one after the other from the target's
-// namespace to addr. It stops at the first failure, which fails the check
+// namespace to addr, each a new flow for the proxy's conntrack (a UDP flow
+// from the port of an earlier one would follow that flow's decision, not
+// the round robin; a TCP connection from a closed one's port starts a new
+// entry anyway). It stops at the first failure, which fails the check
 // anyway: a service that is not served would otherwise cost every flow its
 // probe timeout (minutes for the lab's checks), and at the end of ctx.
 func (l *Lab) serviceFlows(ctx context.Context, target, network string, addr netip.AddrPort, n int) flowResult {
@@ -61,7 +66,13 @@ func (l *Lab) serviceFlows(ctx context.Context, target, network string, addr net
 		if ctx.Err() != nil {
 			break
 		}
-		name, err := probe(l.NetNSPath(target), network, netip.Addr{}, addr)
+		var name string
+		var err error
+		if network == "udp" {
+			name, err = traffic.AskUDPNew(ctx, l.NetNSPath(target), addr, probeTimeout, l.udpTracked(addr))
+		} else {
+			name, err = probe(l.NetNSPath(target), network, netip.Addr{}, addr)
+		}
 		if err != nil {
 			res.failed++
 			res.firstErr = err
