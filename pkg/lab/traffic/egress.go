@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,14 +37,21 @@ type Arrival struct {
 // namespace and records the source and the ingress interface of each, so
 // that a test can tell over which link (which LB) egress flows arrived.
 type EgressListener struct {
-	conns []*net.UDPConn
-	links *netlink.Handle
-	wg    sync.WaitGroup
+	port    int
+	conns   []*net.UDPConn // IPv4, IPv6
+	markers []*net.UDPConn // on loopback, one per conn: see Sync
+	links   *netlink.Handle
+	wg      sync.WaitGroup
 
 	mu       sync.Mutex
 	arrivals []Arrival
 	names    map[int]string
+	synced   []int // per conn, the last sync marker read
 }
+
+// syncTag prefixes the listener's own markers (Sync), which are not
+// arrivals.
+const syncTag = "egress-listener-sync#"
 
 // pktinfo asks for the ingress interface of every datagram.
 func pktinfo(network, _ string, c syscall.RawConn) error {
@@ -64,7 +72,7 @@ func pktinfo(network, _ string, c syscall.RawConn) error {
 // ListenEgress listens on UDP port, any address, IPv4 and IPv6, in the
 // namespace at nsPath until Close.
 func ListenEgress(nsPath string, port int) (_ *EgressListener, err error) {
-	l := &EgressListener{names: map[int]string{}}
+	l := &EgressListener{port: port, names: map[int]string{}, synced: []int{0, 0}}
 	defer func() {
 		if err != nil {
 			l.Close()
@@ -85,20 +93,29 @@ func ListenEgress(nsPath string, port int) (_ *EgressListener, err error) {
 				return fmt.Errorf("egress listener: %s port %d: %w", network, port, err)
 			}
 			l.conns = append(l.conns, pc.(*net.UDPConn))
+			loop := "127.0.0.1:0"
+			if network == "udp6" {
+				loop = "[::1]:0"
+			}
+			mc, err := net.ListenPacket(network, loop)
+			if err != nil {
+				return fmt.Errorf("egress listener: %s sync marker on loopback: %w", network, err)
+			}
+			l.markers = append(l.markers, mc.(*net.UDPConn))
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range l.conns {
+	for i, c := range l.conns {
 		l.wg.Add(1)
-		go l.serve(c)
+		go l.serve(i, c)
 	}
 	return l, nil
 }
 
-func (l *EgressListener) serve(c *net.UDPConn) {
+func (l *EgressListener) serve(i int, c *net.UDPConn) {
 	defer l.wg.Done()
 	buf := make([]byte, 1500)
 	oob := make([]byte, 256)
@@ -110,7 +127,14 @@ func (l *EgressListener) serve(c *net.UDPConn) {
 			}
 			return
 		}
-		a := Arrival{Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Tag: strings.TrimSpace(string(buf[:n])), At: time.Now()}
+		tag := strings.TrimSpace(string(buf[:n]))
+		if seq, ok := strings.CutPrefix(tag, syncTag); ok {
+			l.mu.Lock()
+			l.synced[i], _ = strconv.Atoi(seq)
+			l.mu.Unlock()
+			continue
+		}
+		a := Arrival{Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Tag: tag, At: time.Now()}
 		if idx := ifindex(oob[:oobn]); idx > 0 {
 			a.Iface = l.ifname(idx)
 		}
@@ -178,8 +202,45 @@ func (l *EgressListener) ByIface(tag string) map[string]int {
 	return m
 }
 
+// Sync returns once every datagram that reached the listener's sockets
+// before the call is among its arrivals, however late its readers run (a
+// busy machine): it sends a marker to each socket over loopback and waits
+// until the reader has read it, the queue being in order. It returns the
+// time the markers were sent.
+func (l *EgressListener) Sync(timeout time.Duration) (time.Time, error) {
+	l.mu.Lock()
+	seq := slices.Max(l.synced) + 1
+	l.mu.Unlock()
+	at := time.Now()
+	for i, m := range l.markers {
+		to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(l.port))
+		if i == 1 {
+			to = netip.AddrPortFrom(netip.IPv6Loopback(), uint16(l.port))
+		}
+		if _, err := m.WriteToUDPAddrPort([]byte(syncTag+strconv.Itoa(seq)), to); err != nil {
+			return at, fmt.Errorf("egress listener sync: %w", err)
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		l.mu.Lock()
+		done := slices.Min(l.synced) >= seq
+		l.mu.Unlock()
+		if done {
+			return at, nil
+		}
+		if time.Now().After(deadline) {
+			return at, fmt.Errorf("egress listener sync: the readers did not read their marker within %v", timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // Close stops the listener and waits for its readers.
 func (l *EgressListener) Close() {
+	for _, c := range l.markers {
+		_ = c.Close()
+	}
 	for _, c := range l.conns {
 		_ = c.Close()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -44,12 +45,14 @@ func (p *EgressProber) loop(ctx context.Context, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for seq := 0; ; seq++ {
-		start := time.Now()
-		if sendEgress(ctx, p.f, p.tag(seq)) != nil {
-			start = time.Time{}
+		// Sent: when the datagram has left (switching to the sender's
+		// namespace and making its socket can take long on a busy machine).
+		var sent time.Time
+		if sendEgress(ctx, p.f, p.tag(seq)) == nil {
+			sent = time.Now()
 		}
 		p.mu.Lock()
-		p.sent = append(p.sent, start)
+		p.sent = append(p.sent, sent)
 		p.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -61,15 +64,26 @@ func (p *EgressProber) loop(ctx context.Context, interval time.Duration) {
 
 func (p *EgressProber) tag(seq int) string { return p.f.Tag + "#" + strconv.Itoa(seq) }
 
-// Series judges the datagrams sent before settle ago (those after may
-// still be on their way): OK with the interface they arrived on as Target,
-// or ErrNotArrived. A datagram that could not be sent is left out.
+// egressSyncTimeout bounds the wait of Series for the listener's readers.
+const egressSyncTimeout = 5 * time.Second
+
+// Series judges the datagrams sent settle or more before now (those after
+// may still be on their way): OK with the interface they arrived on as
+// Target, or ErrNotArrived. The listener's readers are caught up first
+// (EgressListener.Sync), so that a reader held up on a busy machine does
+// not make datagrams that arrived look lost; should that fail, the
+// judgement is as of the readers' last read. A datagram that could not be
+// sent is left out.
 func (p *EgressProber) Series(l *EgressListener, settle time.Duration) Series {
+	now, err := l.Sync(egressSyncTimeout)
+	if err != nil {
+		slog.Warn("egress probes judged without the listener caught up", "error", err)
+	}
 	arrived := map[string]string{}
 	for _, a := range l.Arrivals() {
 		arrived[a.Tag] = a.Iface
 	}
-	until := time.Now().Add(-settle)
+	until := now.Add(-settle)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var s Series
