@@ -1,9 +1,10 @@
 // Command causeway-upgrade moves each node's proxy to its DaemonSet's new
 // template, one node at a time: in place when only container images (and
 // labels) changed, the pod and its network namespace kept, otherwise by
-// replacing the pod. The chart runs it as a post-upgrade hook Job from the
-// proxy's image. Configuration comes from UPGRADE_* environment variables;
-// the work is done by pkg/upgrade.
+// replacing the pod. The chart runs it from the proxy's image as a Job of
+// each release revision, and again, with UPGRADE_REPORT, as the hook that
+// reports on that Job. Configuration comes from UPGRADE_* environment
+// variables; the work is done by pkg/upgrade.
 package main
 
 import (

@@ -81,7 +81,7 @@ func Build() (Reference, error) {
 		{"proxy", proxyd.EnvPrefix, &proxyd.Config{}, true},
 		{"ipam", ipamd.EnvPrefix, &ipamd.Config{}, true},
 		{"nsp", nspd.EnvPrefix, &nspd.Config{}, true},
-		// In the proxy's image, run by the chart's upgrade hook.
+		// In the proxy's image, run by the chart's upgrade Job and its report hook.
 		{"causeway-upgrade", upgrade.EnvPrefix, &upgrade.Config{}, false},
 	} {
 		vars, err := structVars(b.prefix, b.spec)

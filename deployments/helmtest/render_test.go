@@ -17,6 +17,7 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -37,6 +38,7 @@ type manifests struct {
 	daemonSets   []*appsv1.DaemonSet
 	statefulSets []*appsv1.StatefulSet
 	deployments  []*appsv1.Deployment
+	jobs         []*batchv1.Job
 	services     map[string]*corev1.Service
 	configMaps   map[string]*corev1.ConfigMap
 	accounts     map[string]*corev1.ServiceAccount
@@ -175,6 +177,8 @@ func decode(all string) (*manifests, error) {
 			obj = collect(&m.statefulSets)
 		case "apps/v1/Deployment":
 			obj = collect(&m.deployments)
+		case "batch/v1/Job":
+			obj = collect(&m.jobs)
 		case "v1/Service":
 			obj = &corev1.Service{}
 		case "v1/ConfigMap":
@@ -297,4 +301,21 @@ func absChart(t *testing.T) string {
 	p, err := filepath.Abs(chartDir)
 	require.NoError(t, err)
 	return p
+}
+
+// otherRoles are the Roles and RoleBindings of m but the upgrade Job's,
+// which every release with the upgrade has (TestUpgradeJob checks them).
+func otherRoles(m *manifests) (map[string]*rbacv1.Role, map[string]*rbacv1.RoleBinding) {
+	roles, bindings := map[string]*rbacv1.Role{}, map[string]*rbacv1.RoleBinding{}
+	for k, r := range m.roles {
+		if r.Labels["app.kubernetes.io/component"] != "upgrade" {
+			roles[k] = r
+		}
+	}
+	for k, b := range m.roleBindings {
+		if b.Labels["app.kubernetes.io/component"] != "upgrade" {
+			bindings[k] = b
+		}
+	}
+	return roles, bindings
 }

@@ -65,20 +65,25 @@ func (h *hooks) add(t *testing.T, kind string) any {
 }
 
 // TestProxyUpdateStrategy: by default Kubernetes does not replace the
-// proxies on a new template (OnDelete) and the upgrade hook moves them;
-// RollingUpdate gives them back to Kubernetes, without the hook.
+// proxies on a new template (OnDelete) and the chart's upgrade Job moves
+// them, its report a hook; RollingUpdate gives them back to Kubernetes,
+// without either.
 func TestProxyUpdateStrategy(t *testing.T) {
-	for _, ds := range render(t, twoConduits().values).daemonSets {
+	m := render(t, twoConduits().values)
+	for _, ds := range m.daemonSets {
 		require.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, ds.Spec.UpdateStrategy.Type, ds.Name)
 		require.Nil(t, ds.Spec.UpdateStrategy.RollingUpdate, ds.Name)
 	}
-	require.Len(t, renderHooks(t, twoConduits().values).jobs, 1, "the upgrade hook by default")
-	m := render(t, "proxy: {updateStrategy: RollingUpdate}")
+	require.Len(t, m.jobs, 1, "the upgrade Job by default")
+	require.Len(t, renderHooks(t, twoConduits().values).jobs, 1, "its report by default")
+	for _, values := range []string{"proxy: {updateStrategy: RollingUpdate}", "proxy: {upgrade: {enabled: false}}"} {
+		require.Empty(t, render(t, values).jobs, values)
+		require.Empty(t, renderHooks(t, values).jobs, values)
+	}
+	m = render(t, "proxy: {updateStrategy: RollingUpdate}")
 	require.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, m.daemonSets[0].Spec.UpdateStrategy.Type)
-	require.Empty(t, renderHooks(t, "proxy: {updateStrategy: RollingUpdate}").jobs, "no upgrade hook when Kubernetes replaces the pods")
-	require.Empty(t, renderHooks(t, "proxy: {upgrade: {enabled: false}}").jobs)
 	require.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, render(t, "proxy: {upgrade: {enabled: false}}").daemonSets[0].Spec.UpdateStrategy.Type,
-		"the hook turned off keeps OnDelete (causeway-upgrade run by hand)")
+		"the upgrade turned off keeps OnDelete (causeway-upgrade run by hand)")
 
 	_, err := tryRender("proxy: {updateStrategy: Recreate}")
 	require.ErrorContains(t, err, "updateStrategy")
@@ -86,14 +91,79 @@ func TestProxyUpdateStrategy(t *testing.T) {
 	require.ErrorContains(t, err, "readyTimeout")
 }
 
-// TestUpgradeHook: after every helm upgrade (or rollback) a Job runs causeway-upgrade
-// from the new proxy image, under an account that may do what the upgrade
-// does in the release's namespace and nothing else; its selector picks
-// every proxy DaemonSet of the release and nothing else; helm prints its
-// log (what it did to each pod, and why) whether it succeeds or fails.
-func TestUpgradeHook(t *testing.T) {
+// TestUpgradeJob: every release has a Job (not a hook, named after the
+// revision, so that each upgrade and rollback makes one and Helm's wait
+// sees the DaemonSets it updates) that runs causeway-upgrade from the new
+// proxy image, under an account that may do what the upgrade does in the
+// release's namespace and nothing else; its selector picks every proxy
+// DaemonSet of the release and nothing else; it waits for the release's
+// other movers, itself left out.
+func TestUpgradeJob(t *testing.T) {
 	values := twoConduits().values + "\nproxy: {upgrade: {readyTimeout: 90s}}"
 	m := render(t, values)
+	require.Len(t, m.jobs, 1)
+	job := m.jobs[0]
+	require.Equal(t, "proxy-mover-red-1", job.Name, "named after the trench and the revision")
+	require.NotContains(t, job.Annotations, "helm.sh/hook", "a Job of the release, not a hook")
+	spec := job.Spec.Template.Spec
+	sa, ok := m.accounts[spec.ServiceAccountName]
+	require.True(t, ok, "its account is the release's: %s", spec.ServiceAccountName)
+	require.NotContains(t, sa.Annotations, "helm.sh/hook")
+	requireRoleOf(t, m.roles, m.roleBindings, sa.Name, map[string][]string{
+		"apps/daemonsets":          {"get", "list"},
+		"apps/controllerrevisions": {"list"},
+		"/pods":                    {"delete", "get", "list", "patch", "watch"},
+	})
+
+	// The Job: the proxy's image, the upgrade binary, no retry, the
+	// restricted security context.
+	require.Equal(t, int32(0), *job.Spec.BackoffLimit, "a stop is not retried by itself")
+	require.Equal(t, corev1.RestartPolicyNever, spec.RestartPolicy)
+	c := container(t, spec, "upgrade")
+	proxy := container(t, m.daemonSets[0].Spec.Template.Spec, "proxy")
+	require.Equal(t, proxy.Image, c.Image, "the upgrade runs from the new proxy image")
+	_, bins := loadReference(t)
+	b := bins["causeway-upgrade"]
+	require.Equal(t, []string{b.image}, c.Command)
+	checkEnvKnown(t, c, b)
+	e := env(c, b)
+	require.Equal(t, "<metadata.namespace>", e["UPGRADE_NAMESPACE"])
+	require.Equal(t, "<metadata.name>", e["UPGRADE_POD"])
+	require.Equal(t, "90s", e["UPGRADE_READY_TIMEOUT"])
+	requireRestricted(t, c)
+
+	sel, err := labels.Parse(e["UPGRADE_SELECTOR"])
+	require.NoError(t, err)
+	require.Len(t, m.daemonSets, 2)
+	for _, ds := range m.daemonSets {
+		require.True(t, sel.Matches(labels.Set(ds.Labels)), "the selector %q picks %s", sel, ds.Name)
+	}
+	for _, s := range m.statefulSets {
+		require.False(t, sel.Matches(labels.Set(s.Labels)), "the selector %q leaves %s alone", sel, s.Name)
+	}
+	for _, d := range m.deployments {
+		require.False(t, sel.Matches(labels.Set(d.Labels)), "the selector %q leaves %s alone", sel, d.Name)
+	}
+	require.True(t, strings.Contains(sel.String(), "app.kubernetes.io/instance=causeway"), fmt.Sprint(sel))
+
+	runs, err := labels.Parse(e["UPGRADE_RUNS"])
+	require.NoError(t, err)
+	require.True(t, runs.Matches(labels.Set(job.Spec.Template.Labels)), "the runs %q are the movers' pods", runs)
+	for _, ds := range m.daemonSets {
+		require.False(t, runs.Matches(labels.Set(ds.Spec.Template.Labels)), "the runs %q are not %s's pods", runs, ds.Name)
+	}
+	for _, r := range renderHooks(t, values).jobs {
+		require.False(t, runs.Matches(labels.Set(r.Spec.Template.Labels)), "the runs %q are not the report's pods", runs)
+	}
+}
+
+// TestUpgradeReport: after every helm upgrade (or rollback) a hook Job
+// follows the release's upgrade Job: helm prints its log (the upgrade's:
+// what it did to each pod, and why) and fails when the upgrade failed.
+// Its account may read that Job, list pods and read their logs.
+func TestUpgradeReport(t *testing.T) {
+	values := twoConduits().values
+	mover := render(t, values).jobs[0]
 	h := renderHooks(t, values)
 	require.Len(t, h.jobs, 1)
 	require.Len(t, h.accounts, 1)
@@ -110,11 +180,41 @@ func TestUpgradeHook(t *testing.T) {
 	require.Equal(t, []release.HookOutputLogPolicy{release.HookOutputOnSucceeded, release.HookOutputOnFailed}, h.logs["Job/"+job.Name],
 		"helm prints what the upgrade did")
 
-	// The account: the Job's, bound to the Role, least privilege.
 	spec := job.Spec.Template.Spec
 	require.Equal(t, sa.Name, spec.ServiceAccountName)
-	require.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name}, rb.RoleRef)
-	require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: namespace}}, rb.Subjects)
+	requireRoleOf(t, map[string]*rbacv1.Role{role.Name: role}, map[string]*rbacv1.RoleBinding{rb.Name: rb}, sa.Name, map[string][]string{
+		"batch/jobs": {"get"},
+		"/pods":      {"list"},
+		"/pods/log":  {"get"},
+	})
+	require.Equal(t, []string{mover.Name}, role.Rules[0].ResourceNames, "the release's upgrade Job only")
+
+	c := container(t, spec, "report")
+	_, bins := loadReference(t)
+	b := bins["causeway-upgrade"]
+	require.Equal(t, []string{b.image}, c.Command)
+	checkEnvKnown(t, c, b)
+	e := env(c, b)
+	require.Equal(t, mover.Name, e["UPGRADE_REPORT"])
+	require.Equal(t, int32(0), *job.Spec.BackoffLimit)
+	requireRestricted(t, c)
+}
+
+// requireRoleOf checks that the account is bound (by one RoleBinding of
+// bindings) to one Role of roles that allows exactly want (by
+// group/resource, sorted verbs).
+func requireRoleOf(t *testing.T, roles map[string]*rbacv1.Role, bindings map[string]*rbacv1.RoleBinding, account string, want map[string][]string) {
+	t.Helper()
+	var role *rbacv1.Role
+	for _, rb := range bindings {
+		if slices.Equal(rb.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: namespace}}) {
+			require.Nil(t, role, "one binding of %s", account)
+			require.Equal(t, "Role", rb.RoleRef.Kind)
+			role = roles[rb.RoleRef.Name]
+			require.NotNil(t, role, "the role %s of %s", rb.RoleRef.Name, account)
+		}
+	}
+	require.NotNil(t, role, "a role bound to %s", account)
 	allowed := map[string][]string{}
 	for _, r := range role.Rules {
 		for _, g := range r.APIGroups {
@@ -126,46 +226,18 @@ func TestUpgradeHook(t *testing.T) {
 	for k := range allowed {
 		slices.Sort(allowed[k])
 	}
-	require.Equal(t, map[string][]string{
-		"apps/daemonsets":          {"get", "list"},
-		"apps/controllerrevisions": {"list"},
-		"/pods":                    {"delete", "get", "list", "patch", "watch"},
-	}, allowed)
+	require.Equal(t, want, allowed, "what %s may do", account)
+}
 
-	// The Job: the proxy's image, the upgrade binary, no retry, the
-	// restricted security context.
-	require.Equal(t, int32(0), *job.Spec.BackoffLimit, "a stop is not retried by itself")
-	require.Equal(t, corev1.RestartPolicyNever, spec.RestartPolicy)
-	c := container(t, spec, "upgrade")
-	proxy := container(t, m.daemonSets[0].Spec.Template.Spec, "proxy")
-	require.Equal(t, proxy.Image, c.Image, "the upgrade runs from the new proxy image")
-	_, bins := loadReference(t)
-	b := bins["causeway-upgrade"]
-	require.Equal(t, []string{b.image}, c.Command)
-	checkEnvKnown(t, c, b)
-	e := env(c, b)
-	require.Equal(t, "<metadata.namespace>", e["UPGRADE_NAMESPACE"])
-	require.Equal(t, "90s", e["UPGRADE_READY_TIMEOUT"])
+// requireRestricted checks the restricted security context of a container.
+func requireRestricted(t *testing.T, c corev1.Container) {
+	t.Helper()
 	sc := c.SecurityContext
 	require.NotNil(t, sc)
 	require.False(t, *sc.AllowPrivilegeEscalation)
 	require.True(t, *sc.RunAsNonRoot)
 	require.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
 	require.Empty(t, sc.Capabilities.Add)
-
-	sel, err := labels.Parse(e["UPGRADE_SELECTOR"])
-	require.NoError(t, err)
-	require.Len(t, m.daemonSets, 2)
-	for _, ds := range m.daemonSets {
-		require.True(t, sel.Matches(labels.Set(ds.Labels)), "the selector %q picks %s", sel, ds.Name)
-	}
-	for _, s := range m.statefulSets {
-		require.False(t, sel.Matches(labels.Set(s.Labels)), "the selector %q leaves %s alone", sel, s.Name)
-	}
-	for _, d := range m.deployments {
-		require.False(t, sel.Matches(labels.Set(d.Labels)), "the selector %q leaves %s alone", sel, d.Name)
-	}
-	require.True(t, strings.Contains(sel.String(), "app.kubernetes.io/instance=causeway"), fmt.Sprint(sel))
 }
 
 // twoConduits is the values of the install of two conduits (found by

@@ -24,6 +24,9 @@ type Config struct {
 	Selector     string        `default:"causeway.io/conduit" desc:"label selector of the proxy DaemonSets to upgrade (those of other update strategies than OnDelete are left alone)"`
 	ReadyTimeout time.Duration `default:"5m" split_words:"true" desc:"how long a node's proxy may take to be ready again before the upgrade stops"`
 	PollInterval time.Duration `default:"2s" split_words:"true" desc:"how often a pod's readiness is read while waiting for it"`
+	Runs         string        `desc:"label selector of the pods that run upgrades of these DaemonSets: a run waits until no other one is pending or running (empty: it does not wait)"`
+	Pod          string        `desc:"this run's own pod, left out of UPGRADE_RUNS (the downward API's metadata.name)"`
+	Report       string        `desc:"name of an upgrade Job to report on instead of upgrading: its pod's log is copied to the standard output as it comes, and the run fails when the Job failed"`
 	Kubeconfig   string        `desc:"kubeconfig file; empty: the pod's service account"`
 	LogLevel     string        `default:"INFO" split_words:"true" desc:"log level"`
 }
@@ -52,6 +55,12 @@ func (c *Config) Validate() error {
 	}
 	if _, err := labels.Parse(c.Selector); err != nil {
 		errs = append(errs, fmt.Errorf("UPGRADE_SELECTOR: %w", err))
+	}
+	if _, err := labels.Parse(c.Runs); err != nil {
+		errs = append(errs, fmt.Errorf("UPGRADE_RUNS: %w", err))
+	}
+	if c.Runs != "" && c.Pod == "" {
+		errs = append(errs, errors.New("UPGRADE_POD: empty, but UPGRADE_RUNS is set: a run would wait for itself"))
 	}
 	if c.ReadyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("UPGRADE_READY_TIMEOUT: %v is not positive", c.ReadyTimeout))

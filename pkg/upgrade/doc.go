@@ -22,6 +22,10 @@
 //     stop, or a pause, goes on where the last run ended.
 //   - Pausable: a DaemonSet annotated PauseAnnotation="true" is left alone
 //     from its next pod on; the run ends with ErrPaused.
+//   - Alone: a run waits until no other run (Config.Runs, its own pod left
+//     out) is pending or running before it changes anything.
+//
+// Reporter follows a run that a Job does, for the chart's report hook.
 //
 // The pod's template is read from the DaemonSet's ControllerRevision named
 // by the pod's controller-revision-hash label; an in-place change sets that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -12,7 +13,8 @@ import (
 
 // Run upgrades the DaemonSets cfg selects through the API server (the
 // kubeconfig's, or the pod's service account's) and logs what it did to
-// each pod; it fails when the upgrade stopped.
+// each pod; it fails when the upgrade stopped. With cfg.Report it reports
+// on the upgrade Job of that name instead (Reporter).
 func Run(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	var rc *rest.Config
 	var err error
@@ -27,6 +29,9 @@ func Run(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	if cfg.Report != "" {
+		return NewReporter(cs, *cfg, log).Run(ctx, os.Stdout)
 	}
 	steps, err := New(cs, *cfg, log).Run(ctx)
 	count := map[Action]int{}

@@ -38,10 +38,13 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger) *Upgrader {
 }
 
 // Run upgrades every DaemonSet of the namespace that the selector selects,
-// in name order, pod by pod, and returns the steps done. On error (a pod
+// in name order, pod by pod, once no other run is under way (Runs), and returns the steps done. On error (a pod
 // not ready in time, a pause, an API failure) it stops and returns the
 // steps done until then.
 func (u *Upgrader) Run(ctx context.Context) ([]Step, error) {
+	if err := u.waitAlone(ctx); err != nil {
+		return nil, err
+	}
 	list, err := u.cs.AppsV1().DaemonSets(u.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: u.cfg.Selector})
 	if err != nil {
 		return nil, fmt.Errorf("list the daemonsets %q of %s: %w", u.cfg.Selector, u.cfg.Namespace, err)

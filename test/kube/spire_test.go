@@ -118,10 +118,9 @@ func proxyNodeID(p *corev1.Pod) string {
 // per-node SVID spiffe://k8s.nsm/ns/<namespace>/sa/<its service
 // account>/node/<node>, which the IPAM and the nsp authorize in either
 // scheme (a target replaced is served: the proxy allocated its
-// addresses), and traffic flows again. helm waits as the chart's docs
-// advise with Helm 4 (--wait=legacy: Helm 4's --wait would wait for the
-// proxy DaemonSet, OnDelete, to be updated before the hook that updates
-// it runs).
+// addresses), and traffic flows again. helm waits with Helm 4's --wait
+// (kstatus: until the proxy DaemonSet, OnDelete, has every pod updated,
+// which the release's upgrade Job does meanwhile).
 func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
 	tr.c.waitProxyReady(ctx, t)
 	file := filepath.Join(t.TempDir(), "sa.yaml")
@@ -130,7 +129,7 @@ func (tr *trench) useServiceAccountIDs(ctx context.Context, t *testing.T) {
 	}
 	start := time.Now()
 	out := helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace,
-		"--reuse-values", "--values", file, "--wait=legacy", "--timeout", "5m")
+		"--reuse-values", "--values", file, "--wait", "--timeout", "5m")
 	hookSaid(t, out, hookReplaced, "spec.containers[proxy].env")
 	var proxy *corev1.Pod
 	eventually(ctx, t, "the proxy Ready without NSM's label", func(ctx context.Context) error {

@@ -104,9 +104,9 @@ func (tr *trench) upgradeUninstall(ctx context.Context, t *testing.T) {
 		"--set-string", "images.proxy.tag="+next+",images.ipam.tag="+next+",images.nsp.tag="+next)
 	hookSaid(t, out, hookInPlace, "only container images")
 	eventually(ctx, t, "every pod of the chart on the new tag and Ready", func(ctx context.Context) error {
-		// The upgrade hook's pod, done, goes with its Job.
+		// The upgrade Job's pod and its report's, done, are not the chart's workloads.
 		list, err := tr.c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{
-			LabelSelector: "app.kubernetes.io/instance=" + chartRelease + ",app.kubernetes.io/component!=upgrade"})
+			LabelSelector: "app.kubernetes.io/instance=" + chartRelease + ",app.kubernetes.io/component notin (upgrade,upgrade-report)"})
 		if err != nil {
 			return err
 		}

@@ -59,8 +59,10 @@ func TestUpgradeInPlace(t *testing.T) {
 	})
 	t.Run("HelmRollback", func(t *testing.T) {
 		tr.changeProxy(ctx, t, "helm rollback to the first image tag, in place", true, tag, allProxies, func([]*corev1.Pod) {
-			// Revision 1: the install, on the first tag.
-			out := helm(t, "rollback", chartRelease, "1", "--namespace", chartNamespace)
+			// Revision 1: the install, on the first tag. With Helm 4's
+			// --wait (kstatus), which waits for the DaemonSets' pods to be
+			// updated: the release's upgrade Job updates them meanwhile.
+			out := helm(t, "rollback", chartRelease, "1", "--namespace", chartNamespace, "--wait", "--timeout", "5m")
 			hookSaid(t, out, hookInPlace, "only container images")
 		})
 	})
