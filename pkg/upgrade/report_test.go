@@ -79,7 +79,8 @@ func TestReportWaitsForTheRun(t *testing.T) {
 }
 
 // TestWaitsForAnotherRun: a run starts only once no other run's pod is
-// pending or running, and gives up, changing nothing, when one runs on.
+// pending or running (or there), and gives up, changing nothing, when one
+// runs on.
 func TestWaitsForAnotherRun(t *testing.T) {
 	c := newCluster(t, template("v2"), nil)
 	runs := map[string]string{"app.kubernetes.io/component": "proxy-mover"}
@@ -99,9 +100,9 @@ func TestWaitsForAnotherRun(t *testing.T) {
 	require.Empty(t, steps)
 	require.Empty(t, c.actions, "no pod changed")
 
-	other.Status.Phase = corev1.PodSucceeded
-	_, err = c.cs.CoreV1().Pods(ns).UpdateStatus(context.Background(), other, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	// The other run's Job deleted, its pod goes. (Not its status: the fake
+	// kubelet rewrites every pod's.)
+	require.NoError(t, c.cs.CoreV1().Pods(ns).Delete(context.Background(), other.Name, metav1.DeleteOptions{}))
 	u.cfg.ReadyTimeout = 10 * time.Second
 	c.waitAllReady(t)
 	steps, err = u.Run(context.Background())
