@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -54,12 +55,12 @@ func (r *Reporter) started(ctx context.Context) (string, error) {
 	var name string
 	err := wait.PollUntilContextCancel(ctx, r.cfg.PollInterval, true, func(ctx context.Context) (bool, error) {
 		job, err := r.job(ctx)
-		if err != nil {
+		if job == nil {
 			return false, err
 		}
 		list, err := r.cs.CoreV1().Pods(r.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: jobNameLabel + "=" + job.Name})
 		if err != nil {
-			return false, fmt.Errorf("list the pods of job %s: %w", job.Name, err)
+			return false, r.transient(err, "list the pods of job %s", job.Name)
 		}
 		for _, p := range list.Items {
 			if metav1.IsControlledBy(&p, job) && p.Status.Phase != corev1.PodPending {
@@ -89,7 +90,7 @@ func (r *Reporter) ended(ctx context.Context) error {
 	var verdict error
 	err := wait.PollUntilContextCancel(ctx, r.cfg.PollInterval, true, func(ctx context.Context) (bool, error) {
 		job, err := r.job(ctx)
-		if err != nil {
+		if job == nil {
 			return false, err
 		}
 		var ended bool
@@ -102,12 +103,26 @@ func (r *Reporter) ended(ctx context.Context) error {
 	return verdict
 }
 
+// job reads the Job. Nil without an error: the read failed for a reason
+// that may pass, and the caller polls again (transient).
 func (r *Reporter) job(ctx context.Context) (*batchv1.Job, error) {
 	job, err := r.cs.BatchV1().Jobs(r.cfg.Namespace).Get(ctx, r.cfg.Report, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("get the upgrade job %s: %w", r.cfg.Report, err)
+		return nil, r.transient(err, "get the upgrade job %s", r.cfg.Report)
 	}
 	return job, nil
+}
+
+// transient returns the error of a failed read when waiting cannot mend
+// it (the object gone, the account not allowed); any other failure (the
+// API server away a moment) is logged and nil is returned, so that the
+// report goes on polling.
+func (r *Reporter) transient(err error, format string, args ...any) error {
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		return fmt.Errorf(format+": %w", append(args, err)...)
+	}
+	r.log.Warn("a read failed; trying again", "what", fmt.Sprintf(format, args...), "error", err)
+	return nil
 }
 
 // jobEnd reports whether the Job has ended and, if it failed, why.

@@ -11,8 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // upgradeJob is an upgrade Job with one pod in phase, ended by cond
@@ -52,6 +55,21 @@ func TestReportCopiesTheLogAndTheVerdict(t *testing.T) {
 
 	_, err = reporter(fake.NewClientset()).started(context.Background())
 	require.ErrorContains(t, err, "get the upgrade job proxy-mover-a-3")
+	require.True(t, apierrors.IsNotFound(err), "%v", err)
+
+	// A read that fails for a while (the API server away) is tried again.
+	job, pod = upgradeJob(corev1.PodSucceeded, batchv1.JobComplete)
+	cs := fake.NewClientset(job, pod)
+	fails := 3
+	cs.PrependReactor("get", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fails == 0 {
+			return false, nil, nil
+		}
+		fails--
+		return true, nil, apierrors.NewServiceUnavailable("etcd away")
+	})
+	require.NoError(t, reporter(cs).Run(context.Background(), io.Discard))
+	require.Zero(t, fails)
 }
 
 // TestReportWaitsForTheRun: a pod still pending is not read, and the
