@@ -113,13 +113,16 @@ func selfCPU(tb testing.TB) time.Duration {
 func bringUpTargets(tb testing.TB, n int, proxyEnv []string) *memRun {
 	tb.Helper()
 	// Two addresses per connection (the target's and the proxy's end), and
-	// room to spare.
+	// room to spare: in the node subnet, and within the IPAM's bound on a
+	// node subnet's addresses (1,024 by default: 500 targets at most).
+	addrs := 2*(n+memLBs) + 16
 	prefixLen := 32
-	for (1<<(32-prefixLen))-2 < 2*(n+memLBs)+16 {
+	for (1<<(32-prefixLen))-2 < addrs {
 		prefixLen--
 	}
 	bd := startBed(tb, bedConfig{ipFamily: "ipv4", lbs: memLBs, logLevel: "INFO", proxyEnv: proxyEnv,
-		ipamEnv: []string{"IPAM_NODE_PREFIX_LENGTH_IPV4=" + strconv.Itoa(prefixLen)}})
+		ipamEnv: []string{"IPAM_NODE_PREFIX_LENGTH_IPV4=" + strconv.Itoa(prefixLen),
+			"IPAM_MAX_CHILDREN_PER_NODE=" + strconv.Itoa(max(addrs, 1024))}})
 	require.Eventually(tb, func() bool {
 		ports, _ := bridgePorts(tb, bd.proxyNS, bridge)
 		return len(ports) == memLBs
