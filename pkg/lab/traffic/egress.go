@@ -212,11 +212,10 @@ func (l *EgressListener) Sync(timeout time.Duration) (time.Time, error) {
 	seq := slices.Max(l.synced) + 1
 	l.mu.Unlock()
 	at := time.Now()
-	for i, m := range l.markers {
-		to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(l.port))
-		if i == 1 {
-			to = netip.AddrPortFrom(netip.IPv6Loopback(), uint16(l.port))
-		}
+	for _, m := range l.markers {
+		// The marker is bound to its family's loopback address: to the
+		// listener's port there.
+		to := netip.AddrPortFrom(m.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), uint16(l.port))
 		if _, err := m.WriteToUDPAddrPort([]byte(syncTag+strconv.Itoa(seq)), to); err != nil {
 			return at, fmt.Errorf("egress listener sync: %w", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,6 +280,29 @@ func latest(ps []*traffic.Prober, event string) time.Time {
 		}
 	}
 	return at
+}
+
+// TestAskUDPNewSkipsTrackedPorts: a flow is sent from a source port that
+// the conntrack check does not report, each port tried once; when every
+// port tried is reported, nothing is sent and the error says so.
+func TestAskUDPNewSkipsTrackedPorts(t *testing.T) {
+	cli, _, _ := twoTargets(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	addr := netip.AddrPortFrom(vip, 5000)
+	var asked []uint16
+	tracked := func(from netip.AddrPort) (bool, error) {
+		asked = append(asked, from.Port())
+		return len(asked) <= 2, nil
+	}
+	name, err := traffic.AskUDPNew(ctx, cli.Path(), addr, 5*time.Second, tracked)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(name, "s"), "a target answered: %q", name)
+	require.Len(t, asked, 3, "two tracked ports skipped")
+	require.Len(t, slices.Compact(slices.Sorted(slices.Values(asked))), 3, "each port tried once: %v", asked)
+
+	_, err = traffic.AskUDPNew(ctx, cli.Path(), addr, 5*time.Second, func(netip.AddrPort) (bool, error) { return true, nil })
+	require.ErrorContains(t, err, "still holds a flow from each of the 8 source ports tried")
 }
 
 func TestThroughput(t *testing.T) {
