@@ -447,4 +447,8 @@ func TestConfigNamesBadVariables(t *testing.T) {
 	for _, v := range []string{"UPGRADE_NAMESPACE", "UPGRADE_SELECTOR", "UPGRADE_READY_TIMEOUT", "UPGRADE_LOG_LEVEL"} {
 		require.Contains(t, err.Error(), v)
 	}
+	err = (&Config{Namespace: ns, Runs: "app=mover", ReadyTimeout: time.Second, PollInterval: time.Second, LogLevel: "INFO"}).Validate()
+	require.ErrorContains(t, err, "UPGRADE_POD: empty, but UPGRADE_RUNS is set")
+	err = (&Config{Namespace: ns, Runs: "a in (", Pod: "p", ReadyTimeout: time.Second, PollInterval: time.Second, LogLevel: "INFO"}).Validate()
+	require.ErrorContains(t, err, "UPGRADE_RUNS")
 }
