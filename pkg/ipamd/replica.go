@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/causeway-net/causeway/internal/kubeclient"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/leader"
 	"github.com/causeway-net/causeway/pkg/ipam/nodewatch"
@@ -112,13 +112,7 @@ func startElection(ctx context.Context, rc *rest.Config, ns, id string, cfg *Con
 // restConfig reaches the API server: from a kubeconfig file, or the pod's
 // service account.
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := kubeclient.Config(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes API (IPAM_KUBECONFIG %q): %w", kubeconfig, err)
 	}

@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/causeway-net/causeway/internal/kubeclient"
 )
 
 // Run upgrades the DaemonSets cfg selects through the API server (the
@@ -16,13 +16,7 @@ import (
 // each pod; it fails when the upgrade stopped. With cfg.Report it reports
 // on the upgrade Job of that name instead (Reporter).
 func Run(ctx context.Context, cfg *Config, log *slog.Logger) error {
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := kubeclient.Config(cfg.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubernetes API (UPGRADE_KUBECONFIG %q): %w", cfg.Kubeconfig, err)
 	}

@@ -7,9 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
+	"github.com/causeway-net/causeway/internal/kubeclient"
 	"github.com/causeway-net/causeway/internal/tasks"
 	"github.com/causeway-net/causeway/pkg/proxy"
 	"github.com/causeway-net/causeway/pkg/servicelb"
@@ -79,13 +77,7 @@ func (s *LB) startKube(t *tasks.Group, cfg Kube) (*kubeServices, error) {
 // newKubeClient returns the client of the API server: from kubeconfig, or
 // the pod's service account.
 func newKubeClient(kubeconfig string) (kubesource.Client, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := kubeclient.Config(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes services source: API server configuration: %w", err)
 	}
