@@ -113,6 +113,7 @@ func lbCmd(args []string) int {
 	fs.StringVar(&cfg.Service, "service", "", "conduit network service <conduit>.<trench>.<ns>")
 	fs.StringVar(&cfg.SocketPath, "socket", "", "unix socket of the NSE")
 	fs.StringVar(&cfg.TargetsDir, "targets-dir", "", "publication directory of the targets")
+	fromPods := fs.String("targets-from-pods", "", "label selector of the targets' pods, whose addresses are read from their annotations in POD_NAMESPACE (a stub run as a pod) instead of -targets-dir")
 	fs.Var(&vips, "vip", "VIP address (repeatable)")
 	fs.Var(&routes, "route", "static route dst=via (repeatable)")
 	spiffe := fs.Bool("spiffe", false, spiffeUsage)
@@ -134,6 +135,12 @@ func lbCmd(args []string) int {
 		}
 		cfg.Routes = append(cfg.Routes, lbstub.Route{Dst: p, Via: a})
 	}
+	if *fromPods != "" {
+		if cfg.Targets, err = podsBoard(*fromPods); err != nil {
+			fmt.Fprintln(stderr, "lab lb:", err)
+			return 2
+		}
+	}
 	return runStub("lb", "lb stub", func(ctx context.Context) error {
 		return withSPIFFE(ctx, *spiffe, controlplane.DefaultTokenLifetime, func(c *credentials.Credentials) error {
 			cfg.SPIFFE = c
@@ -154,6 +161,7 @@ func targetCmd(args []string) int {
 	fs.IntVar(&cfg.Port, "port", 0, "TCP and UDP echo port on the VIPs")
 	fs.IntVar(&cfg.ServicePort, "service-port", 0, "TCP and UDP echo port on every address (a service load balancer endpoint); 0: none")
 	fs.StringVar(&cfg.PublishDir, "publish-dir", "", "publication directory")
+	onPod := fs.Bool("publish-on-pod", false, "publish on the annotations of the target's own pod (named -name, in POD_NAMESPACE; a stub run as a pod) instead of -publish-dir")
 	fs.DurationVar(&cfg.TokenLifetime, "token-lifetime", controlplane.DefaultTokenLifetime, "lifetime of the target's NSM tokens (it refreshes at a third of it)")
 	fs.Var(&vips, "vip", "VIP address (repeatable)")
 	fs.Var(&labels, "label", "request label key=value (repeatable)")
@@ -176,6 +184,12 @@ func targetCmd(args []string) int {
 			cfg.Labels = map[string]string{}
 		}
 		cfg.Labels[k] = v
+	}
+	if *onPod {
+		if cfg.Publish, err = podsBoard(""); err != nil {
+			fmt.Fprintln(stderr, "lab target:", err)
+			return 2
+		}
 	}
 	// Run as a pod (or by the lab, which sets what the downward API would),
 	// the target names its pod on its connection.

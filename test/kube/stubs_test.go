@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,12 +30,7 @@ const (
 	lbDeployment   = "lb"
 	targetsName    = "targets"
 	targetLink     = "nsm-0"
-	// targetsDir is how the LB stubs learn the targets, as in the lab: each
-	// target publishes its addresses there as a file named after its pod.
-	// A directory of the node shared by hostPath: a test fixture that works
-	// on a single node (docs/kubernetes.md).
-	targetsDir = "/var/lib/causeway-cluster/lab-targets"
-	nsmDir     = "/var/lib/networkservicemesh"
+	nsmDir         = "/var/lib/networkservicemesh"
 )
 
 // chartVIPs are the example values' VIPs.
@@ -68,9 +64,17 @@ func stubArgsFor(command string, vips []netip.Addr, extra ...string) []string {
 	return append(args, extra...)
 }
 
+// lbArgs are the arguments of an LB stub of the conduit service whose
+// targets are the pods of the Deployment targets: the LBs learn the
+// targets' addresses through the API server, from the annotations that the
+// targets put on their own pods (targetaddrs.Pods), wherever they run.
+func lbArgs(vips []netip.Addr, service, targets string) []string {
+	return stubArgsFor("lb", vips, "-service", service, "-socket", "/run/stub/nse.sock", "-targets-from-pods", "app="+targets)
+}
+
 // stubDeployment is a Deployment of replicas pods of the lab image running
 // args: privileged (they set sysctls and routes in their namespaces), with
-// the node's NSM and SPIRE sockets and the targets' directory.
+// the node's NSM and SPIRE sockets.
 func stubDeployment(name, account, image string, replicas int32, args []string) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	privileged := true
@@ -96,6 +100,7 @@ func stubDeployment(name, account, image string, replicas int32, args []string) 
 							{Name: "SPIFFE_ENDPOINT_SOCKET", Value: "unix://" + spireSockets + "/agent.sock"},
 							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 							{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 							// The target names its pod on its connection with NSM's clientinfo,
 							// which also reads this one (and warns at each request without it).
 							{Name: "CLUSTER_NAME", Value: "causeway-test"},
@@ -110,12 +115,11 @@ func stubDeployment(name, account, image string, replicas int32, args []string) 
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "spire", MountPath: spireSockets, ReadOnly: true},
 							{Name: "nsm", MountPath: nsmDir, ReadOnly: true},
-							{Name: "targets", MountPath: "/targets"},
 							{Name: "run", MountPath: "/run/stub"},
 						},
 					}},
 					Volumes: []corev1.Volume{
-						hostDir("spire", spireSockets), hostDir("nsm", nsmDir), hostDir("targets", targetsDir),
+						hostDir("spire", spireSockets), hostDir("nsm", nsmDir),
 						{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 					},
 				},
@@ -131,20 +135,12 @@ func (c *cluster) startStubs(ctx context.Context, t *testing.T) {
 	t.Helper()
 	tag := os.Getenv("CAUSEWAY_IMAGE_TAG")
 	image := "localhost/causeway/lab:" + tag
-	if err := os.RemoveAll(targetsDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(targetsDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c.serviceAccount(ctx, t, chartNamespace, lbAccount)
-	c.serviceAccount(ctx, t, chartNamespace, targetAccount)
+	c.stubAccounts(ctx, t, chartNamespace)
 	deployments := c.client.AppsV1().Deployments(chartNamespace)
 	for _, d := range []*appsv1.Deployment{
-		stubDeployment(lbDeployment, lbAccount, image, 2, stubArgs("lb", "-service", conduitService,
-			"-socket", "/run/stub/nse.sock", "-targets-dir", "/targets")),
+		stubDeployment(lbDeployment, lbAccount, image, 2, lbArgs(stubVIPs(), conduitService, targetsName)),
 		stubDeployment(targetsName, targetAccount, image, targetReplicas, stubArgs("target", "-service", proxyService,
-			"-port", fmt.Sprint(echoPort), "-service-port", fmt.Sprint(servicePort), "-publish-dir", "/targets")),
+			"-port", fmt.Sprint(echoPort), "-service-port", fmt.Sprint(servicePort), "-publish-on-pod")),
 	} {
 		if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("deployment %s: %v", d.Name, err)
@@ -165,7 +161,31 @@ func (c *cluster) stopStubs(t *testing.T) {
 		}
 	}
 	c.waitPodsGone(t, chartNamespace, "app in ("+targetsName+","+lbDeployment+")")
-	_ = os.RemoveAll(targetsDir)
+}
+
+// stubAccounts makes the stubs' service accounts in ns, each with the least
+// it needs of the API server: a target annotates its own pod, an LB reads
+// the pods (targetaddrs.Pods).
+func (c *cluster) stubAccounts(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	for account, verbs := range map[string][]string{lbAccount: {"list"}, targetAccount: {"patch"}} {
+		c.serviceAccount(ctx, t, ns, account)
+		role := &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: account},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: verbs}},
+		}
+		if _, err := c.client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("role %s/%s: %v", ns, account, err)
+		}
+		binding := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: account},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: account},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: ns}},
+		}
+		if _, err := c.client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("role binding %s/%s: %v", ns, account, err)
+		}
+	}
 }
 
 // stubPods returns the running pods of the stub deployment name once there

@@ -102,7 +102,6 @@ func (o otherTrench) declared() []netip.Addr {
 
 func (o otherTrench) lbName() string         { return lbDeployment + "-" + o.name }
 func (o otherTrench) targetsName() string    { return targetsName + "-" + o.name }
-func (o otherTrench) targetsDir() string     { return targetsDir + "-" + o.name }
 func (o otherTrench) conduitService() string { return chartConduit + "." + o.name + "." + o.namespace }
 func (o otherTrench) claim() string          { return "ipam-data-ipam-" + o.name + "-0" }
 func (o otherTrench) stubSelector() string {
@@ -372,28 +371,14 @@ func (c *cluster) installOther(ctx context.Context, t *testing.T, o otherTrench,
 	t.Cleanup(func() { c.removeOther(t, o) })
 	helm(t, "install", o.name, repoPath("deployments/helm/causeway"), "--namespace", o.namespace, "--create-namespace",
 		"--values", base, "--values", file)
-	dir := o.targetsDir()
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c.serviceAccount(ctx, t, o.namespace, lbAccount)
-	c.serviceAccount(ctx, t, o.namespace, targetAccount)
+	c.stubAccounts(ctx, t, o.namespace)
 	image := "localhost/causeway/lab:" + os.Getenv("CAUSEWAY_IMAGE_TAG")
 	carried := append(slices.Clone(o.vips), movingVIP)
 	for _, d := range []*appsv1.Deployment{
-		stubDeployment(o.lbName(), lbAccount, image, 2, stubArgsFor("lb", carried, "-service", o.conduitService(),
-			"-socket", "/run/stub/nse.sock", "-targets-dir", "/targets")),
+		stubDeployment(o.lbName(), lbAccount, image, 2, lbArgs(carried, o.conduitService(), o.targetsName())),
 		stubDeployment(o.targetsName(), targetAccount, image, otherTargets, stubArgsFor("target", carried,
-			"-service", "proxy."+o.conduitService(), "-port", fmt.Sprint(echoPort), "-publish-dir", "/targets")),
+			"-service", "proxy."+o.conduitService(), "-port", fmt.Sprint(echoPort), "-publish-on-pod")),
 	} {
-		for _, v := range d.Spec.Template.Spec.Volumes {
-			if v.Name == "targets" {
-				v.HostPath.Path = dir // a pointer: the Deployment's own
-			}
-		}
 		if _, err := c.client.AppsV1().Deployments(o.namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("deployment %s/%s: %v", o.namespace, d.Name, err)
 		}
@@ -653,8 +638,8 @@ func (c *cluster) deleteOtherStubs(t *testing.T, o otherTrench) {
 }
 
 // removeOther removes whatever is left of o: its stubs, its release, its
-// claim (the volume recycled), its directory of target addresses, its
-// namespace unless it is the suite's (idempotent).
+// claim (the volume recycled), its namespace unless it is the suite's
+// (idempotent).
 func (c *cluster) removeOther(t *testing.T, o otherTrench) {
 	t.Helper()
 	c.deleteOtherStubs(t, o)
@@ -665,7 +650,6 @@ func (c *cluster) removeOther(t *testing.T, o otherTrench) {
 	c.waitPodsGone(t, o.namespace, o.stubSelector())
 	c.waitClaimGone(t, o.namespace, o.claim())
 	c.recycleVolumes(t)
-	_ = os.RemoveAll(o.targetsDir())
 	if o.namespace == chartNamespace {
 		return
 	}

@@ -36,6 +36,9 @@ type Config struct {
 	VIPs []netip.Addr
 	// TargetsDir is the publication directory of the target stubs.
 	TargetsDir string
+	// Targets, when set, is the board of the target stubs' addresses read
+	// instead of TargetsDir (targetaddrs.Pods in a cluster).
+	Targets targetaddrs.Board `json:"-"`
 	// PollInterval between two reads of TargetsDir (default 200ms).
 	PollInterval time.Duration
 	// Routes are static routes set up at start, e.g. toward the external
@@ -71,6 +74,9 @@ func Start(ctx context.Context, cfg Config) (_ *LB, err error) {
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 200 * time.Millisecond
+	}
+	if cfg.Targets == nil {
+		cfg.Targets = targetaddrs.Dir(cfg.TargetsDir)
 	}
 	if err := topo.ApplySysctls(cfg.NetNSPath, topo.RouterSysctls); err != nil {
 		return nil, fmt.Errorf("lb %s: %w", cfg.Name, err)
@@ -119,7 +125,10 @@ func (l *LB) run(ctx context.Context) {
 	var lastErr string
 	announced := false
 	for {
-		ready, err := l.sync()
+		ready, err := l.sync(ctx)
+		if ctx.Err() != nil {
+			return
+		}
 		if ready && !announced {
 			// The lab routes the VIPs through this LB only from now on, as
 			// a real LB announces them (BGP) once it can reach targets.
@@ -143,8 +152,8 @@ func (l *LB) run(ctx context.Context) {
 // ReadyMessage is logged once the LB has a target route for every VIP.
 const ReadyMessage = "lb stub ready"
 
-func (l *LB) sync() (bool, error) {
-	pubs, err := targetaddrs.Read(l.cfg.TargetsDir)
+func (l *LB) sync(ctx context.Context) (bool, error) {
+	pubs, err := l.cfg.Targets.Read(ctx)
 	if err != nil {
 		return false, err
 	}

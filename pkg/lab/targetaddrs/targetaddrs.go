@@ -1,11 +1,14 @@
-// Package targetaddrs owns the lab's directory of target addresses: each target
-// stub publishes the addresses it got from the proxy as one file named after
-// the target, and the load balancer stubs read the directory to keep their
-// VIP routes in step with the targets that are up.
+// Package targetaddrs owns how the load balancer stubs learn the target
+// stubs' addresses: each target stub publishes the addresses it got from the
+// proxy on a Board, and the load balancer stubs read it to keep their VIP
+// routes in step with the targets that are up. The lab's Board is a
+// directory of its run (Dir: one file per target); in a cluster it is the
+// targets' pods on the Kubernetes API (Pods).
 package targetaddrs
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -14,6 +17,28 @@ import (
 	"sort"
 	"strings"
 )
+
+// Board is where the target stubs publish their addresses and the load
+// balancer stubs read them, by target name.
+type Board interface {
+	// Publish (re)places the addresses of the target name.
+	Publish(ctx context.Context, name string, addrs []netip.Addr) error
+	// Withdraw removes the publication of name; a missing one is no error.
+	Withdraw(ctx context.Context, name string) error
+	// Read returns every publication by target name.
+	Read(ctx context.Context) (map[string][]netip.Addr, error)
+}
+
+// Dir is the Board of a directory (Publish, Withdraw, Read).
+type Dir string
+
+func (d Dir) Publish(_ context.Context, name string, addrs []netip.Addr) error {
+	return Publish(string(d), name, addrs)
+}
+
+func (d Dir) Withdraw(_ context.Context, name string) error { return Withdraw(string(d), name) }
+
+func (d Dir) Read(context.Context) (map[string][]netip.Addr, error) { return Read(string(d)) }
 
 // tmpPrefix marks files being written; readers skip them.
 const tmpPrefix = ".tmp-"

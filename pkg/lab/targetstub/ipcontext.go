@@ -89,6 +89,12 @@ func withVIPs(conn *networkservice.Connection, vips []netip.Addr) bool {
 	return changed
 }
 
+// carriesVIPs reports whether conn already has everything withVIPs would
+// add for vips: each VIP as a source address and its policy route.
+func carriesVIPs(conn *networkservice.Connection, vips []netip.Addr) bool {
+	return !withVIPs(conn.Clone(), vips)
+}
+
 // ownAddrs are the connection's source addresses that are not VIPs: what the
 // proxy handed out to this target.
 func ownAddrs(conn *networkservice.Connection, vips []netip.Addr) []netip.Addr {

@@ -19,7 +19,7 @@ import (
 // namespace (`ip netns exec`), as the lab does: its namespace travels to the
 // forwarder by file descriptor and its echo service binds there.
 func TestTargetStubAsProcess(t *testing.T) {
-	bed, nse := newFakeProxyBed(t, "tgp")
+	bed, nse := newFakeProxyBed(t, "tgp", fakeProxy{})
 	ctx, cp, tgtNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
 	pubDir := filepath.Join(bed.Dir, "targets")
 

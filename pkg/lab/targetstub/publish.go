@@ -20,14 +20,18 @@ import (
 )
 
 // publishClient republishes the target's own addresses after every
-// successful Request (first request, refresh, heal) and withdraws them on
-// Close, so the load balancer stubs always route to what the proxy handed
-// out last. It also announces the addresses on the NSM interface (gratuitous
+// successful Request that carries the VIPs and their policy routes (the
+// second request, refresh, heal; not the first, whose answer gives the
+// target its addresses but not yet its VIPs: an LB routing a VIP's flows to
+// it then would lose them) and withdraws them on Close, so the load
+// balancer stubs always route to what the proxy handed out last and to a
+// target that answers on the VIPs. It also announces the addresses on the NSM interface (gratuitous
 // ARP / unsolicited NA), a few times over the next seconds, because they may
 // have belonged to a target that left: the LBs and the proxy would otherwise
 // keep sending to the old MAC until their neighbour entries expire.
 type publishClient struct {
-	dir, name      string
+	board          targetaddrs.Board // nil: no publication
+	name           string
 	vips           []netip.Addr
 	nsPath, ifname string
 
@@ -46,8 +50,8 @@ func (p *publishClient) Request(ctx context.Context, request *networkservice.Net
 		return conn, err
 	}
 	addrs := ownAddrs(conn, p.vips)
-	if len(addrs) > 0 && p.dir != "" {
-		if perr := targetaddrs.Publish(p.dir, p.name, addrs); perr != nil {
+	if len(addrs) > 0 && p.board != nil && carriesVIPs(conn, p.vips) {
+		if perr := p.board.Publish(ctx, p.name, addrs); perr != nil {
 			slog.Warn("publish target addresses", "target", p.name, "error", perr)
 		}
 	}
@@ -102,8 +106,8 @@ func (p *publishClient) Close(ctx context.Context, conn *networkservice.Connecti
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
-	if p.dir != "" {
-		if err := targetaddrs.Withdraw(p.dir, p.name); err != nil {
+	if p.board != nil {
+		if err := p.board.Withdraw(ctx, p.name); err != nil {
 			slog.Warn("withdraw target addresses", "target", p.name, "error", err)
 		}
 	}

@@ -45,6 +45,9 @@ type Config struct {
 	// PublishDir is where the target publishes its address (see targetaddrs);
 	// empty disables publishing.
 	PublishDir string
+	// Publish, when set, is the board the target publishes on instead of
+	// PublishDir (targetaddrs.Pods in a cluster).
+	Publish targetaddrs.Board `json:"-"`
 	// InterfaceName of the NSM interface (default DefaultInterfaceName).
 	InterfaceName string
 	// NetNSPath, when set, is the target's namespace for a stub run in-process
@@ -92,6 +95,9 @@ func Start(ctx context.Context, cfg Config) (_ *Target, err error) {
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = 15 * time.Second
+	}
+	if cfg.Publish == nil && cfg.PublishDir != "" {
+		cfg.Publish = targetaddrs.Dir(cfg.PublishDir)
 	}
 	t := &Target{cfg: cfg}
 	var listen []netip.AddrPort
@@ -164,7 +170,7 @@ func (cfg Config) elements() []networkservice.NetworkServiceClient {
 	if cfg.PodLabels {
 		out = append(out, clientinfo.NewClient())
 	}
-	return append(out, &publishClient{dir: cfg.PublishDir, name: cfg.Name, vips: cfg.VIPs,
+	return append(out, &publishClient{board: cfg.Publish, name: cfg.Name, vips: cfg.VIPs,
 		nsPath: cfg.NetNSPath, ifname: cfg.InterfaceName})
 }
 
@@ -183,8 +189,8 @@ func (t *Target) Addrs() []netip.Addr { return ownAddrs(t.Connection(), t.cfg.VI
 func (t *Target) Stop(ctx context.Context) error {
 	var err error
 	t.once.Do(func() {
-		if t.cfg.PublishDir != "" {
-			err = targetaddrs.Withdraw(t.cfg.PublishDir, t.cfg.Name)
+		if t.cfg.Publish != nil {
+			err = t.cfg.Publish.Withdraw(ctx, t.cfg.Name)
 		}
 		if _, cerr := t.client.Close(ctx, t.Connection()); cerr != nil && err == nil {
 			err = fmt.Errorf("target %s: close: %w", t.cfg.Name, cerr)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,11 +26,17 @@ import (
 )
 
 // fakeProxy hands out the target address and the gateway like the proxy
-// does, keeping whatever else (VIPs, policies) the target asks for.
-type fakeProxy struct{}
+// does, keeping whatever else (VIPs, policies) the target asks for; seen,
+// when set, is shown each request's connection first.
+type fakeProxy struct {
+	seen func(*networkservice.Connection)
+}
 
-func (fakeProxy) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
+func (p fakeProxy) Request(ctx context.Context, r *networkservice.NetworkServiceRequest) (*networkservice.Connection, error) {
 	c := r.GetConnection()
+	if p.seen != nil {
+		p.seen(c)
+	}
 	if c.GetContext() == nil {
 		c.Context = &networkservice.ConnectionContext{}
 	}
@@ -52,14 +59,14 @@ func (fakeProxy) Close(ctx context.Context, c *networkservice.Connection) (*empt
 }
 
 // newFakeProxyBed is a bed whose proxy namespace holds an NSE of the
-// proxy's service that hands out addresses as fakeProxy does.
-func newFakeProxyBed(t *testing.T, prefix string) (*labtest.Bed, *controlplane.Endpoint) {
+// proxy's service that hands out addresses as proxy does.
+func newFakeProxyBed(t *testing.T, prefix string, proxy fakeProxy) (*labtest.Bed, *controlplane.Endpoint) {
 	t.Helper()
 	bed := labtest.NewBed(t, prefix, controlplane.Config{})
 	nse, err := controlplane.StartEndpoint(bed.Ctx, controlplane.EndpointConfig{
 		Name: "fake-proxy", Service: "proxy.c.t.ns", NSMgrURL: bed.CP.NSMgrURL,
 		SocketPath: filepath.Join(bed.Dir, "proxy.sock"), NetNSPath: bed.Proxy.Path(),
-		Elements: []networkservice.NetworkServiceServer{fakeProxy{}},
+		Elements: []networkservice.NetworkServiceServer{proxy},
 	})
 	require.NoError(t, err)
 	t.Cleanup(nse.Stop)
@@ -67,9 +74,20 @@ func newFakeProxyBed(t *testing.T, prefix string) (*labtest.Bed, *controlplane.E
 }
 
 func TestTargetStub(t *testing.T) {
-	bed, nse := newFakeProxyBed(t, "tgt")
+	// The target publishes its addresses (the LBs route the VIPs to it)
+	// only once it answers on the VIPs: not after the first request, whose
+	// answer brings its addresses but not the VIPs yet.
+	var pubDir string
+	var early atomic.Bool
+	bed, nse := newFakeProxyBed(t, "tgt", fakeProxy{seen: func(c *networkservice.Connection) {
+		if slices.Contains(c.GetContext().GetIpContext().GetSrcIpAddrs(), "20.0.0.1/32") {
+			if pubs, err := targetaddrs.Read(pubDir); err == nil && len(pubs) > 0 {
+				early.Store(true)
+			}
+		}
+	}})
 	ctx, cp, tgtNS, prxNS := bed.Ctx, bed.CP, bed.Stub, bed.Proxy
-	pubDir := filepath.Join(bed.Dir, "targets")
+	pubDir = filepath.Join(bed.Dir, "targets")
 
 	vip := netip.MustParseAddr("20.0.0.1")
 	vip6 := netip.MustParseAddr("2001:db8::1")
@@ -86,6 +104,7 @@ func TestTargetStub(t *testing.T) {
 	pubs, err := targetaddrs.Read(pubDir)
 	require.NoError(t, err)
 	require.Equal(t, map[string][]netip.Addr{"target-a": own}, pubs)
+	require.False(t, early.Load(), "published before the connection carried the VIPs")
 
 	// Kernel state of the target: VIP on the NSM interface, policy route.
 	h, err := netlink.NewHandleAt(tgtNS.Handle)
