@@ -20,20 +20,27 @@ import (
 // t's peer (left in place, it would take the connection's traffic into a
 // tunnel its peer has replaced).
 //
+// It returns the MAC address of the device it deleted, so that the one made
+// in its place keeps it: the connection's peers (the bridge's ports and
+// neighbours beyond the tunnel) keep sending to that address, and a new one
+// would lose their frames until each neighbour entry is resolved again
+// (tens of seconds). nil when it deleted none.
+//
 // A forwarder in a pod network of its own never met these: the kernel
 // deleted its devices with its pod's namespace. On the node's network,
 // where its tunnels' sockets must live to outlast it, they stay.
-func deleteEarlier(t *tunnel) {
+func deleteEarlier(t *tunnel) net.HardwareAddr {
 	h, err := netlink.NewHandleAt(t.ns)
 	if err != nil {
-		return
+		return nil
 	}
 	defer h.Close()
 	links, err := h.LinkList()
 	if err != nil {
 		slog.Warn("list links for an earlier run's vxlan devices", "error", err)
-		return
+		return nil
 	}
+	var mac net.HardwareAddr
 	for _, l := range links {
 		dev, ok := l.(*netlink.Vxlan)
 		if !ok || !t.earlier(h, dev) {
@@ -43,8 +50,10 @@ func deleteEarlier(t *tunnel) {
 			slog.Warn("delete an earlier run's vxlan device", "name", l.Attrs().Name, "error", err)
 			continue
 		}
-		slog.Info("vxlan device of an earlier forwarder run deleted", append([]any{"old", l.Attrs().Name, "oldTag", l.Attrs().Alias}, t.attrs()...)...)
+		slog.Info("vxlan device of an earlier forwarder run deleted", append([]any{"old", l.Attrs().Name, "oldTag", l.Attrs().Alias, "mac", l.Attrs().HardwareAddr.String()}, t.attrs()...)...)
+		mac = l.Attrs().HardwareAddr
 	}
+	return mac
 }
 
 // earlier reports whether dev is an earlier run's device of t's connection.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,6 +60,9 @@ type tunnel struct {
 	nodeNS string // where the device is made ("": the forwarder's own)
 	mtu    int
 	ips    []net.IP // the connection's addresses at this end
+	// mac, when set, is the MAC address the device is made with: the one
+	// of the earlier run's device it replaces (clearWay).
+	mac net.HardwareAddr
 	// held reports whether a tag is a connection this run holds (called
 	// under the lock of the client's madeFor).
 	held func(tag string) bool
@@ -81,7 +85,7 @@ func (t *tunnel) adoptable() bool { return matches(t) }
 func (t *tunnel) clearWay() {
 	deleteVXLAN(t.ns, t.name)
 	deleteTagged(t.ns, t.tag)
-	deleteEarlier(t)
+	t.mac = deleteEarlier(t)
 }
 
 func (t *tunnel) remove() { deleteVXLAN(t.ns, t.name) }
@@ -166,10 +170,43 @@ func (v *vxlanClient) ensure(connID string, where end, params tunnelParams, mtu 
 	if err != nil {
 		return fmt.Errorf("device namespace: %w", err)
 	}
-	return v.tunnels.ensure(connID, &tunnel{
+	t := &tunnel{
 		params: params, ns: ns, name: where.name, tag: tagPrefix + connID, nodeNS: v.nodeNS, mtu: mtu,
 		ips: where.ips, held: v.heldLocked,
-	})
+	}
+	v.supersede(connID, t)
+	return v.tunnels.ensure(connID, t)
+}
+
+// supersede removes the devices of this run's other connections that carry
+// one of t's addresses toward t's peer, in the namespace t's device goes
+// to. The peer asks for those addresses on a new connection, so the old
+// connection's other end is gone (its node cut off and booted again, its
+// pod replaced) though its Close never came: left in place until the old
+// connection expires (minutes), its device would hold the same addresses
+// and take the new connection's traffic into a tunnel nobody listens to.
+func (v *vxlanClient) supersede(connID string, t *tunnel) {
+	v.tunnels.mu.Lock()
+	var stale []string
+	for id, have := range v.tunnels.byConn {
+		if id != connID && have.samePeer(t) && slices.ContainsFunc(have.ips, func(ip net.IP) bool {
+			return slices.ContainsFunc(t.ips, ip.Equal)
+		}) {
+			stale = append(stale, id)
+		}
+	}
+	v.tunnels.mu.Unlock()
+	for _, id := range stale {
+		slog.Info("vxlan device of a connection superseded by another of its addresses deleted", append([]any{"conn", id, "by", connID}, t.attrs()...)...)
+		v.tunnels.remove(id)
+	}
+}
+
+// samePeer reports whether o's device goes to t's namespace and tunnels
+// between t's node addresses and port.
+func (t *tunnel) samePeer(o *tunnel) bool {
+	return t.ns.UniqueId() == o.ns.UniqueId() && t.params.local.Equal(o.params.local) &&
+		t.params.remote.Equal(o.params.remote) && t.params.port == o.params.port
 }
 
 // heldLocked reports whether this run holds the connection tag names; the
@@ -204,6 +241,7 @@ func (t *tunnel) create() error {
 	attrs.Name = t.name
 	attrs.Namespace = netlink.NsFd(t.ns)
 	attrs.MTU = t.mtu
+	attrs.HardwareAddr = t.mac
 	if attrs.MTU <= 0 {
 		// The connection says none: what the node network carries. The
 		// kernel's default for a device without a lower one is 1500,

@@ -125,14 +125,18 @@ func TestVXLANEarlierRunOfAnotherName(t *testing.T) {
 	old := newVXLANClient(node.Path())
 	require.NoError(t, old.ensure("old-conn", end{netnsURL: url, name: "nsm-old"}, p, 1400))
 	nse.MustExec(t, "ip", "addr", "add", "10.80.0.1/24", "dev", "nsm-old")
+	oldMAC := vxlanIn(t, nse, "nsm-old").HardwareAddr
 	old.tunnels.byConn["old-conn"].close() // the old run is gone, its device stays
 
 	// Same VNI, another id and name: the kernel would refuse the new device.
+	// The new one keeps the old one's MAC address, which the connection's
+	// peers have in their neighbour entries.
 	fresh := newVXLANClient(node.Path())
 	defer fresh.remove("new-conn")
 	require.NoError(t, fresh.ensure("new-conn", end{netnsURL: url, name: "nsm-new", ips: []net.IP{addr}}, p, 1400))
 	require.Nil(t, vxlanIn(t, nse, "nsm-old"), "the old run's device of the VNI")
 	require.Equal(t, 42, vxlanIn(t, nse, "nsm-new").VxlanId)
+	require.Equal(t, oldMAC.String(), vxlanIn(t, nse, "nsm-new").HardwareAddr.String(), "the replaced device's MAC kept")
 	fresh.remove("new-conn")
 
 	// Another VNI (the serving node chose anew), the connection's address
@@ -170,4 +174,35 @@ func TestVXLANEarlierRunOfAnotherName(t *testing.T) {
 	err := fresh.ensure("new-3", end{netnsURL: url, name: "nsm-new3"}, p, 1400)
 	require.ErrorContains(t, err, "add vxlan")
 	require.NotNil(t, vxlanIn(t, nse, "nsm-mine"))
+}
+
+// TestVXLANSupersededConnection is a peer node cut off and booted again:
+// its client asks anew, under another connection id and VNI, for the
+// addresses an earlier connection of this run still holds toward it (that
+// connection's Close never came). The earlier connection's device goes, so
+// that the addresses are on the new device alone; a connection of other
+// addresses toward the same peer stays.
+func TestVXLANSupersededConnection(t *testing.T) {
+	node, p := nodeNetNS(t)
+	nse := testutil.NewNetNS(t, "xs")
+	url := "file://" + nse.Path()
+	addr := net.ParseIP("10.80.0.1")
+
+	v := newVXLANClient(node.Path())
+	defer v.remove("new")
+	defer v.remove("other")
+	require.NoError(t, v.ensure("old", end{netnsURL: url, name: "nsm-old", ips: []net.IP{addr}}, p, 1400))
+	other := p
+	other.vni = 43
+	require.NoError(t, v.ensure("other", end{netnsURL: url, name: "nsm-other", ips: []net.IP{net.ParseIP("10.80.0.9")}}, other, 1400))
+
+	again := p
+	again.vni = 44
+	require.NoError(t, v.ensure("new", end{netnsURL: url, name: "nsm-new", ips: []net.IP{addr}}, again, 1400))
+	require.Nil(t, vxlanIn(t, nse, "nsm-old"), "the superseded connection's device")
+	require.NotContains(t, v.tunnels.byConn, "old")
+	require.Equal(t, 44, vxlanIn(t, nse, "nsm-new").VxlanId)
+	require.NotNil(t, vxlanIn(t, nse, "nsm-other"), "a connection of other addresses")
+	v.remove("old") // its Close, late: nothing left to do
+	require.NotNil(t, vxlanIn(t, nse, "nsm-new"))
 }
