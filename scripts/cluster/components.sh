@@ -156,7 +156,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 EOC
 	run_node_bg containerd containerd --config "$cfg/containerd.toml"
 	wait_for containerd 60 ctr --address "$CONTAINERD_SOCK" version
-	import_images
+	# A node started again (node.sh) has its images on its disk already.
+	[ -n "${NODE_RESTARTED:-}" ] || import_images
 }
 
 # import_images loads the cluster's cached images into containerd's

@@ -12,6 +12,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/lib.sh"
 . "$here/host-state.sh"
+. "$here/stopping.sh"
 
 [ "$(id -u)" = 0 ] || die "the cluster runs as root"
 record="$(mktemp)"
@@ -19,52 +20,6 @@ trap 'rm -f "$record"' EXIT
 if [ -f "$CLUSTER_RUN/host-before" ]; then
 	cp "$CLUSTER_RUN/host-before" "$record"
 fi
-
-# stop PIDFILE: stops the process of the pid file and waits for it.
-stop() {
-	local pidfile="$1" pid
-	[ -f "$pidfile" ] || return 0
-	pid="$(cat "$pidfile")"
-	if kill -TERM "$pid" 2>/dev/null; then
-		for _ in $(seq 1 30); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.5
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	rm -f "$pidfile"
-}
-
-# stop_containers kills every container of the cluster and removes it, so
-# that containerd's shims exit and unmount their root file systems.
-stop_containers() {
-	[ -S "$CONTAINERD_SOCK" ] || return 0
-	local c=(ctr --address "$CONTAINERD_SOCK" -n k8s.io) id
-	for id in $("${c[@]}" tasks ls -q 2>/dev/null); do
-		"${c[@]}" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
-	done
-	for id in $("${c[@]}" tasks ls -q 2>/dev/null); do
-		for _ in $(seq 1 20); do
-			"${c[@]}" tasks delete "$id" >/dev/null 2>&1 && break
-			sleep 0.5
-		done
-	done
-	for id in $("${c[@]}" containers ls -q 2>/dev/null); do
-		"${c[@]}" containers delete "$id" >/dev/null 2>&1 || true
-	done
-}
-
-# stop_shims kills the shims of our containerd that outlived it (found by
-# the socket address on their command line).
-stop_shims() {
-	local p
-	for p in /proc/[0-9]*; do
-		if [ "$(readlink "$p/exe" 2>/dev/null)" = /usr/bin/containerd-shim-runc-v2 ] &&
-			tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-address $CONTAINERD_SOCK "; then
-			kill -KILL "${p#/proc/}" 2>/dev/null || true
-		fi
-	done
-}
 
 # unmount_under DIR...: unmounts everything mounted under DIR, deepest first.
 unmount_under() {

@@ -53,6 +53,7 @@ func TestTrench(t *testing.T) {
 	t.Run("SVIDRotated", func(t *testing.T) { tr.rotateSVIDs(ctx, t) })
 	t.Run("LBFrozen", func(t *testing.T) { tr.freezeLB(ctx, t) })
 	t.Run("LBDeleted", func(t *testing.T) { tr.deleteLB(ctx, t) })
+	t.Run("NodeLost", func(t *testing.T) { tr.loseNode(ctx, t) })
 	t.Run("TwoTrenches", func(t *testing.T) { tr.twoTrenches(ctx, t) })
 	t.Run("HelmRollback", func(t *testing.T) { tr.rollbackVIPs(ctx, t) })
 	t.Run("ServiceAccountIDs", func(t *testing.T) { tr.useServiceAccountIDs(ctx, t) })

@@ -103,6 +103,7 @@ func (tr *trench) upgradeUninstall(ctx context.Context, t *testing.T) {
 	out := helm(t, "upgrade", chartRelease, repoPath("deployments/helm/causeway"), "--namespace", chartNamespace, "--reuse-values",
 		"--set-string", "images.proxy.tag="+next+",images.ipam.tag="+next+",images.nsp.tag="+next)
 	hookSaid(t, out, hookInPlace, "only container images")
+	want := 2 + len(tr.c.nodes(ctx, t)) // the IPAM, the nsp, a proxy per node
 	eventually(ctx, t, "every pod of the chart on the new tag and Ready", func(ctx context.Context) error {
 		// The upgrade Job's pod and its report's, done, are not the chart's workloads.
 		list, err := tr.c.client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{
@@ -117,8 +118,8 @@ func (tr *trench) upgradeUninstall(ctx context.Context, t *testing.T) {
 				}
 			}
 		}
-		if len(list.Items) != 3 {
-			return fmt.Errorf("%d pods", len(list.Items))
+		if len(list.Items) != want {
+			return fmt.Errorf("%d pods, want %d", len(list.Items), want)
 		}
 		return nil
 	})
