@@ -70,7 +70,7 @@ func (m *madeFor[T]) ensure(connID string, want T) error {
 		return err
 	}
 	m.byConn[connID] = want
-	slog.Debug(m.kind+" created", append([]any{"conn", connID}, want.attrs()...)...)
+	slog.Info(m.kind+" created", append([]any{"conn", connID}, want.attrs()...)...)
 	return nil
 }
 
@@ -85,5 +85,5 @@ func (m *madeFor[T]) remove(connID string) {
 	delete(m.byConn, connID)
 	o.remove()
 	o.close()
-	slog.Debug(m.kind+" deleted", append([]any{"conn", connID}, o.attrs()...)...)
+	slog.Info(m.kind+" deleted", append([]any{"conn", connID}, o.attrs()...)...)
 }
