@@ -129,8 +129,20 @@ func (v *vxlanClient) Request(ctx context.Context, request *networkservice.Netwo
 	return conn, nil
 }
 
+// Close removes the connection's device, unless the Close is made within a
+// Request of the connection (the dial client moving it to a new URL of the
+// peer's NSMgr, move.go): the device keeps carrying the connection's traffic
+// until the Request that follows takes it over, or replaces it if the path
+// moved, or a Close from outside a Request removes it.
 func (v *vxlanClient) Close(ctx context.Context, conn *networkservice.Connection, opts ...grpc.CallOption) (*empty.Empty, error) {
-	v.remove(conn.GetId())
+	if closeWithinRequest(ctx) {
+		if t, ok := v.tunnels.get(conn.GetId()); ok {
+			slog.Info("vxlan device kept: the connection moves to a new URL",
+				append([]any{"conn", conn.GetId()}, t.attrs()...)...)
+		}
+	} else {
+		v.remove(conn.GetId())
+	}
 	return next.Client(ctx).Close(ctx, conn, opts...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/networkservicemesh/api/pkg/api/networkservice"
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
@@ -205,4 +206,25 @@ func TestVXLANSupersededConnection(t *testing.T) {
 	require.NotNil(t, vxlanIn(t, nse, "nsm-other"), "a connection of other addresses")
 	v.remove("old") // its Close, late: nothing left to do
 	require.NotNil(t, vxlanIn(t, nse, "nsm-new"))
+}
+
+// TestVXLANKeptWhenTheConnectionMoves: a Close made within a Request of
+// the connection (the dial client moving it to a new URL of the peer's
+// NSMgr, move.go) keeps the device, which goes with a Close from outside a
+// Request.
+func TestVXLANKeptWhenTheConnectionMoves(t *testing.T) {
+	node, p := nodeNetNS(t)
+	nsc := testutil.NewNetNS(t, "xm")
+	v := newVXLANClient(node.Path())
+	defer v.remove("conn-1")
+	require.NoError(t, v.ensure("conn-1", end{netnsURL: "file://" + nsc.Path(), name: "nsm0"}, p, 1400))
+	conn := &networkservice.Connection{Id: "conn-1"}
+
+	_, err := v.Close(withinRequest(t.Context()), conn)
+	require.NoError(t, err)
+	require.NotNil(t, vxlanIn(t, nsc, "nsm0"), "kept through the move's Close")
+
+	_, err = v.Close(t.Context(), conn)
+	require.NoError(t, err)
+	require.Nil(t, vxlanIn(t, nsc, "nsm0"), "a Close from outside a Request removes it")
 }
