@@ -25,10 +25,11 @@ import (
 // target its addresses but not yet its VIPs: an LB routing a VIP's flows to
 // it then would lose them) and withdraws them on Close, so the load
 // balancer stubs always route to what the proxy handed out last and to a
-// target that answers on the VIPs. It also announces the addresses on the NSM interface (gratuitous
-// ARP / unsolicited NA), a few times over the next seconds, because they may
-// have belonged to a target that left: the LBs and the proxy would otherwise
-// keep sending to the old MAC until their neighbour entries expire.
+// target that answers on the VIPs. It also announces the addresses on the
+// NSM interface (gratuitous ARP / unsolicited NA), a few times over the next
+// seconds, because they may have belonged to a target that left: the LBs and
+// the proxy would otherwise keep sending to the old MAC until their
+// neighbour entries expire.
 type publishClient struct {
 	board          targetaddrs.Board // nil: no publication
 	name           string
