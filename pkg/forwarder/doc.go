@@ -48,10 +48,9 @@
 //
 // The lab's control plane (pkg/nsm/controlplane), the tests' NSM sandbox
 // (pkg/nsm/nsmtest) and the test cluster's forwarder image
-// (test/kube/images/forwarder) run it. It stays in the product tree although
-// issue 33 asked it into the test tree: the lab (cmd/lab), a shipped
-// binary, runs it through pkg/nsm/controlplane, and product code never
-// imports the test tree. The image, which only the test cluster uses, is in
+// (test/kube/images/forwarder) run it. It is in the product tree, not the test tree, because the lab
+// (cmd/lab), a shipped binary, runs it through pkg/nsm/controlplane, and
+// product code never imports the test tree. The image, which only the test cluster uses, is in
 // the test tree already. Its own chain elements are the sub-packages
 // dumpretry (a request failed by an interrupted netlink dump is run again),
 // findretry (a registry listing that broke before its end is listed again)

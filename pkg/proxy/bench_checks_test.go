@@ -16,7 +16,7 @@ import (
 	"github.com/causeway-net/causeway/pkg/spiffeauthz"
 )
 
-// BenchmarkTargetSetupChecks is the cost of the identity checks (issue 34)
+// BenchmarkTargetSetupChecks is the cost of the identity checks (docs/security.md)
 // on target connection setups: b.N setups of new dual-stack target
 // connections whose first segment carries a token of clientproof's
 // Generator (64 concurrent callers, an IPAM that answers at once: the

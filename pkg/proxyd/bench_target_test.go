@@ -157,7 +157,7 @@ func targetRequestTime(b *testing.B, n, trials int) time.Duration {
 // BenchmarkTargetRequest is the proxy's own cost of adding a target at 100
 // and at 1,000 targets, all of it in this process (no kernel, no NSM control
 // plane: BenchmarkAddPort in pkg/dataplane has the kernel's part beside the
-// kernel's own enslave). Issue 9's aim: the same within 1.5×.
+// kernel's own enslave). The aim: the same within 1.5×.
 func BenchmarkTargetRequest(b *testing.B) {
 	const trials = 200
 	var small, large time.Duration

@@ -6,12 +6,12 @@
 // It needs root; it is skipped under -short. Measured figures are logged as
 // "FIGURE:" lines.
 //
-// Scenarios (issue 5): 1 TestIngress, 2 TestEgress, 3 TestLBLoss and
+// Scenarios: 1 TestIngress, 2 TestEgress, 3 TestLBLoss and
 // TestLBProcessLoss, 4 TestTargetLeaves, 5 TestProxyCrash, 6 TestIPAMCrash,
 // 7 TestVIPChange, 8 TestBadVIP, TestUnknownService and
 // TestIPAMPoolTooSmall, 9 the clean-up check after every one (assertClean);
 // TestThroughputFigure measures docs/performance.md's throughput ratio;
 // TestMovingFromMeridioProxy starts the proxy over Meridio's leftover
-// rules and routes (issue 13); TestLBDatapathBroken cuts an LB off without
+// rules and routes; TestLBDatapathBroken cuts an LB off without
 // NSM noticing, TestLBDatapathLossy loses 5 % of its packets.
 package e2e

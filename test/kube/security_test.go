@@ -28,8 +28,8 @@ import (
 	"github.com/causeway-net/causeway/internal/netnsdo"
 )
 
-// TestSecurity performs the attacks of issue 34's findings 1, 2 and 5 on the
-// real API server and SPIRE, against the chart installed as a user does
+// TestSecurity performs the attacks of docs/security.md's findings 1, 2
+// and 5 on the real API server and SPIRE, against the chart installed as a user does
 // (per-node IDs of the proxies by default, NSM's pod IDs for the rest):
 // a pod with a proxy's identity acting for another node at the IPAM, a
 // stolen proxy token writing EndpointSlices it does not own, a target

@@ -160,7 +160,7 @@ func measureSync(t testing.TB, n int, opts ...Option) syncMeasure {
 	return m
 }
 
-// BenchmarkSyncChecks is the cost of the source's checks (issue 34) on
+// BenchmarkSyncChecks is the cost of the source's checks (docs/security.md) on
 // the service LB's sync at 10,000 service ports: the first sync and one
 // changed endpoint with the checks off (no endpoint pools, no bound on
 // Services, every namespace) and on (endpoints held to the conduit's pool,
@@ -215,7 +215,7 @@ func heapInUse() uint64 {
 // BenchmarkOneEndpointChange is the source's own cost of one changed
 // slice at 1,000 and 10,000 service ports: the Service's endpoints
 // recomputed, the lists assembled (no informer, no handler); without the
-// checks of issue 34 and with them (endpoints held to a pool, Services
+// source's checks and with them (endpoints held to a pool, Services
 // counted against a bound, an opt-in namespace list), side by side.
 func BenchmarkOneEndpointChange(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
