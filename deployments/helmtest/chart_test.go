@@ -332,8 +332,21 @@ func checkIPAM(t *testing.T, m *manifests, bins map[string]binary, spec corev1.P
 	require.Len(t, claims, 1)
 	require.Equal(t, claims[0].Name, vm.Name)
 	roles, _ := otherRoles(m)
-	require.Empty(t, roles, "one replica on a file: no access to the API")
+	require.Empty(t, roles, "one replica on a file: no Role in its namespace")
+	checkIPAMNodesRole(t, m, e, spec)
+}
+
+// ipam.freeDeletedNodes false: the IPAM on its file holds no token and no
+// grant, and does not watch the nodes.
+func TestIPAMWithoutNodesWatch(t *testing.T) {
+	m := render(t, "ipam: {freeDeletedNodes: false}")
+	spec := m.statefulSets[0].Spec.Template.Spec
 	require.False(t, *spec.AutomountServiceAccountToken)
+	require.Empty(t, m.clusterRoles)
+	require.Empty(t, m.bindings)
+	for _, e := range spec.Containers[0].Env {
+		require.NotEqual(t, "IPAM_FREE_DELETED_NODES", e.Name)
+	}
 }
 
 // nspFile is the configuration server's file as the chart writes it.

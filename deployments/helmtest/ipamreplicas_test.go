@@ -62,18 +62,7 @@ func checkIPAMReplicas(t *testing.T, m *manifests, e map[string]string) {
 		require.NotContains(t, r.Verbs, "patch")
 	}
 
-	// Deleted nodes: read-only on nodes, the one cluster-wide grant.
-	require.Equal(t, "true", e["IPAM_FREE_DELETED_NODES"])
-	var nodeRoles []string
-	for name, b := range m.bindings {
-		if slices.Contains(b.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Name: spec.ServiceAccountName, Namespace: namespace}) {
-			nodeRoles = append(nodeRoles, name)
-			cr, ok := m.clusterRoles[b.RoleRef.Name]
-			require.True(t, ok, "ClusterRole %s", b.RoleRef.Name)
-			require.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}}}, cr.Rules)
-		}
-	}
-	require.Len(t, nodeRoles, 1, "one cluster-wide binding of the IPAM's account")
+	checkIPAMNodesRole(t, m, e, spec)
 
 	// Spread over nodes, and drained one at a time.
 	aa := spec.Affinity.PodAntiAffinity
@@ -134,4 +123,23 @@ func TestIPAMStoreValues(t *testing.T) {
 	aa := hard.statefulSets[0].Spec.Template.Spec.Affinity.PodAntiAffinity
 	require.Len(t, aa.RequiredDuringSchedulingIgnoredDuringExecution, 1)
 	require.Empty(t, aa.PreferredDuringSchedulingIgnoredDuringExecution)
+}
+
+// checkIPAMNodesRole checks the IPAM's watch of deleted nodes (e: its
+// environment, spec: its pods): read-only on nodes, the one cluster-wide
+// grant of its account, with its token mounted.
+func checkIPAMNodesRole(t *testing.T, m *manifests, e map[string]string, spec corev1.PodSpec) {
+	t.Helper()
+	require.Equal(t, "true", e["IPAM_FREE_DELETED_NODES"])
+	require.True(t, *spec.AutomountServiceAccountToken, "the nodes' watch needs the account's token")
+	var nodeRoles []string
+	for name, b := range m.bindings {
+		if slices.Contains(b.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Name: spec.ServiceAccountName, Namespace: namespace}) {
+			nodeRoles = append(nodeRoles, name)
+			cr, ok := m.clusterRoles[b.RoleRef.Name]
+			require.True(t, ok, "ClusterRole %s", b.RoleRef.Name)
+			require.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}}}, cr.Rules)
+		}
+	}
+	require.Len(t, nodeRoles, 1, "one cluster-wide binding of the IPAM's account")
 }

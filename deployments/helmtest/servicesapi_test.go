@@ -37,7 +37,7 @@ func TestServicesFromAPIRender(t *testing.T) {
 	}
 
 	name := namespace + "-proxy-trench-a-services"
-	require.Len(t, m.clusterRoles, 1)
+	require.Len(t, m.clusterRoles, 2, "the proxies' and the IPAM's (its watch of deleted nodes)")
 	role := m.clusterRoles[name]
 	require.NotNil(t, role, "ClusterRole %s", name)
 	require.Equal(t, []rbacv1.PolicyRule{
@@ -47,7 +47,7 @@ func TestServicesFromAPIRender(t *testing.T) {
 			Verbs: []string{"get", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}, role.Rules, "least privilege: no secrets, no wildcard, no other resource")
-	require.Len(t, m.bindings, 1)
+	require.Len(t, m.bindings, 2, "the proxies' and the IPAM's")
 	b := m.bindings[name]
 	require.NotNil(t, b)
 	require.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}, b.RoleRef)
@@ -66,7 +66,8 @@ func TestServicesFromAPIOff(t *testing.T) {
 		"only enabled": "services: {source: kubernetes}",
 	} {
 		t.Run(name, func(t *testing.T) {
-			m := render(t, v)
+			// The IPAM's watch of deleted nodes aside (TestIPAMWithoutNodesWatch).
+			m := render(t, v+"\nipam: {freeDeletedNodes: false}")
 			require.Empty(t, m.clusterRoles)
 			require.Empty(t, m.bindings)
 			for _, spec := range allPods(m) {

@@ -53,15 +53,34 @@ func startBolt(ctx context.Context, cfg *Config, ecfg ipam.Config, hs *grpchealt
 		closeStore()
 		return nil, damageExit(cfg, fmt.Errorf("engine: %w", err))
 	}
+	stopWatch := func() {}
+	if cfg.FreeDeletedNodes {
+		if stopWatch, err = watchBoltNodes(ctx, cfg, engine, logger); err != nil {
+			engine.Close()
+			closeStore()
+			return nil, err
+		}
+	}
 	snaps := startSnapshots(cfg, st, logger)
 	return &backend{
 		server: ipam.NewServer(engine), syncer: engine,
 		collectors: []prometheus.Collector{engine, snaps.results},
 		stop: func() {
+			stopWatch()
 			snaps.stopLoop()
 			engine.Close() // flushes leases and queued changes before the store closes
 			snaps.final()
 			closeStore()
 		},
 	}, nil
+}
+
+// watchBoltNodes starts the watch of deleted nodes for the bbolt store's
+// engine, on the API server of IPAM_KUBECONFIG or the pod's account.
+func watchBoltNodes(ctx context.Context, cfg *Config, engine *ipam.Engine, logger *slog.Logger) (func(), error) {
+	rc, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return watchDeletedNodes(ctx, rc, engine, logger)
 }

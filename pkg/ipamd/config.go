@@ -62,11 +62,11 @@ type Config struct {
 
 	Store               string        `default:"bolt" desc:"new: 'bolt' (one replica, the file 'IPAM_DATASOURCE') or 'kubernetes' (custom resources, any number of replicas, one serving behind a Lease; docs/ipam-store.md)"`
 	KubeNamespace       string        `default:"" split_words:"true" desc:"new, kubernetes store: namespace of the records and the Lease; empty: the pod's own"`
-	Kubeconfig          string        `default:"" envconfig:"KUBECONFIG" desc:"new, kubernetes store: a kubeconfig file; empty: the pod's service account"`
+	Kubeconfig          string        `default:"" envconfig:"KUBECONFIG" desc:"new, kubernetes store or IPAM_FREE_DELETED_NODES: a kubeconfig file; empty: the pod's service account"`
 	LeaderLeaseName     string        `default:"" split_words:"true" desc:"new, kubernetes store: the Lease the replicas share; empty: 'causeway-ipam-<trench>'"`
 	LeaderLeaseDuration time.Duration `default:"15s" split_words:"true" desc:"new, kubernetes store: a leader's Lease lasts this long after its last renewal; it stops serving at two thirds of it"`
 	Identity            string        `default:"" desc:"new, kubernetes store: this replica's name in the Lease and in the pools' 'servedBy'; empty: the host name (the pod's name)"`
-	FreeDeletedNodes    bool          `default:"false" split_words:"true" desc:"new, kubernetes store: watch the cluster's Nodes; the subnets of a node deleted from the cluster are freed by the leader once their leases end (needs get, list, watch on nodes)"`
+	FreeDeletedNodes    bool          `default:"false" split_words:"true" desc:"new: watch the cluster's Nodes; the subnets of a node deleted from the cluster, with their addresses, are freed (by the leader, with replicas) once their leases end, instead of at the lease collector's next run (needs get, list, watch on nodes; either store)"`
 	LeaderAddress       string        `default:"" split_words:"true" desc:"new, kubernetes store: where a standby forwards calls, host:port with '{identity}' standing for the leader's identity (the chart: '{identity}.<peer service>.<namespace>.svc:7777'); a standby is then ready while the leader answers; empty: standbys refuse calls (Unavailable) and are NOT_SERVING"`
 }
 

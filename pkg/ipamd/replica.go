@@ -12,14 +12,12 @@ import (
 	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/causeway-net/causeway/internal/kubeclient"
 	"github.com/causeway-net/causeway/pkg/ipam"
 	"github.com/causeway-net/causeway/pkg/ipam/leader"
-	"github.com/causeway-net/causeway/pkg/ipam/nodewatch"
 )
 
 // serviceAccountNamespace is where a pod finds its namespace.
@@ -75,17 +73,17 @@ func startElection(ctx context.Context, rc *rest.Config, ns, id string, cfg *Con
 		}()
 	}
 	if cfg.FreeDeletedNodes {
-		cs, err := kubernetes.NewForConfig(rc)
+		stopWatch, err := watchDeletedNodes(ectx, rc, gate, logger)
 		if err != nil {
 			cancel()
 			wg.Wait()
-			return nil, fmt.Errorf("kubernetes client: %w", err)
+			return nil, err
 		}
-		nw := &nodewatch.Watcher{Client: cs, Engine: gate, Logger: logger}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nw.Run(ectx)
+			<-ectx.Done()
+			stopWatch()
 		}()
 	}
 	wg.Add(1)
