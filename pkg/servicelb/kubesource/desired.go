@@ -56,7 +56,13 @@ func hasLabels(have, want map[string]string) bool {
 	return true
 }
 
-// slice builds the slice of svc for fam holding targets.
+// slice builds the slice of svc for fam holding targets. Its owners are
+// the pods of its endpoints: the cluster's garbage collector deletes it
+// once they are all gone, which is how a node's slices go when the node is
+// deleted from the cluster (its pods are deleted, its proxy is not there to
+// withdraw them), as a node's Lease goes with its Node. A Service deleted
+// takes its slices along through the proxies, which delete the slices of a
+// Service they no longer have.
 func (p *Publisher) slice(svc *corev1.Service, fam corev1.IPFamily, ports []discoveryv1.EndpointPort, targets []Target) *discoveryv1.EndpointSlice {
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
@@ -66,7 +72,6 @@ func (p *Publisher) slice(svc *corev1.Service, fam corev1.IPFamily, ports []disc
 				ServiceNameLabel: svc.Name, ManagedByLabel: ManagedBy,
 				ProxyNameLabel: p.name, NodeLabel: nodeValue(p.node),
 			},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}},
 		},
 		AddressType: discoveryv1.AddressType(fam),
 		Ports:       ports,
@@ -81,6 +86,11 @@ func (p *Publisher) slice(svc *corev1.Service, fam corev1.IPFamily, ports []disc
 	slices.SortFunc(s.Endpoints, func(a, b discoveryv1.Endpoint) int {
 		return netip.MustParseAddr(a.Addresses[0]).Compare(netip.MustParseAddr(b.Addresses[0]))
 	})
+	for _, e := range s.Endpoints {
+		s.OwnerReferences = append(s.OwnerReferences, metav1.OwnerReference{
+			APIVersion: "v1", Kind: "Pod", Name: e.TargetRef.Name, UID: e.TargetRef.UID,
+		})
+	}
 	return s
 }
 

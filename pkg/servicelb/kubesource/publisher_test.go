@@ -71,7 +71,12 @@ func TestPublisherWritesOwnSlices(t *testing.T) {
 
 	v4 := getSlice(t, client, SliceName("web", "node-a", corev1.IPv4Protocol))
 	assert.Equal(t, map[string]string{ServiceNameLabel: "web", ManagedByLabel: ManagedBy, ProxyNameLabel: proxyName, NodeLabel: "node-a"}, v4.Labels)
-	assert.Equal(t, "uid-web", string(v4.OwnerReferences[0].UID))
+	// Owned by the pods it lists (the garbage collector deletes it once
+	// they are all gone, a deleted node's with its pods), not the Service.
+	assert.Equal(t, []metav1.OwnerReference{
+		{APIVersion: "v1", Kind: "Pod", Name: "a", UID: "uid-a"},
+		{APIVersion: "v1", Kind: "Pod", Name: "b", UID: "uid-b"},
+	}, v4.OwnerReferences)
 	assert.Equal(t, discoveryv1.AddressTypeIPv4, v4.AddressType)
 	assert.Equal(t, []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(int32(8080))}}, v4.Ports)
 	require.Len(t, v4.Endpoints, 2, "a and b, not c")
@@ -98,6 +103,7 @@ func TestPublisherWritesOwnSlices(t *testing.T) {
 	v4 = getSlice(t, client, v4.Name)
 	require.Len(t, v4.Endpoints, 1)
 	assert.True(t, *v4.Endpoints[0].Conditions.Ready)
+	assert.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "b", UID: "uid-b"}}, v4.OwnerReferences, "a's pod is no owner any more")
 	_, err = client.DiscoveryV1().EndpointSlices("shop").Get(ctx, v6.Name, metav1.GetOptions{})
 	assert.True(t, isNotFound(err))
 
