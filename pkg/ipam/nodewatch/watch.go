@@ -58,6 +58,7 @@ func (w *Watcher) Run(ctx context.Context) {
 	w.Logger.Info("watching the cluster's nodes: a deleted node's subnets are freed once their leases end")
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	kept := map[string]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -65,23 +66,32 @@ func (w *Watcher) Run(ctx context.Context) {
 		case <-deleted:
 		case <-timer.C:
 		}
-		next := w.pass(nodes.Lister())
+		next := w.pass(nodes.Lister(), kept)
 		timer.Reset(next)
 	}
 }
 
 // pass frees what it can of the nodes the cluster no longer has and
-// returns the time until the next pass.
-func (w *Watcher) pass(nodes corelisters.NodeLister) time.Duration {
+// returns the time until the next pass. A deleted node whose subnets it
+// keeps is logged once for each end of lease it finds (kept).
+func (w *Watcher) pass(nodes corelisters.NodeLister, kept map[string]time.Time) time.Duration {
 	next := w.Resync
 	for _, name := range w.Engine.NodeNames() {
 		_, err := nodes.Get(name)
 		if !apierrors.IsNotFound(err) {
+			delete(kept, name)
 			continue // in the cluster (or not known to be gone)
 		}
 		freed, until := w.Engine.FreeNode(name)
 		if freed > 0 {
 			w.Logger.Info("node deleted from the cluster: its subnets freed", "node", name, "subnets", freed)
+		}
+		switch {
+		case until.IsZero():
+			delete(kept, name)
+		case !kept[name].Equal(until):
+			kept[name] = until
+			w.Logger.Info("node deleted from the cluster: its subnets kept until their leases end", "node", name, "until", until.UTC())
 		}
 		if !until.IsZero() {
 			// A little after the end, for the lease to have ended.
