@@ -144,6 +144,7 @@ func (tr *trench) kubeServices(ctx context.Context, t *testing.T) {
 	tr.checkNoWarnings(ctx, t, kubeEcho.name)
 	tr.checkAffinity(ctx, t, pods)
 	tr.churnTargets(ctx, t, client, pods[0])
+	tr.slicesGoWithTheirPods(ctx, t, kubeEcho.name)
 	tr.changeService(ctx, t)
 }
 
@@ -170,6 +171,9 @@ func (tr *trench) checkNoWarnings(ctx context.Context, t *testing.T, name string
 func (tr *trench) switchServices(ctx context.Context, t *testing.T, values string) {
 	t.Helper()
 	proxy := tr.c.waitProxyReady(ctx, t)
+	// Every node's proxy Ready first: the chart's in-place upgrade stops
+	// rather than take a second node's proxy away.
+	tr.c.waitDaemonSetsRolledOut(ctx, t, chartNamespace)
 	start := time.Now()
 	helmUpgradeValues(t, values)
 	tr.c.waitReplacedOn(ctx, t, proxy, proxySelector)
@@ -419,4 +423,63 @@ func (tr *trench) changeService(ctx context.Context, t *testing.T) {
 	if _, err := svcs.Get(ctx, kubeEcho.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("%s still there: %v", kubeEcho.name, err)
 	}
+}
+
+// slicesGoWithTheirPods: a node's EndpointSlices are owned by the target
+// pods they list, so they go when those pods go even with no proxy to
+// withdraw them (a node deleted from the cluster, whose pods the cluster
+// deletes). The node's proxy is stopped (SIGSTOP, within its liveness
+// probe's patience) and every target pod of its node force-deleted: the
+// cluster's garbage collector deletes the node's slices of the Service
+// name. The proxy continued, the replacements connect and the slices hold
+// them again.
+func (tr *trench) slicesGoWithTheirPods(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	proxy := tr.c.waitProxyReady(ctx, t)
+	node := proxy.Spec.NodeName
+	if got, _, err := tr.publishedAddrs(ctx, name); err != nil || len(got[node]) == 0 {
+		t.Fatalf("the slices of %s on %s before: %v %v", name, node, got, err)
+	}
+	pid := strings.TrimSuffix(strings.TrimPrefix(tr.c.podNetNS(ctx, t, proxy, proxyContainer), "/proc/"), "/ns/net")
+	signal := func(sig string) {
+		if out, err := exec.Command("kill", "-"+sig, pid).CombinedOutput(); err != nil {
+			t.Errorf("kill -%s %s (the proxy): %v: %s", sig, pid, err, out)
+		}
+	}
+	signal("STOP")
+	continued := false
+	cont := func() {
+		if !continued {
+			continued = true
+			signal("CONT")
+		}
+	}
+	t.Cleanup(cont)
+	start := time.Now()
+	zero := int64(0)
+	for _, p := range tr.c.runningPods(ctx, t, chartNamespace, "app="+targetsName) {
+		if p.Spec.NodeName == node {
+			if err := tr.c.client.CoreV1().Pods(chartNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Within the proxy's liveness probe's patience (5 × 10 s).
+	gctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	eventually(gctx, t, "the slices of "+name+" on "+node+" gone with their pods", func(ctx context.Context) error {
+		got, _, err := tr.publishedAddrs(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(got[node]) > 0 {
+			return fmt.Errorf("still %v", got[node])
+		}
+		return nil
+	})
+	gone := time.Since(start)
+	cont()
+	tr.checkSlices(ctx, t, name)
+	t.Logf("FIGURE: kubernetes source, the proxy of %s stopped and its node's target pods deleted: their slices deleted by the garbage collector after %.1f s; published again %.1f s after the deletion",
+		node, gone.Seconds(), time.Since(start).Seconds())
 }

@@ -31,6 +31,8 @@ const (
 	targetsName    = "targets"
 	targetLink     = "nsm-0"
 	nsmDir         = "/var/lib/networkservicemesh"
+	// stubCPU is each stub's CPU request.
+	stubCPU = "50m"
 )
 
 // chartVIPs are the example values' VIPs.
@@ -110,7 +112,7 @@ func stubDeployment(name, account, image string, replicas int32, args []string) 
 						// is BestEffort, whose CPU share (2 of 1,024) lets any burst
 						// of the node's other pods starve the stub for seconds.
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi"),
+							corev1.ResourceCPU: resource.MustParse(stubCPU), corev1.ResourceMemory: resource.MustParse("32Mi"),
 						}},
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "spire", MountPath: spireSockets, ReadOnly: true},

@@ -30,7 +30,7 @@ type trench struct {
 // pods away and check that the trench serves again by itself.
 func TestTrench(t *testing.T) {
 	c := newCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
 	tr := c.startTrench(ctx, t)
 	t.Run("Traffic", func(t *testing.T) { tr.checkTraffic(ctx, t) })
@@ -40,7 +40,9 @@ func TestTrench(t *testing.T) {
 	t.Run("TargetReplaced", func(t *testing.T) { tr.replaceTarget(ctx, t) })
 	t.Run("VIPsAddedRemoved", func(t *testing.T) { tr.changeVIPs(ctx, t) })
 	t.Run("TargetsScaled", func(t *testing.T) { tr.scaleTargets(ctx, t) })
+	t.Run("TargetsAtScale", func(t *testing.T) { tr.scaleToMany(ctx, t) })
 	t.Run("DestinationPortNATs", func(t *testing.T) { tr.portNATs(ctx, t) })
+	t.Run("ConduitReAdded", func(t *testing.T) { tr.reAddConduit(ctx, t) })
 	t.Run("IPAMReplaced", func(t *testing.T) { tr.replaceIPAM(ctx, t) })
 	t.Run("ProxyReplaced", func(t *testing.T) { tr.replaceProxy(ctx, t) })
 	t.Run("NSMReplaced", func(t *testing.T) {
@@ -54,6 +56,7 @@ func TestTrench(t *testing.T) {
 	t.Run("LBFrozen", func(t *testing.T) { tr.freezeLB(ctx, t) })
 	t.Run("LBDeleted", func(t *testing.T) { tr.deleteLB(ctx, t) })
 	t.Run("NodeLost", func(t *testing.T) { tr.loseNode(ctx, t) })
+	t.Run("NodeDeleted", func(t *testing.T) { tr.deleteNode(ctx, t) })
 	t.Run("TwoTrenches", func(t *testing.T) { tr.twoTrenches(ctx, t) })
 	t.Run("HelmRollback", func(t *testing.T) { tr.rollbackVIPs(ctx, t) })
 	t.Run("ServiceAccountIDs", func(t *testing.T) { tr.useServiceAccountIDs(ctx, t) })
