@@ -3,7 +3,6 @@ package kube_test
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -35,31 +34,12 @@ func (tr *trench) deleteNode(ctx context.Context, t *testing.T) {
 	// A bound on it all happening at all, far above its figures.
 	ctx, cancel := context.WithTimeout(ctx, 12*time.Minute)
 	defer cancel()
-	node, lost := tr.nodeToLose(ctx, t, nodes)
-	var lostAddrs []netip.Addr
-	for _, list := range tr.addrsOf(ctx, t, lost) {
-		lostAddrs = append(lostAddrs, list...)
-	}
+	sn := tr.nodeToStop(ctx, t, nodes)
+	node := sn.name
 	bridge := tr.proxyBridge(ctx, t, tr.proxyOn(ctx, t, node))
 	ipam := tr.c.runningPods(ctx, t, chartNamespace, "app.kubernetes.io/component=ipam")[0]
-	stopped := false
-	t.Cleanup(func() {
-		if stopped {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			tr.startNode(ctx, t, node)
-		}
-	})
-
-	stop := tr.probeEveryVIP(ctx, t)
-	time.Sleep(time.Second)
-	start := time.Now()
-	nodeScript(t, "stop", node)
-	stopped = true
-	tr.waitLBsRoute(ctx, t, "without the stopped node's targets "+fmt.Sprint(lostAddrs), func(vip netip.Addr, via []netip.Addr) bool {
-		return !slices.ContainsFunc(lostAddrs, func(a netip.Addr) bool { return slices.Contains(via, a) })
-	})
-	withdrawn := time.Now()
+	sn.stop(ctx, t)
+	start, withdrawn := sn.start, sn.withdrawn
 	if err := tr.c.client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete node %s: %v", node, err)
 	}
@@ -79,15 +59,14 @@ func (tr *trench) deleteNode(ctx context.Context, t *testing.T) {
 		until = tr.c.subnetsKeptUntil(ctx, t, ipam, node).Format(time.RFC3339)
 	}
 	time.Sleep(2 * time.Second)
-	series := stop()
+	series := sn.probes()
 	before, total, longest := sumSeries(window(series, traffic.Series.Before, withdrawn))
 	noOutages(t, window(series, traffic.Series.After, withdrawn.Add(2*time.Second)), "the stopped node's targets withdrawn, then the node deleted", withdrawn)
 	t.Logf("FIGURE: node %s stopped, then deleted once the LBs had withdrawn its targets (%.1f s after the stop; %d of %d probes lost until then, longest gap %s): its pods deleted by the cluster %.1f s after, its targets served on the other nodes %.1f s after; the IPAM keeps its subnets until %s",
 		node, withdrawn.Sub(start).Seconds(), before, total, longest.Round(time.Millisecond), podsGone.Seconds(), elsewhere.Seconds(), until)
 
 	back := time.Now()
-	tr.startNode(ctx, t, node)
-	stopped = false
+	sn.startAgain(ctx, t)
 	registered := time.Since(back)
 	if got := tr.proxyBridge(ctx, t, tr.proxyOn(ctx, t, node)); !slices.Equal(got, bridge) {
 		t.Errorf("the proxy of %s registered again has the bridge addresses %v, had %v", node, got, bridge)

@@ -36,32 +36,11 @@ func (tr *trench) loseNode(ctx context.Context, t *testing.T) {
 	// A bound on it all happening at all, far above its figures.
 	ctx, cancel := context.WithTimeout(ctx, 12*time.Minute)
 	defer cancel()
-	node, lost := tr.nodeToLose(ctx, t, nodes)
-	var lostAddrs []netip.Addr
-	for _, list := range tr.addrsOf(ctx, t, lost) {
-		lostAddrs = append(lostAddrs, list...)
-	}
-	t.Logf("the node to lose: %s, with the targets %v (%v)", node, podNames(lost), lostAddrs)
-	stopped := false
-	t.Cleanup(func() {
-		if stopped {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			tr.startNode(ctx, t, node)
-		}
-	})
-
-	stop := tr.probeEveryVIP(ctx, t)
-	time.Sleep(time.Second)
-	start := time.Now()
-	nodeScript(t, "stop", node)
-	stopped = true
-	tr.waitLBsRoute(ctx, t, "without the lost node's targets "+fmt.Sprint(lostAddrs), func(vip netip.Addr, via []netip.Addr) bool {
-		return !slices.ContainsFunc(lostAddrs, func(a netip.Addr) bool { return slices.Contains(via, a) })
-	})
-	withdrawn := time.Now()
+	sn := tr.nodeToStop(ctx, t, nodes)
+	sn.stop(ctx, t)
+	node, lost, start, withdrawn := sn.name, sn.targets, sn.start, sn.withdrawn
 	time.Sleep(10 * time.Second)
-	series := stop()
+	series := sn.probes()
 	before, _, _ := sumSeries(window(series, traffic.Series.Before, withdrawn))
 	lostN, total, longest := sumSeries(series)
 	t.Logf("FIGURE: node %s stopped (%d targets of %d on it): the LBs withdrew its targets after %.1f s; %d of %d probes lost until then (every VIP, TCP and UDP; longest gap %s), %d in the 10 s after",
@@ -71,8 +50,7 @@ func (tr *trench) loseNode(ctx context.Context, t *testing.T) {
 	noOutages(t, window(series, traffic.Series.After, withdrawn.Add(2*time.Second)), "the node's targets withdrawn", withdrawn)
 
 	back := time.Now()
-	tr.startNode(ctx, t, node)
-	stopped = false
+	sn.startAgain(ctx, t)
 	ready := time.Since(back)
 	tr.c.waitNodePodsBack(ctx, t, node, back)
 	podsBack := time.Since(back)
@@ -98,6 +76,63 @@ func (tr *trench) loseNode(ctx context.Context, t *testing.T) {
 		node, ready.Seconds(), podsBack.Seconds(), connected.Seconds(), routed.Seconds(), time.Since(back).Seconds())
 
 	tr.restartNodeRuntime(ctx, t, node, addrs)
+}
+
+// stoppedNode is a node of the cluster that a scenario stops.
+type stoppedNode struct {
+	tr      *trench
+	name    string
+	targets []*corev1.Pod                    // its target pods before the stop
+	addrs   []netip.Addr                     // theirs
+	probes  func() map[string]traffic.Series // stop's probeEveryVIP, begun a second before the stop
+	// start is when the stop began, withdrawn when every LB had let its
+	// targets go.
+	start, withdrawn time.Time
+	down             bool
+}
+
+// nodeToStop picks the node nodeToLose picks, with its targets' addresses;
+// stop stops it.
+func (tr *trench) nodeToStop(ctx context.Context, t *testing.T, nodes []corev1.Node) *stoppedNode {
+	t.Helper()
+	sn := &stoppedNode{tr: tr}
+	sn.name, sn.targets = tr.nodeToLose(ctx, t, nodes)
+	for _, list := range tr.addrsOf(ctx, t, sn.targets) {
+		sn.addrs = append(sn.addrs, list...)
+	}
+	t.Logf("the node to stop: %s, with the targets %v (%v)", sn.name, podNames(sn.targets), sn.addrs)
+	return sn
+}
+
+// stop starts probing every VIP, stops the node (node.sh stop) and waits
+// until every LB routes the VIPs without its targets. The node is started
+// again when t ends if the scenario has not done it (startAgain).
+func (sn *stoppedNode) stop(ctx context.Context, t *testing.T) {
+	t.Helper()
+	tr := sn.tr
+	t.Cleanup(func() {
+		if sn.down {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			tr.startNode(ctx, t, sn.name)
+		}
+	})
+	sn.probes = tr.probeEveryVIP(ctx, t)
+	time.Sleep(time.Second)
+	sn.start = time.Now()
+	nodeScript(t, "stop", sn.name)
+	sn.down = true
+	tr.waitLBsRoute(ctx, t, "without the stopped node's targets "+fmt.Sprint(sn.addrs), func(vip netip.Addr, via []netip.Addr) bool {
+		return !slices.ContainsFunc(sn.addrs, func(a netip.Addr) bool { return slices.Contains(via, a) })
+	})
+	sn.withdrawn = time.Now()
+}
+
+// startAgain starts the node again (startNode).
+func (sn *stoppedNode) startAgain(ctx context.Context, t *testing.T) {
+	t.Helper()
+	sn.tr.startNode(ctx, t, sn.name)
+	sn.down = false
 }
 
 // nodeToLose picks the node loseNode stops: one without an LB pod, with
